@@ -1,0 +1,58 @@
+# Two commands for a new machine: `make demo` and `make test`. Both install what is missing.
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+TOOLS   := tools/bin
+STAMP   := $(VENV)/.installed-stamp
+TOXI    := $(TOOLS)/toxiproxy-server
+XDIST   ?= -n 2
+
+.PHONY: install system-deps test unit integration demo bench doctor clean proto
+
+install: system-deps $(STAMP) $(TOXI)
+
+# etcd (Debian etcd-server, 3.4) and nftables; apt only when a part is missing.
+system-deps:
+	@if ! command -v etcd >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1; then \
+	  echo "installing etcd-server and nftables from Debian"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server nftables >/dev/null; \
+	fi
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+# Toxiproxy, the real server, built from the Go module proxy into an ignored folder.
+$(TOXI):
+	mkdir -p $(TOOLS)
+	GOBIN=$(abspath $(TOOLS)) go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0
+	mv $(TOOLS)/server $@
+
+proto: $(STAMP)
+	$(BIN)/python -m grpc_tools.protoc -Ipsnodes/proto --python_out=psnodes/proto \
+	  --grpc_python_out=psnodes/proto --pyi_out=psnodes/proto psnodes/proto/ps.proto
+	sed -i 's/^import ps_pb2 as ps__pb2/from . import ps_pb2 as ps__pb2/' psnodes/proto/ps_pb2_grpc.py
+
+test: install
+	$(BIN)/pschaos doctor
+	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider tests
+
+unit: install
+	$(BIN)/python -m pytest -q tests/unit
+
+integration: install
+	$(BIN)/python -m pytest $(XDIST) -q tests/integration
+
+demo: install
+	$(BIN)/pschaos demo
+
+bench: install
+	$(BIN)/pschaos bench ps --json
+
+doctor: install
+	$(BIN)/pschaos doctor
+
+clean:
+	-$(BIN)/pschaos clean
