@@ -1,0 +1,69 @@
+"""The set of idempotency keys (worker, request id) a shard has applied.
+
+It makes retried pushes exactly-once across failovers: it is part of the replicated state, so
+a promoted replica knows every key its old primary acked. Request ids rise per worker, so the
+set is stored as merged intervals (a handful per worker), and the seq of recent keys is kept so
+a retry gets the same answer as the original.
+"""
+from __future__ import annotations
+
+import bisect
+from collections import OrderedDict
+
+
+class AppliedSet:
+    def __init__(self, recent_capacity: int = 65536) -> None:
+        self.ranges: dict[str, list[list[int]]] = {}
+        self.recent: OrderedDict[tuple[str, int], int] = OrderedDict()
+        self.recent_capacity = recent_capacity
+
+    def contains(self, worker: str, req_id: int) -> bool:
+        rs = self.ranges.get(worker)
+        if not rs:
+            return False
+        i = bisect.bisect_right(rs, [req_id, float("inf")]) - 1
+        return i >= 0 and rs[i][0] <= req_id <= rs[i][1]
+
+    def seq_of(self, worker: str, req_id: int) -> int:
+        """The seq that applied the key, or 0 when it is older than the recent window."""
+        return self.recent.get((worker, req_id), 0)
+
+    def add(self, worker: str, req_id: int, seq: int) -> None:
+        rs = self.ranges.setdefault(worker, [])
+        if rs and rs[-1][1] + 1 == req_id:
+            rs[-1][1] = req_id
+        elif not rs or rs[-1][1] < req_id:
+            rs.append([req_id, req_id])
+        else:
+            i = bisect.bisect_right(rs, [req_id, float("inf")])
+            rs.insert(i, [req_id, req_id])
+            self._merge(rs, max(i - 1, 0))
+        self.recent[(worker, req_id)] = seq
+        if len(self.recent) > self.recent_capacity:
+            self.recent.popitem(last=False)
+
+    @staticmethod
+    def _merge(rs: list[list[int]], start: int) -> None:
+        j = start
+        while j + 1 < len(rs):
+            if rs[j][1] + 1 >= rs[j + 1][0]:
+                rs[j][1] = max(rs[j][1], rs[j + 1][1])
+                del rs[j + 1]
+            elif j > start:
+                break
+            else:
+                j += 1
+
+    def count(self) -> int:
+        return sum(hi - lo + 1 for rs in self.ranges.values() for lo, hi in rs)
+
+    def to_json(self) -> dict:
+        return {"ranges": self.ranges, "recent": [[w, r, s] for (w, r), s in self.recent.items()]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "AppliedSet":
+        a = cls()
+        a.ranges = {w: [list(x) for x in rs] for w, rs in d.get("ranges", {}).items()}
+        for w, r, s in d.get("recent", []):
+            a.recent[(w, r)] = s
+        return a

@@ -1,0 +1,133 @@
+"""One embedding table of a shard: rows by id, created on first push with a seeded initializer.
+
+A pull of an id never seen returns the initializer's row without storing it, so reads change
+nothing and every copy stores exactly the rows the update log created. The initializer is a
+counter-based hash of (seed, table, id, column): any node computes the same row at any time.
+"""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from .optimizers import OptimizerConfig, apply_update
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def init_rows(seed: int, table: str, ids: np.ndarray, dim: int) -> np.ndarray:
+    """Deterministic rows uniform in [-1/sqrt(dim), 1/sqrt(dim)] (splitmix64 of the position)."""
+    base = np.uint64((seed * 1_000_003 + zlib.crc32(table.encode())) & 0xFFFFFFFFFFFF)
+    with np.errstate(over="ignore"):
+        x = (ids.astype(np.uint64)[:, None] * np.uint64(dim) + np.arange(dim, dtype=np.uint64)[None, :]) + base
+        x = x * np.uint64(0x9E3779B97F4A7C15)
+        x = (x ^ (x >> np.uint64(30))) * _M1
+        x = (x ^ (x >> np.uint64(27))) * _M2
+        x = x ^ (x >> np.uint64(31))
+    u = (x >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    return ((u * 2 - 1) / np.sqrt(dim)).astype(np.float32)
+
+
+class EmbeddingTable:
+    def __init__(self, name: str, dim: int, cfg: OptimizerConfig, seed: int) -> None:
+        self.name, self.dim, self.cfg, self.seed = name, dim, cfg, seed
+        self.index: dict[int, int] = {}
+        self.n = 0
+        cap = 64
+        self.ids = np.zeros(cap, dtype=np.int64)
+        self.rows = np.zeros((cap, dim), dtype=np.float32)
+        self.steps = np.zeros(cap, dtype=np.int64)
+        self.mod = np.zeros(cap, dtype=np.int64)
+        self.slots = {s: np.zeros((cap, dim), dtype=np.float32) for s in cfg.slot_names()}
+
+    def _grow(self, need: int) -> None:
+        cap = len(self.ids)
+        if need <= cap:
+            return
+        while cap < need:
+            cap *= 2
+        def widen(a: np.ndarray) -> np.ndarray:
+            b = np.zeros((cap,) + a.shape[1:], dtype=a.dtype)
+            b[: self.n] = a[: self.n]
+            return b
+        self.ids, self.rows, self.steps, self.mod = map(widen, (self.ids, self.rows, self.steps, self.mod))
+        self.slots = {k: widen(v) for k, v in self.slots.items()}
+
+    def _positions(self, ids: np.ndarray, create: bool) -> np.ndarray:
+        """Row positions of `ids` (-1 for unknown ones unless `create`)."""
+        get = self.index.get
+        pos = np.fromiter((get(int(i), -1) for i in ids), dtype=np.int64, count=ids.size)
+        if create and (pos < 0).any():
+            new = np.unique(ids[pos < 0])
+            self._grow(self.n + new.size)
+            at = np.arange(self.n, self.n + new.size)
+            self.ids[at] = new
+            self.rows[at] = init_rows(self.seed, self.name, new, self.dim)
+            for k, v in self.cfg.new_slots((new.size, self.dim)).items():
+                self.slots[k][at] = v
+            self.steps[at] = 0
+            for i, p in zip(new.tolist(), at.tolist()):
+                self.index[i] = p
+            self.n += new.size
+            pos = np.fromiter((self.index[int(i)] for i in ids), dtype=np.int64, count=ids.size)
+        return pos
+
+    def lookup(self, ids: np.ndarray) -> np.ndarray:
+        """Current rows for `ids`; unseen ids read as their initializer rows."""
+        pos = self._positions(ids, create=False)
+        out = np.empty((ids.size, self.dim), dtype=np.float32)
+        hit = pos >= 0
+        out[hit] = self.rows[pos[hit]]
+        if (~hit).any():
+            out[~hit] = init_rows(self.seed, self.name, ids[~hit], self.dim)
+        return out
+
+    def push(self, ids: np.ndarray, grads: np.ndarray, seq: int) -> None:
+        """Apply gradients; repeated ids in one push are summed first (one optimizer step per row)."""
+        if ids.size == 0:
+            return
+        uniq, inv = np.unique(ids, return_inverse=True)
+        g = np.zeros((uniq.size, self.dim), dtype=np.float32)
+        np.add.at(g, inv, grads)
+        pos = self._positions(uniq, create=True)
+        self.steps[pos] += 1
+        rows = self.rows[pos]
+        slots = {k: v[pos] for k, v in self.slots.items()}
+        apply_update(self.cfg, rows, g, slots, self.steps[pos][:, None])
+        self.rows[pos] = rows
+        for k, v in slots.items():
+            self.slots[k][pos] = v
+        self.mod[pos] = seq
+
+    def nbytes(self) -> int:
+        return self.n * (self.dim * 4 * (1 + len(self.slots)) + 24)
+
+    def digest(self, h) -> None:
+        order = np.argsort(self.ids[: self.n], kind="stable")
+        h.update(self.name.encode())
+        h.update(self.ids[: self.n][order].tobytes())
+        h.update(self.rows[: self.n][order].tobytes())
+        h.update(self.steps[: self.n][order].tobytes())
+        for k in sorted(self.slots):
+            h.update(self.slots[k][: self.n][order].tobytes())
+
+    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
+        out = {f"{prefix}ids": self.ids[: self.n], f"{prefix}rows": self.rows[: self.n],
+               f"{prefix}steps": self.steps[: self.n], f"{prefix}mod": self.mod[: self.n]}
+        out.update({f"{prefix}slot/{k}": v[: self.n] for k, v in self.slots.items()})
+        return out
+
+    def load(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
+        ids = arrays[f"{prefix}ids"]
+        self.n = 0
+        self.index = {}
+        self._grow(max(ids.size, 1))
+        self.n = ids.size
+        self.ids[: self.n] = ids
+        self.rows[: self.n] = arrays[f"{prefix}rows"]
+        self.steps[: self.n] = arrays[f"{prefix}steps"]
+        self.mod[: self.n] = arrays[f"{prefix}mod"]
+        for k in self.slots:
+            self.slots[k][: self.n] = arrays[f"{prefix}slot/{k}"]
+        self.index = {int(i): p for p, i in enumerate(ids.tolist())}

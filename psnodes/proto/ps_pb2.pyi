@@ -1,0 +1,236 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Tensor(_message.Message):
+    __slots__ = ("name", "shape", "dtype", "data")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    dtype: str
+    data: bytes
+    def __init__(self, name: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., dtype: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class Rows(_message.Message):
+    __slots__ = ("table", "ids", "dim", "data")
+    TABLE_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    DIM_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    table: str
+    ids: bytes
+    dim: int
+    data: bytes
+    def __init__(self, table: _Optional[str] = ..., ids: _Optional[bytes] = ..., dim: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class Update(_message.Message):
+    __slots__ = ("kind", "worker", "req_id", "clock", "dense", "sparse")
+    class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        PUSH: _ClassVar[Update.Kind]
+        INIT: _ClassVar[Update.Kind]
+    PUSH: Update.Kind
+    INIT: Update.Kind
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    REQ_ID_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_FIELD_NUMBER: _ClassVar[int]
+    DENSE_FIELD_NUMBER: _ClassVar[int]
+    SPARSE_FIELD_NUMBER: _ClassVar[int]
+    kind: Update.Kind
+    worker: str
+    req_id: int
+    clock: int
+    dense: _containers.RepeatedCompositeFieldContainer[Tensor]
+    sparse: _containers.RepeatedCompositeFieldContainer[Rows]
+    def __init__(self, kind: _Optional[_Union[Update.Kind, str]] = ..., worker: _Optional[str] = ..., req_id: _Optional[int] = ..., clock: _Optional[int] = ..., dense: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., sparse: _Optional[_Iterable[_Union[Rows, _Mapping]]] = ...) -> None: ...
+
+class PushRequest(_message.Message):
+    __slots__ = ("shard", "epoch", "update")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    epoch: int
+    update: Update
+    def __init__(self, shard: _Optional[int] = ..., epoch: _Optional[int] = ..., update: _Optional[_Union[Update, _Mapping]] = ...) -> None: ...
+
+class PushReply(_message.Message):
+    __slots__ = ("epoch", "seq", "duplicate", "node")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    DUPLICATE_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    seq: int
+    duplicate: bool
+    node: str
+    def __init__(self, epoch: _Optional[int] = ..., seq: _Optional[int] = ..., duplicate: _Optional[bool] = ..., node: _Optional[str] = ...) -> None: ...
+
+class PullRequest(_message.Message):
+    __slots__ = ("shard", "epoch", "since_seq", "names", "sparse", "min_clock", "worker", "no_dense")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SINCE_SEQ_FIELD_NUMBER: _ClassVar[int]
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    SPARSE_FIELD_NUMBER: _ClassVar[int]
+    MIN_CLOCK_FIELD_NUMBER: _ClassVar[int]
+    WORKER_FIELD_NUMBER: _ClassVar[int]
+    NO_DENSE_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    epoch: int
+    since_seq: int
+    names: _containers.RepeatedScalarFieldContainer[str]
+    sparse: _containers.RepeatedCompositeFieldContainer[Rows]
+    min_clock: int
+    worker: str
+    no_dense: bool
+    def __init__(self, shard: _Optional[int] = ..., epoch: _Optional[int] = ..., since_seq: _Optional[int] = ..., names: _Optional[_Iterable[str]] = ..., sparse: _Optional[_Iterable[_Union[Rows, _Mapping]]] = ..., min_clock: _Optional[int] = ..., worker: _Optional[str] = ..., no_dense: _Optional[bool] = ...) -> None: ...
+
+class PullReply(_message.Message):
+    __slots__ = ("epoch", "seq", "dense", "sparse", "bytes", "node")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    DENSE_FIELD_NUMBER: _ClassVar[int]
+    SPARSE_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    seq: int
+    dense: _containers.RepeatedCompositeFieldContainer[Tensor]
+    sparse: _containers.RepeatedCompositeFieldContainer[Rows]
+    bytes: int
+    node: str
+    def __init__(self, epoch: _Optional[int] = ..., seq: _Optional[int] = ..., dense: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., sparse: _Optional[_Iterable[_Union[Rows, _Mapping]]] = ..., bytes: _Optional[int] = ..., node: _Optional[str] = ...) -> None: ...
+
+class LogEntry(_message.Message):
+    __slots__ = ("seq", "epoch", "payload")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PAYLOAD_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    epoch: int
+    payload: bytes
+    def __init__(self, seq: _Optional[int] = ..., epoch: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
+
+class ReplicateRequest(_message.Message):
+    __slots__ = ("shard", "epoch", "primary", "entries", "primary_seq", "epoch_start", "resync")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_SEQ_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_START_FIELD_NUMBER: _ClassVar[int]
+    RESYNC_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    epoch: int
+    primary: str
+    entries: _containers.RepeatedCompositeFieldContainer[LogEntry]
+    primary_seq: int
+    epoch_start: int
+    resync: bool
+    def __init__(self, shard: _Optional[int] = ..., epoch: _Optional[int] = ..., primary: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., primary_seq: _Optional[int] = ..., epoch_start: _Optional[int] = ..., resync: _Optional[bool] = ...) -> None: ...
+
+class ReplicateReply(_message.Message):
+    __slots__ = ("applied_seq", "epoch", "needs_catchup", "seq_epoch")
+    APPLIED_SEQ_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    NEEDS_CATCHUP_FIELD_NUMBER: _ClassVar[int]
+    SEQ_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    applied_seq: int
+    epoch: int
+    needs_catchup: bool
+    seq_epoch: int
+    def __init__(self, applied_seq: _Optional[int] = ..., epoch: _Optional[int] = ..., needs_catchup: _Optional[bool] = ..., seq_epoch: _Optional[int] = ...) -> None: ...
+
+class CatchUpRequest(_message.Message):
+    __slots__ = ("shard", "epoch", "replica", "from_seq", "from_epoch")
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REPLICA_FIELD_NUMBER: _ClassVar[int]
+    FROM_SEQ_FIELD_NUMBER: _ClassVar[int]
+    FROM_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    epoch: int
+    replica: str
+    from_seq: int
+    from_epoch: int
+    def __init__(self, shard: _Optional[int] = ..., epoch: _Optional[int] = ..., replica: _Optional[str] = ..., from_seq: _Optional[int] = ..., from_epoch: _Optional[int] = ...) -> None: ...
+
+class CatchUpReply(_message.Message):
+    __slots__ = ("epoch", "entries", "snapshot", "snapshot_seq", "changed_bytes")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_BYTES_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    entries: _containers.RepeatedCompositeFieldContainer[LogEntry]
+    snapshot: bytes
+    snapshot_seq: int
+    changed_bytes: int
+    def __init__(self, epoch: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., snapshot: _Optional[bytes] = ..., snapshot_seq: _Optional[int] = ..., changed_bytes: _Optional[int] = ...) -> None: ...
+
+class SnapshotRequest(_message.Message):
+    __slots__ = ("shard",)
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    shard: int
+    def __init__(self, shard: _Optional[int] = ...) -> None: ...
+
+class SnapshotReply(_message.Message):
+    __slots__ = ("seq", "path", "bytes")
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    seq: int
+    path: str
+    bytes: int
+    def __init__(self, seq: _Optional[int] = ..., path: _Optional[str] = ..., bytes: _Optional[int] = ...) -> None: ...
+
+class StatusRequest(_message.Message):
+    __slots__ = ("checksum", "applied")
+    CHECKSUM_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_FIELD_NUMBER: _ClassVar[int]
+    checksum: bool
+    applied: bool
+    def __init__(self, checksum: _Optional[bool] = ..., applied: _Optional[bool] = ...) -> None: ...
+
+class StatusReply(_message.Message):
+    __slots__ = ("node", "shard", "role", "epoch", "seq", "checksum", "isr", "applied_json", "log_start", "seq_epoch", "restored_from")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    SHARD_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SEQ_FIELD_NUMBER: _ClassVar[int]
+    CHECKSUM_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_JSON_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_FIELD_NUMBER: _ClassVar[int]
+    SEQ_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    RESTORED_FROM_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    shard: int
+    role: str
+    epoch: int
+    seq: int
+    checksum: str
+    isr: _containers.RepeatedScalarFieldContainer[str]
+    applied_json: str
+    log_start: int
+    seq_epoch: int
+    restored_from: str
+    def __init__(self, node: _Optional[str] = ..., shard: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., seq: _Optional[int] = ..., checksum: _Optional[str] = ..., isr: _Optional[_Iterable[str]] = ..., applied_json: _Optional[str] = ..., log_start: _Optional[int] = ..., seq_epoch: _Optional[int] = ..., restored_from: _Optional[str] = ...) -> None: ...
+
+class Blob(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
