@@ -57,13 +57,15 @@ class AppliedSet:
     def count(self) -> int:
         return sum(hi - lo + 1 for rs in self.ranges.values() for lo, hi in rs)
 
-    def to_json(self) -> dict:
-        return {"ranges": self.ranges, "recent": [[w, r, s] for (w, r), s in self.recent.items()]}
+    def to_json(self, since: int = 0) -> dict:
+        """All ranges, and the recent seqs applied after `since` (what a delta must carry)."""
+        return {"ranges": self.ranges,
+                "recent": [[w, r, s] for (w, r), s in self.recent.items() if s > since]}
 
-    @classmethod
-    def from_json(cls, d: dict) -> "AppliedSet":
-        a = cls()
-        a.ranges = {w: [list(x) for x in rs] for w, rs in d.get("ranges", {}).items()}
+    def merge_json(self, d: dict) -> None:
+        """Take the ranges of a newer copy and add its recent seqs."""
+        self.ranges = {w: [list(x) for x in rs] for w, rs in d.get("ranges", {}).items()}
         for w, r, s in d.get("recent", []):
-            a.recent[(w, r)] = s
-        return a
+            self.recent[(w, r)] = s
+        while len(self.recent) > self.recent_capacity:
+            self.recent.popitem(last=False)

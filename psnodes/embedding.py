@@ -112,22 +112,22 @@ class EmbeddingTable:
         for k in sorted(self.slots):
             h.update(self.slots[k][: self.n][order].tobytes())
 
-    def arrays(self, prefix: str) -> dict[str, np.ndarray]:
-        out = {f"{prefix}ids": self.ids[: self.n], f"{prefix}rows": self.rows[: self.n],
-               f"{prefix}steps": self.steps[: self.n], f"{prefix}mod": self.mod[: self.n]}
-        out.update({f"{prefix}slot/{k}": v[: self.n] for k, v in self.slots.items()})
+    def arrays(self, prefix: str, since: int = 0) -> dict[str, np.ndarray]:
+        """The rows changed after `since`, with their optimizer state, as named arrays."""
+        sel = np.nonzero(self.mod[: self.n] > since)[0]
+        out = {f"{prefix}ids": self.ids[sel], f"{prefix}rows": self.rows[sel],
+               f"{prefix}steps": self.steps[sel], f"{prefix}mod": self.mod[sel]}
+        out.update({f"{prefix}slot/{k}": v[sel] for k, v in self.slots.items()})
         return out
 
-    def load(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
+    def merge(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
+        """Overwrite (or create) the rows of an `arrays` export."""
         ids = arrays[f"{prefix}ids"]
-        self.n = 0
-        self.index = {}
-        self._grow(max(ids.size, 1))
-        self.n = ids.size
-        self.ids[: self.n] = ids
-        self.rows[: self.n] = arrays[f"{prefix}rows"]
-        self.steps[: self.n] = arrays[f"{prefix}steps"]
-        self.mod[: self.n] = arrays[f"{prefix}mod"]
+        if ids.size == 0:
+            return
+        pos = self._positions(ids, create=True)
+        self.rows[pos] = arrays[f"{prefix}rows"]
+        self.steps[pos] = arrays[f"{prefix}steps"]
+        self.mod[pos] = arrays[f"{prefix}mod"]
         for k in self.slots:
-            self.slots[k][: self.n] = arrays[f"{prefix}slot/{k}"]
-        self.index = {int(i): p for p, i in enumerate(ids.tolist())}
+            self.slots[k][pos] = arrays[f"{prefix}slot/{k}"]

@@ -7,13 +7,13 @@ Application is deterministic, so two copies that applied the same log have the s
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .applied import AppliedSet
+from .blob import pack, unpack
 from .codec import ids_from_pb, rows_from_pb, tensor_from_pb
 from .embedding import EmbeddingTable
 from .errors import InvalidArgument, NotFound
@@ -59,6 +59,7 @@ class ShardStore:
         self.clocks: dict[str, int] = {}
         self.seq = 0
         self.seq_epoch = 0
+        self.epochs: list[list[int]] = []   # [epoch, first seq] each time the epoch changed
         self.log = UpdateLog(spec.log_entries, spec.log_bytes)
 
     # ----------------------------------------------------------------- checks
@@ -131,6 +132,8 @@ class ShardStore:
             self.applied.add(upd.worker, upd.req_id, seq)
             if upd.clock >= 0:
                 self.clocks[upd.worker] = max(self.clocks.get(upd.worker, 0), upd.clock + 1)
+        if epoch != self.seq_epoch:
+            self.epochs.append([epoch, seq])
         self.seq, self.seq_epoch = seq, epoch
         self.log.append(Entry(seq, epoch, payload))
         return seq
@@ -184,42 +187,65 @@ class ShardStore:
         return h.hexdigest()
 
     def state_bytes(self) -> int:
-        """Approximate size of a full snapshot: what a catch-up by snapshot would move."""
-        n = sum(a.nbytes + sum(s.nbytes for s in self.dense_slots[k].values()) for k, a in self.dense.items())
+        """Size of the full state: what a catch-up by snapshot would move."""
+        n = sum(a.nbytes + sum(v.nbytes for v in self.dense_slots[k].values()) for k, a in self.dense.items())
         return n + sum(t.nbytes() for t in self.tables.values())
 
-    def snapshot(self) -> bytes:
-        """The whole state as one self-describing npz blob (no pickles)."""
-        arrays: dict[str, np.ndarray] = {}
-        for n, a in self.dense.items():
-            arrays[f"d/{n}"] = a
-            for s, v in self.dense_slots[n].items():
-                arrays[f"ds/{s}/{n}"] = v
-        for name, t in self.tables.items():
-            arrays.update(t.arrays(f"t/{name}/"))
-        meta = {"seq": self.seq, "seq_epoch": self.seq_epoch, "dense_steps": self.dense_steps,
-                "dense_mod": self.dense_mod, "clocks": self.clocks, "applied": self.applied.to_json(),
-                "shard": self.spec.shard, "dense_names": sorted(self.dense)}
-        arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
-        buf = io.BytesIO()
-        np.savez(buf, **{k.replace("/", "|"): v for k, v in arrays.items()})
-        return buf.getvalue()
+    def epoch_of(self, seq: int) -> int:
+        """Epoch of the entry at `seq` (0 for seq 0), from the epoch history."""
+        e = 0
+        for epoch, first in self.epochs:
+            if first <= seq:
+                e = epoch
+            else:
+                break
+        return e
 
-    def restore(self, blob: bytes) -> None:
-        """Replace the whole state with a snapshot; the log restarts at the snapshot's seq."""
-        with np.load(io.BytesIO(blob), allow_pickle=False) as z:
-            arrays = {k.replace("|", "/"): z[k] for k in z.files}
-        meta = json.loads(arrays.pop("meta").tobytes().decode())
-        if meta["shard"] != self.spec.shard:
-            raise InvalidArgument(f"snapshot is of shard {meta['shard']}, not shard {self.spec.shard}")
-        self.dense = {n: arrays[f"d/{n}"].copy() for n in meta["dense_names"]}
-        self.dense_slots = {n: {s: arrays[f"ds/{s}/{n}"].copy() for s in self.spec.optimizer.slot_names()}
-                            for n in self.dense}
-        self.dense_steps = {k: int(v) for k, v in meta["dense_steps"].items()}
-        self.dense_mod = {k: int(v) for k, v in meta["dense_mod"].items()}
+    def matches(self, seq: int, epoch: int) -> bool:
+        """True when a copy at (seq, epoch) holds a prefix of this copy's history (log matching)."""
+        return seq == 0 or (seq <= self.seq and self.epoch_of(seq) == epoch)
+
+    def export_state(self, since: int = 0) -> tuple[bytes, int]:
+        """Everything changed after `since` (all of it when 0) as a blob, and its raw array bytes.
+
+        A copy whose state at `since` matches ours (see `matches`) becomes equal to us by
+        `import_state`; that is incremental catch-up. With since == 0 it is a full snapshot.
+        """
+        arrays: dict[str, np.ndarray] = {}
+        names = [n for n in sorted(self.dense) if self.dense_mod[n] > since]
+        for n in names:
+            arrays[f"d/{n}"] = self.dense[n]
+            for k, v in self.dense_slots[n].items():
+                arrays[f"ds/{k}/{n}"] = v
         for name, t in self.tables.items():
-            t.load(arrays, f"t/{name}/")
+            arrays.update(t.arrays(f"t/{name}/", since))
+        meta = {"full": since == 0, "base_seq": since, "seq": self.seq, "seq_epoch": self.seq_epoch,
+                "shard": self.spec.shard, "epochs": self.epochs, "dense": names,
+                "dense_steps": {n: self.dense_steps[n] for n in names},
+                "dense_mod": {n: self.dense_mod[n] for n in names}, "clocks": self.clocks,
+                "applied": self.applied.to_json(since)}
+        return pack(meta, arrays), sum(a.nbytes for a in arrays.values())
+
+    def import_state(self, blob: bytes) -> None:
+        """Apply a blob from `export_state`: a full snapshot replaces, a delta must start at our seq."""
+        meta, arrays = unpack(blob)
+        if meta["shard"] != self.spec.shard:
+            raise InvalidArgument(f"state blob is of shard {meta['shard']}, not shard {self.spec.shard}")
+        if meta["full"]:
+            fresh = ShardStore(self.spec)
+            self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "spec"})
+        elif meta["base_seq"] != self.seq:
+            raise InvalidArgument(f"delta starts at seq {meta['base_seq']} but this copy is at {self.seq}")
+        slot_names = self.spec.optimizer.slot_names()
+        for n in meta["dense"]:
+            self.dense[n] = arrays[f"d/{n}"].copy()
+            self.dense_slots[n] = {k: arrays[f"ds/{k}/{n}"].copy() for k in slot_names}
+            self.dense_steps[n] = int(meta["dense_steps"][n])
+            self.dense_mod[n] = int(meta["dense_mod"][n])
+        for name, t in self.tables.items():
+            t.merge(arrays, f"t/{name}/")
         self.clocks = {k: int(v) for k, v in meta["clocks"].items()}
-        self.applied = AppliedSet.from_json(meta["applied"])
+        self.applied.merge_json(meta["applied"])
+        self.epochs = [list(e) for e in meta["epochs"]]
         self.seq, self.seq_epoch = int(meta["seq"]), int(meta["seq_epoch"])
         self.log.reset(self.seq, self.seq_epoch)

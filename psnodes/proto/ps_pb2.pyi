@@ -122,62 +122,32 @@ class LogEntry(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., epoch: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class ReplicateRequest(_message.Message):
-    __slots__ = ("shard", "epoch", "primary", "entries", "primary_seq", "epoch_start", "resync")
+    __slots__ = ("shard", "epoch", "primary", "entries", "primary_seq", "epoch_start", "state")
     SHARD_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_FIELD_NUMBER: _ClassVar[int]
     ENTRIES_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_SEQ_FIELD_NUMBER: _ClassVar[int]
     EPOCH_START_FIELD_NUMBER: _ClassVar[int]
-    RESYNC_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
     shard: int
     epoch: int
     primary: str
     entries: _containers.RepeatedCompositeFieldContainer[LogEntry]
     primary_seq: int
     epoch_start: int
-    resync: bool
-    def __init__(self, shard: _Optional[int] = ..., epoch: _Optional[int] = ..., primary: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., primary_seq: _Optional[int] = ..., epoch_start: _Optional[int] = ..., resync: _Optional[bool] = ...) -> None: ...
+    state: bytes
+    def __init__(self, shard: _Optional[int] = ..., epoch: _Optional[int] = ..., primary: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., primary_seq: _Optional[int] = ..., epoch_start: _Optional[int] = ..., state: _Optional[bytes] = ...) -> None: ...
 
 class ReplicateReply(_message.Message):
-    __slots__ = ("applied_seq", "epoch", "needs_catchup", "seq_epoch")
+    __slots__ = ("applied_seq", "epoch", "seq_epoch")
     APPLIED_SEQ_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
-    NEEDS_CATCHUP_FIELD_NUMBER: _ClassVar[int]
     SEQ_EPOCH_FIELD_NUMBER: _ClassVar[int]
     applied_seq: int
     epoch: int
-    needs_catchup: bool
     seq_epoch: int
-    def __init__(self, applied_seq: _Optional[int] = ..., epoch: _Optional[int] = ..., needs_catchup: _Optional[bool] = ..., seq_epoch: _Optional[int] = ...) -> None: ...
-
-class CatchUpRequest(_message.Message):
-    __slots__ = ("shard", "epoch", "replica", "from_seq", "from_epoch")
-    SHARD_FIELD_NUMBER: _ClassVar[int]
-    EPOCH_FIELD_NUMBER: _ClassVar[int]
-    REPLICA_FIELD_NUMBER: _ClassVar[int]
-    FROM_SEQ_FIELD_NUMBER: _ClassVar[int]
-    FROM_EPOCH_FIELD_NUMBER: _ClassVar[int]
-    shard: int
-    epoch: int
-    replica: str
-    from_seq: int
-    from_epoch: int
-    def __init__(self, shard: _Optional[int] = ..., epoch: _Optional[int] = ..., replica: _Optional[str] = ..., from_seq: _Optional[int] = ..., from_epoch: _Optional[int] = ...) -> None: ...
-
-class CatchUpReply(_message.Message):
-    __slots__ = ("epoch", "entries", "snapshot", "snapshot_seq", "changed_bytes")
-    EPOCH_FIELD_NUMBER: _ClassVar[int]
-    ENTRIES_FIELD_NUMBER: _ClassVar[int]
-    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
-    SNAPSHOT_SEQ_FIELD_NUMBER: _ClassVar[int]
-    CHANGED_BYTES_FIELD_NUMBER: _ClassVar[int]
-    epoch: int
-    entries: _containers.RepeatedCompositeFieldContainer[LogEntry]
-    snapshot: bytes
-    snapshot_seq: int
-    changed_bytes: int
-    def __init__(self, epoch: _Optional[int] = ..., entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., snapshot: _Optional[bytes] = ..., snapshot_seq: _Optional[int] = ..., changed_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, applied_seq: _Optional[int] = ..., epoch: _Optional[int] = ..., seq_epoch: _Optional[int] = ...) -> None: ...
 
 class SnapshotRequest(_message.Message):
     __slots__ = ("shard",)

@@ -49,11 +49,6 @@ class ParameterServerStub:
                 request_serializer=ps__pb2.ReplicateRequest.SerializeToString,
                 response_deserializer=ps__pb2.ReplicateReply.FromString,
                 _registered_method=True)
-        self.CatchUp = channel.unary_unary(
-                '/pschaos.ps.ParameterServer/CatchUp',
-                request_serializer=ps__pb2.CatchUpRequest.SerializeToString,
-                response_deserializer=ps__pb2.CatchUpReply.FromString,
-                _registered_method=True)
         self.Snapshot = channel.unary_unary(
                 '/pschaos.ps.ParameterServer/Snapshot',
                 request_serializer=ps__pb2.SnapshotRequest.SerializeToString,
@@ -87,12 +82,6 @@ class ParameterServerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Replicate(self, request, context):
-        """Missing associated documentation comment in .proto file."""
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def CatchUp(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -134,11 +123,6 @@ def add_ParameterServerServicer_to_server(servicer, server):
                     servicer.Replicate,
                     request_deserializer=ps__pb2.ReplicateRequest.FromString,
                     response_serializer=ps__pb2.ReplicateReply.SerializeToString,
-            ),
-            'CatchUp': grpc.unary_unary_rpc_method_handler(
-                    servicer.CatchUp,
-                    request_deserializer=ps__pb2.CatchUpRequest.FromString,
-                    response_serializer=ps__pb2.CatchUpReply.SerializeToString,
             ),
             'Snapshot': grpc.unary_unary_rpc_method_handler(
                     servicer.Snapshot,
@@ -237,33 +221,6 @@ class ParameterServer:
             '/pschaos.ps.ParameterServer/Replicate',
             ps__pb2.ReplicateRequest.SerializeToString,
             ps__pb2.ReplicateReply.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def CatchUp(request,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.unary_unary(
-            request,
-            target,
-            '/pschaos.ps.ParameterServer/CatchUp',
-            ps__pb2.CatchUpRequest.SerializeToString,
-            ps__pb2.CatchUpReply.FromString,
             options,
             channel_credentials,
             insecure,

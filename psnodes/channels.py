@@ -1,0 +1,53 @@
+"""gRPC channel and server options in one place: message limits, keepalive, fast reconnects.
+
+Failover time depends on how fast a dead peer is noticed and a new one is dialled, so every
+channel gets short reconnect backoff and keepalive; every call carries the cluster token.
+"""
+from __future__ import annotations
+
+import grpc
+
+TOKEN_HEADER = "x-pschaos-token"
+
+
+def channel_options(max_bytes: int) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_send_message_length", max_bytes),
+        ("grpc.max_receive_message_length", max_bytes),
+        ("grpc.initial_reconnect_backoff_ms", 20),
+        ("grpc.min_reconnect_backoff_ms", 20),
+        ("grpc.max_reconnect_backoff_ms", 200),
+        ("grpc.keepalive_time_ms", 1000),
+        ("grpc.keepalive_timeout_ms", 500),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.max_pings_without_data", 0),
+        ("grpc.enable_retries", 0),
+    ]
+
+
+def server_options(max_bytes: int) -> list[tuple[str, int]]:
+    return [
+        ("grpc.max_send_message_length", max_bytes),
+        ("grpc.max_receive_message_length", max_bytes),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.http2.min_ping_interval_without_data_ms", 500),
+        ("grpc.http2.max_ping_strikes", 0),
+        ("grpc.so_reuseport", 0),
+    ]
+
+
+def dial(address: str, max_bytes: int) -> grpc.Channel:
+    return grpc.insecure_channel(address, options=channel_options(max_bytes))
+
+
+def auth(token: str) -> tuple[tuple[str, str], ...]:
+    return ((TOKEN_HEADER, token),)
+
+
+def check_loopback(address: str, field: str) -> None:
+    """Every server binds loopback only; refuse anything else with the field named."""
+    from .errors import ConfigError
+
+    host = address.rsplit(":", 1)[0]
+    if host not in ("127.0.0.1", "localhost"):
+        raise ConfigError(f"{field}={address!r}: psnodes binds 127.0.0.1 only; use 127.0.0.1:PORT")

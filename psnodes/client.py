@@ -1,0 +1,217 @@
+"""The PS client workers use: placement, routing from etcd, retries with idempotency keys.
+
+A push to a shard carries (worker, request id); after a failover the client re-reads the route
+and sends the *same* key to the new primary, which answers from its applied set if the update
+already landed, so a retried push is applied exactly once. Every push is recorded as an
+invoke/ok/fail/info operation in the worker's event log (the harness's history).
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import grpc
+import numpy as np
+
+from .channels import auth, dial
+from .codec import rows_to_pb, tensor_from_pb, tensor_to_pb
+from .config import ClusterConfig, ShardRecord
+from .errors import RETRYABLE, InvalidArgument, PSError, from_rpc_error
+from .etcd import Etcd
+from .events import EventLog
+from .placement import dense_shard, row_shards
+from .proto import ps_pb2, ps_pb2_grpc
+
+
+class Unavailable(PSError):
+    """A shard did not answer within the retry budget (outcome of a push unknown)."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+@dataclass
+class PullResult:
+    dense: dict[str, np.ndarray] = field(default_factory=dict)
+    bytes: int = 0
+
+
+class PSClient:
+    def __init__(self, cfg: ClusterConfig, name: str, links: dict[str, str] | None = None,
+                 events: EventLog | None = None, call_timeout: float | None = None,
+                 retry_budget: float = 20.0) -> None:
+        self.cfg, self.name = cfg, name
+        self.links = links or dict(cfg.addresses)
+        self.events = events or EventLog(None, name)
+        self.etcd = Etcd(cfg.etcd, timeout=0.5)
+        self.md = auth(cfg.token)
+        self.call_timeout = call_timeout or cfg.rpc_timeout_s
+        self.retry_budget = retry_budget
+        self.routes: dict[int, ShardRecord] = {}
+        self._stubs: dict[str, ps_pb2_grpc.ParameterServerStub] = {}
+        self._channels: list[grpc.Channel] = []
+        self._req_ids = itertools.count(1)
+        self._ops = itertools.count(1)
+        self.versions: dict[int, tuple[int, int]] = {}   # shard -> (epoch, seq) of the last dense pull
+        self.pool = ThreadPoolExecutor(max_workers=max(1, cfg.shards), thread_name_prefix="ps-client")
+        self.pushed_bytes = 0
+        self.pulled_bytes = 0
+
+    # --------------------------------------------------------------- routing
+    def refresh(self, shard: int | None = None) -> None:
+        for i in ([shard] if shard is not None else range(self.cfg.shards)):
+            kv = self.etcd.get(self.cfg.shard_key(i))
+            if kv is not None:
+                self.routes[i] = ShardRecord.from_json(kv.value)
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Wait until every shard has a primary in the routing table."""
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                self.refresh()
+            except PSError:
+                pass
+            if len(self.routes) == self.cfg.shards:
+                return
+            if time.monotonic() > end:
+                raise Unavailable(f"shards without a primary after {timeout}s: "
+                                  f"{sorted(set(range(self.cfg.shards)) - set(self.routes))}")
+            time.sleep(0.05)
+
+    def stub(self, node: str) -> ps_pb2_grpc.ParameterServerStub:
+        if node not in self._stubs:
+            ch = dial(self.links[node], self.cfg.max_message_bytes)
+            self._channels.append(ch)
+            self._stubs[node] = ps_pb2_grpc.ParameterServerStub(ch)
+        return self._stubs[node]
+
+    def call(self, shard: int, method: str, make: callable, timeout: float | None = None):
+        """Call the shard's primary, re-routing and retrying on failover until the retry budget ends."""
+        end = time.monotonic() + self.retry_budget
+        delay = 0.01
+        last: Exception | None = None
+        while True:
+            if shard not in self.routes:
+                try:
+                    self.refresh(shard)
+                except PSError as e:
+                    last = e
+            rec = self.routes.get(shard)
+            if rec is not None:
+                try:
+                    return getattr(self.stub(rec.primary), method)(make(rec.epoch), timeout=timeout or self.call_timeout,
+                                                                   metadata=self.md)
+                except grpc.RpcError as e:
+                    err = from_rpc_error(e)
+                    if not isinstance(err, RETRYABLE) and e.code() != grpc.StatusCode.UNKNOWN:
+                        raise err from None
+                    last = err
+            if time.monotonic() + delay > end:
+                raise Unavailable(f"shard {shard}: no primary answered {method} within "
+                                  f"{self.retry_budget}s; last error: {last}")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+            try:
+                self.refresh(shard)
+            except PSError as e:
+                last = e
+
+    # --------------------------------------------------------------- writes
+    def init_dense(self, params: dict[str, np.ndarray]) -> None:
+        """Offer initial values (set-if-absent: the first worker's values win, all workers agree)."""
+        by_shard: dict[int, list] = {}
+        for n, a in params.items():
+            by_shard.setdefault(dense_shard(n, self.cfg.shards), []).append(tensor_to_pb(n, a))
+        for shard, tensors in by_shard.items():
+            upd = ps_pb2.Update(kind=ps_pb2.Update.INIT, dense=tensors)
+            self.call(shard, "Push", lambda ep, s=shard, u=upd: ps_pb2.PushRequest(shard=s, epoch=ep, update=u))
+
+    def push(self, dense: dict[str, np.ndarray], sparse: dict[str, tuple[np.ndarray, np.ndarray]],
+             clock: int = -1) -> dict[int, ps_pb2.PushReply | None]:
+        """Push gradients to every shard they touch, in parallel; returns each shard's reply (None: failed)."""
+        per: dict[int, ps_pb2.Update] = {}
+        for n, g in dense.items():
+            s = dense_shard(n, self.cfg.shards)
+            per.setdefault(s, ps_pb2.Update(worker=self.name, clock=clock)).dense.append(tensor_to_pb(n, g))
+        for table, (ids, grads) in sparse.items():
+            homes = row_shards(table, ids, self.cfg.shards)
+            for s in np.unique(homes).tolist():
+                m = homes == s
+                per.setdefault(s, ps_pb2.Update(worker=self.name, clock=clock)).sparse.append(
+                    rows_to_pb(table, ids[m], grads[m], grads.shape[1]))
+        if clock >= 0:   # every shard hears every clock tick, for BSP/SSP
+            for s in range(self.cfg.shards):
+                per.setdefault(s, ps_pb2.Update(worker=self.name, clock=clock))
+        for upd in per.values():
+            upd.req_id = next(self._req_ids)
+        futs = {s: self.pool.submit(self._push_one, s, u) for s, u in per.items()}
+        return {s: f.result() for s, f in futs.items()}
+
+    def _push_one(self, shard: int, upd: ps_pb2.Update) -> ps_pb2.PushReply | None:
+        op = f"{self.name}:{next(self._ops)}"
+        val = {"worker": self.name, "req_id": upd.req_id, "shard": shard, "clock": upd.clock,
+               "keys": [t.name for t in upd.dense] + [f"{r.table}[{len(r.ids) // 8}]" for r in upd.sparse]}
+        self.events.emit("push", val, "invoke", op)
+        size = upd.ByteSize()
+        try:
+            rep = self.call(shard, "Push", lambda ep: ps_pb2.PushRequest(shard=shard, epoch=ep, update=upd))
+        except (InvalidArgument, PSError) as e:
+            definite = not isinstance(e, Unavailable)
+            self.events.emit("push", {**val, "error": str(e)}, "fail" if definite else "info", op)
+            return None
+        self.pushed_bytes += size
+        self.events.emit("push", {**val, "epoch": rep.epoch, "seq": rep.seq, "node": rep.node,
+                                  "duplicate": rep.duplicate}, "ok", op)
+        return rep
+
+    # ---------------------------------------------------------------- reads
+    def pull_dense(self, min_clock: int = -1) -> PullResult:
+        """Dense tensors changed since this client's last pull from each shard (all after a failover)."""
+        out = PullResult()
+        futs = {s: self.pool.submit(self._pull_dense_one, s, min_clock) for s in range(self.cfg.shards)}
+        for s, f in futs.items():
+            rep = f.result()
+            for t in rep.dense:
+                out.dense[t.name] = tensor_from_pb(t, check_finite=False)
+            out.bytes += rep.bytes
+        self.pulled_bytes += out.bytes
+        return out
+
+    def _pull_dense_one(self, shard: int, min_clock: int) -> ps_pb2.PullReply:
+        def make(ep: int) -> ps_pb2.PullRequest:
+            last_epoch, last_seq = self.versions.get(shard, (0, 0))
+            since = last_seq if last_epoch == ep else 0
+            return ps_pb2.PullRequest(shard=shard, epoch=ep, since_seq=since, min_clock=min_clock, worker=self.name)
+        rep = self.call(shard, "Pull", make, timeout=max(self.call_timeout, 10.0) if min_clock >= 0 else None)
+        self.versions[shard] = (rep.epoch, rep.seq)
+        return rep
+
+    def pull_rows(self, table: str, ids: np.ndarray, dim: int) -> np.ndarray:
+        """Rows for `ids` (any order, repeats allowed), gathered from their shards."""
+        ids = np.asarray(ids, dtype=np.int64)
+        out = np.empty((ids.size, dim), dtype=np.float32)
+        homes = row_shards(table, ids, self.cfg.shards)
+        futs = {}
+        for s in np.unique(homes).tolist():
+            m = homes == s
+            req_rows = rows_to_pb(table, ids[m], None, dim)
+            futs[s] = (m, self.pool.submit(self.call, s, "Pull", lambda ep, s=s, r=req_rows: ps_pb2.PullRequest(
+                shard=s, epoch=ep, sparse=[r], no_dense=True, min_clock=-1, worker=self.name)))
+        for s, (m, f) in futs.items():
+            rep = f.result()
+            r = rep.sparse[0]
+            out[m] = np.frombuffer(r.data, dtype=np.float32).reshape(-1, dim)
+            self.pulled_bytes += rep.bytes
+        return out
+
+    def status(self, node: str, checksum: bool = False, applied: bool = False,
+               timeout: float = 2.0) -> ps_pb2.StatusReply:
+        return self.stub(node).Status(ps_pb2.StatusRequest(checksum=checksum, applied=applied),
+                                      timeout=timeout, metadata=self.md)
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False)
+        for ch in self._channels:
+            ch.close()

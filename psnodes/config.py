@@ -1,0 +1,136 @@
+"""Cluster configuration shared by nodes and workers, and the routing records kept in etcd.
+
+The routing table names nodes (`shard-0/1`, `worker-0`), never addresses. Each process is given
+a link map (node name -> address it dials); by default every node's own listen address, but a
+harness may point any directed link at a fault proxy without psnodes knowing.
+"""
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .errors import ConfigError
+from .optimizers import OptimizerConfig
+from .placement import node_name
+
+MODES = ("sync", "async")
+
+
+@dataclass
+class ClusterConfig:
+    cluster_id: str
+    etcd: str                                   # etcd client URL, http://127.0.0.1:PORT
+    shards: int = 2
+    copies: int = 3                             # primary + replicas per shard
+    workers: int = 2
+    mode: str = "sync"
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+    tables: dict[str, int] = field(default_factory=dict)
+    optimizer: dict = field(default_factory=lambda: {"name": "adam", "lr": 0.01})
+    seed: int = 0
+    addresses: dict[str, str] = field(default_factory=dict)   # node name -> listen host:port
+    metrics_ports: dict[str, int] = field(default_factory=dict)  # node name -> Prometheus port
+    workdir: str = "."
+    heartbeat_s: float = 0.05                   # primary -> replica heartbeat period
+    suspect_s: float = 0.3                      # silence after which a replica suspects its primary
+    candidate_window_s: float = 0.08            # how long candidates wait for each other
+    rpc_timeout_s: float = 2.0
+    lease_ttl_s: int = 2
+    max_lag: int = 256                          # async: entries a replica may trail before pushes wait
+    checkpoint_interval_s: float = 2.0
+    max_message_bytes: int = 256 << 20
+    log_entries: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"mode={self.mode!r} is unknown; use 'sync' or 'async'")
+        for f in ("shards", "copies"):
+            if getattr(self, f) < 1:
+                raise ConfigError(f"{f}={getattr(self, f)} must be at least 1")
+        if self.workers < 0:
+            raise ConfigError(f"workers={self.workers} must be >= 0")
+        for t, d in self.tables.items():
+            if int(d) < 1:
+                raise ConfigError(f"tables[{t!r}]={d} must be a positive embedding dim")
+        self.optimizer_config()
+
+    def optimizer_config(self) -> OptimizerConfig:
+        return OptimizerConfig(**self.optimizer)
+
+    def shard_nodes(self, shard: int) -> list[str]:
+        return [node_name(shard, r) for r in range(self.copies)]
+
+    def all_nodes(self) -> list[str]:
+        return [n for i in range(self.shards) for n in self.shard_nodes(i)]
+
+    @property
+    def prefix(self) -> str:
+        return f"/pschaos/{self.cluster_id}/"
+
+    def shard_key(self, shard: int) -> str:
+        return f"{self.prefix}shards/{shard}"
+
+    def leader_key(self, shard: int) -> str:
+        return f"{self.prefix}leaders/{shard}"
+
+    def node_key(self, name: str) -> str:
+        return f"{self.prefix}nodes/{name}"
+
+    def candidate_prefix(self, shard: int, epoch: int) -> str:
+        return f"{self.prefix}candidates/{shard}/{epoch}/"
+
+    def loss_key(self, shard: int, epoch: int) -> str:
+        return f"{self.prefix}losses/{shard}/{epoch}"
+
+    def checkpoint_dir(self, shard: int) -> Path:
+        return Path(self.workdir) / "checkpoints" / f"shard-{shard}"
+
+    def data_dir(self, name: str) -> Path:
+        return Path(self.workdir) / "data" / name.replace("/", "-")
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(asdict(self), indent=2))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "ClusterConfig":
+        try:
+            data = json.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"config file {path} is not JSON: {e}") from None
+        known = set(cls.__dataclass_fields__)
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"config file {path}: unknown field(s) {', '.join(unknown)}")
+        return cls(**data)
+
+
+def load_links(path: str | None, cfg: ClusterConfig) -> dict[str, str]:
+    """The link map a process dials by: its file's entries over the nodes' own addresses."""
+    links = dict(cfg.addresses)
+    if path:
+        try:
+            links.update(json.loads(Path(path).read_text()))
+        except (OSError, json.JSONDecodeError) as e:
+            raise ConfigError(f"link map {path} could not be read: {e}") from None
+    return links
+
+
+@dataclass
+class ShardRecord:
+    """Who serves a shard: the routing table entry in etcd, changed only by compare-and-swap."""
+
+    epoch: int
+    primary: str
+    isr: list[str]
+    start_seq: int = 0
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> "ShardRecord":
+        return cls(**json.loads(raw))

@@ -1,0 +1,157 @@
+"""Failure detection and promotion: who serves a shard after its primary dies or freezes.
+
+etcd's lease TTL has a floor of about 1.5 s, too slow to wait for; so a replica suspects its
+primary when the replication stream (heartbeats every `heartbeat_s`) is silent for `suspect_s`.
+Suspecting replicas that are in the ISR post their (epoch, seq) as candidates, wait a short
+window, and the most up-to-date one compare-and-swaps the shard record to the next epoch. The
+swap is the only way to become primary, and fencing by epoch makes an early swap safe: a frozen
+old primary that wakes finds every replica refusing its epoch and steps down.
+
+When no copy in the ISR is alive at all (their etcd leases expired), the lowest live slot
+restores the shard's last checkpoint and takes a new epoch; the loss is written to etcd and to
+the event log, never hidden.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+from .config import ShardRecord
+from .node import ShardNode
+from .placement import parse_node_name
+
+
+class Elector(threading.Thread):
+    def __init__(self, node: ShardNode) -> None:
+        super().__init__(name="elector", daemon=True)
+        self.node = node
+        self.orphan_since: float | None = None
+
+    # -------------------------------------------------------------- lease
+    def register(self) -> None:
+        """Take a lease and announce this node under it (its liveness for the all-lost check)."""
+        node, cfg = self.node, self.node.cfg
+        node.lease = node.etcd.grant(cfg.lease_ttl_s)
+        node.etcd.put(cfg.node_key(node.name), json.dumps({"role": node.role}), lease=node.lease)
+
+    def keepalive(self) -> None:
+        node, cfg = self.node, self.node.cfg
+        while not node.stopping.wait(cfg.lease_ttl_s / 4):
+            try:
+                if node.etcd.keepalive(node.lease) <= 0:
+                    self.register()
+                    if node.role == "primary":
+                        node.etcd.put(cfg.leader_key(node.shard), node.name, lease=node.lease)
+            except Exception:
+                pass  # etcd down: keep serving; fencing keeps a stale primary from acking
+
+    # ------------------------------------------------------------ bootstrap
+    def bootstrap(self) -> None:
+        """Create the shard record if absent (slot 0 only), then follow whatever it says."""
+        node, cfg = self.node, self.node.cfg
+        key = cfg.shard_key(node.shard)
+        while not node.stopping.is_set():
+            kv = node.etcd.get(key)
+            if kv is None and node.slot == 0:
+                rec = ShardRecord(epoch=1, primary=node.name, isr=cfg.shard_nodes(node.shard),
+                                  start_seq=node.store.seq)
+                if node.etcd.cas(key, 0, rec.to_json(), also_put=[(cfg.leader_key(node.shard), node.name,
+                                                                    node.lease)]):
+                    node.become_primary(rec)
+                    return
+                continue
+            if kv is None:
+                time.sleep(0.05)
+                continue
+            rec = ShardRecord.from_json(kv.value)
+            with node.cond:
+                node.follow(rec.epoch, rec.primary if rec.primary != node.name else "", rec.start_seq)
+                node.last_heard = time.monotonic()
+            return
+
+    # --------------------------------------------------------------- monitor
+    def run(self) -> None:
+        node, cfg = self.node, self.node.cfg
+        while not node.stopping.wait(cfg.heartbeat_s):
+            if node.role == "primary":
+                continue
+            if time.monotonic() - node.last_heard < cfg.suspect_s:
+                continue
+            try:
+                self.suspect()
+            except Exception as e:  # etcd unreachable: try again next tick
+                node.events.emit("election-error", {"shard": node.shard, "error": str(e)})
+                node.last_heard = time.monotonic() - cfg.suspect_s + cfg.heartbeat_s * 4
+
+    def suspect(self) -> None:
+        node, cfg = self.node, self.node.cfg
+        kv = node.etcd.get(cfg.shard_key(node.shard))
+        if kv is None:
+            return
+        rec = ShardRecord.from_json(kv.value)
+        if rec.epoch > node.epoch and rec.primary != node.name:
+            with node.cond:
+                node.follow(rec.epoch, rec.primary, rec.start_seq)
+            return
+        # a copy restarted from disk may miss acked updates: it is eligible only once it caught up
+        eligible = node.name in rec.isr and node.in_sync
+        if not eligible:
+            self.maybe_restore(rec, kv.mod_revision)
+            node.last_heard = time.monotonic()
+            return
+        self.orphan_since = None
+        me = {"seq": node.store.seq, "seq_epoch": node.store.seq_epoch}
+        prefix = cfg.candidate_prefix(node.shard, rec.epoch)
+        node.etcd.put(prefix + node.name, json.dumps(me), lease=node.lease)
+        time.sleep(cfg.candidate_window_s)
+        cands = {c.key[len(prefix):]: json.loads(c.value) for c in node.etcd.get_prefix(prefix)}
+        cands = {n: c for n, c in cands.items() if n in rec.isr and n != rec.primary}
+        if node.name not in cands:
+            cands[node.name] = me
+
+        def rank(n: str) -> tuple:
+            c = cands[n]
+            return (c["seq_epoch"], c["seq"], -parse_node_name(n)[1])
+
+        best = max(cands, key=rank)
+        if best != node.name:
+            node.last_heard = time.monotonic()   # give the best candidate a suspect period to win
+            return
+        same = [n for n, c in cands.items() if (c["seq_epoch"], c["seq"]) == (me["seq_epoch"], me["seq"])]
+        new = ShardRecord(epoch=rec.epoch + 1, primary=node.name,
+                          isr=[node.name] + sorted(n for n in same if n != node.name), start_seq=node.store.seq)
+        if node.etcd.cas(cfg.shard_key(node.shard), kv.mod_revision, new.to_json(),
+                         also_put=[(cfg.leader_key(node.shard), node.name, node.lease)]):
+            node.become_primary(new)
+        else:
+            node.last_heard = time.monotonic()
+
+    def maybe_restore(self, rec: ShardRecord, mod_revision: int) -> None:
+        """No eligible candidate: if no ISR copy is alive for a lease TTL, restore from checkpoint."""
+        node, cfg = self.node, self.node.cfg
+        alive = {k.key.rsplit("/nodes/", 1)[1] for k in node.etcd.get_prefix(cfg.prefix + "nodes/")}
+        isr_alive = [n for n in rec.isr if n in alive and n != node.name]
+        if isr_alive:
+            self.orphan_since = None
+            return
+        now = time.monotonic()
+        if self.orphan_since is None:
+            self.orphan_since = now
+            return
+        if now - self.orphan_since < cfg.lease_ttl_s + cfg.suspect_s:
+            return
+        live_slots = sorted(parse_node_name(n)[1] for n in alive
+                            if n.startswith(f"shard-{node.shard}/"))
+        if live_slots and live_slots[0] != node.slot:
+            return
+        seq = node.restore_shared()
+        new = ShardRecord(epoch=rec.epoch + 1, primary=node.name, isr=[node.name], start_seq=seq)
+        loss = {"shard": node.shard, "epoch": new.epoch, "restored_seq": seq, "source": node.restored_from,
+                "previous_epoch": rec.epoch, "previous_primary": rec.primary, "time": time.time()}
+        if node.etcd.cas(cfg.shard_key(node.shard), mod_revision, new.to_json(),
+                         also_put=[(cfg.leader_key(node.shard), node.name, node.lease),
+                                   (cfg.loss_key(node.shard, new.epoch), json.dumps(loss), 0)]):
+            node.events.emit("restore", loss)
+            node.become_primary(new)
+        self.orphan_since = None

@@ -1,0 +1,124 @@
+"""A small client for etcd's JSON gateway (etcd 3.3+: `/v3beta/`).
+
+Only what the cluster needs: get, put, delete, compare-and-swap transactions and leases, each
+with a short timeout, because failover time depends on how fast a dead control plane is noticed.
+The gRPC `etcd3` client breaks on current protobuf; the gateway needs only HTTP.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import requests
+
+from .errors import PSError
+
+
+class EtcdError(PSError):
+    """etcd could not be reached or refused the request."""
+
+
+def _b64(s: str | bytes) -> str:
+    return base64.b64encode(s.encode() if isinstance(s, str) else s).decode()
+
+
+def _unb64(s: str) -> bytes:
+    return base64.b64decode(s) if s else b""
+
+
+def _prefix_end(prefix: str) -> str:
+    b = bytearray(prefix.encode())
+    b[-1] += 1
+    return _b64(bytes(b))
+
+
+@dataclass(frozen=True)
+class KV:
+    key: str
+    value: bytes
+    mod_revision: int
+    lease: int
+
+    def json(self) -> Any:
+        return json.loads(self.value)
+
+
+class Etcd:
+    def __init__(self, endpoint: str, timeout: float = 1.0, api: str = "/v3beta") -> None:
+        self.base = endpoint.rstrip("/") + api
+        self.endpoint = endpoint
+        self.timeout = timeout
+        self.http = requests.Session()
+
+    def _call(self, path: str, body: dict, timeout: float | None = None) -> dict:
+        try:
+            r = self.http.post(self.base + path, data=json.dumps(body), timeout=timeout or self.timeout)
+        except requests.RequestException as e:
+            raise EtcdError(f"etcd at {self.endpoint} unreachable: {e.__class__.__name__}") from None
+        out = r.json()
+        if "error" in out:
+            raise EtcdError(f"etcd {path}: {out.get('message') or out['error']}")
+        return out
+
+    @staticmethod
+    def _kv(d: dict) -> KV:
+        return KV(_unb64(d["key"]).decode(), _unb64(d.get("value", "")),
+                  int(d.get("mod_revision", 0)), int(d.get("lease", 0)))
+
+    def get(self, key: str) -> KV | None:
+        kvs = self._call("/kv/range", {"key": _b64(key)}).get("kvs", [])
+        return self._kv(kvs[0]) if kvs else None
+
+    def get_prefix(self, prefix: str) -> list[KV]:
+        out = self._call("/kv/range", {"key": _b64(prefix), "range_end": _prefix_end(prefix)})
+        return [self._kv(d) for d in out.get("kvs", [])]
+
+    def put(self, key: str, value: str | bytes, lease: int = 0) -> None:
+        body: dict[str, Any] = {"key": _b64(key), "value": _b64(value)}
+        if lease:
+            body["lease"] = str(lease)
+        self._call("/kv/put", body)
+
+    def delete_prefix(self, prefix: str) -> None:
+        self._call("/kv/deleterange", {"key": _b64(prefix), "range_end": _prefix_end(prefix)})
+
+    def delete(self, key: str) -> None:
+        self._call("/kv/deleterange", {"key": _b64(key)})
+
+    def cas(self, key: str, expect_mod_revision: int, value: str | bytes, lease: int = 0,
+            also_put: list[tuple[str, str | bytes, int]] = ()) -> bool:
+        """Put `value` iff the key's mod revision is `expect_mod_revision` (0: the key is absent)."""
+        put = {"key": _b64(key), "value": _b64(value)}
+        if lease:
+            put["lease"] = str(lease)
+        ops = [{"request_put": put}]
+        for k, v, l in also_put:
+            p = {"key": _b64(k), "value": _b64(v)}
+            if l:
+                p["lease"] = str(l)
+            ops.append({"request_put": p})
+        cmp = {"key": _b64(key), "target": "MOD", "result": "EQUAL", "mod_revision": str(expect_mod_revision)}
+        return bool(self._call("/kv/txn", {"compare": [cmp], "success": ops}).get("succeeded", False))
+
+    def grant(self, ttl: int) -> int:
+        return int(self._call("/lease/grant", {"TTL": ttl})["ID"])
+
+    def keepalive(self, lease: int) -> int:
+        """Refresh a lease; returns the TTL left (0 or less: the lease is gone)."""
+        out = self._call("/lease/keepalive", {"ID": str(lease)})
+        return int(out.get("result", {}).get("TTL", 0))
+
+    def revoke(self, lease: int) -> None:
+        try:
+            self._call("/kv/lease/revoke", {"ID": str(lease)})
+        except EtcdError:
+            pass
+
+    def healthy(self) -> bool:
+        try:
+            self._call("/kv/range", {"key": _b64("/health-probe")}, timeout=0.5)
+            return True
+        except (EtcdError, ValueError):
+            return False

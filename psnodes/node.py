@@ -1,0 +1,271 @@
+"""One shard copy: its store, its role in the shard (primary or replica), and the RPC behaviour.
+
+The node is the single owner of its store; a condition variable guards the store, the role and
+the in-sync replica set (ISR). A sync-mode push is acked only once every ISR member applied
+it, and the ISR only shrinks in etcd before the primary acks without a member, so every acked
+update lives on every copy that may be promoted. Epochs fence everything else: a request or a
+replication call from a lower epoch is refused.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+import grpc
+
+from .checkpoint import read_checkpoint, write_checkpoint
+from .codec import rows_to_pb, tensor_to_pb
+from .config import ClusterConfig, ShardRecord
+from .errors import InvalidArgument, NotPrimary, ReplicationFailed, StaleEpoch, Timeout
+from .etcd import Etcd
+from .events import EventLog
+from .metrics import NodeMetrics
+from .placement import parse_node_name
+from .proto import ps_pb2
+from .store import ShardSpec, ShardStore
+from .updatelog import Entry
+
+
+class ShardNode:
+    def __init__(self, cfg: ClusterConfig, name: str, links: dict[str, str], etcd: Etcd,
+                 events: EventLog, metrics: NodeMetrics | None = None) -> None:
+        self.cfg, self.name, self.links, self.etcd, self.events = cfg, name, links, etcd, events
+        self.shard, self.slot = parse_node_name(name)
+        self.metrics = metrics or NodeMetrics(name)
+        self.store = ShardStore(ShardSpec(
+            shard=self.shard, num_shards=cfg.shards, tables=dict(cfg.tables),
+            optimizer=cfg.optimizer_config(), seed=cfg.seed, workers=cfg.workers,
+            log_entries=cfg.log_entries))
+        self.cond = threading.Condition(threading.Lock())
+        self.role = "starting"
+        self.epoch = 0
+        self.primary = ""
+        self.isr: list[str] = []
+        self.epoch_start = 0
+        self.last_heard = time.monotonic()
+        self.in_sync = False            # caught up with a primary since this process started
+        self.peer_seq: dict[str, int] = {}
+        self.stopping = threading.Event()
+        self.lease = 0
+        self.restored_from = ""
+        self.on_promote: Callable[[], None] = lambda: None   # set by the replication manager
+        self.on_step_down: Callable[[], None] = lambda: None
+        self.metrics.set_role(self.role)
+
+    # ------------------------------------------------------------------ roles
+    def is_primary(self, epoch: int | None = None) -> bool:
+        return self.role == "primary" and (epoch is None or self.epoch == epoch)
+
+    def become_primary(self, rec: ShardRecord) -> None:
+        with self.cond:
+            self.role, self.epoch, self.primary = "primary", rec.epoch, self.name
+            self.isr, self.epoch_start = list(rec.isr), rec.start_seq
+            self.peer_seq = {self.name: self.store.seq}
+            self.cond.notify_all()
+        self.metrics.set_role("primary")
+        self.metrics.epoch.set(rec.epoch)
+        self.metrics.failovers.inc()
+        self.events.emit("promote", {"shard": self.shard, "epoch": rec.epoch, "node": self.name,
+                                     "seq": self.store.seq, "isr": rec.isr})
+        self.on_promote()
+
+    def follow(self, epoch: int, primary: str, epoch_start: int) -> None:
+        """Adopt a (newer) primary; a primary that sees a higher epoch steps down. Lock held."""
+        was_primary = self.role == "primary"
+        self.role, self.epoch, self.primary, self.epoch_start = "replica", epoch, primary, epoch_start
+        self.last_heard = time.monotonic()
+        self.cond.notify_all()
+        self.metrics.set_role("replica")
+        self.metrics.epoch.set(epoch)
+        if was_primary:
+            self.events.emit("step-down", {"shard": self.shard, "epoch": epoch, "primary": primary})
+            threading.Thread(target=self.on_step_down, daemon=True).start()
+
+    def fenced(self, reason: str) -> None:
+        """We learned our epoch is over (a replica refused us): step down and re-read the route."""
+        try:
+            kv = self.etcd.get(self.cfg.shard_key(self.shard))
+            rec = ShardRecord.from_json(kv.value) if kv else None
+        except Exception:
+            rec = None
+        with self.cond:
+            if self.role != "primary":
+                return
+            if rec is not None and rec.epoch > self.epoch:
+                self.follow(rec.epoch, rec.primary, rec.start_seq)
+            else:
+                self.follow(self.epoch, "", self.epoch_start)
+        self.events.emit("fenced", {"shard": self.shard, "reason": reason})
+
+    def _check_primary(self, client_epoch: int) -> None:
+        if self.role != "primary":
+            hint = f"; primary is {self.primary}" if self.primary else ""
+            raise NotPrimary(f"{self.name} is not the primary of shard {self.shard} (epoch {self.epoch}){hint}")
+        if client_epoch > self.epoch:
+            raise NotPrimary(f"{self.name} is at epoch {self.epoch} but the client knows epoch {client_epoch}")
+
+    def _replicated(self, seq: int) -> bool:
+        return all(self.peer_seq.get(p, 0) >= seq for p in self.isr if p != self.name)
+
+    def _wait_replicated(self, seq: int, epoch: int, deadline: float) -> None:
+        """Block until every ISR member applied `seq` (lock held); raise if primacy is lost."""
+        while True:
+            if not self.is_primary(epoch):
+                raise NotPrimary(f"{self.name} lost primacy of shard {self.shard} before seq {seq} "
+                                 "was replicated; retry with the same request id")
+            if self._replicated(seq):
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                lagging = [p for p in self.isr if p != self.name and self.peer_seq.get(p, 0) < seq]
+                raise ReplicationFailed(f"seq {seq} not acknowledged by in-sync replicas {lagging} in time; "
+                                        "retry with the same request id")
+            self.cond.wait(min(left, 0.05))
+
+    # ------------------------------------------------------------------- RPCs
+    def push(self, req: ps_pb2.PushRequest, deadline: float) -> ps_pb2.PushReply:
+        upd = req.update
+        with self.cond:
+            self._check_primary(req.epoch)
+            epoch = self.epoch
+            if self.cfg.mode == "async":
+                self._wait_lag(epoch, deadline)
+            duplicate = upd.kind == ps_pb2.Update.PUSH and self.store.applied.contains(upd.worker, upd.req_id)
+            if duplicate:
+                seq = self.store.applied.seq_of(upd.worker, upd.req_id) or self.store.seq
+                self.metrics.duplicates.inc()
+            else:
+                dec = self.store.validate(upd)
+                if self.store.is_noop(dec):
+                    duplicate = True
+                    seq = max(self.store.dense_mod[n] for n, _ in dec.dense) if dec.dense else self.store.seq
+                else:
+                    payload = upd.SerializeToString()
+                    seq = self.store.apply(dec, payload, epoch)
+                    self.peer_seq[self.name] = seq
+                    self.metrics.pushes.inc()
+                    self.metrics.push_bytes.inc(len(payload))
+                    self.metrics.seq.set(seq)
+                    self.cond.notify_all()
+            if self.cfg.mode == "sync":
+                self._wait_replicated(seq, epoch, deadline)
+        return ps_pb2.PushReply(epoch=epoch, seq=seq, duplicate=duplicate, node=self.name)
+
+    def _wait_lag(self, epoch: int, deadline: float) -> None:
+        """Async mode: bound replication lag by making pushes wait when a replica trails too far."""
+        while not self._replicated(self.store.seq - self.cfg.max_lag):
+            if not self.is_primary(epoch):
+                raise NotPrimary(f"{self.name} lost primacy of shard {self.shard}")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ReplicationFailed(f"replicas trail more than max_lag={self.cfg.max_lag} entries")
+            self.cond.wait(min(left, 0.05))
+
+    def pull(self, req: ps_pb2.PullRequest, deadline: float) -> ps_pb2.PullReply:
+        with self.cond:
+            self._check_primary(req.epoch)
+            epoch = self.epoch
+            while req.min_clock >= 0 and self.store.min_clock() < req.min_clock:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise Timeout(f"min_clock={req.min_clock}: the slowest worker is at clock "
+                                  f"{self.store.min_clock()}; BSP/SSP wait timed out")
+                self.cond.wait(min(left, 0.05))
+                self._check_primary(req.epoch)
+            if self.cfg.mode == "sync":
+                # read only what is replicated, so no worker ever sees a state a failover undoes
+                self._wait_replicated(self.store.seq, epoch, deadline)
+            dense = [] if req.no_dense else self.store.pull_dense(req.since_seq, list(req.names))
+            rows = [self.store.pull_rows(r) for r in req.sparse]
+            seq = self.store.seq
+        reply = ps_pb2.PullReply(epoch=epoch, seq=seq, node=self.name,
+                                 dense=[tensor_to_pb(n, a) for n, a in dense],
+                                 sparse=[rows_to_pb(r.table, ids, data, dim)
+                                         for r, (ids, data, dim) in zip(req.sparse, rows)])
+        size = reply.ByteSize()
+        reply.bytes = size
+        self.metrics.pulls.inc()
+        self.metrics.pull_bytes.inc(size)
+        return reply
+
+    def replicate(self, req: ps_pb2.ReplicateRequest) -> ps_pb2.ReplicateReply:
+        with self.cond:
+            if req.epoch < self.epoch:
+                raise StaleEpoch(f"replicate from {req.primary} at epoch {req.epoch} refused: "
+                                 f"{self.name} is at epoch {self.epoch}")
+            if req.epoch > self.epoch or self.role != "replica" or self.primary != req.primary:
+                if self.role == "primary" and req.epoch == self.epoch:
+                    raise StaleEpoch(f"{self.name} is itself primary at epoch {self.epoch}")
+                self.follow(req.epoch, req.primary, req.epoch_start)
+            self.last_heard = time.monotonic()
+            if req.state:
+                self.store.import_state(req.state)
+            for e in req.entries:
+                if e.seq <= self.store.seq:
+                    continue
+                if e.seq != self.store.seq + 1:
+                    break
+                self.store.apply_entry(Entry(e.seq, e.epoch, e.payload))
+            if self.store.seq == req.primary_seq and not self.in_sync:
+                self.in_sync = True
+            self.metrics.seq.set(self.store.seq)
+            self.cond.notify_all()
+            return ps_pb2.ReplicateReply(applied_seq=self.store.seq, epoch=self.epoch,
+                                         seq_epoch=self.store.seq_epoch)
+
+    def status(self, req: ps_pb2.StatusRequest) -> ps_pb2.StatusReply:
+        import json
+
+        with self.cond:
+            reply = ps_pb2.StatusReply(
+                node=self.name, shard=self.shard, role=self.role, epoch=self.epoch, seq=self.store.seq,
+                isr=self.isr, log_start=self.store.log.base_seq, seq_epoch=self.store.seq_epoch,
+                restored_from=self.restored_from)
+            if req.checksum:
+                reply.checksum = self.store.checksum()
+            if req.applied:
+                reply.applied_json = json.dumps(self.store.applied.ranges)
+        return reply
+
+    # ------------------------------------------------------------- checkpoints
+    def checkpoint(self, shared: bool | None = None) -> dict:
+        """Write the local checkpoint (and the shard's shared one when primary)."""
+        with self.cond:
+            blob, _ = self.store.export_state(0)
+            seq, epoch, primary = self.store.seq, self.store.seq_epoch, self.role == "primary"
+        man = write_checkpoint(self.cfg.data_dir(self.name), blob, seq, epoch, self.name)
+        if shared if shared is not None else primary:
+            man = write_checkpoint(self.cfg.checkpoint_dir(self.shard), blob, seq, epoch, self.name)
+            self.events.emit("checkpoint", {"shard": self.shard, "seq": seq, "epoch": epoch, "bytes": len(blob)})
+        man["path"] = str(self.cfg.checkpoint_dir(self.shard) if primary else self.cfg.data_dir(self.name))
+        return man
+
+    def load_local(self) -> None:
+        """On start: restore this copy's own last checkpoint, if any (it then catches up by delta)."""
+        got = read_checkpoint(self.cfg.data_dir(self.name))
+        if got:
+            man, blob = got
+            self.store.import_state(blob)
+            self.events.emit("load", {"shard": self.shard, "seq": man["seq"], "source": "local"})
+
+    def restore_shared(self) -> int:
+        """Every copy is lost: take the shard's last shared checkpoint if it is newer. Returns its seq."""
+        got = read_checkpoint(self.cfg.checkpoint_dir(self.shard))
+        if got and got[0]["seq"] > self.store.seq:
+            with self.cond:
+                self.store.import_state(got[1])
+            self.restored_from = f"checkpoint@{got[0]['seq']}"
+            return got[0]["seq"]
+        self.restored_from = f"local@{self.store.seq}"
+        return self.store.seq
+
+
+def deadline_of(context: grpc.ServicerContext, default: float) -> float:
+    left = context.time_remaining() if context is not None else None
+    if left is None or left > 1e6:
+        left = default
+    return time.monotonic() + max(0.0, left - 0.02)
+
+
+__all__ = ["ShardNode", "deadline_of", "InvalidArgument"]

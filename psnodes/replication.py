@@ -1,0 +1,191 @@
+"""Primary -> replica replication: one sender thread per peer, ISR changes through etcd.
+
+Each sender ships whatever its peer lacks, in order, one call in flight: recent log entries when
+the peer trails by a few, a state delta (changed keys since the peer's seq) when it trails by
+more, a full snapshot when the peer's history no longer matches ours. Calls without entries are
+heartbeats, by which replicas know the primary lives. A peer that stops answering is dropped from
+the ISR in etcd *before* any push is acked without it; a peer that caught up is added back.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import grpc
+
+from .channels import auth, dial
+from .config import ShardRecord
+from .errors import StaleEpoch, from_rpc_error
+from .node import ShardNode
+from .proto import ps_pb2, ps_pb2_grpc
+
+LOG_CATCHUP_MAX = 64          # a peer this many entries behind gets log entries, else a delta
+BATCH_BYTES = 16 << 20
+
+
+class PeerSender(threading.Thread):
+    def __init__(self, mgr: "ReplicationManager", peer: str, epoch: int) -> None:
+        super().__init__(name=f"send-{peer}", daemon=True)
+        self.mgr, self.node, self.peer, self.epoch = mgr, mgr.node, peer, epoch
+        cfg = self.node.cfg
+        self.channel = dial(self.node.links[peer], cfg.max_message_bytes)
+        self.stub = ps_pb2_grpc.ParameterServerStub(self.channel)
+        self.md = auth(cfg.token)
+        self.stop = threading.Event()
+        self.catchup: dict | None = None     # accounting while the peer is out of the ISR
+
+    def run(self) -> None:
+        node, cfg = self.node, self.node.cfg
+        known: int | None = None
+        known_epoch = 0
+        last_ok = time.monotonic()
+        while not self.stop.is_set() and node.is_primary(self.epoch) and not node.stopping.is_set():
+            with node.cond:
+                if known is not None and known >= node.store.seq:
+                    node.cond.wait(cfg.heartbeat_s)
+                if not node.is_primary(self.epoch):
+                    break
+                req, changed, kind = self._build(known, known_epoch)
+            size = req.ByteSize()
+            try:
+                reply = self.stub.Replicate(req, timeout=cfg.rpc_timeout_s, metadata=self.md)
+            except grpc.RpcError as e:
+                err = from_rpc_error(e)
+                if isinstance(err, StaleEpoch):
+                    node.fenced(f"{self.peer}: {err}")
+                    break
+                known = None
+                if time.monotonic() - last_ok > cfg.suspect_s and self.peer in node.isr:
+                    self.mgr.change_isr(remove=self.peer, reason=f"no answer for {cfg.suspect_s}s: {e.code().name}")
+                self.stop.wait(cfg.heartbeat_s)
+                continue
+            last_ok = time.monotonic()
+            node.metrics.replication_bytes.inc(size)
+            self._account(known, reply, size, changed, kind)
+            known, known_epoch = reply.applied_seq, reply.seq_epoch
+            with node.cond:
+                if node.store.matches(known, known_epoch):
+                    node.peer_seq[self.peer] = known
+                    node.metrics.lag.labels(peer=self.peer).set(node.store.seq - known)
+                    node.cond.notify_all()
+                caught_up = known == node.store.seq and node.store.matches(known, known_epoch)
+                if caught_up and self.peer not in node.isr:
+                    node.isr.append(self.peer)        # conservative first: waits include it at once
+                    node.cond.notify_all()
+                    add = True
+                else:
+                    add = False
+            if add:
+                self._finish_catchup(known)
+                self.mgr.change_isr(add=self.peer, reason="caught up")
+        self.channel.close()
+
+    def _build(self, known: int | None, known_epoch: int) -> tuple[ps_pb2.ReplicateRequest, int, str]:
+        """What to send now (lock held): heartbeat, entries, a delta or a snapshot."""
+        node = self.node
+        store = node.store
+        req = ps_pb2.ReplicateRequest(shard=node.shard, epoch=self.epoch, primary=node.name,
+                                      primary_seq=store.seq, epoch_start=node.epoch_start)
+        if known is None or known == store.seq and store.matches(known, known_epoch):
+            return req, 0, "heartbeat"
+        if not store.matches(known, known_epoch):
+            req.state, changed = store.export_state(0)
+            return req, changed, "snapshot"
+        entries = store.log.since(known, BATCH_BYTES) if store.seq - known <= LOG_CATCHUP_MAX else None
+        if entries is None:
+            req.state, changed = store.export_state(known)
+            return req, changed, "delta"
+        req.entries.extend(ps_pb2.LogEntry(seq=e.seq, epoch=e.epoch, payload=e.payload) for e in entries)
+        return req, sum(len(e.payload) for e in entries), "log"
+
+    def _account(self, known: int | None, reply: ps_pb2.ReplicateReply, size: int, changed: int,
+                 kind: str) -> None:
+        """Count what it costs to bring a peer that is out of the ISR back (the sync metric)."""
+        if self.peer in self.node.isr or kind == "heartbeat":
+            return
+        if self.catchup is None:
+            self.catchup = {"src": self.node.name, "dst": self.peer, "shard": self.node.shard,
+                            "from_seq": known or 0, "bytes": 0, "changed_bytes": 0, "kinds": [],
+                            "snapshot_bytes": self.node.store.state_bytes(), "started": time.time()}
+        c = self.catchup
+        c["bytes"] += size
+        c["changed_bytes"] += changed
+        if kind not in c["kinds"]:
+            c["kinds"].append(kind)
+        self.node.metrics.sync_bytes.inc(size)
+
+    def _finish_catchup(self, to_seq: int) -> None:
+        c, self.catchup = self.catchup, None
+        if c is None:
+            return
+        c["to_seq"] = to_seq
+        c["kind"] = "snapshot" if "snapshot" in c["kinds"] else ("delta" if "delta" in c["kinds"] else "log")
+        c["duration_s"] = time.time() - c.pop("started")
+        self.node.events.emit("sync", c)
+
+
+class ReplicationManager:
+    """Starts a sender per peer when the node becomes primary, stops them when it steps down."""
+
+    def __init__(self, node: ShardNode) -> None:
+        self.node = node
+        self.senders: dict[str, PeerSender] = {}
+        self.isr_lock = threading.Lock()
+        node.on_promote = self.start
+        node.on_step_down = self.stop
+
+    def start(self) -> None:
+        self.stop()
+        node = self.node
+        for peer in node.cfg.shard_nodes(node.shard):
+            if peer != node.name:
+                s = PeerSender(self, peer, node.epoch)
+                self.senders[peer] = s
+                s.start()
+
+    def stop(self) -> None:
+        for s in self.senders.values():
+            s.stop.set()
+        self.senders = {}
+
+    def change_isr(self, add: str | None = None, remove: str | None = None, reason: str = "") -> bool:
+        """Compare-and-swap the shard record's ISR. Removal lands in etcd before it counts locally."""
+        node = self.node
+        with self.isr_lock:
+            for _ in range(5):
+                try:
+                    kv = node.etcd.get(node.cfg.shard_key(node.shard))
+                except Exception:
+                    time.sleep(0.05)
+                    continue
+                if kv is None:
+                    return False
+                rec = ShardRecord.from_json(kv.value)
+                if rec.epoch != node.epoch or rec.primary != node.name:
+                    node.fenced(f"shard record moved to epoch {rec.epoch} ({rec.primary})")
+                    return False
+                isr = [p for p in rec.isr if p != remove]
+                if add and add not in isr:
+                    isr.append(add)
+                if isr == rec.isr:
+                    break
+                new = ShardRecord(rec.epoch, rec.primary, isr, rec.start_seq)
+                try:
+                    ok = node.etcd.cas(node.cfg.shard_key(node.shard), kv.mod_revision, new.to_json())
+                except Exception:
+                    time.sleep(0.05)
+                    continue
+                if ok:
+                    break
+            else:
+                if remove:
+                    return False
+            with node.cond:
+                if remove and remove in node.isr:
+                    node.isr.remove(remove)
+                elif add and add not in node.isr:
+                    node.isr.append(add)
+                node.cond.notify_all()
+            node.events.emit("isr", {"shard": node.shard, "epoch": node.epoch, "isr": list(node.isr),
+                                     "added": add, "removed": remove, "reason": reason})
+            return True

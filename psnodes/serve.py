@@ -1,0 +1,89 @@
+"""Entry point of one shard node: `python -m psnodes.serve --config C --name shard-0/1`.
+
+SIGTERM is a graceful stop: the node writes its local checkpoint (so a restart catches up by
+delta), gives its lease back and exits 0. SIGKILL is the crash that failover is for.
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+
+from .channels import check_loopback
+from .config import ClusterConfig, load_links
+from .election import Elector
+from .errors import PSError
+from .etcd import Etcd
+from .events import EventLog
+from .metrics import NodeMetrics
+from .node import ShardNode
+from .replication import ReplicationManager
+from .servicer import make_server
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="psnodes.serve", description=__doc__)
+    ap.add_argument("--config", required=True, help="cluster config JSON")
+    ap.add_argument("--name", required=True, help="node name, shard-<i>/<r>")
+    ap.add_argument("--links", help="JSON link map: node name -> address to dial (default: their own)")
+    ap.add_argument("--events", help="event log path (JSON lines)")
+    args = ap.parse_args(argv)
+    try:
+        cfg = ClusterConfig.load(args.config)
+        if args.name not in cfg.addresses:
+            raise PSError(f"--name {args.name!r} has no address in the config's addresses")
+        address = cfg.addresses[args.name]
+        check_loopback(address, f"addresses[{args.name!r}]")
+        links = load_links(args.links, cfg)
+    except PSError as e:
+        print(f"psnodes: {e}", file=sys.stderr)
+        return 2
+    events = EventLog(__import__("pathlib").Path(args.events) if args.events else None, args.name)
+    metrics = NodeMetrics(args.name)
+    if args.name in cfg.metrics_ports:
+        metrics.serve(cfg.metrics_ports[args.name])
+    etcd = Etcd(cfg.etcd, timeout=0.5)
+    node = ShardNode(cfg, args.name, links, etcd, events, metrics)
+    node.load_local()
+    ReplicationManager(node)
+    server = make_server(node, address)
+    server.start()
+    elector = Elector(node)
+    while True:
+        try:
+            elector.register()
+            break
+        except PSError as e:
+            print(f"psnodes {args.name}: waiting for etcd: {e}", file=sys.stderr)
+            time.sleep(0.2)
+    threading.Thread(target=elector.keepalive, daemon=True).start()
+    elector.bootstrap()
+    elector.start()
+    events.emit("start", {"shard": node.shard, "seq": node.store.seq, "role": node.role, "epoch": node.epoch})
+    done = threading.Event()
+
+    def on_term(signum, frame):
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    last_ckpt_seq = node.store.seq
+    while not done.wait(cfg.checkpoint_interval_s):
+        if node.store.seq != last_ckpt_seq:
+            try:
+                last_ckpt_seq = node.checkpoint()["seq"]
+            except OSError as e:
+                events.emit("checkpoint-error", {"error": str(e)})
+    node.stopping.set()
+    server.stop(grace=0.2)
+    node.checkpoint(shared=node.role == "primary")
+    etcd.revoke(node.lease)
+    events.emit("stop", {"shard": node.shard, "seq": node.store.seq})
+    events.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
