@@ -221,7 +221,7 @@ class ShardNode:
             reply = ps_pb2.StatusReply(
                 node=self.name, shard=self.shard, role=self.role, epoch=self.epoch, seq=self.store.seq,
                 isr=self.isr, log_start=self.store.log.base_seq, seq_epoch=self.store.seq_epoch,
-                restored_from=self.restored_from)
+                restored_from=self.restored_from, pushes=self.store.pushes)
             if req.checksum:
                 reply.checksum = self.store.checksum()
             if req.applied:

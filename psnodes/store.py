@@ -57,6 +57,7 @@ class ShardStore:
                        for name, dim in spec.tables.items()}
         self.applied = AppliedSet()
         self.clocks: dict[str, int] = {}
+        self.pushes = 0                    # PUSH updates applied
         self.seq = 0
         self.seq_epoch = 0
         self.epochs: list[list[int]] = []   # [epoch, first seq] each time the epoch changed
@@ -130,6 +131,7 @@ class ShardStore:
             for table, ids, data in dec.sparse:
                 self.tables[table].push(ids, data, seq)
             self.applied.add(upd.worker, upd.req_id, seq)
+            self.pushes += 1
             if upd.clock >= 0:
                 self.clocks[upd.worker] = max(self.clocks.get(upd.worker, 0), upd.clock + 1)
         if epoch != self.seq_epoch:
@@ -222,7 +224,7 @@ class ShardStore:
         meta = {"full": since == 0, "base_seq": since, "seq": self.seq, "seq_epoch": self.seq_epoch,
                 "shard": self.spec.shard, "epochs": self.epochs, "dense": names,
                 "dense_steps": {n: self.dense_steps[n] for n in names},
-                "dense_mod": {n: self.dense_mod[n] for n in names}, "clocks": self.clocks,
+                "dense_mod": {n: self.dense_mod[n] for n in names}, "clocks": self.clocks, "pushes": self.pushes,
                 "applied": self.applied.to_json(since)}
         return pack(meta, arrays), sum(a.nbytes for a in arrays.values())
 
@@ -245,6 +247,7 @@ class ShardStore:
         for name, t in self.tables.items():
             t.merge(arrays, f"t/{name}/")
         self.clocks = {k: int(v) for k, v in meta["clocks"].items()}
+        self.pushes = int(meta["pushes"])
         self.applied.merge_json(meta["applied"])
         self.epochs = [list(e) for e in meta["epochs"]]
         self.seq, self.seq_epoch = int(meta["seq"]), int(meta["seq_epoch"])

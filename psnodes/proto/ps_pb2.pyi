@@ -174,7 +174,7 @@ class StatusRequest(_message.Message):
     def __init__(self, checksum: _Optional[bool] = ..., applied: _Optional[bool] = ...) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ("node", "shard", "role", "epoch", "seq", "checksum", "isr", "applied_json", "log_start", "seq_epoch", "restored_from")
+    __slots__ = ("node", "shard", "role", "epoch", "seq", "checksum", "isr", "applied_json", "log_start", "seq_epoch", "restored_from", "pushes")
     NODE_FIELD_NUMBER: _ClassVar[int]
     SHARD_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -186,6 +186,7 @@ class StatusReply(_message.Message):
     LOG_START_FIELD_NUMBER: _ClassVar[int]
     SEQ_EPOCH_FIELD_NUMBER: _ClassVar[int]
     RESTORED_FROM_FIELD_NUMBER: _ClassVar[int]
+    PUSHES_FIELD_NUMBER: _ClassVar[int]
     node: str
     shard: int
     role: str
@@ -197,7 +198,8 @@ class StatusReply(_message.Message):
     log_start: int
     seq_epoch: int
     restored_from: str
-    def __init__(self, node: _Optional[str] = ..., shard: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., seq: _Optional[int] = ..., checksum: _Optional[str] = ..., isr: _Optional[_Iterable[str]] = ..., applied_json: _Optional[str] = ..., log_start: _Optional[int] = ..., seq_epoch: _Optional[int] = ..., restored_from: _Optional[str] = ...) -> None: ...
+    pushes: int
+    def __init__(self, node: _Optional[str] = ..., shard: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., seq: _Optional[int] = ..., checksum: _Optional[str] = ..., isr: _Optional[_Iterable[str]] = ..., applied_json: _Optional[str] = ..., log_start: _Optional[int] = ..., seq_epoch: _Optional[int] = ..., restored_from: _Optional[str] = ..., pushes: _Optional[int] = ...) -> None: ...
 
 class Blob(_message.Message):
     __slots__ = ("data",)

@@ -1,0 +1,139 @@
+"""A training worker: `python -m psnodes.worker --config C --name worker-0 --model mlp --steps N`.
+
+Each step: pull the dense parameters changed since the last pull (waiting for the slowest worker
+under BSP/SSP), pull the embedding rows of the batch, compute the loss and gradients with
+PyTorch, and push them to the shards. Every step's loss and every push go to the event log.
+Modes: `async` (no waits), `bsp` (lock-step), `ssp` (at most `staleness` steps ahead).
+"""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .client import PSClient
+from .config import ClusterConfig, load_links
+from .errors import PSError
+from .events import EventLog
+from .models import make_task, pick_device
+
+MODES = ("async", "bsp", "ssp")
+
+
+class Worker:
+    def __init__(self, cfg: ClusterConfig, name: str, model: str, mode: str = "async", staleness: int = 2,
+                 device: str = "auto", links: dict[str, str] | None = None, events: EventLog | None = None,
+                 seed: int | None = None, step_delay: float = 0.0) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r} is unknown; use one of {', '.join(MODES)}")
+        self.cfg, self.name, self.mode, self.staleness = cfg, name, mode, staleness
+        self.events = events or EventLog(None, name)
+        self.device = pick_device(device)
+        self.task = make_task(model, cfg.seed if seed is None else seed, self.device)
+        self.client = PSClient(cfg, name, links, self.events)
+        index = int(name.rsplit("-", 1)[-1]) if name.rsplit("-", 1)[-1].isdigit() else 0
+        self.rng = np.random.default_rng([cfg.seed, index])
+        self.params = dict(self.task.model.named_parameters())
+        self.step_delay = step_delay
+        self.stop = False
+        self.losses: list[float] = []
+
+    def min_clock(self, step: int) -> int:
+        if self.mode == "bsp":
+            return step
+        if self.mode == "ssp":
+            return max(0, step - self.staleness)
+        return -1
+
+    def start(self) -> None:
+        self.client.wait_ready()
+        self.client.init_dense({n: p.detach().cpu().numpy() for n, p in self.params.items()})
+
+    def step(self, step: int) -> float:
+        got = self.client.pull_dense(self.min_clock(step))
+        with torch.no_grad():
+            for n, a in got.dense.items():
+                self.params[n].copy_(torch.from_numpy(a.copy()).to(self.device))
+        b = self.task.batch(self.rng)
+        rows: dict[str, torch.Tensor] = {}
+        uniq = inv = None
+        if self.task.tables:
+            uniq, inv = np.unique(b.ids, return_inverse=True)
+            for table, dim in self.task.tables.items():
+                r = self.client.pull_rows(table, uniq, dim)
+                rows[table] = torch.from_numpy(r).to(self.device).requires_grad_(True)
+        gathered = {t: r[torch.from_numpy(inv.reshape(b.ids.shape)).to(self.device)] for t, r in rows.items()}
+        self.task.model.zero_grad(set_to_none=True)
+        loss = self.task.loss(b, gathered)
+        loss.backward()
+        dense = {n: p.grad.detach().cpu().numpy() for n, p in self.params.items() if p.grad is not None}
+        sparse = {t: (uniq, r.grad.detach().cpu().numpy()) for t, r in rows.items()}
+        self.client.push(dense, sparse, clock=step)
+        value = float(loss.detach().cpu())
+        self.losses.append(value)
+        self.events.emit("train-step", {"worker": self.name, "step": step, "loss": value,
+                                        "pulled_bytes": got.bytes})
+        return value
+
+    def run(self, steps: int, duration: float | None = None) -> float:
+        self.start()
+        end = time.monotonic() + duration if duration else None
+        step = 0
+        while step < steps and not self.stop and (end is None or time.monotonic() < end):
+            try:
+                self.step(step)
+            except PSError as e:
+                self.events.emit("train-error", {"worker": self.name, "step": step, "error": str(e)})
+            step += 1
+            if self.step_delay:
+                time.sleep(self.step_delay)
+        tail = self.losses[-20:]
+        final = float(np.mean(tail)) if tail else float("nan")
+        self.events.emit("train-done", {"worker": self.name, "steps": step, "final_loss": final,
+                                        "target_loss": self.task.target_loss, "device": str(self.device),
+                                        "pushed_bytes": self.client.pushed_bytes,
+                                        "pulled_bytes": self.client.pulled_bytes})
+        self.client.close()
+        return final
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="psnodes.worker", description=__doc__)
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--name", required=True, help="worker-<j>")
+    ap.add_argument("--model", default="mlp")
+    ap.add_argument("--mode", default="async", choices=MODES)
+    ap.add_argument("--staleness", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--links")
+    ap.add_argument("--events")
+    ap.add_argument("--step-delay", type=float, default=0.0)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    try:
+        cfg = ClusterConfig.load(args.config)
+        w = Worker(cfg, args.name, args.model, args.mode, args.staleness, args.device,
+                   load_links(args.links, cfg), EventLog(Path(args.events) if args.events else None, args.name),
+                   step_delay=args.step_delay)
+    except (PSError, ValueError) as e:
+        print(f"psnodes.worker: {e}", file=sys.stderr)
+        return 2
+
+    def on_term(signum, frame):
+        w.stop = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    final = w.run(args.steps, args.duration)
+    print(f"{args.name}: final loss {final:.4f} (target {w.task.target_loss})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
