@@ -1,0 +1,1 @@
+"""pschaos harness: scenarios, backends, faults, history, checkers, runner and CLI."""

@@ -1,0 +1,16 @@
+"""The checkers scenarios name in `expect.checks`."""
+from .acks import exactly_once, no_lost_acks
+from .failover import failover_budget
+from .primaries import single_primary
+from .replicas import catch_up_by_delta, replicas_match
+from .training import converged
+
+CHECKERS = {
+    "no-lost-acks": no_lost_acks,
+    "single-primary": single_primary,
+    "exactly-once": exactly_once,
+    "replicas-match": replicas_match,
+    "converged": converged,
+    "catch-up-by-delta": catch_up_by_delta,
+    "failover-budget": failover_budget,
+}

@@ -1,0 +1,42 @@
+"""Copies agree after quiescence; a restarted replica caught up by delta, not by snapshot."""
+from __future__ import annotations
+
+from .base import Verdict, by_f, final_states
+
+
+def replicas_match(history: list[dict], ctx: dict) -> Verdict:
+    by_shard: dict[int, list[dict]] = {}
+    for s in final_states(history):
+        if s.get("alive"):
+            by_shard.setdefault(s["shard"], []).append(s)
+    diverged, missing = [], []
+    for shard, copies in sorted(by_shard.items()):
+        prim = [c for c in copies if c["role"] == "primary"]
+        if len(prim) != 1:
+            missing.append(shard)
+            continue
+        p = prim[0]
+        for c in copies:
+            if (c["seq"], c["checksum"]) != (p["seq"], p["checksum"]):
+                diverged.append({"shard": shard, "node": c["node"], "seq": c["seq"], "primary_seq": p["seq"],
+                                 "checksum": c["checksum"], "primary_checksum": p["checksum"]})
+    if missing:
+        return Verdict("unknown", {"reason": f"shards without exactly one live primary: {missing}",
+                                   "diverged": diverged})
+    return Verdict(not diverged, {"diverged": diverged,
+                                  "copies": {str(k): len(v) for k, v in by_shard.items()}})
+
+
+def catch_up_by_delta(history: list[dict], ctx: dict) -> Verdict:
+    """Every catch-up of a restarted replica moved deltas: bytes <= ratio x changed bytes and well
+    under a snapshot, and none needed a full snapshot."""
+    syncs = [e["value"] for e in by_f(history, "sync")]
+    restarted = {e["value"]["target"] for e in by_f(history, "fault-start")
+                 if e["value"]["kind"] in ("stop", "kill", "restart")}
+    mine = [s for s in syncs if s["dst"] in restarted]
+    if not mine:
+        return Verdict(False, {"reason": "no catch-up of a restarted replica was recorded", "syncs": syncs})
+    ratio, frac = ctx.get("catchup_ratio", 1.1), ctx.get("catchup_vs_snapshot", 0.5)
+    bad = [s for s in mine if s["kind"] == "snapshot" or s["bytes"] > ratio * s["changed_bytes"]
+           or s["bytes"] > frac * s["snapshot_bytes"]]
+    return Verdict(not bad, {"catchups": mine, "bad": bad, "ratio_bound": ratio, "snapshot_fraction_bound": frac})

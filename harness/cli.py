@@ -1,0 +1,140 @@
+"""`pschaos`: run scenarios, bring a local cluster up or down, check the real parts, clean up.
+
+Exit codes: 0 pass, 1 a check failed, 2 bad input or a missing dependency (the message says how
+to fix it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from psnodes.errors import PSError
+
+from .errors import HarnessError
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .runner import Runner, default_out
+    from .scenario import load_scenario
+
+    worst = 0
+    scenarios = [load_scenario(p) for p in args.scenario]   # validate all before running any
+    for sc in scenarios:
+        out = Path(args.out) if args.out and len(scenarios) == 1 else (
+            Path(args.out) / sc.name if args.out else default_out(sc, args.seed))
+        rep = Runner(sc, args.seed, out, args.backend, quiet=args.quiet).run()
+        print(summary_line(rep, out))
+        if rep["verdict"] != "pass":
+            for name, c in rep["checks"].items():
+                if c["valid"] is not True:
+                    print(f"  {name}: {c['valid']}  {json.dumps(c['details'], default=str)[:600]}")
+            print(f"  rerun: {rep['rerun']}")
+            worst = max(worst, 1)
+    return worst
+
+
+def summary_line(rep: dict, out: Path) -> str:
+    m = rep["metrics"]
+    fo = m["failover_ms"]
+    return (f"{rep['verdict'].upper()} {rep['scenario']} seed={rep['seed']} acked={m['acked_updates']} "
+            f"lost={m['lost_acked_updates']} failovers={m['failovers']} failover_ms p50={fo['p50']} "
+            f"p99={fo['p99']} final_loss={m['final_loss']} sync_bytes={m['sync_bytes']} -> {out / 'report.json'}")
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import doctor
+
+    return doctor(as_json=args.json)
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from .reaper import clean
+
+    return clean(all_runs=args.all)
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    from . import local_cluster
+
+    if args.action == "up":
+        return local_cluster.up(args)
+    if args.action == "down":
+        return local_cluster.down(args)
+    return local_cluster.status(args)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from .bench import bench_ps
+
+    return bench_ps(args)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import demo
+
+    return demo(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="pschaos", description="Chaos harness for parameter-server training clusters")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("run", help="run scenario files and judge them")
+    r.add_argument("scenario", nargs="+", help="scenario YAML file(s)")
+    r.add_argument("--backend", default="process", choices=["process", "docker", "sim"])
+    r.add_argument("--seed", type=int, default=1)
+    r.add_argument("--out", help="output folder (default out/<scenario>-<seed>)")
+    r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.set_defaults(fn=cmd_run)
+
+    d = sub.add_parser("doctor", help="list the real parts and their versions, or how to install them")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(fn=cmd_doctor)
+
+    c = sub.add_parser("clean", help="reap processes left by killed runs")
+    c.add_argument("--all", action="store_true", help="also runs whose owner is still alive (e.g. cluster up)")
+    c.set_defaults(fn=cmd_clean)
+
+    cl = sub.add_parser("cluster", help="a local cluster of processes")
+    cl.add_argument("action", choices=["up", "down", "status"])
+    cl.add_argument("--shards", type=int, default=2)
+    cl.add_argument("--replicas", type=int, default=2, help="replicas per shard besides the primary")
+    cl.add_argument("--workers", type=int, default=2)
+    cl.add_argument("--mode", default="sync", choices=["sync", "async"])
+    cl.add_argument("--model", default="mlp", choices=["mlp", "widedeep"])
+    cl.add_argument("--steps", type=int, default=1000)
+    cl.add_argument("--seed", type=int, default=1)
+    cl.add_argument("--dir", default=".pschaos/cluster", help="where the cluster keeps its state")
+    cl.set_defaults(fn=cmd_cluster)
+
+    b = sub.add_parser("bench", help="benchmarks, measured as ratios in one run")
+    b.add_argument("what", choices=["ps"])
+    b.add_argument("--json", action="store_true")
+    b.add_argument("--kills", type=int, default=20)
+    b.add_argument("--mb", type=float, default=4.0)
+    b.add_argument("--seconds", type=float, default=3.0, help="measuring time per throughput figure")
+    b.set_defaults(fn=cmd_bench)
+
+    dm = sub.add_parser("demo", help="local cluster, training, a primary killed mid-training, the outcome")
+    dm.add_argument("--seed", type=int, default=1)
+    dm.add_argument("--out", default="out/demo")
+    dm.set_defaults(fn=cmd_demo)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except (HarnessError, PSError) as e:
+        print(f"pschaos: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("pschaos: interrupted; everything started was stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

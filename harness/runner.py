@@ -1,0 +1,225 @@
+"""Run one scenario: start the cluster, train, inject the faults on schedule, heal, observe, judge.
+
+Teardown always runs (failures, Ctrl-C, SIGTERM); what a SIGKILLed harness leaves, `pschaos
+clean` reaps by the run tag. The seed drives the cluster, the data and every random choice, and
+the report prints the exact command that replays the run.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reports import report_json
+
+from . import metrics as run_metrics
+from .backend_process import ProcessBackend
+from .checkers import CHECKERS, Verdict, compose, run_check
+from .errors import HarnessError
+from .faults import FAULTS
+from .history import History, StepWatcher, merge
+from .procs import wait_until
+from .scenario import Scenario
+from .targets import resolve
+
+
+@dataclass
+class OpenFault:
+    spec_index: int
+    kind: str
+    target: str
+    fault: object
+    start_t: float
+    heal_at_t: float | None = None
+    heal_at_step: int | None = None
+    info: dict = field(default_factory=dict)
+
+
+def log(msg: str) -> None:
+    print(f"[pschaos] {msg}", file=sys.stderr, flush=True)
+
+
+class Runner:
+    def __init__(self, scenario: Scenario, seed: int, out_dir: Path, backend: str = "process",
+                 quiet: bool = False) -> None:
+        if backend != "process":
+            raise HarnessError(f"--backend {backend}: only 'process' is available in this version")
+        self.sc, self.seed, self.out, self.backend_name = scenario, seed, out_dir, backend
+        self.quiet = quiet
+        self.rng = random.Random(seed)
+        self.run_id = f"{scenario.name}-{seed}-{uuid.uuid4().hex[:6]}"
+        self.backend = ProcessBackend(scenario.cluster, out_dir / "run", self.run_id, seed)
+        self.history: History | None = None
+        self.open: list[OpenFault] = []
+        self.faults_done: list[dict] = []
+
+    def say(self, msg: str) -> None:
+        if not self.quiet:
+            log(msg)
+
+    # ------------------------------------------------------------------ main
+    def run(self) -> dict:
+        self.out.mkdir(parents=True, exist_ok=True)
+        for stale in ("run", "history.jsonl", "report.json"):   # a reused --out starts clean
+            p = self.out / stale
+            if p.is_dir():
+                shutil.rmtree(p)
+            elif p.exists():
+                p.unlink()
+        self.history = History(self.out / "run" / "events" / "harness.jsonl")
+        prev = signal.signal(signal.SIGTERM, self._on_term)
+        t_start = time.time()
+        try:
+            self.say(f"{self.sc.name}: seed {self.seed}, starting {self.sc.cluster.shards}x{self.sc.cluster.copies} "
+                     f"cluster and {self.sc.cluster.workers} workers ({self.backend_name})")
+            self.backend.start()
+            self.history.record("run-start", {"scenario": self.sc.name, "seed": self.seed, "run_id": self.run_id,
+                                              "cluster": self.sc.cluster.model_dump()})
+            w = self.sc.workload
+            self.backend.start_workers(w.steps, w.duration_s, w.step_delay_s)
+            self._drive()
+            self._heal_all("end of workload")
+            self._quiesce()
+            self._observe()
+        finally:
+            self.backend.teardown()
+            signal.signal(signal.SIGTERM, prev)
+            self.history.close()
+        return self._judge(t_start)
+
+    def _on_term(self, signum, frame) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    # ---------------------------------------------------------------- faults
+    def _drive(self) -> None:
+        """Inject faults when their time or step comes, heal them when due, until workers finish."""
+        pending = sorted(enumerate(self.sc.faults), key=lambda p: (p[1].at.time or 0, p[1].at.step or 0))
+        watch = StepWatcher(self.backend.events_path("worker-0"))
+        t0 = time.monotonic()
+        w = self.sc.workload
+        limit = (w.duration_s or 0) + 120 + w.steps * 0.5
+        last_note = 0.0
+        while self.backend.workers_running():
+            now, step = time.monotonic() - t0, watch.poll()
+            for item in list(pending):
+                i, f = item
+                if (f.at.time is not None and now >= f.at.time) or (f.at.step is not None and step >= f.at.step):
+                    pending.remove(item)
+                    self._inject(i, f, now, step)
+            for o in list(self.open):
+                if (o.heal_at_t is not None and now >= o.heal_at_t) or \
+                   (o.heal_at_step is not None and step >= o.heal_at_step):
+                    self._heal(o, "scheduled")
+            if now - last_note > 5:
+                self.say(f"{self.sc.name}: t={now:.0f}s step {max(step, 0)}/{w.steps}, "
+                         f"faults so far {len(self.faults_done) + len(self.open)}")
+                last_note = now
+            if now > limit:
+                raise HarnessError(f"workers still running after {limit:.0f}s; see {self.out / 'run' / 'logs'}")
+            time.sleep(0.02)
+        for i, f in pending:
+            self.say(f"fault {i} ({f.kind} at {f.at}) never came due: the workload ended first")
+
+    def _inject(self, i: int, spec, now: float, step: int) -> None:
+        target = resolve(spec.target, self.backend, self.rng)
+        info = {"kind": spec.kind, "target": target, "selector": spec.target, "index": i, "step": step}
+        if target.startswith("shard-"):
+            shard = int(target.split("-")[1].split("/")[0])
+            rec = self.backend.routing().get(shard)
+            info.update(shard=shard, epoch=rec.epoch if rec else 0, was_primary=bool(rec and rec.primary == target))
+        fault = FAULTS[spec.kind](self.backend, target)
+        ev = self.history.record("fault-start", info)
+        fault.inject()
+        self.say(f"fault: {spec.kind} {target} at step {step}")
+        o = OpenFault(i, spec.kind, target, fault, ev["t"], info=info)
+        if spec.duration_s:
+            o.heal_at_t = now + spec.duration_s
+        if spec.until is not None:
+            o.heal_at_t = spec.until.time if spec.until.time is not None else o.heal_at_t
+            o.heal_at_step = spec.until.step
+        self.open.append(o)
+        if spec.kind == "restart":
+            self._heal(o, "instant")
+
+    def _heal(self, o: OpenFault, why: str) -> None:
+        self.open.remove(o)
+        o.fault.heal()
+        ev = self.history.record("fault-stop", {"kind": o.kind, "target": o.target, "index": o.spec_index,
+                                                "why": why})
+        self.faults_done.append({"kind": o.kind, "target": o.target, "start_s": o.start_t, "end_s": ev["t"]})
+
+    def _heal_all(self, why: str) -> None:
+        for o in list(self.open):
+            self._heal(o, why)
+
+    # ----------------------------------------------------------- observation
+    def _quiesce(self, timeout: float = 20.0) -> None:
+        """Wait until every live copy has the primary's seq (replication settled)."""
+        def settled() -> bool:
+            for shard, rec in self.backend.routing().items():
+                p = self.backend.status(rec.primary)
+                if p is None or p.role != "primary":
+                    return False
+                for n in self.backend.cfg.shard_nodes(shard):
+                    if n != rec.primary and self.backend.alive(n):
+                        s = self.backend.status(n)
+                        if s is None or s.seq != p.seq or s.epoch != p.epoch:
+                            return False
+            return True
+        if not wait_until(settled, timeout, 0.1):
+            self.say(f"replication did not settle within {timeout}s; the checks will show where")
+
+    def _observe(self) -> None:
+        import json as _json
+        for n in self.backend.nodes():
+            st = self.backend.status(n, checksum=True, applied=True)
+            v = {"node": n, "shard": int(n.split("-")[1].split("/")[0]), "alive": st is not None}
+            if st is not None:
+                v.update(role=st.role, epoch=st.epoch, seq=st.seq, checksum=st.checksum, pushes=st.pushes,
+                         applied=_json.loads(st.applied_json or "{}"), restored_from=st.restored_from)
+            self.history.record("final-state", v, node=n)
+
+    # ---------------------------------------------------------------- verdict
+    def context(self) -> dict:
+        c, e = self.sc.cluster, self.sc.expect
+        return {"replication": c.replication, "max_lag": c.max_lag, "workers": [f"worker-{j}" for j in range(c.workers)],
+                "steps": self.sc.workload.steps, "duration_s": self.sc.workload.duration_s,
+                "catchup_ratio": e.catchup_ratio, "catchup_vs_snapshot": e.catchup_vs_snapshot,
+                "failover_budget_ms": e.failover_budget_ms}
+
+    def _judge(self, t_start: float) -> dict:
+        events = sorted((self.out / "run" / "events").glob("*.jsonl"))
+        hist = merge(self.history.t0, events, self.out / "history.jsonl")
+        ctx = self.context()
+        checks: dict[str, Verdict] = {name: run_check(CHECKERS[name], hist, ctx) for name in self.sc.expect.checks}
+        m = run_metrics.compute(hist, ctx)
+        bounds = run_metrics.check_bounds(m, self.sc.expect.metrics)
+        if bounds:
+            checks["metric-bounds"] = Verdict(all(b["holds"] for b in bounds), {"bounds": bounds})
+        valid = compose(checks)
+        verdict = {True: "pass", False: "fail", "unknown": "unknown"}[valid]
+        path = self.sc.path or f"scenarios/{self.sc.name}.yaml"
+        rerun = f"pschaos run {path} --backend {self.backend_name} --seed {self.seed}"
+        for f in self.faults_done:
+            f["start_s"] = round(f["start_s"] - self.history.t0, 3)
+            f["end_s"] = round(f["end_s"] - self.history.t0, 3)
+        rep = report_json.build(self.sc.name, self.backend_name, self.seed, verdict, rerun,
+                                {k: v.to_json() for k, v in checks.items()}, m, self.faults_done,
+                                {"run_id": self.run_id, "wall_s": round(time.time() - t_start, 2),
+                                 "history": str(self.out / "history.jsonl"),
+                                 "scenario_spec": self.sc.model_dump()})
+        report_json.write(rep, self.out)
+        return rep
+
+
+def default_out(scenario: Scenario, seed: int) -> Path:
+    return Path("out") / f"{scenario.name}-{seed}"
+
+
+__all__ = ["Runner", "default_out", "os"]

@@ -1,0 +1,43 @@
+"""Where the real parts live and how to install each when it is missing."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from .errors import MissingDependency
+
+REPO = Path(__file__).resolve().parent.parent
+
+INSTALL = {
+    "etcd": "apt-get install -y etcd-server   (or: make install)",
+    "nft": "apt-get install -y nftables   (or: make install)",
+    "toxiproxy-server": "make install   (go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0 into tools/bin)",
+    "docker": "apt-get install -y docker.io, then start dockerd",
+}
+
+
+def find(tool: str) -> str | None:
+    local = REPO / "tools" / "bin" / tool
+    if local.exists():
+        return str(local)
+    return shutil.which(tool)
+
+
+def need(tool: str) -> str:
+    path = find(tool)
+    if path is None:
+        raise MissingDependency(f"{tool} is not installed; install it with: {INSTALL.get(tool, 'make install')}")
+    return path
+
+
+def version(tool: str) -> str | None:
+    path = find(tool)
+    if path is None:
+        return None
+    flag = {"toxiproxy-server": "-version", "etcd": "--version", "nft": "--version", "docker": "--version"}[tool]
+    try:
+        out = subprocess.run([path, flag], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (out.stdout or out.stderr).strip().splitlines()[0] if (out.stdout or out.stderr) else "present"
