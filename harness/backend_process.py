@@ -31,8 +31,9 @@ class ProcessBackend:
     name = "process"
 
     def __init__(self, spec: ClusterSpec, run_dir: Path, run_id: str, seed: int,
-                 owner: int | None = None, detach: bool = False) -> None:
+                 owner: int | None = None, detach: bool = False, tables: dict[str, int] | None = None) -> None:
         self.spec, self.run_dir, self.run_id, self.seed = spec, run_dir, run_id, seed
+        self.tables = TASK_TABLES[spec.model] if tables is None else tables
         self.owner, self.detach = owner, detach
         self.procs: dict[str, Proc] = {}
         self.etcd_server = EtcdServer(run_dir, run_id, owner, detach)
@@ -56,7 +57,7 @@ class ProcessBackend:
         ports = free_ports(2 * len(nodes))
         self.cfg = ClusterConfig(
             cluster_id=self.run_id, etcd=self.etcd_server.url, shards=s.shards, copies=s.copies,
-            workers=s.workers, mode=s.replication, tables=TASK_TABLES[s.model],
+            workers=s.workers, mode=s.replication, tables=self.tables,
             optimizer={"name": s.optimizer, "lr": s.lr}, seed=self.seed,
             addresses={n: f"127.0.0.1:{ports[i]}" for i, n in enumerate(nodes)},
             metrics_ports={n: ports[len(nodes) + i] for i, n in enumerate(nodes)},

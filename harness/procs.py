@@ -92,6 +92,8 @@ def orphaned(p: psutil.Process) -> bool:
         owner = int(p.environ().get(OWNER_ENV, "0"))
     except (psutil.Error, ValueError):
         return True
+    if owner == -1:          # a detached `cluster up`: only `cluster down` or `clean --all` reap it
+        return False
     return owner == 0 or not psutil.pid_exists(owner) or owner == p.pid
 
 

@@ -1,0 +1,118 @@
+"""`pschaos cluster up|down|status`: a long-lived local cluster of processes for hands-on use.
+
+`up` starts etcd, the shard nodes and the workers detached from the terminal and writes a state
+file; `down` stops every process the state file names (checking each still carries the run tag)
+and removes the folder. `pschaos clean --all` reaps such a cluster too.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+
+from .backend_process import ProcessBackend
+from .errors import HarnessError
+from .procs import RUN_ENV, reap
+from .scenario import ClusterSpec
+
+DETACHED_OWNER = -1   # no owning process: reaped by `cluster down` or `pschaos clean --all`
+
+
+def _state_path(d: Path) -> Path:
+    return d / "state.json"
+
+
+def up(args) -> int:
+    d = Path(args.dir)
+    if _state_path(d).exists():
+        raise HarnessError(f"a cluster is already up in {d}; run `pschaos cluster down --dir {d}` first")
+    spec = ClusterSpec(shards=args.shards, copies=args.replicas + 1, workers=args.workers,
+                       replication=args.mode, model=args.model)
+    run_id = f"cluster-{uuid.uuid4().hex[:6]}"
+    be = ProcessBackend(spec, d, run_id, args.seed, owner=DETACHED_OWNER, detach=True)
+    try:
+        be.start()
+        be.start_workers(args.steps)
+    except BaseException:
+        be.teardown()
+        shutil.rmtree(d, ignore_errors=True)
+        raise
+    _state_path(d).write_text(json.dumps({"run_id": run_id, "pids": be.pids(), "config": str(be.config_path),
+                                          "etcd": be.cfg.etcd, "started": time.time()}, indent=2))
+    print(f"cluster {run_id} up in {d}: etcd {be.cfg.etcd}, {spec.shards} shards x {spec.copies} copies, "
+          f"{spec.workers} workers ({spec.model}, {spec.replication} replication)")
+    time.sleep(1.0)
+    _print_status(be)
+    print(f"stop it with: pschaos cluster down --dir {d}")
+    return 0
+
+
+def _print_status(be: ProcessBackend) -> None:
+    routes = be.routing()
+    for n in be.nodes():
+        st = be.status(n)
+        prim = routes.get(int(n.split("-")[1].split("/")[0]))
+        if st is None:
+            print(f"  {n:12} down")
+        else:
+            mark = "*" if prim and prim.primary == n else " "
+            print(f"  {n:12}{mark} {st.role:8} epoch {st.epoch:<3} seq {st.seq:<7} "
+                  f"metrics http://127.0.0.1:{be.cfg.metrics_ports[n]}/metrics")
+    for w in be.workers():
+        print(f"  {w:12}  {'training' if be.alive(w) else 'done'}")
+
+
+def status(args) -> int:
+    d = Path(args.dir)
+    if not _state_path(d).exists():
+        print(f"no cluster in {d}")
+        return 1
+    state = json.loads(_state_path(d).read_text())
+    from psnodes.client import PSClient
+    from psnodes.config import ClusterConfig
+
+    cfg = ClusterConfig.load(state["config"])
+    client = PSClient(cfg, "status", retry_budget=1.0)
+    try:
+        for n in cfg.all_nodes():
+            try:
+                st = client.status(n)
+                print(f"  {n:12} {st.role:8} epoch {st.epoch:<3} seq {st.seq}")
+            except Exception:
+                print(f"  {n:12} down")
+    finally:
+        client.close()
+    for name, pid in state["pids"].items():
+        if name.startswith("worker-"):
+            print(f"  {name:12} {'training' if psutil.pid_exists(pid) else 'done'}")
+    return 0
+
+
+def down(args) -> int:
+    d = Path(args.dir)
+    if not _state_path(d).exists():
+        print(f"no cluster in {d}")
+        return 0
+    state = json.loads(_state_path(d).read_text())
+    procs = []
+    for name, pid in state["pids"].items():
+        try:
+            p = psutil.Process(pid)
+            if p.environ().get(RUN_ENV) == state["run_id"]:
+                procs.append(p)
+        except psutil.Error:
+            continue
+    for p in procs:            # graceful first: nodes write their checkpoints
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=5)
+    reap(alive)
+    shutil.rmtree(d, ignore_errors=True)
+    print(f"cluster {state['run_id']} down: {len(procs)} process(es) stopped, {d} removed")
+    return 0
