@@ -205,6 +205,10 @@ class Runner:
         valid = compose(checks)
         verdict = {True: "pass", False: "fail", "unknown": "unknown"}[valid]
         path = self.sc.path or f"scenarios/{self.sc.name}.yaml"
+        try:
+            path = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
+        except ValueError:
+            pass
         rerun = f"pschaos run {path} --backend {self.backend_name} --seed {self.seed}"
         for f in self.faults_done:
             f["start_s"] = round(f["start_s"] - self.history.t0, 3)
@@ -222,4 +226,4 @@ def default_out(scenario: Scenario, seed: int) -> Path:
     return Path("out") / f"{scenario.name}-{seed}"
 
 
-__all__ = ["Runner", "default_out", "os"]
+__all__ = ["Runner", "default_out"]

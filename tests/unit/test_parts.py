@@ -1,0 +1,80 @@
+"""Applied-key set, update log, blob format, placement, embedding initializer, etcd keys."""
+import numpy as np
+import pytest
+
+from psnodes.applied import AppliedSet
+from psnodes.blob import pack, unpack
+from psnodes.config import ClusterConfig
+from psnodes.embedding import init_rows
+from psnodes.errors import ConfigError
+from psnodes.placement import dense_shard, node_name, parse_node_name, row_shards
+from psnodes.updatelog import Entry, UpdateLog
+
+
+def test_applied_set_merges_intervals_and_remembers_recent_seqs():
+    a = AppliedSet(recent_capacity=3)
+    for r in [1, 2, 3, 7, 5, 6, 4]:
+        a.add("w", r, r * 10)
+    assert a.ranges["w"] == [[1, 7]]
+    assert a.contains("w", 4) and not a.contains("w", 8) and not a.contains("x", 1)
+    assert a.seq_of("w", 4) == 40 and a.seq_of("w", 1) == 0   # evicted from the recent window
+    assert a.count() == 7
+
+
+def test_applied_set_json_delta_keeps_recent_after_since():
+    a = AppliedSet()
+    for r in range(1, 6):
+        a.add("w", r, r)
+    b = AppliedSet()
+    b.merge_json(a.to_json(since=3))
+    assert b.ranges == a.ranges and b.seq_of("w", 5) == 5 and b.seq_of("w", 2) == 0
+
+
+def test_update_log_bounds_and_since():
+    log = UpdateLog(max_entries=3)
+    for s in range(1, 6):
+        log.append(Entry(s, 1 if s < 4 else 2, b"x" * s))
+    assert log.base_seq == 2 and log.last_seq == 5
+    assert log.since(1) is None                          # no longer reaches back
+    assert [e.seq for e in log.since(2)] == [3, 4, 5]
+    assert [e.seq for e in log.since(3, max_bytes=4)] == [4]
+    assert log.since(5) == [] and log.epoch_at(4) == 2 and log.epoch_at(2) == 1 and log.epoch_at(1) is None
+
+
+def test_blob_roundtrip_and_bad_magic():
+    arrays = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.array([1, 2], dtype=np.int64)}
+    meta, got = unpack(pack({"x": 1}, arrays))
+    assert meta == {"x": 1}
+    for k in arrays:
+        np.testing.assert_array_equal(got[k], arrays[k])
+    with pytest.raises(ValueError, match="magic"):
+        unpack(b"nope")
+
+
+def test_placement_is_stable_and_spreads():
+    assert dense_shard("layer.0.weight", 4) == dense_shard("layer.0.weight", 4)
+    shards = row_shards("emb", np.arange(10_000), 4)
+    counts = np.bincount(shards, minlength=4)
+    assert counts.min() > 2000
+    assert (row_shards("emb", np.arange(100), 4) == row_shards("emb", np.arange(100), 4)).all()
+    assert parse_node_name(node_name(3, 2)) == (3, 2)
+    with pytest.raises(ValueError, match="shard-<i>/<r>"):
+        parse_node_name("worker-1")
+
+
+def test_embedding_init_is_deterministic_and_bounded():
+    a = init_rows(1, "emb", np.array([5, 9]), 8)
+    assert np.array_equal(a, init_rows(1, "emb", np.array([5, 9]), 8))
+    assert not np.array_equal(a, init_rows(2, "emb", np.array([5, 9]), 8))
+    assert np.abs(a).max() <= 1 / np.sqrt(8) and a.std() > 0
+
+
+def test_cluster_config_checks_fields(tmp_path):
+    with pytest.raises(ConfigError, match="mode='quorum'"):
+        ClusterConfig(cluster_id="c", etcd="http://127.0.0.1:1", mode="quorum")
+    with pytest.raises(ConfigError, match="copies=0"):
+        ClusterConfig(cluster_id="c", etcd="http://127.0.0.1:1", copies=0)
+    p = tmp_path / "c.json"
+    p.write_text('{"cluster_id": "c", "etcd": "x", "bogus": 1}')
+    with pytest.raises(ConfigError, match="unknown field"):
+        ClusterConfig.load(p)
