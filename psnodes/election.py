@@ -27,13 +27,21 @@ class Elector(threading.Thread):
         super().__init__(name="elector", daemon=True)
         self.node = node
         self.orphan_since: float | None = None
+        self.announced: tuple[str, bool] = ("", False)
 
     # -------------------------------------------------------------- lease
     def register(self) -> None:
         """Take a lease and announce this node under it (its liveness for the all-lost check)."""
         node, cfg = self.node, self.node.cfg
         node.lease = node.etcd.grant(cfg.lease_ttl_s)
-        node.etcd.put(cfg.node_key(node.name), json.dumps({"role": node.role}), lease=node.lease)
+        self.announce()
+
+    def announce(self) -> None:
+        """Publish role and in-sync state under the lease: a restarted copy says it is not in sync."""
+        node = self.node
+        self.announced = (node.role, node.in_sync)
+        node.etcd.put(node.cfg.node_key(node.name), json.dumps({"role": node.role, "in_sync": node.in_sync}),
+                      lease=node.lease)
 
     def keepalive(self) -> None:
         node, cfg = self.node, self.node.cfg
@@ -43,6 +51,8 @@ class Elector(threading.Thread):
                     self.register()
                     if node.role == "primary":
                         node.etcd.put(cfg.leader_key(node.shard), node.name, lease=node.lease)
+                elif self.announced != (node.role, node.in_sync):
+                    self.announce()
             except Exception:
                 pass  # etcd down: keep serving; fencing keeps a stale primary from acking
 
@@ -130,8 +140,14 @@ class Elector(threading.Thread):
     def maybe_restore(self, rec: ShardRecord, mod_revision: int) -> None:
         """No eligible candidate: if no ISR copy is alive for a lease TTL, restore from checkpoint."""
         node, cfg = self.node, self.node.cfg
-        alive = {k.key.rsplit("/nodes/", 1)[1] for k in node.etcd.get_prefix(cfg.prefix + "nodes/")}
-        isr_alive = [n for n in rec.isr if n in alive and n != node.name]
+        alive, in_sync = set(), set()
+        for kv in node.etcd.get_prefix(cfg.prefix + "nodes/"):
+            name, v = kv.key.rsplit("/nodes/", 1)[1], json.loads(kv.value)
+            alive.add(name)
+            if v.get("in_sync") or v.get("role") == "primary":
+                in_sync.add(name)
+        # a copy of the ISR that restarted from disk is alive but not in sync: it does not count
+        isr_alive = [n for n in rec.isr if n in in_sync and n != node.name]
         if isr_alive:
             self.orphan_since = None
             return

@@ -60,6 +60,7 @@ class ShardNode:
     def become_primary(self, rec: ShardRecord) -> None:
         with self.cond:
             self.role, self.epoch, self.primary = "primary", rec.epoch, self.name
+            self.in_sync = True
             self.isr, self.epoch_start = list(rec.isr), rec.start_seq
             self.peer_seq = {self.name: self.store.seq}
             self.cond.notify_all()

@@ -1,0 +1,107 @@
+"""Failover with real etcd and real processes: SIGKILL and SIGSTOP of a primary, both modes."""
+import json
+import time
+
+import numpy as np
+
+from harness.procs import wait_until
+
+from .pushers import Pusher, applied_contains
+
+
+def settle(be, shard=0, timeout=20.0):
+    """Wait until every live copy has the primary's seq and epoch; returns their statuses."""
+    def same():
+        rec = be.routing()[shard]
+        sts = [be.status(n, checksum=True, applied=True) for n in be.cfg.shard_nodes(shard) if be.alive(n)]
+        return all(s is not None for s in sts) and len({(s.seq, s.epoch) for s in sts}) == 1 and \
+            any(s.role == "primary" and s.node == rec.primary for s in sts)
+    assert wait_until(same, timeout, 0.1), "copies did not settle"
+    return [be.status(n, checksum=True, applied=True) for n in be.cfg.shard_nodes(shard) if be.alive(n)]
+
+
+def test_sync_kill_primary_loses_no_acknowledged_update(make_cluster):
+    be = make_cluster(shards=1, copies=3, replication="sync")
+    be.client.init_dense({"w": np.zeros(64, dtype=np.float32)})
+    p = Pusher(be.client)
+    p.start()
+    time.sleep(1.0)
+    old = be.routing()[0]
+    t_kill = time.monotonic()
+    be.kill(old.primary)
+    assert wait_until(lambda: any(a[1] > old.epoch for a in p.acked), 10, 0.01), "no ack after failover"
+    failover_ms = (time.monotonic() - t_kill) * 1000
+    time.sleep(0.5)
+    p.stop()
+    new = be.routing()[0]
+    assert new.epoch == old.epoch + 1 and new.primary != old.primary and old.primary not in new.isr
+    sts = settle(be)
+    assert len({s.checksum for s in sts}) == 1
+    applied = json.loads(next(s for s in sts if s.role == "primary").applied_json)["worker-0"]
+    lost = [r for r, *_ in p.acked if not applied_contains(applied, r)]
+    assert lost == [], f"acknowledged pushes lost: {lost[:10]}"
+    # one acking node per epoch
+    by_epoch = {}
+    for _, ep, _, node in p.acked:
+        by_epoch.setdefault(ep, set()).add(node)
+    assert all(len(n) == 1 for n in by_epoch.values()), by_epoch
+    print(f"failover (kill -> first ack at new epoch, upper bound) {failover_ms:.0f} ms, acked {len(p.acked)}")
+
+
+def test_async_kill_primary_loses_at_most_the_lag_window(make_cluster):
+    be = make_cluster(shards=1, copies=2, replication="async", max_lag=8)
+    be.client.init_dense({"w": np.zeros(64, dtype=np.float32)})
+    p = Pusher(be.client)
+    p.start()
+    time.sleep(1.0)
+    old = be.routing()[0]
+    be.kill(old.primary)
+    assert wait_until(lambda: any(a[1] > old.epoch for a in p.acked), 10, 0.01)
+    p.stop()
+    sts = settle(be)
+    applied = json.loads(sts[0].applied_json).get("worker-0", [])
+    lost = [r for r, *_ in p.acked if not applied_contains(applied, r)]
+    assert len(lost) <= 8, f"{len(lost)} acknowledged pushes lost, more than max_lag=8"
+
+
+def test_paused_primary_is_fenced_and_steps_down(make_cluster):
+    be = make_cluster(shards=1, copies=3, replication="sync")
+    be.client.init_dense({"w": np.zeros(64, dtype=np.float32)})
+    p = Pusher(be.client)
+    p.start()
+    time.sleep(0.5)
+    old = be.routing()[0]
+    be.pause(old.primary)
+    try:
+        assert wait_until(lambda: be.routing()[0].epoch > old.epoch, 10, 0.02), "no promotion while paused"
+        assert wait_until(lambda: any(a[1] > old.epoch for a in p.acked), 10, 0.01)
+    finally:
+        be.resume(old.primary)
+    # the woken old primary learns it is fenced and follows the new one
+    assert wait_until(lambda: (s := be.status(old.primary)) is not None and s.role == "replica"
+                      and s.epoch > old.epoch, 10, 0.05), "old primary did not step down"
+    p.stop()
+    sts = settle(be)
+    assert len({s.checksum for s in sts}) == 1
+    by_epoch = {}
+    for _, ep, _, node in p.acked:
+        by_epoch.setdefault(ep, set()).add(node)
+    assert all(len(n) == 1 for n in by_epoch.values()), by_epoch
+    applied = json.loads(next(s for s in sts if s.role == "primary").applied_json)["worker-0"]
+    assert all(applied_contains(applied, r) for r, *_ in p.acked)
+
+
+def test_retried_push_is_applied_exactly_once(make_cluster):
+    be = make_cluster(shards=1, copies=2, replication="sync")
+    from psnodes.codec import tensor_to_pb
+    from psnodes.proto import ps_pb2
+
+    be.client.init_dense({"w": np.zeros(4, dtype=np.float32)})
+    u = ps_pb2.Update(worker="worker-9", req_id=42, dense=[tensor_to_pb("w", np.ones(4))])
+    first = be.client.call(0, "Push", lambda ep: ps_pb2.PushRequest(shard=0, epoch=ep, update=u))
+    old = be.routing()[0]
+    be.kill(old.primary)          # the retry goes to the promoted replica
+    again = be.client.call(0, "Push", lambda ep: ps_pb2.PushRequest(shard=0, epoch=ep, update=u))
+    assert again.duplicate and again.seq == first.seq and again.epoch > first.epoch
+    st = be.status(be.routing()[0].primary, applied=True)
+    assert st.pushes == 1
