@@ -78,3 +78,16 @@ def test_cluster_config_checks_fields(tmp_path):
     p.write_text('{"cluster_id": "c", "etcd": "x", "bogus": 1}')
     with pytest.raises(ConfigError, match="unknown field"):
         ClusterConfig.load(p)
+
+
+def test_device_auto_and_missing_cuda():
+    import torch
+
+    from psnodes.models import make_task, pick_device
+
+    assert pick_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA device"):
+            pick_device("cuda")
+    with pytest.raises(ValueError, match="model='gpt'"):
+        make_task("gpt", 0, torch.device("cpu"))

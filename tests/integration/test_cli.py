@@ -1,0 +1,59 @@
+"""doctor, cluster up/down, clean: the commands a user types first, with real processes."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+
+from harness.procs import RUN_ENV, tagged_processes
+from harness.tools import REPO
+
+CLI = [sys.executable, "-m", "harness.cli"]
+
+
+def test_doctor_json_lists_parts_with_versions():
+    p = subprocess.run(CLI + ["doctor", "--json"], capture_output=True, text=True, timeout=120, cwd=REPO)
+    data = json.loads(p.stdout)
+    parts = {r["part"]: r for r in data["parts"]}
+    assert {"etcd", "toxiproxy-server", "nft", "torch", "grpcio"} <= set(parts)
+    for r in parts.values():
+        assert r["ok"] == (r["version"] is not None)
+        assert r["ok"] or r["install"]
+    assert p.returncode == (0 if all(r["ok"] for r in parts.values() if r["required"]) else 2)
+
+
+def test_cluster_up_status_down_leaves_nothing(tmp_path):
+    d = tmp_path / "cl"
+    up = subprocess.run(CLI + ["cluster", "up", "--shards", "2", "--replicas", "1", "--workers", "1", "--steps", "30",
+                               "--dir", str(d)], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert up.returncode == 0, up.stderr
+    state = json.loads((d / "state.json").read_text())
+    assert "shard-1/1" in up.stdout and "primary" in up.stdout
+    assert all(psutil.pid_exists(p) for n, p in state["pids"].items() if not n.startswith("worker"))
+    st = subprocess.run(CLI + ["cluster", "status", "--dir", str(d)], capture_output=True, text=True, timeout=60,
+                        cwd=REPO)
+    assert "shard-0/0" in st.stdout
+    down = subprocess.run(CLI + ["cluster", "down", "--dir", str(d)], capture_output=True, text=True, timeout=60,
+                          cwd=REPO)
+    assert down.returncode == 0
+    assert not d.exists()
+    assert not tagged_processes(state["run_id"])
+
+
+def test_clean_reaps_processes_of_a_dead_owner():
+    owner = subprocess.Popen([sys.executable, "-c", "pass"])
+    owner.wait()                                   # a pid that no longer runs: the "killed harness"
+    env = dict(os.environ, **{RUN_ENV: "test-orphan", "PSCHAOS_OWNER": str(owner.pid)})
+    orphan = subprocess.Popen(["sleep", "300"], env=env, start_new_session=True)
+    try:
+        time.sleep(0.2)
+        assert tagged_processes("test-orphan")
+        p = subprocess.run(CLI + ["clean"], capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert p.returncode == 0 and "reaped" in p.stdout
+        orphan.wait(10)
+        assert not tagged_processes("test-orphan")
+    finally:
+        if orphan.poll() is None:
+            orphan.kill()

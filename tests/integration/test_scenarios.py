@@ -1,0 +1,61 @@
+"""The two scenarios of the cluster issue pass end to end through the CLI (process backend)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.tools import REPO
+
+KEYS = {"schema", "scenario", "backend", "seed", "verdict", "rerun", "checks", "metrics", "faults"}
+METRICS = {"acked_updates", "lost_acked_updates", "failovers", "failover_ms", "sync_bytes", "changed_bytes",
+           "snapshot_bytes", "final_loss"}
+
+
+def run(scenario: str, tmp_path, seed: int = 3):
+    out = tmp_path / scenario
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(REPO / "scenarios" / f"{scenario}.yaml"),
+                        "--backend", "process", "--seed", str(seed), "--out", str(out)],
+                       capture_output=True, text=True, timeout=400, cwd=REPO)
+    rep = json.loads((out / "report.json").read_text())
+    return p, rep
+
+
+def test_kill_primary(tmp_path):
+    p, rep = run("kill-primary", tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    assert KEYS <= set(rep) and METRICS <= set(rep["metrics"]) and rep["verdict"] == "pass"
+    m = rep["metrics"]
+    assert m["lost_acked_updates"] == 0 and m["failovers"] >= 1 and m["acked_updates"] > 0
+    assert rep["faults"][0]["kind"] == "kill" and rep["faults"][0]["target"].startswith("shard-0/")
+    assert rep["rerun"].endswith("--backend process --seed 3")
+    assert (tmp_path / "kill-primary" / "history.jsonl").stat().st_size > 0
+
+
+def test_replica_restart_catchup(tmp_path):
+    p, rep = run("replica-restart-catchup", tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    m = rep["metrics"]
+    c = rep["checks"]["catch-up-by-delta"]["details"]["catchups"]
+    assert all(x["bytes"] <= 1.1 * x["changed_bytes"] and x["bytes"] < x["snapshot_bytes"] for x in c)
+    assert m["sync_bytes"] > 0 and rep["checks"]["replicas-match"]["valid"] is True
+
+
+def test_failing_expectation_exits_1_with_the_rerun_command(tmp_path):
+    text = (REPO / "scenarios" / "kill-primary.yaml").read_text().replace("steps: 300", "steps: 60").replace(
+        "step: 100", "step: 20").replace('"failovers >= 1"', '"failovers >= 5"')
+    sc = tmp_path / "kill-primary.yaml"
+    sc.write_text(text)
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(sc), "--seed", "4", "--out",
+                        str(tmp_path / "o")], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert p.returncode == 1, p.stdout + p.stderr[-2000:]
+    assert "FAIL kill-primary" in p.stdout and "metric-bounds" in p.stdout and "--seed 4" in p.stdout
+
+
+@pytest.mark.parametrize("bad,words", [("kind: kill", "faults[0].kind")])
+def test_malformed_scenario_exits_2(tmp_path, bad, words):
+    sc = tmp_path / "x.yaml"
+    sc.write_text((REPO / "scenarios" / "kill-primary.yaml").read_text().replace(bad, "kind: melt"))
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(sc)], capture_output=True, text=True,
+                       timeout=60, cwd=REPO)
+    assert p.returncode == 2 and words in p.stderr and f"{sc}:" in p.stderr
