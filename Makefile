@@ -6,6 +6,7 @@ TOOLS   := tools/bin
 STAMP   := $(VENV)/.installed-stamp
 TOXI    := $(TOOLS)/toxiproxy-server
 XDIST   ?= -n 2
+GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 
 .PHONY: install system-deps test unit integration demo bench doctor clean proto
 
@@ -27,7 +28,7 @@ $(STAMP): pyproject.toml
 # Toxiproxy, the real server, built from the Go module proxy into an ignored folder.
 $(TOXI):
 	mkdir -p $(TOOLS)
-	GOBIN=$(abspath $(TOOLS)) go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0
+	GOBIN=$(abspath $(TOOLS)) $(GO) install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0
 	mv $(TOOLS)/server $@
 
 proto: $(STAMP)
