@@ -18,6 +18,7 @@ import numpy as np
 
 from psnodes.codec import rows_to_pb, tensor_to_pb
 from psnodes.proto import ps_pb2
+from psnodes.tuning import tune_malloc
 
 from .backend_process import ProcessBackend
 from .bench_torchrpc import torch_rpc_mb_s
@@ -130,6 +131,7 @@ def bench_ps(args) -> int:
     def progress(msg: str) -> None:
         print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
+    tune_malloc()
     res: dict = {}
     with tempfile.TemporaryDirectory(prefix="pschaos-bench-") as d:
         tmp = Path(d)

@@ -26,6 +26,9 @@ def _rank(rank: int, port: int, n: int, seconds: float, q) -> None:
     import torch
     import torch.distributed.rpc as rpc
 
+    from psnodes.tuning import tune_malloc
+
+    tune_malloc()     # the same allocator settings as our processes: a fair yardstick
     global _W
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), TP_SOCKET_IFNAME="lo",
                       GLOO_SOCKET_IFNAME="lo")

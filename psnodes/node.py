@@ -15,7 +15,6 @@ from typing import Callable
 import grpc
 
 from .checkpoint import read_checkpoint, write_checkpoint
-from .codec import rows_to_pb, tensor_to_pb
 from .config import ClusterConfig, ShardRecord
 from .errors import InvalidArgument, NotPrimary, ReplicationFailed, StaleEpoch, Timeout
 from .etcd import Etcd
@@ -25,6 +24,7 @@ from .placement import parse_node_name
 from .proto import ps_pb2
 from .store import ShardSpec, ShardStore
 from .updatelog import Entry
+from .wire import encode_pull_reply
 
 
 class ShardNode:
@@ -125,7 +125,8 @@ class ShardNode:
             self.cond.wait(min(left, 0.05))
 
     # ------------------------------------------------------------------- RPCs
-    def push(self, req: ps_pb2.PushRequest, deadline: float) -> ps_pb2.PushReply:
+    def push(self, req: ps_pb2.PushRequest, deadline: float, payload=None) -> ps_pb2.PushReply:
+        """Apply (or recognise a retry of) a push; `payload` is the Update's wire bytes when known."""
         upd = req.update
         with self.cond:
             self._check_primary(req.epoch)
@@ -142,7 +143,8 @@ class ShardNode:
                     duplicate = True
                     seq = max(self.store.dense_mod[n] for n, _ in dec.dense) if dec.dense else self.store.seq
                 else:
-                    payload = upd.SerializeToString()
+                    if payload is None or not len(payload):
+                        payload = upd.SerializeToString()
                     seq = self.store.apply(dec, payload, epoch)
                     self.peer_seq[self.name] = seq
                     self.metrics.pushes.inc()
@@ -163,7 +165,8 @@ class ShardNode:
                 raise ReplicationFailed(f"replicas trail more than max_lag={self.cfg.max_lag} entries")
             self.cond.wait(min(left, 0.05))
 
-    def pull(self, req: ps_pb2.PullRequest, deadline: float) -> ps_pb2.PullReply:
+    def pull(self, req: ps_pb2.PullRequest, deadline: float) -> bytes:
+        """A serialized PullReply, encoded from the live arrays under the lock (one copy)."""
         with self.cond:
             self._check_primary(req.epoch)
             epoch = self.epoch
@@ -179,15 +182,12 @@ class ShardNode:
                 self._wait_replicated(self.store.seq, epoch, deadline)
             dense = [] if req.no_dense else self.store.pull_dense(req.since_seq, list(req.names))
             rows = [self.store.pull_rows(r) for r in req.sparse]
-            seq = self.store.seq
-        reply = ps_pb2.PullReply(epoch=epoch, seq=seq, node=self.name,
-                                 dense=[tensor_to_pb(n, a) for n, a in dense],
-                                 sparse=[rows_to_pb(r.table, ids, data, dim)
-                                         for r, (ids, data, dim) in zip(req.sparse, rows)])
-        size = reply.ByteSize()
-        reply.bytes = size
+            reply = encode_pull_reply(epoch, self.store.seq, self.name,
+                                      ((n, a.shape, memoryview(a).cast("B")) for n, a in dense),
+                                      ((r.table, ids.tobytes(), dim, data.tobytes())
+                                       for r, (ids, data, dim) in zip(req.sparse, rows)))
         self.metrics.pulls.inc()
-        self.metrics.pull_bytes.inc(size)
+        self.metrics.pull_bytes.inc(len(reply))
         return reply
 
     def replicate(self, req: ps_pb2.ReplicateRequest) -> ps_pb2.ReplicateReply:

@@ -17,7 +17,9 @@ from .channels import auth, dial
 from .config import ShardRecord
 from .errors import StaleEpoch, from_rpc_error
 from .node import ShardNode
-from .proto import ps_pb2, ps_pb2_grpc
+from .proto import ps_pb2
+from .servicer import SERVICE
+from .wire import encode_replicate
 
 LOG_CATCHUP_MAX = 64          # a peer this many entries behind gets log entries, else a delta
 BATCH_BYTES = 16 << 20
@@ -29,7 +31,8 @@ class PeerSender(threading.Thread):
         self.mgr, self.node, self.peer, self.epoch = mgr, mgr.node, peer, epoch
         cfg = self.node.cfg
         self.channel = dial(self.node.links[peer], cfg.max_message_bytes)
-        self.stub = ps_pb2_grpc.ParameterServerStub(self.channel)
+        self.replicate = self.channel.unary_unary(f"/{SERVICE}/Replicate", request_serializer=None,
+                                                  response_deserializer=ps_pb2.ReplicateReply.FromString)
         self.md = auth(cfg.token)
         self.stop = threading.Event()
         self.catchup: dict | None = None     # accounting while the peer is out of the ISR
@@ -46,9 +49,9 @@ class PeerSender(threading.Thread):
                 if not node.is_primary(self.epoch):
                     break
                 req, changed, kind = self._build(known, known_epoch)
-            size = req.ByteSize()
+            size = len(req)
             try:
-                reply = self.stub.Replicate(req, timeout=cfg.rpc_timeout_s, metadata=self.md)
+                reply = self.replicate(req, timeout=cfg.rpc_timeout_s, metadata=self.md)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
                 if isinstance(err, StaleEpoch):
@@ -80,23 +83,24 @@ class PeerSender(threading.Thread):
                 self.mgr.change_isr(add=self.peer, reason="caught up")
         self.channel.close()
 
-    def _build(self, known: int | None, known_epoch: int) -> tuple[ps_pb2.ReplicateRequest, int, str]:
-        """What to send now (lock held): heartbeat, entries, a delta or a snapshot."""
+    def _build(self, known: int | None, known_epoch: int) -> tuple[bytes, int, str]:
+        """What to send now, serialized (lock held): heartbeat, entries, a delta or a snapshot."""
         node = self.node
         store = node.store
-        req = ps_pb2.ReplicateRequest(shard=node.shard, epoch=self.epoch, primary=node.name,
-                                      primary_seq=store.seq, epoch_start=node.epoch_start)
+
+        def req(entries=(), state: bytes = b"") -> bytes:
+            return encode_replicate(node.shard, self.epoch, node.name, entries, store.seq, node.epoch_start, state)
+
         if known is None or known == store.seq and store.matches(known, known_epoch):
-            return req, 0, "heartbeat"
+            return req(), 0, "heartbeat"
         if not store.matches(known, known_epoch):
-            req.state, changed = store.export_state(0)
-            return req, changed, "snapshot"
+            state, changed = store.export_state(0)
+            return req(state=state), changed, "snapshot"
         entries = store.log.since(known, BATCH_BYTES) if store.seq - known <= LOG_CATCHUP_MAX else None
         if entries is None:
-            req.state, changed = store.export_state(known)
-            return req, changed, "delta"
-        req.entries.extend(ps_pb2.LogEntry(seq=e.seq, epoch=e.epoch, payload=e.payload) for e in entries)
-        return req, sum(len(e.payload) for e in entries), "log"
+            state, changed = store.export_state(known)
+            return req(state=state), changed, "delta"
+        return req(entries), sum(len(e.payload) for e in entries), "log"
 
     def _account(self, known: int | None, reply: ps_pb2.ReplicateReply, size: int, changed: int,
                  kind: str) -> None:

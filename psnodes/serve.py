@@ -17,6 +17,7 @@ from .election import Elector
 from .errors import PSError
 from .etcd import Etcd
 from .events import EventLog
+from .tuning import tune_malloc
 from .metrics import NodeMetrics
 from .node import ShardNode
 from .replication import ReplicationManager
@@ -30,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--links", help="JSON link map: node name -> address to dial (default: their own)")
     ap.add_argument("--events", help="event log path (JSON lines)")
     args = ap.parse_args(argv)
+    tune_malloc()
     try:
         cfg = ClusterConfig.load(args.config)
         if args.name not in cfg.addresses:

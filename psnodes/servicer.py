@@ -11,6 +11,9 @@ from .channels import TOKEN_HEADER, server_options
 from .errors import PSError, abort_with
 from .node import ShardNode, deadline_of
 from .proto import ps_pb2, ps_pb2_grpc
+from .wire import split_push
+
+SERVICE = "pschaos.ps.ParameterServer"
 
 
 class TokenInterceptor(grpc.ServerInterceptor):
@@ -51,7 +54,8 @@ class Servicer(ps_pb2_grpc.ParameterServerServicer):
 
     @_guard
     def Push(self, request, context):
-        return self.node.push(request, deadline_of(context, self.timeout))
+        req, payload = split_push(request)        # raw bytes: the log keeps a view, no re-serialize
+        return self.node.push(req, deadline_of(context, self.timeout), payload)
 
     @_guard
     def Pull(self, request, context):
@@ -74,11 +78,33 @@ class Servicer(ps_pb2_grpc.ParameterServerServicer):
         return request
 
 
+def _raw(b: bytes) -> bytes:
+    return b
+
+
+def _ser(m) -> bytes:
+    return m.SerializeToString()
+
+
+def handlers(s: Servicer) -> grpc.GenericRpcHandler:
+    """The service's method table: Push takes raw bytes and Pull returns them (psnodes.wire)."""
+    def h(fn, de, ser=_ser):
+        return grpc.unary_unary_rpc_method_handler(fn, request_deserializer=de, response_serializer=ser)
+    return grpc.method_handlers_generic_handler(SERVICE, {
+        "Push": h(s.Push, _raw),
+        "Pull": h(s.Pull, ps_pb2.PullRequest.FromString, _raw),
+        "Replicate": h(s.Replicate, ps_pb2.ReplicateRequest.FromString),
+        "Snapshot": h(s.Snapshot, ps_pb2.SnapshotRequest.FromString),
+        "Status": h(s.Status, ps_pb2.StatusRequest.FromString),
+        "Echo": h(s.Echo, ps_pb2.Blob.FromString),
+    })
+
+
 def make_server(node: ShardNode, address: str, workers: int = 16) -> grpc.Server:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpc"),
                          interceptors=[TokenInterceptor(node.cfg.token)],
                          options=server_options(node.cfg.max_message_bytes))
-    ps_pb2_grpc.add_ParameterServerServicer_to_server(Servicer(node), server)
+    server.add_generic_rpc_handlers((handlers(Servicer(node)),))
     if server.add_insecure_port(address) == 0:
         from .errors import ConfigError
         raise ConfigError(f"cannot bind {address}: the port is taken; pick another in addresses")

@@ -149,14 +149,16 @@ class ShardStore:
 
     # ------------------------------------------------------------------ reads
     def pull_dense(self, since: int, names: list[str]) -> list[tuple[str, np.ndarray]]:
-        """Dense tensors changed after `since` (all of them when since == 0)."""
+        """Dense tensors changed after `since` (all of them when since == 0).
+
+        The arrays are the live ones, not copies: encode them before the next update applies."""
         wanted = names or sorted(self.dense)
         out = []
         for n in wanted:
             if n not in self.dense:
                 raise NotFound(f"names: dense {n!r} is not on shard {self.spec.shard}")
             if self.dense_mod[n] > since:
-                out.append((n, self.dense[n].copy()))
+                out.append((n, self.dense[n]))
         return out
 
     def pull_rows(self, r: ps_pb2.Rows) -> tuple[np.ndarray, np.ndarray, int]:

@@ -20,6 +20,7 @@ from .client import PSClient
 from .config import ClusterConfig, load_links
 from .errors import PSError
 from .events import EventLog
+from .tuning import tune_malloc
 from .models import make_task, pick_device
 
 MODES = ("async", "bsp", "ssp")
@@ -116,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events")
     ap.add_argument("--step-delay", type=float, default=0.0)
     args = ap.parse_args(argv)
+    tune_malloc()
     torch.set_num_threads(1)
     try:
         cfg = ClusterConfig.load(args.config)
