@@ -114,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--json", action="store_true")
     b.add_argument("--kills", type=int, default=20)
     b.add_argument("--mb", type=float, default=4.0)
-    b.add_argument("--seconds", type=float, default=3.0, help="measuring time per throughput figure")
+    b.add_argument("--seconds", type=float, default=2.0, help="measuring time per throughput figure and round")
+    b.add_argument("--rounds", type=int, default=5, help="interleaved rounds; medians are reported")
     b.set_defaults(fn=cmd_bench)
 
     dm = sub.add_parser("demo", help="local cluster, training, a primary killed mid-training, the outcome")

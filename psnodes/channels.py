@@ -22,6 +22,7 @@ def channel_options(max_bytes: int) -> list[tuple[str, int]]:
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
         ("grpc.enable_retries", 0),
+        ("grpc.http2.lookahead_bytes", 8 << 20),
     ]
 
 
@@ -33,6 +34,7 @@ def server_options(max_bytes: int) -> list[tuple[str, int]]:
         ("grpc.http2.min_ping_interval_without_data_ms", 500),
         ("grpc.http2.max_ping_strikes", 0),
         ("grpc.so_reuseport", 0),
+        ("grpc.http2.lookahead_bytes", 8 << 20),
     ]
 
 

@@ -155,8 +155,13 @@ class PSClient:
                "keys": [t.name for t in upd.dense] + [f"{r.table}[{len(r.ids) // 8}]" for r in upd.sparse]}
         self.events.emit("push", val, "invoke", op)
         size = upd.ByteSize()
+        req = ps_pb2.PushRequest(shard=shard, update=upd)   # built once; a retry only changes the epoch
+
+        def make(ep: int) -> ps_pb2.PushRequest:
+            req.epoch = ep
+            return req
         try:
-            rep = self.call(shard, "Push", lambda ep: ps_pb2.PushRequest(shard=shard, epoch=ep, update=upd))
+            rep = self.call(shard, "Push", make)
         except (InvalidArgument, PSError) as e:
             definite = not isinstance(e, Unavailable)
             self.events.emit("push", {**val, "error": str(e)}, "fail" if definite else "info", op)
