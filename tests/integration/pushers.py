@@ -47,3 +47,12 @@ class Pusher(threading.Thread):
 
 def applied_contains(ranges: list[list[int]], x: int) -> bool:
     return any(lo <= x <= hi for lo, hi in ranges)
+
+
+def start_load(be, warmup: float = 1.0, **kw) -> Pusher:
+    """Initialise the dense tensor the pusher writes, start it, and let it run `warmup` seconds."""
+    be.client.init_dense({"w": np.zeros(64, dtype=np.float32)})
+    p = Pusher(be.client, **kw)
+    p.start()
+    time.sleep(warmup)
+    return p

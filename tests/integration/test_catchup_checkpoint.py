@@ -9,16 +9,13 @@ from harness.history import read_events
 from harness.procs import wait_until
 from psnodes.etcd import Etcd
 
-from .pushers import Pusher, applied_contains
+from .pushers import applied_contains, start_load
 from .test_failover import settle
 
 
 def test_restarted_replica_catches_up_by_delta(make_cluster):
     be = make_cluster(shards=1, copies=2, replication="sync", tables={"emb": 8})
-    be.client.init_dense({"w": np.zeros(64, dtype=np.float32)})
-    p = Pusher(be.client, ids=True)
-    p.start()
-    time.sleep(1.5)
+    p = start_load(be, 1.5, ids=True)
     rep = next(n for n in be.cfg.shard_nodes(0) if n != be.routing()[0].primary)
     be.stop(rep)                                  # graceful: writes its local checkpoint
     n0 = len(p.acked)
@@ -39,10 +36,7 @@ def test_restarted_replica_catches_up_by_delta(make_cluster):
 
 def test_all_copies_lost_restores_from_checkpoint_and_reports_it(make_cluster):
     be = make_cluster(shards=1, copies=2, replication="sync")
-    be.client.init_dense({"w": np.zeros(64, dtype=np.float32)})
-    p = Pusher(be.client)
-    p.start()
-    time.sleep(0.5)
+    p = start_load(be, 0.5)
     prim = be.routing()[0].primary
     snap = be.client.stub(prim).Snapshot(__import__("psnodes.proto.ps_pb2", fromlist=["x"]).SnapshotRequest(shard=0),
                                          timeout=5, metadata=be.client.md)

@@ -6,7 +6,7 @@ import numpy as np
 
 from harness.procs import wait_until
 
-from .pushers import Pusher, applied_contains
+from .pushers import applied_contains, start_load
 
 
 def settle(be, shard=0, timeout=20.0):
@@ -22,10 +22,7 @@ def settle(be, shard=0, timeout=20.0):
 
 def test_sync_kill_primary_loses_no_acknowledged_update(make_cluster):
     be = make_cluster(shards=1, copies=3, replication="sync")
-    be.client.init_dense({"w": np.zeros(64, dtype=np.float32)})
-    p = Pusher(be.client)
-    p.start()
-    time.sleep(1.0)
+    p = start_load(be, 1.0)
     old = be.routing()[0]
     t_kill = time.monotonic()
     be.kill(old.primary)
@@ -50,10 +47,7 @@ def test_sync_kill_primary_loses_no_acknowledged_update(make_cluster):
 
 def test_async_kill_primary_loses_at_most_the_lag_window(make_cluster):
     be = make_cluster(shards=1, copies=2, replication="async", max_lag=8)
-    be.client.init_dense({"w": np.zeros(64, dtype=np.float32)})
-    p = Pusher(be.client)
-    p.start()
-    time.sleep(1.0)
+    p = start_load(be, 1.0)
     old = be.routing()[0]
     be.kill(old.primary)
     assert wait_until(lambda: any(a[1] > old.epoch for a in p.acked), 10, 0.01)
@@ -66,10 +60,7 @@ def test_async_kill_primary_loses_at_most_the_lag_window(make_cluster):
 
 def test_paused_primary_is_fenced_and_steps_down(make_cluster):
     be = make_cluster(shards=1, copies=3, replication="sync")
-    be.client.init_dense({"w": np.zeros(64, dtype=np.float32)})
-    p = Pusher(be.client)
-    p.start()
-    time.sleep(0.5)
+    p = start_load(be, 0.5)
     old = be.routing()[0]
     be.pause(old.primary)
     try:
