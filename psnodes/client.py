@@ -17,7 +17,7 @@ import numpy as np
 
 from .channels import auth, dial
 from .codec import rows_to_pb, tensor_from_pb, tensor_to_pb
-from .config import ClusterConfig, ShardRecord
+from .config import ClusterConfig, ShardRecord, etcd_url
 from .errors import RETRYABLE, InvalidArgument, PSError, from_rpc_error
 from .etcd import Etcd
 from .events import EventLog
@@ -44,7 +44,7 @@ class PSClient:
         self.cfg, self.name = cfg, name
         self.links = links or dict(cfg.addresses)
         self.events = events or EventLog(None, name)
-        self.etcd = Etcd(cfg.etcd, timeout=0.5)
+        self.etcd = Etcd(etcd_url(cfg, self.links), timeout=0.5)
         self.md = auth(cfg.token)
         self.call_timeout = call_timeout or cfg.rpc_timeout_s
         self.retry_budget = retry_budget
@@ -185,12 +185,24 @@ class PSClient:
         return out
 
     def _pull_dense_one(self, shard: int, min_clock: int) -> ps_pb2.PullReply:
+        sent: dict = {}
+
         def make(ep: int) -> ps_pb2.PullRequest:
             last_epoch, last_seq = self.versions.get(shard, (0, 0))
-            since = last_seq if last_epoch == ep else 0
-            return ps_pb2.PullRequest(shard=shard, epoch=ep, since_seq=since, min_clock=min_clock, worker=self.name)
-        rep = self.call(shard, "Pull", make, timeout=max(self.call_timeout, 10.0) if min_clock >= 0 else None)
+            sent["since"] = last_seq if last_epoch == ep else 0
+            return ps_pb2.PullRequest(shard=shard, epoch=ep, since_seq=sent["since"], min_clock=min_clock,
+                                      worker=self.name)
+        op = f"{self.name}:{next(self._ops)}"
+        val = {"worker": self.name, "shard": shard, "min_clock": min_clock}
+        self.events.emit("pull", val, "invoke", op)
+        try:
+            rep = self.call(shard, "Pull", make, timeout=max(self.call_timeout, 10.0) if min_clock >= 0 else None)
+        except PSError as e:
+            self.events.emit("pull", {**val, "error": str(e)}, "fail", op)
+            raise
         self.versions[shard] = (rep.epoch, rep.seq)
+        self.events.emit("pull", {**val, "since": sent["since"], "epoch": rep.epoch, "seq": rep.seq, "node": rep.node,
+                                  "keys": [t.name for t in rep.dense], "bytes": rep.bytes}, "ok", op)
         return rep
 
     def pull_rows(self, table: str, ids: np.ndarray, dim: int) -> np.ndarray:

@@ -39,6 +39,7 @@ class ClusterConfig:
     rpc_timeout_s: float = 2.0
     lease_ttl_s: int = 2
     max_lag: int = 256                          # async: entries a replica may trail before pushes wait
+    min_isr: int = 0                            # sync acks need this many in-sync copies; 0 = 2 if copies >= 3 else 1
     checkpoint_interval_s: float = 2.0
     max_message_bytes: int = 256 << 20
     log_entries: int = 4096
@@ -55,6 +56,10 @@ class ClusterConfig:
             if int(d) < 1:
                 raise ConfigError(f"tables[{t!r}]={d} must be a positive embedding dim")
         self.optimizer_config()
+        if self.min_isr == 0:
+            self.min_isr = 2 if self.copies >= 3 else 1
+        if not 1 <= self.min_isr <= self.copies:
+            raise ConfigError(f"min_isr={self.min_isr} must be between 1 and copies={self.copies}")
 
     def optimizer_config(self) -> OptimizerConfig:
         return OptimizerConfig(**self.optimizer)
@@ -106,6 +111,11 @@ class ClusterConfig:
         if unknown:
             raise ConfigError(f"config file {path}: unknown field(s) {', '.join(unknown)}")
         return cls(**data)
+
+
+def etcd_url(cfg: ClusterConfig, links: dict[str, str]) -> str:
+    """etcd as this process reaches it: through its link map's `etcd` entry when there is one."""
+    return f"http://{links['etcd']}" if "etcd" in links else cfg.etcd
 
 
 def load_links(path: str | None, cfg: ClusterConfig) -> dict[str, str]:

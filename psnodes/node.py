@@ -107,6 +107,10 @@ class ShardNode:
             raise NotPrimary(f"{self.name} is at epoch {self.epoch} but the client knows epoch {client_epoch}")
 
     def _replicated(self, seq: int) -> bool:
+        """Every ISR member applied `seq`, and the ISR is at least min_isr copies (sync mode's rule;
+        a primary cut off from its replicas cannot shrink below it, so it stops acking)."""
+        if self.cfg.mode == "sync" and len(self.isr) < self.cfg.min_isr:
+            return False
         return all(self.peer_seq.get(p, 0) >= seq for p in self.isr if p != self.name)
 
     def _wait_replicated(self, seq: int, epoch: int, deadline: float) -> None:
@@ -120,8 +124,8 @@ class ShardNode:
             left = deadline - time.monotonic()
             if left <= 0:
                 lagging = [p for p in self.isr if p != self.name and self.peer_seq.get(p, 0) < seq]
-                raise ReplicationFailed(f"seq {seq} not acknowledged by in-sync replicas {lagging} in time; "
-                                        "retry with the same request id")
+                raise ReplicationFailed(f"seq {seq} not acknowledged by in-sync replicas {lagging} in time "
+                                        f"(ISR {self.isr}, min_isr {self.cfg.min_isr}); retry with the same request id")
             self.cond.wait(min(left, 0.05))
 
     # ------------------------------------------------------------------- RPCs

@@ -36,6 +36,7 @@ class PeerSender(threading.Thread):
         self.md = auth(cfg.token)
         self.stop = threading.Event()
         self.catchup: dict | None = None     # accounting while the peer is out of the ISR
+        self.next_shrink = 0.0
 
     def run(self) -> None:
         node, cfg = self.node, self.node.cfg
@@ -58,8 +59,12 @@ class PeerSender(threading.Thread):
                     node.fenced(f"{self.peer}: {err}")
                     break
                 known = None
-                if time.monotonic() - last_ok > cfg.suspect_s and self.peer in node.isr:
-                    self.mgr.change_isr(remove=self.peer, reason=f"no answer for {cfg.suspect_s}s: {e.code().name}")
+                now = time.monotonic()
+                if now - last_ok > cfg.suspect_s and self.peer in node.isr and now >= self.next_shrink:
+                    if not self.mgr.change_isr(remove=self.peer, reason=f"no answer for {cfg.suspect_s}s: "
+                                                                        f"{e.code().name}"):
+                        self.next_shrink = now + 1.0     # refused (min_isr) or etcd down: retry later
+
                 self.stop.wait(cfg.heartbeat_s)
                 continue
             last_ok = time.monotonic()
@@ -171,6 +176,10 @@ class ReplicationManager:
                 isr = [p for p in rec.isr if p != remove]
                 if add and add not in isr:
                     isr.append(add)
+                if remove and node.cfg.mode == "sync" and len(isr) < node.cfg.min_isr:
+                    node.events.emit("isr-refused", {"shard": node.shard, "epoch": node.epoch, "isr": rec.isr,
+                                                     "removed": remove, "min_isr": node.cfg.min_isr})
+                    return False
                 if isr == rec.isr:
                     break
                 new = ShardRecord(rec.epoch, rec.primary, isr, rec.start_seq)

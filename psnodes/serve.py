@@ -12,7 +12,7 @@ import threading
 import time
 
 from .channels import check_loopback
-from .config import ClusterConfig, load_links
+from .config import ClusterConfig, etcd_url, load_links
 from .election import Elector
 from .errors import PSError
 from .etcd import Etcd
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = NodeMetrics(args.name)
     if args.name in cfg.metrics_ports:
         metrics.serve(cfg.metrics_ports[args.name])
-    etcd = Etcd(cfg.etcd, timeout=0.5)
+    etcd = Etcd(etcd_url(cfg, links), timeout=0.5)
     node = ShardNode(cfg, args.name, links, etcd, events, metrics)
     node.load_local()
     ReplicationManager(node)

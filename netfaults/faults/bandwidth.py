@@ -1,0 +1,11 @@
+"""A bandwidth cap on a link, in KB/s."""
+from .base import REQUIRED, ToxicFault
+
+
+class Bandwidth(ToxicFault):
+    kind = "bandwidth"
+    toxic_type = "bandwidth"
+    params_spec = {"rate_kbps": (int, REQUIRED)}
+
+    def attributes(self):
+        return {"rate": self.params["rate_kbps"]}

@@ -1,0 +1,11 @@
+"""Connections close after a number of bytes: a flaky middlebox."""
+from .base import REQUIRED, ToxicFault
+
+
+class LimitData(ToxicFault):
+    kind = "limit_data"
+    toxic_type = "limit_data"
+    params_spec = {"bytes": (int, REQUIRED)}
+
+    def attributes(self):
+        return {"bytes": self.params["bytes"]}

@@ -1,0 +1,11 @@
+"""A black hole: data stops; the connection closes after timeout_ms (0: never)."""
+from .base import ToxicFault
+
+
+class Timeout(ToxicFault):
+    kind = "timeout"
+    toxic_type = "timeout"
+    params_spec = {"timeout_ms": (int, 0)}
+
+    def attributes(self):
+        return {"timeout": self.params["timeout_ms"]}
