@@ -19,10 +19,15 @@ from psnodes.config import ClusterConfig, ShardRecord
 from psnodes.etcd import Etcd
 
 from .errors import HarnessError
+from netfaults.faults import NetContext
+from netfaults.links import LinkTable
+from netfaults.nft import NftTable
+
 from .etcd_server import EtcdServer
 from .ports import free_ports
 from .procs import Proc, python_module, wait_until
 from .scenario import ClusterSpec
+from .toxiproxy_server import ToxiproxyServer
 
 TASK_TABLES = {"mlp": {}, "widedeep": {"emb": 16, "wide": 1}}
 
@@ -31,9 +36,13 @@ class ProcessBackend:
     name = "process"
 
     def __init__(self, spec: ClusterSpec, run_dir: Path, run_id: str, seed: int,
-                 owner: int | None = None, detach: bool = False, tables: dict[str, int] | None = None) -> None:
+                 owner: int | None = None, detach: bool = False, tables: dict[str, int] | None = None,
+                 proxied: bool = False) -> None:
         self.spec, self.run_dir, self.run_id, self.seed = spec, run_dir, run_id, seed
         self.tables = TASK_TABLES[spec.model] if tables is None else tables
+        self.proxied = proxied
+        self.toxiproxy = ToxiproxyServer(run_dir, run_id, seed, owner, detach) if proxied else None
+        self.net: NetContext | None = None
         self.owner, self.detach = owner, detach
         self.procs: dict[str, Proc] = {}
         self.etcd_server = EtcdServer(run_dir, run_id, owner, detach)
@@ -62,8 +71,10 @@ class ProcessBackend:
             addresses={n: f"127.0.0.1:{ports[i]}" for i, n in enumerate(nodes)},
             metrics_ports={n: ports[len(nodes) + i] for i, n in enumerate(nodes)},
             workdir=str(self.run_dir / "work"), checkpoint_interval_s=s.checkpoint_interval_s,
-            max_lag=s.max_lag)
+            max_lag=s.max_lag, min_isr=s.min_isr)
         self.cfg.save(self.config_path)
+        if self.proxied:
+            self._build_links(nodes, [f"worker-{j}" for j in range(s.workers)])
         for n in nodes:
             self.start_node(n)
         self.client = PSClient(self.cfg, "harness", retry_budget=5.0)
@@ -72,9 +83,37 @@ class ProcessBackend:
         except Exception as e:
             raise HarnessError(f"cluster did not come up: {e}; see {self.run_dir / 'logs'}") from None
 
+    def _build_links(self, nodes: list[str], workers: list[str]) -> None:
+        """A proxy for every directed link: worker->node, copy->copy within a shard, anyone->etcd."""
+        client = self.toxiproxy.start()
+        self.net = NetContext(client, LinkTable(self.run_id), NftTable(self.run_id))
+        self.add_links(nodes + workers)
+
+    def add_links(self, sources: list[str]) -> None:
+        addrs = dict(self.cfg.addresses, etcd=self.cfg.etcd.removeprefix("http://"))
+        pairs = []
+        for src in sources:
+            if src.startswith("worker-"):
+                pairs += [(src, n) for n in self.cfg.all_nodes()]
+            else:
+                shard = int(src.split("-")[1].split("/")[0])
+                pairs += [(src, n) for n in self.cfg.shard_nodes(shard) if n != src]
+            pairs.append((src, "etcd"))
+        self.net.links.build(self.net.toxiproxy, [p for p in pairs if p not in self.net.links.links], addrs)
+        for src in sources:
+            path = self.links_path(src)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(self.net.links.map_for(src), indent=1))
+
+    def links_path(self, name: str) -> Path:
+        return self.run_dir / "links" / (name.replace("/", "-") + ".json")
+
+    def _link_args(self, name: str) -> list[str]:
+        return ["--links", str(self.links_path(name))] if self.proxied else []
+
     def start_node(self, name: str) -> None:
         argv = python_module("psnodes.serve", "--config", str(self.config_path), "--name", name,
-                             "--events", str(self.events_path(name)))
+                             "--events", str(self.events_path(name)), *self._link_args(name))
         self.procs[name] = Proc(name, argv, self.run_dir / "logs" / (name.replace("/", "-") + ".log"),
                                 self.run_id, self.owner, self.detach)
 
@@ -84,7 +123,9 @@ class ProcessBackend:
 
     def start_worker(self, name: str, steps: int, duration: float | None = None, step_delay: float = 0.0) -> None:
         s = self.spec
-        args = ["--config", str(self.config_path), "--name", name, "--model", s.model, "--mode", s.training,
+        if self.proxied and not self.links_path(name).exists():
+            self.add_links([name])                      # a worker added by scale-out gets its links too
+        args = [*self._link_args(name), "--config", str(self.config_path), "--name", name, "--model", s.model, "--mode", s.training,
                 "--staleness", str(s.staleness), "--steps", str(steps), "--device", s.device,
                 "--events", str(self.events_path(name)), "--step-delay", str(step_delay)]
         if duration:
@@ -170,6 +211,10 @@ class ProcessBackend:
             if name.startswith("shard-"):
                 p.stop(timeout=3)
         self.etcd_server.stop()
+        if self.net is not None:
+            self.net.nft.destroy()
+        if self.toxiproxy is not None:
+            self.toxiproxy.stop()                       # its proxies and toxics go with it
         if self.client is not None:
             self.client.close()
             self.client = None
@@ -178,6 +223,8 @@ class ProcessBackend:
         out = {n: p.pid for n, p in self.procs.items() if p.alive()}
         if self.etcd_server.proc and self.etcd_server.proc.alive():
             out["etcd"] = self.etcd_server.proc.pid
+        if self.toxiproxy and self.toxiproxy.proc and self.toxiproxy.proc.alive():
+            out["toxiproxy"] = self.toxiproxy.proc.pid
         return out
 
 

@@ -21,8 +21,8 @@ class History:
         self._lock = threading.Lock()
 
     def record(self, f: str, value: dict, type_: str = "info", node: str = "harness",
-               op_id: str | None = None) -> dict:
-        ev = {"t": time.time(), "node": node, "type": type_, "f": f, "value": value}
+               op_id: str | None = None, t: float | None = None) -> dict:
+        ev = {"t": t if t is not None else time.time(), "node": node, "type": type_, "f": f, "value": value}
         if op_id is not None:
             ev["op_id"] = op_id
         with self._lock:

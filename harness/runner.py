@@ -6,6 +6,7 @@ the report prints the exact command that replays the run.
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -16,14 +17,16 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from netfaults.errors import NetFaultError
 from reports import report_json
 
 from . import metrics as run_metrics
 from .backend_process import ProcessBackend
 from .checkers import CHECKERS, Verdict, compose, run_check
 from .errors import HarnessError
-from .faults import FAULTS
+from .faults import LINK_KINDS, Fault, FaultContext, build
 from .history import History, StepWatcher, merge
+from .nemesis import schedule as nemesis_schedule
 from .procs import wait_until
 from .scenario import Scenario
 from .targets import resolve
@@ -34,11 +37,10 @@ class OpenFault:
     spec_index: int
     kind: str
     target: str
-    fault: object
+    fault: Fault
     start_t: float
     heal_at_t: float | None = None
     heal_at_step: int | None = None
-    info: dict = field(default_factory=dict)
 
 
 def log(msg: str) -> None:
@@ -54,7 +56,9 @@ class Runner:
         self.quiet = quiet
         self.rng = random.Random(seed)
         self.run_id = f"{scenario.name}-{seed}-{uuid.uuid4().hex[:6]}"
-        self.backend = ProcessBackend(scenario.cluster, out_dir / "run", self.run_id, seed)
+        self.backend = ProcessBackend(scenario.cluster, out_dir / "run", self.run_id, seed,
+                                      proxied=scenario.proxied())
+        self.schedule = list(scenario.faults) + (nemesis_schedule(scenario.nemesis, seed) if scenario.nemesis else [])
         self.history: History | None = None
         self.open: list[OpenFault] = []
         self.faults_done: list[dict] = []
@@ -66,6 +70,7 @@ class Runner:
     # ------------------------------------------------------------------ main
     def run(self) -> dict:
         self.out.mkdir(parents=True, exist_ok=True)
+        self.baseline_loss = None
         for stale in ("run", "history.jsonl", "report.json"):   # a reused --out starts clean
             p = self.out / stale
             if p.is_dir():
@@ -73,20 +78,23 @@ class Runner:
             elif p.exists():
                 p.unlink()
         self.history = History(self.out / "run" / "events" / "harness.jsonl")
-        prev = signal.signal(signal.SIGTERM, self._on_term)
         t_start = time.time()
+        self.baseline_loss = self._baseline()
+        prev = signal.signal(signal.SIGTERM, self._on_term)
         try:
             self.say(f"{self.sc.name}: seed {self.seed}, starting {self.sc.cluster.shards}x{self.sc.cluster.copies} "
                      f"cluster and {self.sc.cluster.workers} workers ({self.backend_name})")
             self.backend.start()
             self.history.record("run-start", {"scenario": self.sc.name, "seed": self.seed, "run_id": self.run_id,
-                                              "cluster": self.sc.cluster.model_dump()})
+                                              "cluster": self.sc.cluster.model_dump(), "proxied": self.backend.proxied,
+                                              "schedule": [f.model_dump() for f in self.schedule]})
             w = self.sc.workload
             self.backend.start_workers(w.steps, w.duration_s, w.step_delay_s)
             self._drive()
             self._heal_all("end of workload")
             self._quiesce()
             self._observe()
+            self._scan_checkpoints()
         finally:
             self.backend.teardown()
             signal.signal(signal.SIGTERM, prev)
@@ -99,19 +107,20 @@ class Runner:
     # ---------------------------------------------------------------- faults
     def _drive(self) -> None:
         """Inject faults when their time or step comes, heal them when due, until workers finish."""
-        pending = sorted(enumerate(self.sc.faults), key=lambda p: (p[1].at.time or 0, p[1].at.step or 0))
+        pending = sorted(enumerate(self.schedule), key=lambda p: (p[1].at.time or 0, p[1].at.step or 0))
         watch = StepWatcher(self.backend.events_path("worker-0"))
         t0 = time.monotonic()
         w = self.sc.workload
         limit = (w.duration_s or 0) + 120 + w.steps * 0.5
         last_note = 0.0
+        ctx = FaultContext(self.backend, self.rng, lambda f, v: self.history.record(f, v), w.steps, w.step_delay_s)
         while self.backend.workers_running():
             now, step = time.monotonic() - t0, watch.poll()
             for item in list(pending):
                 i, f = item
                 if (f.at.time is not None and now >= f.at.time) or (f.at.step is not None and step >= f.at.step):
                     pending.remove(item)
-                    self._inject(i, f, now, step)
+                    self._inject(ctx, i, f, now, step)
             for o in list(self.open):
                 if (o.heal_at_t is not None and now >= o.heal_at_t) or \
                    (o.heal_at_step is not None and step >= o.heal_at_step):
@@ -126,32 +135,47 @@ class Runner:
         for i, f in pending:
             self.say(f"fault {i} ({f.kind} at {f.at}) never came due: the workload ended first")
 
-    def _inject(self, i: int, spec, now: float, step: int) -> None:
-        target = resolve(spec.target, self.backend, self.rng)
-        info = {"kind": spec.kind, "target": target, "selector": spec.target, "index": i, "step": step}
+    def _inject(self, ctx: FaultContext, i: int, spec, now: float, step: int) -> None:
+        kind = spec.kind
+        target = spec.target if (kind in LINK_KINDS or kind in ("flap", "scale-out", "scale-in")) \
+            else resolve(spec.target, self.backend, self.rng)
+        fault = build(kind, ctx, target, spec.params)
+        info = {"kind": kind, "target": target, "selector": spec.target, "index": i, "step": step,
+                "params": spec.params}
         if target.startswith("shard-"):
             shard = int(target.split("-")[1].split("/")[0])
             rec = self.backend.routing().get(shard)
             info.update(shard=shard, epoch=rec.epoch if rec else 0, was_primary=bool(rec and rec.primary == target))
-        fault = FAULTS[spec.kind](self.backend, target)
-        ev = self.history.record("fault-start", info)
-        fault.inject()
-        self.say(f"fault: {spec.kind} {target} at step {step}")
-        o = OpenFault(i, spec.kind, target, fault, ev["t"], info=info)
+        t_start = time.time()
+        try:
+            fault.inject()
+        except (HarnessError, NetFaultError) as e:
+            self.history.record("fault-error", {**info, "error": str(e)})
+            self.say(f"fault {kind} {target} could not be injected: {e}")
+            return
+        info.update(fault.info)
+        self.history.record("fault-start", info, t=t_start)
+        self.say(f"fault: {kind} {target} at step {step}")
+        o = OpenFault(i, kind, target, fault, t_start)
         if spec.duration_s:
             o.heal_at_t = now + spec.duration_s
         if spec.until is not None:
             o.heal_at_t = spec.until.time if spec.until.time is not None else o.heal_at_t
             o.heal_at_step = spec.until.step
         self.open.append(o)
-        if spec.kind == "restart":
+        if kind in ("restart", "scale-out", "scale-in"):
             self._heal(o, "instant")
 
     def _heal(self, o: OpenFault, why: str) -> None:
         self.open.remove(o)
-        o.fault.heal()
+        try:
+            o.fault.heal()
+        except (HarnessError, NetFaultError) as e:
+            self.say(f"healing {o.kind} {o.target} failed: {e}")
+            why = f"{why}; heal failed: {e}"
         ev = self.history.record("fault-stop", {"kind": o.kind, "target": o.target, "index": o.spec_index,
-                                                "why": why})
+                                                "why": why, **{k: v for k, v in o.fault.info.items()
+                                                               if k == "packets_dropped"}})
         self.faults_done.append({"kind": o.kind, "target": o.target, "start_s": o.start_t, "end_s": ev["t"]})
 
     def _heal_all(self, why: str) -> None:
@@ -185,10 +209,43 @@ class Runner:
                          applied=_json.loads(st.applied_json or "{}"), restored_from=st.restored_from)
             self.history.record("final-state", v, node=n)
 
+    def _scan_checkpoints(self) -> None:
+        """Record every checkpoint folder as found: does its manifest name a whole, loadable file?"""
+        from psnodes.blob import unpack
+        from psnodes.checkpoint import MANIFEST
+
+        work = Path(self.backend.cfg.workdir)
+        for man in sorted(work.glob(f"**/{MANIFEST}")):
+            d = man.parent
+            v = {"dir": str(d.relative_to(work)), "stray_tmp": sorted(p.name for p in d.glob("*.tmp"))}
+            try:
+                m = json.loads(man.read_text())
+                blob = (d / m["file"]).read_bytes()
+                v.update(seq=m["seq"], file=m["file"], size_ok=len(blob) == m["bytes"])
+                unpack(blob)
+                v["loadable"] = True
+            except Exception as e:  # noqa: BLE001 - what is wrong is the finding
+                v.update(loadable=False, error=f"{e.__class__.__name__}: {e}")
+            self.history.record("checkpoint-scan", v)
+
+    def _baseline(self) -> float | None:
+        """The same scenario without faults, same seed: the loss the faulted run is held to."""
+        if "converge-baseline" not in self.sc.expect.checks:
+            return None
+        self.say(f"{self.sc.name}: fault-free baseline run (seed {self.seed}) for converge-baseline")
+        base = self.sc.model_copy(update={"faults": [], "nemesis": None, "name": self.sc.name,
+                                          "expect": self.sc.expect.model_copy(update={"checks": ["converged"],
+                                                                                      "metrics": []})})
+        base.path = self.sc.path
+        rep = Runner(base, self.seed, self.out / "baseline", self.backend_name, quiet=True).run()
+        return rep["metrics"]["final_loss"]
+
     # ---------------------------------------------------------------- verdict
     def context(self) -> dict:
         c, e = self.sc.cluster, self.sc.expect
         return {"replication": c.replication, "max_lag": c.max_lag, "workers": [f"worker-{j}" for j in range(c.workers)],
+                "training": c.training, "staleness": c.staleness, "baseline_margin": e.baseline_margin,
+                "stop_acking_grace_s": e.stop_acking_grace_s, "baseline_loss": self.baseline_loss,
                 "steps": self.sc.workload.steps, "duration_s": self.sc.workload.duration_s,
                 "catchup_ratio": e.catchup_ratio, "catchup_vs_snapshot": e.catchup_vs_snapshot,
                 "failover_budget_ms": e.failover_budget_ms}
@@ -199,6 +256,7 @@ class Runner:
         ctx = self.context()
         checks: dict[str, Verdict] = {name: run_check(CHECKERS[name], hist, ctx) for name in self.sc.expect.checks}
         m = run_metrics.compute(hist, ctx)
+        m["baseline_loss"] = self.baseline_loss
         bounds = run_metrics.check_bounds(m, self.sc.expect.metrics)
         if bounds:
             checks["metric-bounds"] = Verdict(all(b["holds"] for b in bounds), {"bounds": bounds})

@@ -8,17 +8,19 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ScenarioError
+from .faults import ALL_KINDS, LINK_KINDS, params_error
+from .faults.registry import NO_TARGET
+from .targets import is_link_target, valid_target
 
-FAULT_KINDS = ("kill", "stop", "restart", "pause")
 CHECKS = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "converged", "catch-up-by-delta",
-          "failover-budget")
-TARGET_RE = re.compile(r"^(shard-\d+/\d+|worker-\d+|etcd|(primary|replica)\(shard=(\d+|any)\)|worker\((\d+|any)\))$")
+          "failover-budget", "delta-complete", "monotone-reads", "staleness", "checkpoints-atomic",
+          "stops-acking", "converge-baseline", "losses-accounted")
 METRIC_RE = re.compile(r"^\s*([a-z_][a-z0-9_.]*)\s*(<=|>=|==|<|>)\s*(-?[0-9.]+)\s*$")
 
 
@@ -39,6 +41,8 @@ class ClusterSpec(Strict):
     lr: float = Field(0.01, gt=0)
     checkpoint_interval_s: float = Field(2.0, gt=0)
     max_lag: int = Field(256, ge=1)
+    min_isr: int = Field(0, ge=0, le=9)          # 0: 2 when copies >= 3, else 1
+    network: Literal["auto", "proxied", "direct"] = "auto"   # auto: proxied when a link fault is scheduled
 
 
 class Workload(Strict):
@@ -60,27 +64,75 @@ class At(Strict):
 
 class Fault(Strict):
     at: At
-    kind: Literal["kill", "stop", "restart", "pause"]
-    target: str
+    kind: str
+    target: str = "workers"
+    params: dict[str, Any] = Field(default_factory=dict)
     duration_s: float | None = Field(None, gt=0, le=3600)
     until: At | None = None
+
+    @field_validator("kind")
+    @classmethod
+    def known_kind(cls, v: str) -> str:
+        if v not in ALL_KINDS:
+            raise ValueError(f"unknown fault kind {v!r}; known: {', '.join(ALL_KINDS)}")
+        return v
 
     @field_validator("target")
     @classmethod
     def known_target(cls, v: str) -> str:
-        if not TARGET_RE.match(v.replace(" ", "")):
-            raise ValueError(f"{v!r} is not a target; use a name (shard-0/1, worker-2, etcd) or a selector "
-                             "(primary(shard=0), replica(shard=any), worker(any))")
+        if not valid_target(v):
+            raise ValueError(f"{v!r} is not a target; use a name (shard-0/1, worker-2, etcd), a selector "
+                             "(primary(shard=0), replica(shard=any), replicas(shard=0), shard(1), worker(any), "
+                             "nodes, workers) or a link 'A -> B' / 'A <-> B'")
         return v.replace(" ", "")
+
+    @model_validator(mode="after")
+    def fits_kind(self) -> "Fault":
+        link = is_link_target(self.target)
+        if self.kind in LINK_KINDS and not link:
+            raise ValueError(f"target: a {self.kind} fault acts on links; write the target as 'A -> B' "
+                             "(e.g. 'workers -> primary(shard=0)') or 'A <-> B'")
+        if self.kind not in LINK_KINDS and link:
+            raise ValueError(f"target: a {self.kind} fault acts on a process, not on links")
+        if self.kind not in LINK_KINDS + NO_TARGET and self.target == "workers":
+            raise ValueError(f"target: a {self.kind} fault needs one process (e.g. primary(shard=0))")
+        err = params_error(self.kind, self.params)
+        if err:
+            raise ValueError(f"params: {err}")
+        return self
+
+
+class Nemesis(Strict):
+    """Random faults drawn from the run's seed: which kinds, how often, on what, for how long."""
+
+    kinds: list[str] = Field(min_length=1)
+    interval_s: float = Field(3.0, gt=0)             # mean gap between faults (exponential)
+    duration_s: float = Field(1.5, gt=0)             # each fault heals after this
+    start_s: float = Field(2.0, ge=0)
+    stop_s: float = Field(60.0, gt=0)                # no new fault after this
+    targets: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("kinds")
+    @classmethod
+    def known(cls, v: list[str]) -> list[str]:
+        bad = [k for k in v if k not in ALL_KINDS or k in NO_TARGET + ("flap",)]
+        if bad:
+            raise ValueError(f"kinds {bad} cannot be drawn at random; use kinds from "
+                             f"{', '.join(k for k in ALL_KINDS if k not in NO_TARGET + ('flap',))}")
+        return v
 
 
 class Expect(Strict):
     checks: list[str] = Field(default_factory=lambda: ["no-lost-acks", "single-primary", "exactly-once",
-                                                       "replicas-match", "converged"])
+                                                       "replicas-match", "converged", "delta-complete",
+                                                       "checkpoints-atomic"])
     metrics: list[str] = Field(default_factory=list)
     catchup_ratio: float = Field(1.1, gt=0)          # sync_bytes <= ratio * changed_bytes
     catchup_vs_snapshot: float = Field(0.5, gt=0)   # sync_bytes <= this * snapshot_bytes
     failover_budget_ms: float = Field(800, gt=0)
+    baseline_margin: float = Field(0.05, ge=0)       # converge-baseline: final <= baseline + margin
+    stop_acking_grace_s: float = Field(1.0, ge=0)    # stops-acking: acks allowed this long after the cut
 
     @field_validator("checks")
     @classmethod
@@ -105,8 +157,26 @@ class Scenario(Strict):
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     workload: Workload = Field(default_factory=Workload)
     faults: list[Fault] = Field(default_factory=list)
+    nemesis: Nemesis | None = None
     expect: Expect = Field(default_factory=Expect)
     path: str | None = Field(None, exclude=True)
+
+    def uses_links(self) -> bool:
+        kinds = [f.kind for f in self.faults] + (self.nemesis.kinds if self.nemesis else [])
+        return any(k in LINK_KINDS for k in kinds)
+
+    def proxied(self) -> bool:
+        return self.cluster.network == "proxied" or (self.cluster.network == "auto" and self.uses_links())
+
+    @model_validator(mode="after")
+    def consistent(self) -> "Scenario":
+        if self.cluster.network == "direct" and self.uses_links():
+            raise ValueError("cluster.network: direct cannot carry link faults; use auto or proxied")
+        scaled = any(f.kind in ("scale-out", "scale-in") for f in self.faults)
+        if scaled and self.cluster.training != "async":
+            raise ValueError("faults: scale-out/scale-in need cluster.training: async "
+                             "(BSP and SSP wait on a fixed set of workers)")
+        return self
 
 
 def _line_of(node: yaml.Node | None, loc: tuple) -> int | None:

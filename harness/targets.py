@@ -1,5 +1,10 @@
-"""Resolve fault targets: names stay names, selectors are resolved at fault time from the live
-routing table, with every random choice drawn from the run's seeded generator."""
+"""Resolve fault targets at fault time from the live routing table.
+
+A target is a node pattern (`shard-0/1`, `worker-2`, `etcd`, `primary(shard=0)`, `replica(shard=any)`,
+`replicas(shard=0)`, `shard(1)`, `nodes`, `workers`, `worker(any)`) or, for link faults, two
+patterns joined by `->` (those directed links) or `<->` (both directions). Every random choice
+comes from the run's seeded generator, and what was chosen is recorded by name.
+"""
 from __future__ import annotations
 
 import random
@@ -7,30 +12,75 @@ import re
 
 from .errors import HarnessError
 
-SEL = re.compile(r"^(primary|replica)\(shard=(\d+|any)\)$")
-WSEL = re.compile(r"^worker\((\d+|any)\)$")
+NODE = r"(shard-\d+/\d+|worker-\d+|etcd|nodes|workers|(primary|replica)\(shard=(\d+|any)\)|replicas\(shard=(\d+|any)\)|shard\((\d+|any)\)|worker\((\d+|any)\))"
+NODE_RE = re.compile(f"^{NODE}$")
+LINK_RE = re.compile(f"^{NODE}(->|<->){NODE}$")
+
+
+def is_link_target(target: str) -> bool:
+    return "->" in target
+
+
+def valid_target(target: str) -> bool:
+    t = target.replace(" ", "")
+    return bool(NODE_RE.match(t) or LINK_RE.match(t))
+
+
+def _shard(backend, arg: str, rng: random.Random) -> int:
+    routes = backend.routing()
+    shard = rng.choice(sorted(routes)) if arg == "any" else int(arg)
+    if shard not in routes:
+        raise HarnessError(f"shard {shard} does not exist (shards: {sorted(routes)})")
+    return shard
+
+
+def resolve_group(pattern: str, backend, rng: random.Random) -> list[str]:
+    """All names a node pattern stands for now (a single-node selector gives one)."""
+    p = pattern.replace(" ", "")
+    if p == "nodes":
+        return backend.nodes()
+    if p == "workers":
+        return sorted(w for w in backend.workers() if backend.alive(w))
+    if m := re.match(r"^shard\((\d+|any)\)$", p):
+        return backend.cfg.shard_nodes(_shard(backend, m.group(1), rng))
+    if m := re.match(r"^replicas\(shard=(\d+|any)\)$", p):
+        shard = _shard(backend, m.group(1), rng)
+        prim = backend.routing()[shard].primary
+        return [n for n in backend.cfg.shard_nodes(shard) if n != prim]
+    return [resolve(p, backend, rng)]
 
 
 def resolve(target: str, backend, rng: random.Random) -> str:
-    m = SEL.match(target)
-    if m:
-        routes = backend.routing()
-        shard = rng.choice(sorted(routes)) if m.group(2) == "any" else int(m.group(2))
-        if shard not in routes:
-            raise HarnessError(f"target {target}: shard {shard} does not exist (shards: {sorted(routes)})")
-        rec = routes[shard]
+    """One node name for a single-node target."""
+    t = target.replace(" ", "")
+    if m := re.match(r"^(primary|replica)\(shard=(\d+|any)\)$", t):
+        shard = _shard(backend, m.group(2), rng)
+        rec = backend.routing()[shard]
         if m.group(1) == "primary":
             return rec.primary
         replicas = [n for n in backend.cfg.shard_nodes(shard) if n != rec.primary and backend.alive(n)]
         if not replicas:
             raise HarnessError(f"target {target}: shard {shard} has no live replica")
         return rng.choice(sorted(replicas))
-    m = WSEL.match(target)
-    if m:
+    if m := re.match(r"^worker\((\d+|any)\)$", t):
         workers = sorted(w for w in backend.workers() if backend.alive(w))
         if m.group(1) == "any":
             if not workers:
                 raise HarnessError(f"target {target}: no live worker")
             return rng.choice(workers)
         return f"worker-{m.group(1)}"
-    return target
+    if t in ("nodes", "workers") or t.startswith(("shard(", "replicas(")):
+        raise HarnessError(f"target {target} names a group; this fault needs one node")
+    return t
+
+
+def resolve_links(target: str, backend, rng: random.Random) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """The directed links of an `A -> B` or `A <-> B` target, with the two groups."""
+    t = target.replace(" ", "")
+    both = "<->" in t
+    a, b = t.split("<->" if both else "->")
+    ga, gb = resolve_group(a, backend, rng), resolve_group(b, backend, rng)
+    links = backend.net.links.select(set(ga), set(gb))
+    if both:
+        links += backend.net.links.select(set(gb), set(ga))
+    return sorted(set(links)), ga, gb

@@ -3,6 +3,8 @@ from .acks import exactly_once, no_lost_acks
 from .failover import failover_budget
 from .primaries import single_primary
 from .replicas import catch_up_by_delta, replicas_match
+from .durability import checkpoints_atomic, converge_baseline, losses_accounted, stops_acking
+from .reads import delta_complete, monotone_reads, staleness
 from .training import converged
 
 CHECKERS = {
@@ -13,4 +15,11 @@ CHECKERS = {
     "converged": converged,
     "catch-up-by-delta": catch_up_by_delta,
     "failover-budget": failover_budget,
+    "delta-complete": delta_complete,
+    "monotone-reads": monotone_reads,
+    "staleness": staleness,
+    "checkpoints-atomic": checkpoints_atomic,
+    "stops-acking": stops_acking,
+    "converge-baseline": converge_baseline,
+    "losses-accounted": losses_accounted,
 }

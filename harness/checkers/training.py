@@ -5,8 +5,14 @@ from .base import Verdict, by_f
 
 
 def converged(history: list[dict], ctx: dict) -> Verdict:
-    done = {e["value"]["worker"]: e["value"] for e in by_f(history, "train-done")}
-    expected = ctx.get("workers", [])
+    stopped = set()     # workers a fault stopped on purpose are not held to the full run
+    for e in by_f(history, "fault-start"):
+        stopped.update(e["value"].get("removed", []))
+        if e["value"]["target"].startswith("worker-") and e["value"]["kind"] in ("kill", "stop"):
+            stopped.add(e["value"]["target"])
+    done = {w: d for w, d in ((e["value"]["worker"], e["value"]) for e in by_f(history, "train-done"))
+            if w not in stopped}
+    expected = [w for w in ctx.get("workers", []) if w not in stopped]
     missing = [w for w in expected if w not in done]
     short = [w for w, d in done.items() if ctx.get("steps") and d["steps"] < ctx["steps"]
              and not ctx.get("duration_s")]

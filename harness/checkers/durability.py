@@ -1,0 +1,64 @@
+"""Checkpoints are atomic; losses from restores are accounted for; a cut-off primary stops acking;
+the faulted run converges like a fault-free one."""
+from __future__ import annotations
+
+from .base import Verdict, by_f, final_states
+
+
+def checkpoints_atomic(history: list[dict], ctx: dict) -> Verdict:
+    """Every manifest names a whole, loadable checkpoint (a torn .tmp beside it is fine)."""
+    scans = [e["value"] for e in by_f(history, "checkpoint-scan")]
+    if not scans:
+        return Verdict("unknown", {"reason": "no checkpoint was found to check"})
+    bad = [s for s in scans if not (s.get("size_ok") and s.get("loadable"))]
+    caught = [e["value"].get("caught_writing") for e in by_f(history, "fault-start") if e["value"].get("caught_writing")]
+    return Verdict(not bad, {"checkpoints": len(scans), "bad": bad, "killed_mid_write": caught,
+                             "stray_tmp": sum(len(s["stray_tmp"]) for s in scans)})
+
+
+def losses_accounted(history: list[dict], ctx: dict) -> Verdict:
+    """Acked updates missing at the end are all covered by a reported restore from checkpoint
+    (same shard, restored below the ack's seq, after the ack)."""
+    prim = {s["shard"]: s for s in final_states(history) if s.get("alive") and s.get("role") == "primary"}
+    restores = [(e["t"], e["value"]) for e in by_f(history, "restore")]
+    unexplained, explained = [], 0
+    for e in by_f(history, "push", "ok"):
+        v = e["value"]
+        p = prim.get(v["shard"])
+        if p is None:
+            return Verdict("unknown", {"reason": f"no live primary for shard {v['shard']} at the end"})
+        if any(lo <= v["req_id"] <= hi for lo, hi in p["applied"].get(v["worker"], [])):
+            continue
+        if any(r["shard"] == v["shard"] and r["restored_seq"] < v["seq"] and t > e["t"] for t, r in restores):
+            explained += 1
+        else:
+            unexplained.append({k: v[k] for k in ("worker", "req_id", "shard", "epoch", "seq")})
+    return Verdict(not unexplained, {"lost_and_reported": explained, "unexplained": unexplained[:10],
+                                     "restores": [r for _, r in restores]})
+
+
+def stops_acking(history: list[dict], ctx: dict) -> Verdict:
+    """A primary cut off from its replicas acks nothing at its old epoch once the grace is over."""
+    grace = ctx.get("stop_acking_grace_s", 1.0)
+    cuts = [(e["t"], e["value"]["isolated_primary"]) for e in by_f(history, "fault-start")
+            if e["value"].get("isolated_primary")]
+    if not cuts:
+        return Verdict("unknown", {"reason": "no fault cut a primary off"})
+    late = []
+    for t, p in cuts:
+        for e in by_f(history, "push", "ok"):
+            v = e["value"]
+            if v["node"] == p["node"] and v["epoch"] == p["epoch"] and e["t"] > t + grace:
+                late.append({"node": p["node"], "epoch": p["epoch"], "t": e["t"], "cut_t": t, "seq": v["seq"]})
+    return Verdict(not late, {"cut_primaries": [p for _, p in cuts], "late_acks": late[:10], "grace_s": grace})
+
+
+def converge_baseline(history: list[dict], ctx: dict) -> Verdict:
+    base = ctx.get("baseline_loss")
+    done = [e["value"]["final_loss"] for e in by_f(history, "train-done")]
+    if base is None or not done:
+        return Verdict("unknown", {"reason": "no baseline run or no finished worker", "baseline_loss": base})
+    final = sum(done) / len(done)
+    margin = ctx.get("baseline_margin", 0.05)
+    return Verdict(final <= base + margin, {"final_loss": round(final, 5), "baseline_loss": round(base, 5),
+                                            "margin": margin})

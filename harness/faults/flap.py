@@ -1,0 +1,48 @@
+"""Flapping: the target is killed and restarted again and again, re-resolved every time.
+
+`flap` of `primary(shard=0)` kills whoever is primary now, brings it back after `down_s`, waits
+`period_s`, and repeats `count` times. Each kill is recorded as its own fault-start/stop, so the
+failover checks see every one.
+"""
+from __future__ import annotations
+
+import threading
+
+from ..targets import resolve
+from .base import Fault
+
+
+class Flap(Fault):
+    kind = "flap"
+    params_spec = {"count": (int, 3), "down_s": (float, 1.0), "period_s": (float, 2.0)}
+
+    def inject(self) -> None:
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="flap", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        be, p = self.ctx.backend, self.params
+        for i in range(p["count"]):
+            if self.stop.is_set():
+                return
+            name = resolve(self.target, be, self.ctx.rng)
+            info = {"kind": "kill", "target": name, "selector": self.target, "flap": i}
+            info.update(self._primary_info(name))
+            self.ctx.record("fault-start", info)
+            be.kill(name)
+            self.stop.wait(p["down_s"])
+            be.restart(name)
+            self.ctx.record("fault-stop", {"kind": "kill", "target": name, "flap": i, "why": "flap"})
+            self.stop.wait(p["period_s"])
+
+    def _primary_info(self, name: str) -> dict:
+        if not name.startswith("shard-"):
+            return {}
+        shard = int(name.split("-")[1].split("/")[0])
+        rec = self.ctx.backend.routing().get(shard)
+        return {"shard": shard, "epoch": rec.epoch if rec else 0, "was_primary": bool(rec and rec.primary == name)}
+
+    def heal(self) -> None:
+        self.stop.set()
+        self.thread.join(30)

@@ -1,0 +1,36 @@
+"""A network fault from netfaults, on the links a target resolves to."""
+from __future__ import annotations
+
+from netfaults.faults import LINK_FAULTS
+
+from ..errors import HarnessError
+from ..targets import resolve_links
+from .base import Fault
+
+
+class LinkFaultAdapter(Fault):
+    kind = "link"
+
+    def inject(self) -> None:
+        be = self.ctx.backend
+        if be.net is None:
+            raise HarnessError(f"{self.info['kind']}: the cluster runs without link proxies; "
+                               "set cluster.network: proxied (auto does so when the schedule has link faults)")
+        links, ga, gb = resolve_links(self.target, be, self.ctx.rng)
+        self.impl = LINK_FAULTS[self.info["kind"]](be.net, links, self.params)
+        self.info.update(links=[f"{a}->{b}" for a, b in links], groups=[ga, gb])
+        routes = be.routing()
+        cut = [n for n in ga if n.startswith("shard-") and any(r.primary == n for r in routes.values())]
+        if self.info["kind"] in ("partition", "link-down") and cut:
+            # a primary on the cut side: record it, so `stops-acking` can judge what it does next
+            rec = next(r for r in routes.values() if r.primary == cut[0])
+            self.info["isolated_primary"] = {"node": cut[0], "epoch": rec.epoch,
+                                             "shard": int(cut[0].split("-")[1].split("/")[0])}
+        self.impl.inject()
+
+    def heal(self) -> None:
+        impl = getattr(self, "impl", None)
+        if impl is not None:
+            if hasattr(impl, "dropped"):
+                self.info["packets_dropped"] = impl.dropped()
+            impl.heal()

@@ -1,0 +1,80 @@
+"""Process faults: kill (SIGKILL), stop (SIGTERM), restart, pause (SIGSTOP/SIGCONT)."""
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from netfaults.faults.base import check_params
+
+from .base import Fault
+
+
+class Kill(Fault):
+    """SIGKILL, a crash. `during: checkpoint` waits (up to 10 s) until the node is writing a
+    checkpoint file, to kill it mid-write; `wipe: true` also deletes its local data (a lost disk).
+    Healing starts it again with the same name, address and data folder."""
+
+    kind = "kill"
+    params_spec = {"during": (str, ""), "wipe": (bool, False)}
+
+    def inject(self) -> None:
+        be = self.ctx.backend
+        if self.params.get("during") == "checkpoint":
+            self.info["caught_writing"] = self._await_checkpoint_write(be)
+        be.kill(self.target)
+        if self.params.get("wipe") and self.target.startswith("shard-"):
+            shutil.rmtree(be.cfg.data_dir(self.target), ignore_errors=True)
+            self.info["wiped"] = True
+
+    def _await_checkpoint_write(self, be, timeout: float = 10.0) -> str | None:
+        shard = int(self.target.split("-")[1].split("/")[0])
+        dirs = [Path(be.cfg.data_dir(self.target)), Path(be.cfg.checkpoint_dir(shard))]
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for d in dirs:
+                for tmp in d.glob("*.tmp") if d.exists() else []:
+                    return str(tmp)
+            time.sleep(0.0005)
+        return None
+
+    def heal(self) -> None:
+        self.ctx.backend.restart(self.target)
+
+
+class Stop(Fault):
+    """SIGTERM, a graceful stop (the node checkpoints locally first). Healing starts it again."""
+
+    kind = "stop"
+
+    def inject(self) -> None:
+        self.ctx.backend.stop(self.target)
+
+    def heal(self) -> None:
+        self.ctx.backend.restart(self.target)
+
+
+class Restart(Fault):
+    """Stop and start at once; nothing is left to heal."""
+
+    kind = "restart"
+
+    def inject(self) -> None:
+        self.ctx.backend.stop(self.target)
+        self.ctx.backend.restart(self.target)
+
+
+class Pause(Fault):
+    """SIGSTOP: a long GC pause or a frozen VM. Healing sends SIGCONT."""
+
+    kind = "pause"
+
+    def inject(self) -> None:
+        self.ctx.backend.pause(self.target)
+
+    def heal(self) -> None:
+        self.ctx.backend.resume(self.target)
+
+
+def checked(cls: type[Fault], params: dict) -> dict:
+    return check_params(cls.kind, cls.params_spec, params)

@@ -1,0 +1,41 @@
+"""Fault kinds by name, parameter checks for the scenario schema, and construction."""
+from __future__ import annotations
+
+from netfaults.errors import NetFaultError
+from netfaults.faults import LINK_FAULTS
+from netfaults.faults.base import ToxicFault, check_params
+
+from .base import Fault, FaultContext
+from .flap import Flap
+from .link import LinkFaultAdapter
+from .process import Kill, Pause, Restart, Stop
+from .scale import ScaleIn, ScaleOut
+
+PROCESS: dict[str, type[Fault]] = {c.kind: c for c in (Kill, Stop, Restart, Pause, Flap, ScaleOut, ScaleIn)}
+PROCESS_KINDS = tuple(PROCESS)
+LINK_KINDS = tuple(LINK_FAULTS)
+ALL_KINDS = PROCESS_KINDS + LINK_KINDS
+NO_TARGET = ("scale-out", "scale-in")
+
+
+def params_error(kind: str, params: dict) -> str | None:
+    """Why `params` do not fit `kind`, or None."""
+    try:
+        if kind in PROCESS:
+            check_params(kind, PROCESS[kind].params_spec, params)
+        else:
+            cls = LINK_FAULTS[kind]
+            spec = dict(cls.params_spec)
+            if issubclass(cls, ToxicFault):
+                spec.update(ToxicFault.common)
+            check_params(kind, spec, params)
+    except NetFaultError as e:
+        return str(e)
+    return None
+
+
+def build(kind: str, ctx: FaultContext, target: str, params: dict) -> Fault:
+    if kind in PROCESS:
+        cls = PROCESS[kind]
+        return cls(ctx, target, check_params(kind, cls.params_spec, params), {"kind": kind})
+    return LinkFaultAdapter(ctx, target, dict(params), {"kind": kind})
