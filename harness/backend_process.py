@@ -16,12 +16,13 @@ import grpc
 
 from psnodes.client import PSClient
 from psnodes.config import ClusterConfig, ShardRecord
-from psnodes.etcd import Etcd
+from psnodes.etcd import Etcd, EtcdError
 
+from . import registry
 from .errors import HarnessError
 from netfaults.faults import NetContext
 from netfaults.links import LinkTable
-from netfaults.nft import NftTable
+from netfaults.nft import NftTable, table_name
 
 from .etcd_server import EtcdServer
 from .ports import free_ports
@@ -60,6 +61,7 @@ class ProcessBackend:
 
     def start(self, timeout: float = 30.0) -> None:
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        registry.register(self.run_id, self.owner if self.owner is not None else os.getpid(), table_name(self.run_id))
         self.etcd_server.start()
         s = self.spec
         nodes = [f"shard-{i}/{r}" for i in range(s.shards) for r in range(s.copies)]
@@ -148,12 +150,23 @@ class ProcessBackend:
         return p is not None and p.alive()
 
     def routing(self) -> dict[int, ShardRecord]:
+        """The routing table from etcd; while etcd is down, as the live nodes themselves report it."""
         etcd = Etcd(self.cfg.etcd, timeout=1.0)
         out = {}
-        for i in range(self.cfg.shards):
-            kv = etcd.get(self.cfg.shard_key(i))
-            if kv is not None:
-                out[i] = ShardRecord.from_json(kv.value)
+        try:
+            for i in range(self.cfg.shards):
+                kv = etcd.get(self.cfg.shard_key(i))
+                if kv is not None:
+                    out[i] = ShardRecord.from_json(kv.value)
+            return out
+        except EtcdError:
+            pass
+        for n in self.nodes():
+            st = self.status(n) if self.alive(n) else None
+            if st is not None and st.role == "primary":
+                cur = out.get(st.shard)
+                if cur is None or st.epoch > cur.epoch:
+                    out[st.shard] = ShardRecord(st.epoch, n, list(st.isr))
         return out
 
     def status(self, name: str, checksum: bool = False, applied: bool = False):
@@ -215,6 +228,7 @@ class ProcessBackend:
             self.net.nft.destroy()
         if self.toxiproxy is not None:
             self.toxiproxy.stop()                       # its proxies and toxics go with it
+        registry.unregister(self.run_id)
         if self.client is not None:
             self.client.close()
             self.client = None

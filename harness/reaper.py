@@ -1,7 +1,17 @@
-"""`pschaos clean`: reap what killed runs left behind (processes tagged with a run id)."""
+"""`pschaos clean`: reap what killed runs left behind: processes (etcd, nodes, workers, Toxiproxy
+with all its proxies) by their run tag, and nftables tables by the run registry."""
 from __future__ import annotations
 
+import psutil
+
+from netfaults import nft
+
+from . import registry
 from .procs import orphaned, reap, tagged_processes
+
+
+def _owner_alive(owner: int) -> bool:
+    return owner == -1 or (owner > 0 and psutil.pid_exists(owner))
 
 
 def clean(all_runs: bool = False) -> int:
@@ -9,5 +19,18 @@ def clean(all_runs: bool = False) -> int:
     done = reap(procs)
     for d in done:
         print(f"reaped {d}")
-    print(f"pschaos clean: {len(done)} process(es) reaped")
+    live_tables = {r["nft_table"] for r in registry.runs() if not all_runs and _owner_alive(r["owner"])}
+    dropped = []
+    for t in nft.tables():
+        if t not in live_tables:
+            try:
+                nft.delete_table(t)
+                dropped.append(t)
+                print(f"deleted nftables table inet {t}")
+            except Exception as e:  # noqa: BLE001 - report and go on with the rest
+                print(f"could not delete table {t}: {e}")
+    for r in registry.runs():
+        if all_runs or not _owner_alive(r["owner"]):
+            registry.unregister(r["run_id"])
+    print(f"pschaos clean: {len(done)} process(es) reaped, {len(dropped)} nftables table(s) deleted")
     return 0

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from netfaults.errors import NetFaultError
+from psnodes.errors import PSError
 from reports import report_json
 
 from . import metrics as run_metrics
@@ -136,6 +137,14 @@ class Runner:
             self.say(f"fault {i} ({f.kind} at {f.at}) never came due: the workload ended first")
 
     def _inject(self, ctx: FaultContext, i: int, spec, now: float, step: int) -> None:
+        try:
+            self._inject_one(ctx, i, spec, now, step)
+        except (HarnessError, NetFaultError, PSError) as e:
+            self.history.record("fault-error", {"kind": spec.kind, "selector": spec.target, "index": i,
+                                                "error": str(e)})
+            self.say(f"fault {spec.kind} {spec.target} could not be injected: {e}")
+
+    def _inject_one(self, ctx: FaultContext, i: int, spec, now: float, step: int) -> None:
         kind = spec.kind
         target = spec.target if (kind in LINK_KINDS or kind in ("flap", "scale-out", "scale-in")) \
             else resolve(spec.target, self.backend, self.rng)
@@ -147,12 +156,7 @@ class Runner:
             rec = self.backend.routing().get(shard)
             info.update(shard=shard, epoch=rec.epoch if rec else 0, was_primary=bool(rec and rec.primary == target))
         t_start = time.time()
-        try:
-            fault.inject()
-        except (HarnessError, NetFaultError) as e:
-            self.history.record("fault-error", {**info, "error": str(e)})
-            self.say(f"fault {kind} {target} could not be injected: {e}")
-            return
+        fault.inject()
         info.update(fault.info)
         self.history.record("fault-start", info, t=t_start)
         self.say(f"fault: {kind} {target} at step {step}")
@@ -260,6 +264,9 @@ class Runner:
         bounds = run_metrics.check_bounds(m, self.sc.expect.metrics)
         if bounds:
             checks["metric-bounds"] = Verdict(all(b["holds"] for b in bounds), {"bounds": bounds})
+        errors = [e["value"] for e in hist if e.get("f") == "fault-error"]
+        if errors:   # a fault that never happened means the run did not test what it claims
+            checks["faults-injected"] = Verdict("unknown", {"errors": errors})
         valid = compose(checks)
         verdict = {True: "pass", False: "fail", "unknown": "unknown"}[valid]
         path = self.sc.path or f"scenarios/{self.sc.name}.yaml"

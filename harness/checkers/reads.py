@@ -11,7 +11,7 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
     those are certainly in the state it read.
     """
     invoked = {e["op_id"]: e["t"] for e in by_f(history, "pull", "invoke") if "op_id" in e}
-    acks = sorted((e["t"], e["value"]) for e in by_f(history, "push", "ok"))
+    acks = sorted(((e["t"], e["value"]) for e in by_f(history, "push", "ok")), key=lambda a: a[0])
     missing, checked = [], 0
     for e in by_f(history, "pull", "ok"):
         v = e["value"]

@@ -1,0 +1,211 @@
+"""pytest plugin (entry point `pytest11`): scenario YAML files are test items.
+
+`pytest scenarios/` collects every scenario file as one test that runs it and passes when its
+verdict is pass; a failure shows the failing checks, their evidence and the rerun command.
+Scenarios written in Python use the `run_scenario` fixture (and the `pschaos` marker to set seed
+or backend per test); `cluster`, `nemesis` and `history` fixtures give direct access for custom
+tests. Options: --backend, --seed, --pschaos-out. Safe under pytest-xdist: every run has its own
+ports, proxies, nftables table and output folder.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    g = parser.getgroup("pschaos", "pschaos chaos scenarios")
+    g.addoption("--backend", default="process", choices=["process", "docker", "sim"],
+                help="backend that runs scenarios (default: process)")
+    g.addoption("--seed", type=int, default=1, help="seed of every scenario run (default: 1)")
+    g.addoption("--pschaos-out", default="out/pytest", help="where runs write reports (default: out/pytest)")
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import pytest_hooks
+
+    pluginmanager.add_hookspecs(pytest_hooks)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "pschaos(seed=None, backend=None): settings of a Python scenario test")
+
+
+def _looks_like_scenario(path: Path) -> bool:
+    try:
+        head = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return path.parent.name == "scenarios"     # a broken file in scenarios/ still reports its error
+    return isinstance(head, dict) and "name" in head and bool({"cluster", "faults", "workload", "nemesis"} & set(head))
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector):
+    if file_path.suffix in (".yaml", ".yml") and _looks_like_scenario(file_path):
+        return ScenarioFile.from_parent(parent, path=file_path)
+    return None
+
+
+def out_dir(config: pytest.Config, name: str, seed: int) -> Path:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    base = Path(config.getoption("pschaos_out"))
+    return base / (f"{name}-{seed}" + (f"-{worker}" if worker else ""))
+
+
+class ScenarioFailed(Exception):
+    def __init__(self, report: dict) -> None:
+        super().__init__(report["verdict"])
+        self.report = report
+
+
+def explain(report: dict) -> str:
+    lines = [f"scenario {report['scenario']} (seed {report['seed']}, {report['backend']}): {report['verdict'].upper()}"]
+    for name, c in report["checks"].items():
+        if c["valid"] is not True:
+            lines.append(f"  {name}: {c['valid']}")
+            lines.append("    " + json.dumps(c["details"], default=str)[:1500])
+    lines.append(f"rerun: {report['rerun']}")
+    return "\n".join(lines)
+
+
+class ScenarioFile(pytest.File):
+    def collect(self):
+        from .scenario import load_scenario
+
+        sc = load_scenario(self.path)
+        yield ScenarioItem.from_parent(self, name=sc.name, scenario=sc)
+
+    def repr_failure(self, excinfo):
+        from .errors import ScenarioError
+
+        if isinstance(excinfo.value, ScenarioError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+
+class ScenarioItem(pytest.Item):
+    def __init__(self, *, scenario, **kw) -> None:
+        super().__init__(**kw)
+        self.scenario = scenario
+        self.add_marker(pytest.mark.pschaos_scenario)
+
+    def runtest(self) -> None:
+        from .runner import Runner
+
+        cfg = self.config
+        seed = cfg.getoption("seed")
+        sc = self.scenario
+        cfg.hook.pschaos_modify_scenario(scenario=sc, config=cfg)
+        rep = Runner(sc, seed, out_dir(cfg, sc.name, seed), cfg.getoption("backend"), quiet=True).run()
+        self.user_properties.append(("report", str(out_dir(cfg, sc.name, seed) / "report.json")))
+        cfg.hook.pschaos_report(report=rep, item=self)
+        if rep["verdict"] != "pass":
+            raise ScenarioFailed(rep)
+
+    def repr_failure(self, excinfo):
+        if isinstance(excinfo.value, ScenarioFailed):
+            return explain(excinfo.value.report)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        return self.path, 0, f"scenario: {self.name}"
+
+
+# ------------------------------------------------------------------ fixtures
+def _setting(request: pytest.FixtureRequest, key: str):
+    m = request.node.get_closest_marker("pschaos")
+    if m is not None and m.kwargs.get(key) is not None:
+        return m.kwargs[key]
+    return request.config.getoption(key)
+
+
+@pytest.fixture
+def run_scenario(request: pytest.FixtureRequest):
+    """Run a Scenario (or a YAML path) and return its report; fails the test unless it passes
+    (pass `expect_pass=False` to judge the report yourself)."""
+    from .runner import Runner
+    from .scenario import Scenario, load_scenario
+
+    def run(scenario, expect_pass: bool = True) -> dict:
+        sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+        seed = _setting(request, "seed")
+        rep = Runner(sc, seed, out_dir(request.config, sc.name, seed), _setting(request, "backend"), quiet=True).run()
+        request.config.hook.pschaos_report(report=rep, item=request.node)
+        if expect_pass and rep["verdict"] != "pass":
+            pytest.fail(explain(rep), pytrace=False)
+        return rep
+
+    return run
+
+
+@pytest.fixture
+def cluster(request: pytest.FixtureRequest, tmp_path: Path):
+    """A factory for a running cluster (process backend): `cluster(shards=1, copies=3, network="proxied")`."""
+    import uuid
+
+    from .backend_process import ProcessBackend
+    from .scenario import ClusterSpec
+
+    made = []
+
+    def make(proxied: bool = False, **spec):
+        spec.setdefault("workers", 0)
+        be = ProcessBackend(ClusterSpec(**spec), tmp_path / f"cluster{len(made)}", f"pt-{uuid.uuid4().hex[:8]}",
+                            _setting(request, "seed"), proxied=proxied)
+        made.append(be)
+        be.start()
+        return be
+
+    yield make
+    for be in made:
+        be.teardown()
+
+
+@pytest.fixture
+def history(tmp_path: Path):
+    """A history writer for a custom test; `history.events()` reads back what was recorded."""
+    from .history import History, read_events
+
+    h = History(tmp_path / "history.jsonl")
+    h.events = lambda: read_events(h.path)
+    yield h
+    h.close()
+
+
+@pytest.fixture
+def nemesis(request: pytest.FixtureRequest, history):
+    """Inject faults into a cluster from `cluster`: `f = nemesis.inject(be, "latency", "workers -> nodes",
+    latency_ms=50)`, `nemesis.heal(f)`; every fault still open is healed at teardown."""
+    import random
+
+    from .faults import FaultContext, build
+    from .faults.registry import LINK_KINDS
+    from .targets import resolve
+
+    class Nemesis:
+        def __init__(self) -> None:
+            self.open = []
+            self.rng = random.Random(_setting(request, "seed"))
+
+        def inject(self, backend, kind: str, target: str, **params):
+            ctx = FaultContext(backend, self.rng, lambda f, v: history.record(f, v))
+            t = target if kind in LINK_KINDS else resolve(target, backend, self.rng)
+            fault = build(kind, ctx, t, params)
+            fault.inject()
+            history.record("fault-start", {"kind": kind, "target": t, **fault.info})
+            self.open.append(fault)
+            return fault
+
+        def heal(self, fault) -> None:
+            if fault in self.open:
+                self.open.remove(fault)
+                fault.heal()
+                history.record("fault-stop", {"kind": fault.info.get("kind"), "target": fault.target})
+
+    n = Nemesis()
+    yield n
+    for f in list(n.open):
+        n.heal(f)

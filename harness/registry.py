@@ -1,0 +1,32 @@
+"""A record of live runs on this machine, so `pschaos clean` knows what a dead run left.
+
+Each run writes one small file naming its owner pid and its nftables table; teardown removes
+it. Processes carry the same run id in their environment (see procs.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+DIR = Path(os.environ.get("PSCHAOS_RUNS_DIR", Path(tempfile.gettempdir()) / "pschaos-runs"))
+
+
+def register(run_id: str, owner: int, nft_table: str) -> None:
+    DIR.mkdir(parents=True, exist_ok=True)
+    (DIR / f"{run_id}.json").write_text(json.dumps({"run_id": run_id, "owner": owner, "nft_table": nft_table}))
+
+
+def unregister(run_id: str) -> None:
+    (DIR / f"{run_id}.json").unlink(missing_ok=True)
+
+
+def runs() -> list[dict]:
+    out = []
+    for p in DIR.glob("*.json") if DIR.exists() else []:
+        try:
+            out.append(json.loads(p.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out

@@ -1,0 +1,90 @@
+"""The pytest plugin, tested with pytester in subprocesses (real clusters, small workloads)."""
+import pytest
+
+pytest_plugins = ["pytester"]
+
+TINY = """name: {name}
+cluster: {{shards: 1, copies: 2, workers: 1, model: mlp, replication: sync}}
+workload: {{steps: {steps}}}
+faults:
+  - at: {{step: 10}}
+    kind: kill
+    target: replica(shard=0)
+    until: {{step: 25}}
+expect:
+  checks: [no-lost-acks, single-primary, exactly-once, replicas-match]
+  metrics: [{bound}]
+"""
+
+
+def scenario(pytester, name, steps=40, bound='"lost_acked_updates == 0"'):
+    d = pytester.path / "scenarios"
+    d.mkdir(exist_ok=True)
+    (d / f"{name}.yaml").write_text(TINY.format(name=name, steps=steps, bound=bound))
+
+
+def test_collects_yaml_scenarios_as_items(pytester):
+    scenario(pytester, "tiny-a")
+    scenario(pytester, "tiny-b")
+    (pytester.path / "scenarios" / "notes.yaml").write_text("just: data\n")   # not a scenario: ignored
+    r = pytester.runpytest_subprocess("scenarios", "--collect-only", "-q")
+    r.stdout.fnmatch_lines(["*tiny-a.yaml::tiny-a*", "*tiny-b.yaml::tiny-b*"])
+    assert "notes" not in r.stdout.str()
+
+
+def test_runs_and_passes_with_options(pytester):
+    scenario(pytester, "tiny-pass")
+    r = pytester.runpytest_subprocess("scenarios", "--seed", "5", "--pschaos-out", str(pytester.path / "o"))
+    r.assert_outcomes(passed=1)
+    assert (pytester.path / "o" / "tiny-pass-5" / "report.json").exists()
+
+
+def test_failure_shows_checks_and_rerun(pytester):
+    scenario(pytester, "tiny-fail", bound='"failovers >= 3"')
+    r = pytester.runpytest_subprocess("scenarios", "--seed", "9")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*scenario tiny-fail (seed 9, process): FAIL*", "*metric-bounds: False*",
+                            "*rerun: pschaos run *tiny-fail.yaml --backend process --seed 9*"])
+
+
+def test_malformed_scenario_is_a_collection_error_with_line_and_field(pytester):
+    d = pytester.path / "scenarios"
+    d.mkdir()
+    (d / "bad.yaml").write_text("name: bad\ncluster:\n  shards: many\n")
+    r = pytester.runpytest_subprocess("scenarios")
+    assert r.ret != 0
+    r.stdout.fnmatch_lines(["*bad.yaml:3: cluster.shards*"])
+
+
+def test_python_scenario_with_fixture_and_marker(pytester):
+    pytester.makepyfile(test_py_scenario="""
+        import pytest
+        from harness.scenario import Scenario
+
+        @pytest.mark.pschaos(seed=11)
+        def test_kill_replica(run_scenario):
+            sc = Scenario.model_validate({
+                "name": "py-tiny", "cluster": {"shards": 1, "copies": 2, "workers": 1},
+                "workload": {"steps": 30},
+                "faults": [{"at": {"step": 5}, "kind": "kill", "target": "replica(shard=0)"}],
+                "expect": {"checks": ["no-lost-acks", "exactly-once"]}})
+            rep = run_scenario(sc)
+            assert rep["seed"] == 11 and rep["verdict"] == "pass"
+
+        def test_cluster_and_nemesis(cluster, nemesis, history):
+            be = cluster(shards=1, copies=2, proxied=True)
+            f = nemesis.inject(be, "latency", "shard-0/0 -> shard-0/1", latency_ms=50)
+            assert f.info["links"] == ["shard-0/0->shard-0/1"]
+            nemesis.heal(f)
+            assert [e["f"] for e in history.events()] == ["fault-start", "fault-stop"]
+    """)
+    r = pytester.runpytest_subprocess("test_py_scenario.py")
+    r.assert_outcomes(passed=2)
+
+
+def test_parallel_under_xdist(pytester):
+    pytest.importorskip("xdist")
+    scenario(pytester, "tiny-x1")
+    scenario(pytester, "tiny-x2")
+    r = pytester.runpytest_subprocess("scenarios", "-n", "2", "-p", "xdist")
+    r.assert_outcomes(passed=2)
