@@ -59,7 +59,10 @@ class ProcessBackend:
     def events_path(self, name: str) -> Path:
         return self.run_dir / "events" / (name.replace("/", "-") + ".jsonl")
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 30.0, workers_steps: int | None = None, duration: float | None = None,
+              step_delay: float = 0.0) -> None:
+        """Start etcd, the links and the nodes; with `workers_steps`, the workers too, before waiting
+        for the shards to elect, so their PyTorch import overlaps the cluster's start."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         registry.register(self.run_id, self.owner if self.owner is not None else os.getpid(), table_name(self.run_id))
         self.etcd_server.start()
@@ -79,6 +82,8 @@ class ProcessBackend:
             self._build_links(nodes, [f"worker-{j}" for j in range(s.workers)])
         for n in nodes:
             self.start_node(n)
+        if workers_steps is not None:
+            self.start_workers(workers_steps, duration, step_delay)
         self.client = PSClient(self.cfg, "harness", retry_budget=5.0)
         try:
             self.client.wait_ready(timeout)

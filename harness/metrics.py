@@ -39,6 +39,7 @@ def compute(history: list[dict], ctx: dict) -> dict:
         "worker_pull_bytes": int(sum(pulls)),
         "duplicate_acks": sum(1 for e in oks if e["value"].get("duplicate")),
         "steps": sum(e["value"]["steps"] for e in by_f(history, "train-done")),
+        "first_step_s": next((round(e["t"], 3) for e in by_f(history, "train-step")), None),
     }
 
 

@@ -85,12 +85,11 @@ class Runner:
         try:
             self.say(f"{self.sc.name}: seed {self.seed}, starting {self.sc.cluster.shards}x{self.sc.cluster.copies} "
                      f"cluster and {self.sc.cluster.workers} workers ({self.backend_name})")
-            self.backend.start()
+            w = self.sc.workload
+            self.backend.start(workers_steps=w.steps, duration=w.duration_s, step_delay=w.step_delay_s)
             self.history.record("run-start", {"scenario": self.sc.name, "seed": self.seed, "run_id": self.run_id,
                                               "cluster": self.sc.cluster.model_dump(), "proxied": self.backend.proxied,
                                               "schedule": [f.model_dump() for f in self.schedule]})
-            w = self.sc.workload
-            self.backend.start_workers(w.steps, w.duration_s, w.step_delay_s)
             self._drive()
             self._heal_all("end of workload")
             self._quiesce()
