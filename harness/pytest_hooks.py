@@ -1,7 +1,7 @@
 """Hook specifications of the pschaos pytest plugin (kept apart, as pytest-xdist does)."""
-import pytest
+import pluggy
 
-hookspec = pytest.HookspecMarker("pytest")
+hookspec = pluggy.HookspecMarker("pytest")
 
 
 @hookspec

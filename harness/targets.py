@@ -39,8 +39,11 @@ def resolve_group(pattern: str, backend, rng: random.Random) -> list[str]:
     p = pattern.replace(" ", "")
     if p == "nodes":
         return backend.nodes()
-    if p == "workers":
-        return sorted(w for w in backend.workers() if backend.alive(w))
+    if p == "workers":   # every worker the cluster has links for, running or not yet started
+        known = set(backend.workers())
+        if getattr(backend, "net", None) is not None:
+            known |= {s for s, _ in backend.net.links.links if s.startswith("worker-")}
+        return sorted(known, key=lambda w: int(w.split("-")[1]))
     if m := re.match(r"^shard\((\d+|any)\)$", p):
         return backend.cfg.shard_nodes(_shard(backend, m.group(1), rng))
     if m := re.match(r"^replicas\(shard=(\d+|any)\)$", p):
