@@ -55,6 +55,8 @@ class NftTable:
         return sorted(set(self.handles()) - before)
 
     def rules(self) -> list[dict]:
+        if not self.created:
+            return []
         data = json.loads(nft("-j", "list", "table", "inet", self.name))
         return [x["rule"] for x in data["nftables"] if "rule" in x]
 
@@ -72,6 +74,8 @@ class NftTable:
         return total
 
     def delete(self, handles: list[int]) -> None:
+        if not self.created:
+            return                               # the table (and every rule) is already gone
         for h in handles:
             try:
                 nft("delete", "rule", "inet", self.name, "out", "handle", str(h))
