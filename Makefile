@@ -38,7 +38,7 @@ proto: $(STAMP)
 
 test: install
 	$(BIN)/pschaos doctor
-	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider tests
+	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider tests scenarios
 
 unit: install
 	$(BIN)/python -m pytest -q tests/unit

@@ -10,7 +10,6 @@ ports, proxies, nftables table and output folder.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -33,6 +32,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "pschaos(seed=None, backend=None): settings of a Python scenario test")
+    config.addinivalue_line("markers", "pschaos_scenario: a test item collected from a scenario YAML file")
 
 
 def _looks_like_scenario(path: Path) -> bool:
@@ -50,7 +50,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector):
 
 
 def out_dir(config: pytest.Config, name: str, seed: int) -> Path:
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    worker = getattr(config, "workerinput", {}).get("workerid")   # set only inside an xdist worker
     base = Path(config.getoption("pschaos_out"))
     return base / (f"{name}-{seed}" + (f"-{worker}" if worker else ""))
 

@@ -1,0 +1,60 @@
+"""SIGKILL a running harness mid-fault; `pschaos clean` then leaves nothing behind."""
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from harness.procs import tagged_processes, wait_until
+from harness.tools import REPO, find
+from netfaults.nft import tables
+
+SCENARIO = """name: killed-harness
+cluster: {shards: 1, copies: 2, workers: 1, model: mlp}
+workload: {steps: 5000}
+faults:
+  - at: {time: 0.5}
+    kind: loss
+    target: workers -> nodes
+    params: {percent: 5}
+    duration_s: 120
+"""
+
+
+@pytest.mark.skipif(find("toxiproxy-server") is None or find("nft") is None,
+                    reason="toxiproxy-server (make install) and nft (apt-get install nftables) are needed")
+def test_sigkilled_harness_is_cleaned_up(tmp_path):
+    sc = tmp_path / "killed-harness.yaml"
+    sc.write_text(SCENARIO)
+    out = tmp_path / "out"
+    harness = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(sc), "--out", str(out), "--quiet"],
+                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    hist = out / "run" / "events" / "harness.jsonl"
+    run_id = None
+
+    def fault_started():
+        return hist.exists() and "fault-start" in hist.read_text()
+    try:
+        assert wait_until(fault_started, 60, 0.1), "the run never reached its fault"
+        run_id = json.loads(hist.read_text().splitlines()[0])["value"]["run_id"]
+        harness.send_signal(signal.SIGKILL)
+        harness.wait(10)
+        left = tagged_processes(run_id)
+        names = {" ".join(p.cmdline()[:3]) for p in left}
+        assert len(left) >= 4, names                     # etcd, toxiproxy, two nodes, a worker
+        mine = [t for t in tables() if run_id.replace("-", "_") in t]
+        assert mine, "the run's nftables table should still be there before clean"
+        r = subprocess.run([sys.executable, "-m", "harness.cli", "clean"], cwd=REPO, capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        time.sleep(0.2)
+        assert tagged_processes(run_id) == []
+        assert not [t for t in tables() if run_id.replace("-", "_") in t]
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+        if run_id is not None:          # whatever a failed assertion left: reap it, never leak it
+            for p in tagged_processes(run_id):
+                p.kill()
