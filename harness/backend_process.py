@@ -61,11 +61,10 @@ class ProcessBackend:
 
     def start(self, timeout: float = 30.0, workers_steps: int | None = None, duration: float | None = None,
               step_delay: float = 0.0) -> None:
-        """Start etcd, the links and the nodes; with `workers_steps`, the workers too, before waiting
-        for the shards to elect, so their PyTorch import overlaps the cluster's start."""
+        """Start the links, etcd and the nodes. With `workers_steps` the workers start first of all:
+        their PyTorch import is the slowest part and overlaps the cluster's start (they wait for it)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         registry.register(self.run_id, self.owner if self.owner is not None else os.getpid(), table_name(self.run_id))
-        self.etcd_server.start()
         s = self.spec
         nodes = [f"shard-{i}/{r}" for i in range(s.shards) for r in range(s.copies)]
         ports = free_ports(2 * len(nodes))
@@ -80,10 +79,11 @@ class ProcessBackend:
         self.cfg.save(self.config_path)
         if self.proxied:
             self._build_links(nodes, [f"worker-{j}" for j in range(s.workers)])
-        for n in nodes:
-            self.start_node(n)
         if workers_steps is not None:
             self.start_workers(workers_steps, duration, step_delay)
+        self.etcd_server.start()
+        for n in nodes:
+            self.start_node(n)
         self.client = PSClient(self.cfg, "harness", retry_budget=5.0)
         try:
             self.client.wait_ready(timeout)

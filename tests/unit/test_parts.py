@@ -91,3 +91,13 @@ def test_device_auto_and_missing_cuda():
             pick_device("cuda")
     with pytest.raises(ValueError, match="model='gpt'"):
         make_task("gpt", 0, torch.device("cpu"))
+
+
+def test_process_backend_implements_the_adapter(tmp_path):
+    from harness.backend import Backend
+    from harness.backend_process import ProcessBackend
+    from harness.scenario import ClusterSpec
+
+    be = ProcessBackend(ClusterSpec(), tmp_path, "r", 1)
+    be.cfg = be.net = None
+    assert isinstance(be, Backend)
