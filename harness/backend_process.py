@@ -26,7 +26,8 @@ from netfaults.nft import NftTable, table_name
 
 from .etcd_server import EtcdServer
 from .ports import free_ports
-from .procs import Proc, python_module, wait_until
+from .launcher import Launcher
+from .procs import wait_until
 from .scenario import ClusterSpec
 from .toxiproxy_server import ToxiproxyServer
 
@@ -38,10 +39,11 @@ class ProcessBackend:
 
     def __init__(self, spec: ClusterSpec, run_dir: Path, run_id: str, seed: int,
                  owner: int | None = None, detach: bool = False, tables: dict[str, int] | None = None,
-                 proxied: bool = False) -> None:
+                 proxied: bool = False, zygote: bool = True) -> None:
         self.spec, self.run_dir, self.run_id, self.seed = spec, run_dir, run_id, seed
         self.tables = TASK_TABLES[spec.model] if tables is None else tables
         self.proxied = proxied
+        self.launcher = Launcher(run_dir, run_id, owner, detach, use_zygote=zygote)
         self.toxiproxy = ToxiproxyServer(run_dir, run_id, seed, owner, detach) if proxied else None
         self.net: NetContext | None = None
         self.owner, self.detach = owner, detach
@@ -79,6 +81,7 @@ class ProcessBackend:
         self.cfg.save(self.config_path)
         if self.proxied:
             self._build_links(nodes, [f"worker-{j}" for j in range(s.workers)])
+        self.launcher.start()
         if workers_steps is not None:
             self.start_workers(workers_steps, duration, step_delay)
         self.etcd_server.start()
@@ -119,10 +122,10 @@ class ProcessBackend:
         return ["--links", str(self.links_path(name))] if self.proxied else []
 
     def start_node(self, name: str) -> None:
-        argv = python_module("psnodes.serve", "--config", str(self.config_path), "--name", name,
-                             "--events", str(self.events_path(name)), *self._link_args(name))
-        self.procs[name] = Proc(name, argv, self.run_dir / "logs" / (name.replace("/", "-") + ".log"),
-                                self.run_id, self.owner, self.detach)
+        argv = ["--config", str(self.config_path), "--name", name, "--events", str(self.events_path(name)),
+                *self._link_args(name)]
+        self.procs[name] = self.launcher.spawn(name, "psnodes.serve", argv,
+                                               self.run_dir / "logs" / (name.replace("/", "-") + ".log"))
 
     def start_workers(self, steps: int, duration: float | None = None, step_delay: float = 0.0) -> None:
         for j in range(self.spec.workers):
@@ -138,8 +141,7 @@ class ProcessBackend:
         if duration:
             args += ["--duration", str(duration)]
         self.worker_args[name] = args
-        self.procs[name] = Proc(name, python_module("psnodes.worker", *args),
-                                self.run_dir / "logs" / f"{name}.log", self.run_id, self.owner, self.detach)
+        self.procs[name] = self.launcher.spawn(name, "psnodes.worker", args, self.run_dir / "logs" / f"{name}.log")
 
     # ---------------------------------------------------------------- queries
     def nodes(self) -> list[str]:
@@ -205,9 +207,8 @@ class ProcessBackend:
         elif name.startswith("shard-"):
             self.start_node(name)
         else:
-            args = self.worker_args[name]
-            self.procs[name] = Proc(name, python_module("psnodes.worker", *args),
-                                    self.run_dir / "logs" / f"{name}.log", self.run_id, self.owner, self.detach)
+            self.procs[name] = self.launcher.spawn(name, "psnodes.worker", self.worker_args[name],
+                                                   self.run_dir / "logs" / f"{name}.log")
 
     def pause(self, name: str) -> None:
         proc = self.etcd_server.proc if name == "etcd" else self.procs[name]
@@ -229,6 +230,7 @@ class ProcessBackend:
             if name.startswith("shard-"):
                 p.stop(timeout=3)
         self.etcd_server.stop()
+        self.launcher.close()
         if self.net is not None:
             self.net.nft.destroy()
         if self.toxiproxy is not None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+
+import psutil
 import random
 import shutil
 import signal
@@ -260,6 +262,9 @@ class Runner:
         checks: dict[str, Verdict] = {name: run_check(CHECKERS[name], hist, ctx) for name in self.sc.expect.checks}
         m = run_metrics.compute(hist, ctx)
         m["baseline_loss"] = self.baseline_loss
+        if m.get("first_step_s") is not None:     # from this process's launch, not just from run()
+            launched = psutil.Process().create_time()
+            m["first_step_from_launch_s"] = round(m["first_step_s"] + self.history.t0 - launched, 3)
         bounds = run_metrics.check_bounds(m, self.sc.expect.metrics)
         if bounds:
             checks["metric-bounds"] = Verdict(all(b["holds"] for b in bounds), {"bounds": bounds})

@@ -1,0 +1,75 @@
+"""A zygote: imports PyTorch, gRPC, numpy and psnodes once, then forks nodes and workers on request.
+
+On a small machine a run's start is CPU-bound: every worker importing torch and every node
+importing gRPC costs seconds when nine processes start at once. Forked from a warm zygote, a
+process is ready in milliseconds, and a restarted node (a healed kill) comes back as fast.
+Nothing gRPC or CUDA is *created* here before a fork, only imported, which keeps forking safe.
+
+Protocol (JSON lines): the harness writes {"id", "module", "argv", "log"} to stdin; the zygote
+answers {"id", "pid"} on stdout. It reaps its children, and exits when stdin closes (the
+children live on; the harness or `pschaos clean` stops them).
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import sys
+import traceback
+
+PRELOAD = ("numpy", "grpc", "torch", "psnodes.serve", "psnodes.worker")
+
+
+def _reap(signum=None, frame=None) -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _child(req: dict) -> None:
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    code = 1
+    try:
+        fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        sys.stdout = os.fdopen(1, "w", buffering=1)
+        sys.stderr = os.fdopen(2, "w", buffering=1)
+        sys.argv = [req["module"], *req["argv"]]
+        code = importlib.import_module(req["module"]).main(req["argv"]) or 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001 - the child reports and exits; it must never return here
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def main() -> int:
+    for mod in PRELOAD:
+        importlib.import_module(mod)
+    signal.signal(signal.SIGCHLD, _reap)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C is the harness's to handle
+    print(json.dumps({"ready": os.getpid()}), flush=True)
+    for line in sys.stdin:
+        req = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(req)
+        print(json.dumps({"id": req["id"], "pid": pid}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
