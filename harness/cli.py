@@ -24,7 +24,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for sc in scenarios:
         out = Path(args.out) if args.out and len(scenarios) == 1 else (
             Path(args.out) / sc.name if args.out else default_out(sc, args.seed))
-        rep = Runner(sc, args.seed, out, args.backend, quiet=args.quiet).run()
+        rep = Runner(sc, args.seed, out, args.backend, quiet=args.quiet, keep_data=args.keep_data).run()
         print(summary_line(rep, out))
         if rep["verdict"] != "pass":
             for name, c in rep["checks"].items():
@@ -87,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--out", help="output folder (default out/<scenario>-<seed>)")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.add_argument("--keep-data", action="store_true", help="keep node data and checkpoints (run/work) after the run")
     r.set_defaults(fn=cmd_run)
 
     d = sub.add_parser("doctor", help="list the real parts and their versions, or how to install them")

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-
-import psutil
 import random
 import shutil
 import signal
@@ -18,6 +16,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import psutil
 
 from netfaults.errors import NetFaultError
 from psnodes.errors import PSError
@@ -52,11 +52,12 @@ def log(msg: str) -> None:
 
 class Runner:
     def __init__(self, scenario: Scenario, seed: int, out_dir: Path, backend: str = "process",
-                 quiet: bool = False) -> None:
+                 quiet: bool = False, keep_data: bool = False) -> None:
         if backend != "process":
             raise HarnessError(f"--backend {backend}: only 'process' is available in this version")
         self.sc, self.seed, self.out, self.backend_name = scenario, seed, out_dir, backend
         self.quiet = quiet
+        self.keep_data = keep_data
         self.rng = random.Random(seed)
         self.run_id = f"{scenario.name}-{seed}-{uuid.uuid4().hex[:6]}"
         self.backend = ProcessBackend(scenario.cluster, out_dir / "run", self.run_id, seed,
@@ -101,6 +102,8 @@ class Runner:
             self.backend.teardown()
             signal.signal(signal.SIGTERM, prev)
             self.history.close()
+            if not self.keep_data:       # node data and checkpoints were judged already; logs and events stay
+                shutil.rmtree(self.out / "run" / "work", ignore_errors=True)
         return self._judge(t_start)
 
     def _on_term(self, signum, frame) -> None:
