@@ -14,10 +14,10 @@ from pathlib import Path
 import psutil
 
 from .errors import HarnessError
-from .procs import OWNER_ENV, RUN_ENV, Proc, python_module
+from .procs import OWNER_ENV, RUN_ENV, Proc, Signals, python_module
 
 
-class ForkedProc:
+class ForkedProc(Signals):
     """A process forked by the zygote: the same methods as Proc, driven by pid."""
 
     def __init__(self, name: str, pid: int, log: Path) -> None:
@@ -30,14 +30,6 @@ class ForkedProc:
             return psutil.Process(self.pid).status() != psutil.STATUS_ZOMBIE
         except psutil.Error:
             return False
-
-    def signal(self, sig: int) -> None:
-        if self.alive():
-            os.kill(self.pid, sig)
-        if sig == signal.SIGSTOP:
-            self.paused = True
-        elif sig in (signal.SIGCONT, signal.SIGKILL):
-            self.paused = False
 
     def _wait(self, timeout: float) -> bool:
         end = time.monotonic() + timeout

@@ -18,7 +18,25 @@ import psutil
 RUN_ENV, OWNER_ENV = "PSCHAOS_RUN", "PSCHAOS_OWNER"
 
 
-class Proc:
+class Signals:
+    """Signal delivery shared by every process handle; tracks whether SIGSTOP left it paused."""
+
+    pid: int
+    paused: bool
+
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    def signal(self, sig: int) -> None:
+        if self.alive():
+            os.kill(self.pid, sig)
+        if sig == signal.SIGSTOP:
+            self.paused = True
+        elif sig in (signal.SIGCONT, signal.SIGKILL):
+            self.paused = False
+
+
+class Proc(Signals):
     """One named child process with its log file."""
 
     def __init__(self, name: str, argv: list[str], log: Path, run_id: str, owner: int | None = None,
@@ -38,14 +56,6 @@ class Proc:
 
     def alive(self) -> bool:
         return self.popen.poll() is None
-
-    def signal(self, sig: int) -> None:
-        if self.alive():
-            os.kill(self.pid, sig)
-        if sig == signal.SIGSTOP:
-            self.paused = True
-        elif sig in (signal.SIGCONT, signal.SIGKILL):
-            self.paused = False
 
     def stop(self, timeout: float = 5.0) -> int | None:
         """SIGTERM, then SIGKILL after `timeout`; a paused process is resumed first so it can exit."""

@@ -151,10 +151,10 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path):
 
     made = []
 
-    def make(proxied: bool = False, **spec):
+    def make(proxied: bool = False, tables: dict[str, int] | None = None, **spec):
         spec.setdefault("workers", 0)
         be = ProcessBackend(ClusterSpec(**spec), tmp_path / f"cluster{len(made)}", f"pt-{uuid.uuid4().hex[:8]}",
-                            _setting(request, "seed"), proxied=proxied)
+                            _setting(request, "seed"), proxied=proxied, tables=tables)
         made.append(be)
         be.start()
         return be

@@ -103,7 +103,8 @@ class Runner:
             signal.signal(signal.SIGTERM, prev)
             self.history.close()
             if not self.keep_data:       # node data and checkpoints were judged already; logs and events stay
-                shutil.rmtree(self.out / "run" / "work", ignore_errors=True)
+                for d in ("work", "etcd-data"):
+                    shutil.rmtree(self.out / "run" / d, ignore_errors=True)
         return self._judge(t_start)
 
     def _on_term(self, signum, frame) -> None:

@@ -1,15 +1,13 @@
-"""Integration fixtures: real etcd, real node processes on loopback, torn down after each test."""
-from __future__ import annotations
+"""Integration fixtures: real etcd, real node processes on loopback, torn down after each test.
 
-import uuid
+Clusters come from the pschaos plugin's `cluster` fixture; here only the skip when etcd is
+absent and a default without periodic checkpoints (tests take them explicitly).
+"""
+from __future__ import annotations
 
 import pytest
 
-from harness.backend_process import ProcessBackend
-from harness.scenario import ClusterSpec
 from harness.tools import find
-
-pytestmark = pytest.mark.integration
 
 
 def pytest_collection_modifyitems(items):
@@ -19,20 +17,12 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture
-def make_cluster(tmp_path):
+def make_cluster(cluster):
     if find("etcd") is None:
         pytest.skip("etcd is not installed (apt-get install etcd-server, or make install)")
-    made: list[ProcessBackend] = []
 
-    def make(tables=None, **spec) -> ProcessBackend:
-        spec.setdefault("workers", 0)
+    def make(tables=None, **spec):
         spec.setdefault("checkpoint_interval_s", 3600)
-        be = ProcessBackend(ClusterSpec(**spec), tmp_path / f"c{len(made)}", f"test-{uuid.uuid4().hex[:8]}", 7,
-                            tables=tables)
-        made.append(be)
-        be.start()
-        return be
+        return cluster(tables=tables, **spec)
 
-    yield make
-    for be in made:
-        be.teardown()
+    return make
