@@ -27,7 +27,7 @@ from netfaults.nft import NftTable, table_name
 from .etcd_server import EtcdServer
 from .ports import free_ports
 from .launcher import Launcher
-from .procs import wait_until
+from .procs import Signals, wait_until
 from .scenario import ClusterSpec
 from .toxiproxy_server import ToxiproxyServer
 
@@ -47,7 +47,7 @@ class ProcessBackend:
         self.toxiproxy = ToxiproxyServer(run_dir, run_id, seed, owner, detach) if proxied else None
         self.net: NetContext | None = None
         self.owner, self.detach = owner, detach
-        self.procs: dict[str, Proc] = {}
+        self.procs: dict[str, Signals] = {}
         self.etcd_server = EtcdServer(run_dir, run_id, owner, detach)
         self.cfg: ClusterConfig | None = None
         self.client: PSClient | None = None

@@ -43,6 +43,27 @@ def summary_line(rep: dict, out: Path) -> str:
             f"p99={fo['p99']} final_loss={m['final_loss']} sync_bytes={m['sync_bytes']} -> {out / 'report.json'}")
 
 
+def cmd_gate(args: argparse.Namespace) -> int:
+    from reports.gate import GateFileError, evaluate, find_reports, load_gate
+
+    try:
+        gate = load_gate(args.gate)
+    except GateFileError as e:
+        print(f"pschaos gate: {e}", file=sys.stderr)
+        return 2
+    reports = find_reports(args.dirs)
+    if not reports:
+        print(f"pschaos gate: no report.json under {', '.join(args.dirs)}", file=sys.stderr)
+        return 2
+    violations = evaluate(gate, reports)
+    for v in violations:
+        print(f"GATE FAIL {v}")
+    scenarios = len({r.get("scenario") for _, r in reports})
+    print(f"pschaos gate: {len(reports)} run(s) of {scenarios} scenario(s); "
+          f"{'all bounds hold' if not violations else f'{len(violations)} violation(s)'}")
+    return 1 if violations else 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from .doctor import doctor
 
@@ -89,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     r.add_argument("--keep-data", action="store_true", help="keep node data and checkpoints (run/work) after the run")
     r.set_defaults(fn=cmd_run)
+
+    g = sub.add_parser("gate", help="check runs against a gate file (exit 0 holds, 1 violated, 2 malformed)")
+    g.add_argument("dirs", nargs="+", help="run folders (searched for report.json)")
+    g.add_argument("--gate", required=True, help="gate file (YAML)")
+    g.set_defaults(fn=cmd_gate)
 
     d = sub.add_parser("doctor", help="list the real parts and their versions, or how to install them")
     d.add_argument("--json", action="store_true")

@@ -11,17 +11,16 @@ import os
 import random
 import shutil
 import signal
-import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
 from netfaults.errors import NetFaultError
 from psnodes.errors import PSError
-from reports import report_json
+from reports import junit, markdown, report_json
 
 from . import metrics as run_metrics
 from .backend_process import ProcessBackend
@@ -29,6 +28,7 @@ from .checkers import CHECKERS, Verdict, compose, run_check
 from .errors import HarnessError
 from .faults import LINK_KINDS, Fault, FaultContext, build
 from .history import History, StepWatcher, merge
+from .progress import Progress
 from .nemesis import schedule as nemesis_schedule
 from .procs import wait_until
 from .scenario import Scenario
@@ -46,10 +46,6 @@ class OpenFault:
     heal_at_step: int | None = None
 
 
-def log(msg: str) -> None:
-    print(f"[pschaos] {msg}", file=sys.stderr, flush=True)
-
-
 class Runner:
     def __init__(self, scenario: Scenario, seed: int, out_dir: Path, backend: str = "process",
                  quiet: bool = False, keep_data: bool = False) -> None:
@@ -58,6 +54,7 @@ class Runner:
         self.sc, self.seed, self.out, self.backend_name = scenario, seed, out_dir, backend
         self.quiet = quiet
         self.keep_data = keep_data
+        self.progress = Progress(scenario.name, scenario.workload.steps, enabled=not quiet)
         self.rng = random.Random(seed)
         self.run_id = f"{scenario.name}-{seed}-{uuid.uuid4().hex[:6]}"
         self.backend = ProcessBackend(scenario.cluster, out_dir / "run", self.run_id, seed,
@@ -68,8 +65,7 @@ class Runner:
         self.faults_done: list[dict] = []
 
     def say(self, msg: str) -> None:
-        if not self.quiet:
-            log(msg)
+        self.progress.note(msg)
 
     # ------------------------------------------------------------------ main
     def run(self) -> dict:
@@ -94,14 +90,18 @@ class Runner:
                                               "cluster": self.sc.cluster.model_dump(), "proxied": self.backend.proxied,
                                               "schedule": [f.model_dump() for f in self.schedule]})
             self._drive()
+            self.progress.update("healing")
             self._heal_all("end of workload")
+            self.progress.update("settling")
             self._quiesce()
             self._observe()
             self._scan_checkpoints()
+            self.progress.update("judging")
         finally:
             self.backend.teardown()
             signal.signal(signal.SIGTERM, prev)
             self.history.close()
+            self.progress.close()
             if not self.keep_data:       # node data and checkpoints were judged already; logs and events stay
                 for d in ("work", "etcd-data"):
                     shutil.rmtree(self.out / "run" / d, ignore_errors=True)
@@ -118,7 +118,6 @@ class Runner:
         t0 = time.monotonic()
         w = self.sc.workload
         limit = (w.duration_s or 0) + 120 + w.steps * 0.5
-        last_note = 0.0
         ctx = FaultContext(self.backend, self.rng, lambda f, v: self.history.record(f, v), w.steps, w.step_delay_s)
         while self.backend.workers_running():
             now, step = time.monotonic() - t0, watch.poll()
@@ -131,10 +130,7 @@ class Runner:
                 if (o.heal_at_t is not None and now >= o.heal_at_t) or \
                    (o.heal_at_step is not None and step >= o.heal_at_step):
                     self._heal(o, "scheduled")
-            if now - last_note > 5:
-                self.say(f"{self.sc.name}: t={now:.0f}s step {max(step, 0)}/{w.steps}, "
-                         f"faults so far {len(self.faults_done) + len(self.open)}")
-                last_note = now
+            self.progress.update("training", step, len(self.faults_done) + len(self.open))
             if now > limit:
                 raise HarnessError(f"workers still running after {limit:.0f}s; see {self.out / 'run' / 'logs'}")
             time.sleep(0.02)
@@ -292,6 +288,8 @@ class Runner:
                                  "history": str(self.out / "history.jsonl"),
                                  "scenario_spec": self.sc.model_dump()})
         report_json.write(rep, self.out)
+        junit.write(rep, self.out)
+        markdown.write(rep, self.out)
         return rep
 
 

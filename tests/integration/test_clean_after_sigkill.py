@@ -58,3 +58,30 @@ def test_sigkilled_harness_is_cleaned_up(tmp_path):
         if run_id is not None:          # whatever a failed assertion left: reap it, never leak it
             for p in tagged_processes(run_id):
                 p.kill()
+
+
+def test_ctrl_c_tears_everything_down_without_clean(tmp_path):
+    """SIGINT (Ctrl-C) mid-fault: the harness heals, stops and removes all it made by itself."""
+    if find("toxiproxy-server") is None or find("nft") is None:
+        pytest.skip("toxiproxy-server (make install) and nft (apt-get install nftables) are needed")
+    sc = tmp_path / "interrupted.yaml"
+    sc.write_text(SCENARIO.replace("killed-harness", "interrupted"))
+    out = tmp_path / "out"
+    harness = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(sc), "--out", str(out), "--quiet"],
+                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    hist = out / "run" / "events" / "harness.jsonl"
+    run_id = None
+    try:
+        assert wait_until(lambda: hist.exists() and "fault-start" in hist.read_text(), 60, 0.1)
+        run_id = json.loads(hist.read_text().splitlines()[0])["value"]["run_id"]
+        harness.send_signal(signal.SIGINT)
+        _, err = harness.communicate(timeout=60)
+        assert harness.returncode == 130 and "interrupted" in err
+        assert tagged_processes(run_id) == []
+        assert not [t for t in tables() if run_id.replace("-", "_") in t]
+    finally:
+        if harness.poll() is None:
+            harness.kill()
+        if run_id is not None:
+            for p in tagged_processes(run_id):
+                p.kill()

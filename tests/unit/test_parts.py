@@ -101,3 +101,22 @@ def test_process_backend_implements_the_adapter(tmp_path):
     be = ProcessBackend(ClusterSpec(), tmp_path, "r", 1)
     be.cfg = be.net = None
     assert isinstance(be, Backend)
+
+
+def test_progress_bar_in_a_terminal_and_lines_in_ci():
+    import io
+
+    from harness.progress import Progress
+
+    tty, plain = io.StringIO(), io.StringIO()
+    for out, is_tty in ((tty, True), (plain, False)):
+        p = Progress("kill-primary", 300, stream=out, tty=is_tty)
+        p.update("training", 150, 1)
+        p.note("fault: kill shard-0/0 at step 150")
+        p.update("judging")
+        p.close()
+    assert "\r[############............] kill-primary training  step 150/300 faults 1" in tty.getvalue()
+    lines = plain.getvalue().splitlines()
+    assert "\r" not in plain.getvalue()
+    assert "[pschaos] kill-primary: training, step 150/300, faults so far 1, t=0s" in lines
+    assert "[pschaos] fault: kill shard-0/0 at step 150" in lines and any("judging" in x for x in lines)

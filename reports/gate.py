@@ -1,0 +1,160 @@
+"""Release gates: required checks and metric bounds over many runs, as an exit code.
+
+A gate file (YAML) names what must hold for every scenario (`all`) and per scenario:
+
+    all:
+      checks: [no-lost-acks, single-primary]
+      metrics: ["lost_acked_updates == 0"]
+    scenarios:
+      kill-primary:
+        metrics: ["failover_ms.p99 <= 800", "pass_rate >= 0.95"]
+
+Metric bounds hold on every run of the scenario; `pass_rate` is the share of its runs that
+passed. Exit 0 when all hold, 1 with one line per violated bound (scenario, metric, bound, value,
+run), 2 when the gate file itself is malformed (file, line, field).
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+BOUND = re.compile(r"^\s*([a-z_][a-z0-9_.]*)\s*(<=|>=|==|<|>)\s*(-?[0-9.]+(?:e-?[0-9]+)?)\s*$")
+OPS = {"<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b, "==": lambda a, b: a == b,
+       "<": lambda a, b: a < b, ">": lambda a, b: a > b}
+
+
+class GateFileError(Exception):
+    """The gate file is malformed; the message names the file, the line and the field."""
+
+
+@dataclass
+class Rule:
+    checks: list[str] = field(default_factory=list)
+    metrics: list[tuple[str, str, float, str]] = field(default_factory=list)   # (metric, op, number, text)
+
+
+@dataclass
+class Gate:
+    all: Rule
+    scenarios: dict[str, Rule]
+
+
+def _line(node: yaml.Node | None, path: list) -> int:
+    line = node.start_mark.line + 1 if node is not None else 1
+    for part in path:
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if k.value == part), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            node = None
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+    return line
+
+
+def load_gate(path: str | Path) -> Gate:
+    path = Path(path)
+    try:
+        text = path.read_text()
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except OSError as e:
+        raise GateFileError(f"{path}: cannot read gate file: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise GateFileError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML: {getattr(e, 'problem', e)}") from None
+
+    def err(where: list, msg: str) -> GateFileError:
+        field_ = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in where).replace(".[", "[")
+        return GateFileError(f"{path}:{_line(root, where)}: {field_ or '(top)'}: {msg}")
+
+    if not isinstance(data, dict):
+        raise err([], "a gate file is a mapping with `all` and/or `scenarios`")
+    unknown = sorted(set(data) - {"all", "scenarios"})
+    if unknown:
+        raise err([unknown[0]], "unknown key; use `all` and `scenarios`")
+
+    def rule(raw, where: list) -> Rule:
+        if raw is None:
+            return Rule()
+        if not isinstance(raw, dict):
+            raise err(where, "must be a mapping with `checks` and/or `metrics`")
+        bad = sorted(set(raw) - {"checks", "metrics"})
+        if bad:
+            raise err(where + [bad[0]], "unknown key; use `checks` and `metrics`")
+        checks = raw.get("checks") or []
+        if not isinstance(checks, list) or not all(isinstance(c, str) for c in checks):
+            raise err(where + ["checks"], "must be a list of check names")
+        metrics = []
+        for i, m in enumerate(raw.get("metrics") or []):
+            mm = BOUND.match(str(m))
+            if not mm:
+                raise err(where + ["metrics", i], f"{m!r} is not a bound; write `metric <= number`, "
+                                                  "e.g. failover_ms.p99 <= 800 or pass_rate >= 0.95")
+            metrics.append((mm.group(1), mm.group(2), float(mm.group(3)), str(m).strip()))
+        return Rule(checks, metrics)
+
+    scen = data.get("scenarios") or {}
+    if not isinstance(scen, dict):
+        raise err(["scenarios"], "must map scenario names to rules")
+    return Gate(rule(data.get("all"), ["all"]), {k: rule(v, ["scenarios", k]) for k, v in scen.items()})
+
+
+def find_reports(dirs: list[str | Path]) -> list[tuple[Path, dict]]:
+    """Every report.json under the given folders (a folder may itself be one run)."""
+    out = []
+    for d in dirs:
+        d = Path(d)
+        paths = [d] if d.is_file() else sorted(d.rglob("report.json"))
+        for p in paths:
+            try:
+                out.append((p, json.loads(p.read_text())))
+            except (OSError, ValueError):
+                continue
+    return out
+
+
+def _value(report: dict, metric: str):
+    cur = report.get("metrics", {})
+    for part in metric.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return None
+        cur = cur[part]
+    return cur
+
+
+def evaluate(gate: Gate, reports: list[tuple[Path, dict]]) -> list[str]:
+    """One message per violated bound or missing check; empty when the gate holds."""
+    by_scenario: dict[str, list[tuple[Path, dict]]] = {}
+    for p, r in reports:
+        by_scenario.setdefault(r.get("scenario", "?"), []).append((p, r))
+    out = []
+    for name, runs in sorted(by_scenario.items()):
+        rules = [gate.all] + ([gate.scenarios[name]] if name in gate.scenarios else [])
+        rate = sum(r.get("verdict") == "pass" for _, r in runs) / len(runs)
+        for rule in rules:
+            for check in rule.checks:
+                for p, r in runs:
+                    c = r.get("checks", {}).get(check)
+                    if c is None or c.get("valid") is not True:
+                        got = "not run" if c is None else c.get("valid")
+                        out.append(f"{name}: check {check} is required but was {got} (run {p.parent})")
+            for metric, op, num, text in rule.metrics:
+                if metric == "pass_rate":
+                    if not OPS[op](rate, num):
+                        out.append(f"{name}: pass_rate = {rate:.3f} violates {text} ({len(runs)} runs)")
+                    continue
+                for p, r in runs:
+                    v = _value(r, metric)
+                    if v is None or isinstance(v, float) and math.isnan(v) or not OPS[op](v, num):
+                        out.append(f"{name}: {metric} = {v} violates {text} (run {p.parent})")
+    missing = sorted(set(gate.scenarios) - set(by_scenario))
+    out += [f"{m}: the gate names this scenario but no run of it was given" for m in missing]
+    return out

@@ -1,0 +1,34 @@
+"""summary.md: a short run summary for a pull-request comment."""
+from __future__ import annotations
+
+from pathlib import Path
+
+MARK = {True: "pass", False: "**FAIL**"}
+
+
+def render(report: dict) -> str:
+    m = report.get("metrics", {})
+    fo = m.get("failover_ms", {})
+    lines = [f"### pschaos `{report['scenario']}`: {report['verdict'].upper()}", "",
+             f"seed {report['seed']}, backend {report['backend']}; rerun: `{report['rerun']}`", "",
+             "| check | result |", "|---|---|"]
+    for name, c in report.get("checks", {}).items():
+        lines.append(f"| {name} | {MARK.get(c['valid'], 'unknown')} |")
+    lines += ["", "| metric | value |", "|---|---|",
+              f"| acked updates | {m.get('acked_updates')} |", f"| lost acked updates | {m.get('lost_acked_updates')} |",
+              f"| failovers | {m.get('failovers')} |",
+              f"| failover ms p50 / p99 / max | {fo.get('p50')} / {fo.get('p99')} / {fo.get('max')} |",
+              f"| final loss | {m.get('final_loss')} |",
+              f"| sync / changed / snapshot bytes | {m.get('sync_bytes')} / {m.get('changed_bytes')} / "
+              f"{m.get('snapshot_bytes')} |"]
+    faults = report.get("faults", [])
+    if faults:
+        lines += ["", "Faults: " + ", ".join(f"{f['kind']} {f['target']} ({f['start_s']}-{f['end_s']} s)"
+                                             for f in faults[:12]) + (" ..." if len(faults) > 12 else "")]
+    return "\n".join(lines) + "\n"
+
+
+def write(report: dict, out_dir: Path) -> Path:
+    path = out_dir / "summary.md"
+    path.write_text(render(report))
+    return path

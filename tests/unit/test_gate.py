@@ -1,0 +1,88 @@
+"""Release gates: pass, fail with named violations, malformed files with line and field."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.tools import REPO
+from reports.gate import GateFileError, evaluate, find_reports, load_gate
+
+
+def run_dir(tmp_path, name, i, verdict="pass", p99=400.0, lost=0, checks=None):
+    d = tmp_path / f"{name}-{i}"
+    d.mkdir()
+    checks = checks or {"no-lost-acks": {"valid": True}, "single-primary": {"valid": True}}
+    (d / "report.json").write_text(json.dumps({
+        "scenario": name, "seed": i, "verdict": verdict, "checks": checks,
+        "metrics": {"lost_acked_updates": lost, "failover_ms": {"p50": p99 / 2, "p99": p99, "max": p99}}}))
+    return d
+
+
+def gate_file(tmp_path, text):
+    p = tmp_path / "gate.yaml"
+    p.write_text(text)
+    return p
+
+
+GATE = """all:
+  checks: [single-primary]
+  metrics: ["lost_acked_updates == 0"]
+scenarios:
+  kill-primary:
+    metrics: ["failover_ms.p99 <= 800", "pass_rate >= 0.95"]
+"""
+
+
+def test_gate_holds(tmp_path):
+    for i in range(3):
+        run_dir(tmp_path, "kill-primary", i)
+    assert evaluate(load_gate(gate_file(tmp_path, GATE)), find_reports([tmp_path])) == []
+
+
+def test_violations_name_scenario_metric_bound_and_value(tmp_path):
+    run_dir(tmp_path, "kill-primary", 0, p99=912.5)
+    run_dir(tmp_path, "kill-primary", 1, verdict="fail", lost=2)
+    out = evaluate(load_gate(gate_file(tmp_path, GATE)), find_reports([tmp_path]))
+    text = "\n".join(out)
+    assert "kill-primary: failover_ms.p99 = 912.5 violates failover_ms.p99 <= 800" in text
+    assert "kill-primary: lost_acked_updates = 2 violates lost_acked_updates == 0" in text
+    assert "kill-primary: pass_rate = 0.500 violates pass_rate >= 0.95 (2 runs)" in text
+
+
+def test_missing_check_and_missing_scenario(tmp_path):
+    run_dir(tmp_path, "other", 0, checks={"no-lost-acks": {"valid": True}})
+    out = evaluate(load_gate(gate_file(tmp_path, GATE)), find_reports([tmp_path]))
+    assert any("other: check single-primary is required but was not run" in o for o in out)
+    assert any("kill-primary: the gate names this scenario but no run" in o for o in out)
+
+
+@pytest.mark.parametrize("text,where", [
+    ("all:\n  metrics: ['failover_ms.p99 about 800']\n", ":2: all.metrics[0]"),
+    ("all:\n  checkz: [x]\n", ":2: all.checkz"),
+    ("scenarios:\n  kp:\n    metrics: [x <]\n", ":3: scenarios.kp.metrics[0]"),
+    ("gates: 1\n", ":1: gates"),
+    ("all: [\n", ":2"),
+])
+def test_malformed_gate_names_line_and_field(tmp_path, text, where):
+    with pytest.raises(GateFileError) as e:
+        load_gate(gate_file(tmp_path, text))
+    assert where in str(e.value)
+
+
+def test_cli_exit_codes(tmp_path):
+    run_dir(tmp_path, "kill-primary", 0)
+    good, bad = gate_file(tmp_path, GATE), tmp_path / "bad.yaml"
+    bad.write_text("all:\n  metrics: [nope]\n")
+    cli = [sys.executable, "-m", "harness.cli", "gate", str(tmp_path)]
+    assert subprocess.run(cli + ["--gate", str(good)], capture_output=True, cwd=REPO).returncode == 0
+    r = subprocess.run(cli + ["--gate", str(bad)], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 2 and "bad.yaml:2: all.metrics[0]" in r.stderr
+    run_dir(tmp_path, "kill-primary", 1, p99=5000)
+    r = subprocess.run(cli + ["--gate", str(good)], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 1 and "GATE FAIL kill-primary: failover_ms.p99 = 5000" in r.stdout
+
+
+def test_shipped_release_gate_is_valid():
+    g = load_gate(REPO / "scenarios" / "gates" / "release.yaml")
+    assert "kill-primary" in g.scenarios
