@@ -12,11 +12,14 @@ GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 
 install: system-deps $(STAMP) $(TOXI)
 
-# etcd (Debian etcd-server, 3.4) and nftables; apt only when a part is missing.
+# etcd (Debian etcd-server, 3.4), nftables, and Chromium with its driver (report rendering
+# tests); apt only when a part is missing.
 system-deps:
-	@if ! command -v etcd >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1; then \
-	  echo "installing etcd-server and nftables from Debian"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server nftables >/dev/null; \
+	@if ! command -v etcd >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1 || \
+	    ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+	  echo "installing etcd-server, nftables, chromium and chromium-driver from Debian"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    etcd-server nftables chromium chromium-driver >/dev/null; \
 	fi
 
 $(STAMP): pyproject.toml

@@ -176,9 +176,9 @@ class ProcessBackend:
                     out[st.shard] = ShardRecord(st.epoch, n, list(st.isr))
         return out
 
-    def status(self, name: str, checksum: bool = False, applied: bool = False):
+    def status(self, name: str, checksum: bool = False, applied: bool = False, timeout: float = 2.0):
         try:
-            return self.client.status(name, checksum=checksum, applied=applied)
+            return self.client.status(name, checksum=checksum, applied=applied, timeout=timeout)
         except grpc.RpcError:
             return None
 

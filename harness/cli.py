@@ -43,6 +43,21 @@ def summary_line(rep: dict, out: Path) -> str:
             f"p99={fo['p99']} final_loss={m['final_loss']} sync_bytes={m['sync_bytes']} -> {out / 'report.json'}")
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from reports.aggregate import aggregate, write
+    from reports.gate import find_reports
+
+    reports = [(p, r) for p, r in find_reports(args.dirs) if Path(args.out).resolve() not in p.resolve().parents]
+    if not reports:
+        print(f"pschaos report: no report.json under {', '.join(args.dirs)}", file=sys.stderr)
+        return 2
+    agg = aggregate(reports)
+    write(agg, Path(args.out))
+    print(f"pschaos report: {agg['passed']}/{agg['runs']} runs passed across {len(agg['scenarios'])} scenario(s); "
+          f"flaky: {', '.join(agg['flaky']) or 'none'} -> {Path(args.out) / 'report.html'}")
+    return 0
+
+
 def cmd_gate(args: argparse.Namespace) -> int:
     from reports.gate import GateFileError, evaluate, find_reports, load_gate
 
@@ -110,6 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     r.add_argument("--keep-data", action="store_true", help="keep node data and checkpoints (run/work) after the run")
     r.set_defaults(fn=cmd_run)
+
+    rp = sub.add_parser("report", help="aggregate many runs into one report (HTML, JSON, Markdown)")
+    rp.add_argument("dirs", nargs="+", help="run folders (searched for report.json)")
+    rp.add_argument("--out", default="out/aggregate", help="where to write (default out/aggregate)")
+    rp.set_defaults(fn=cmd_report)
 
     g = sub.add_parser("gate", help="check runs against a gate file (exit 0 holds, 1 violated, 2 malformed)")
     g.add_argument("dirs", nargs="+", help="run folders (searched for report.json)")

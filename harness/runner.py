@@ -11,6 +11,7 @@ import os
 import random
 import shutil
 import signal
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -20,11 +21,12 @@ import psutil
 
 from netfaults.errors import NetFaultError
 from psnodes.errors import PSError
-from reports import junit, markdown, report_json
+from reports import html, junit, markdown, report_json
 
 from . import metrics as run_metrics
 from .backend_process import ProcessBackend
 from .checkers import CHECKERS, Verdict, compose, run_check
+from .checkers.failover import failover_times
 from .errors import HarnessError
 from .faults import LINK_KINDS, Fault, FaultContext, build
 from .history import History, StepWatcher, merge
@@ -119,6 +121,32 @@ class Runner:
         w = self.sc.workload
         limit = (w.duration_s or 0) + 120 + w.steps * 0.5
         ctx = FaultContext(self.backend, self.rng, lambda f, v: self.history.record(f, v), w.steps, w.step_delay_s)
+        sampler = threading.Thread(target=self._sample, name="sampler", daemon=True)
+        self.sampling = True
+        sampler.start()
+        try:
+            self._loop(ctx, pending, watch, t0, limit)
+        finally:
+            self.sampling = False
+            sampler.join(5)
+        for i, f in pending:
+            self.say(f"fault {i} ({f.kind} at {f.at}) never came due: the workload ended first")
+
+    def _sample(self, period: float = 0.5) -> None:
+        """Each node's role, epoch and seq every `period` s (replication lag over time in reports)."""
+        tick = 0
+        while self.sampling:
+            tick += 1
+            for n in self.backend.nodes():
+                if self.backend.alive(n):
+                    st = self.backend.status(n, timeout=0.2)
+                    if st is not None:
+                        self.history.record("sample", {"tick": tick, "node": n, "shard": st.shard, "role": st.role,
+                                                       "epoch": st.epoch, "seq": st.seq}, node=n)
+            time.sleep(period)
+
+    def _loop(self, ctx: FaultContext, pending: list, watch: StepWatcher, t0: float, limit: float) -> None:
+        w = self.sc.workload
         while self.backend.workers_running():
             now, step = time.monotonic() - t0, watch.poll()
             for item in list(pending):
@@ -134,8 +162,6 @@ class Runner:
             if now > limit:
                 raise HarnessError(f"workers still running after {limit:.0f}s; see {self.out / 'run' / 'logs'}")
             time.sleep(0.02)
-        for i, f in pending:
-            self.say(f"fault {i} ({f.kind} at {f.at}) never came due: the workload ended first")
 
     def _inject(self, ctx: FaultContext, i: int, spec, now: float, step: int) -> None:
         try:
@@ -285,11 +311,13 @@ class Runner:
         rep = report_json.build(self.sc.name, self.backend_name, self.seed, verdict, rerun,
                                 {k: v.to_json() for k, v in checks.items()}, m, self.faults_done,
                                 {"run_id": self.run_id, "wall_s": round(time.time() - t_start, 2),
+                                 "failover_times": failover_times(hist),
                                  "history": str(self.out / "history.jsonl"),
                                  "scenario_spec": self.sc.model_dump()})
         report_json.write(rep, self.out)
         junit.write(rep, self.out)
         markdown.write(rep, self.out)
+        html.write(rep, hist, self.out)
         return rep
 
 

@@ -10,6 +10,8 @@ def failover_times(history: list[dict]) -> list[dict]:
     out = []
     for f in by_f(history, "fault-start"):
         v = f["value"]
+        if v.get("isolated_primary"):      # a partition or link-down that cut a primary off
+            v = {**v, **v["isolated_primary"], "target": v["isolated_primary"]["node"], "was_primary": True}
         if not v.get("was_primary"):
             continue
         first = next((e for e in oks if e["t"] >= f["t"] and e["value"]["shard"] == v["shard"]

@@ -1,0 +1,28 @@
+"""Aggregation across runs: pass rates per scenario and fault kind, flaky scenarios, failover pooled."""
+from pathlib import Path
+
+from reports.aggregate import aggregate, render_html, render_md
+
+
+def rep(scenario, seed, verdict, kinds=("kill",), ms=(480.0,), backend="process"):
+    return (Path(f"/runs/{scenario}-{seed}/report.json"),
+            {"scenario": scenario, "seed": seed, "verdict": verdict, "backend": backend,
+             "rerun": f"pschaos run scenarios/{scenario}.yaml --seed {seed}",
+             "faults": [{"kind": k, "target": "x", "start_s": 0, "end_s": 1} for k in kinds],
+             "failover_times": [{"ms": m} for m in ms], "metrics": {"lost_acked_updates": 0}})
+
+
+def test_pass_rates_flaky_and_failover():
+    runs = [rep("kill-primary", 1, "pass"), rep("kill-primary", 2, "fail", ms=(900.0,)),
+            rep("loss", 1, "pass", kinds=("loss",), ms=()), rep("loss", 2, "pass", kinds=("loss",), ms=())]
+    a = aggregate(runs)
+    assert a["runs"] == 4 and a["passed"] == 3 and a["pass_rate"] == 0.75
+    assert a["flaky"] == ["kill-primary"]
+    kp = a["scenarios"]["kill-primary"]
+    assert kp["pass_rate"] == 0.5 and kp["failover_ms"]["n"] == 2 and kp["failover_ms"]["p50"] == 690.0
+    assert kp["failing_runs"][0]["rerun"].endswith("--seed 2")
+    assert a["fault_kinds"] == {"kill": {"runs": 2, "pass_rate": 0.5}, "loss": {"runs": 2, "pass_rate": 1.0}}
+    assert a["scenarios"]["loss"]["flaky"] is False
+    md, html = render_md(a), render_html(a)
+    assert "Flaky (pass and fail across seeds): kill-primary" in md and "| loss | 2 | 1.0 |" in md
+    assert html.count("<svg") == 3 and "--seed 2" in html
