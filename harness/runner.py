@@ -146,7 +146,6 @@ class Runner:
             time.sleep(period)
 
     def _loop(self, ctx: FaultContext, pending: list, watch: StepWatcher, t0: float, limit: float) -> None:
-        w = self.sc.workload
         while self.backend.workers_running():
             now, step = time.monotonic() - t0, watch.poll()
             for item in list(pending):

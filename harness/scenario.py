@@ -13,6 +13,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from reports.yamlpos import line_of
+
 from .errors import ScenarioError
 from .faults import ALL_KINDS, LINK_KINDS, params_error
 from .faults.registry import NO_TARGET
@@ -179,23 +181,6 @@ class Scenario(Strict):
         return self
 
 
-def _line_of(node: yaml.Node | None, loc: tuple) -> int | None:
-    """Walk a composed YAML node along a pydantic error location; the deepest line found (1-based)."""
-    line = node.start_mark.line + 1 if node is not None else None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            nxt = next((v for k, v in node.value if k.value == part), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            nxt = node.value[part]
-        else:
-            nxt = None
-        if nxt is None:
-            break
-        node = nxt
-        line = node.start_mark.line + 1
-    return line
-
-
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; raises ScenarioError naming file, line and field."""
     path = Path(path)
@@ -219,7 +204,7 @@ def load_scenario(path: str | Path) -> Scenario:
         for err in e.errors():
             loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
             field = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[")
-            line = _line_of(root, loc)
+            line = line_of(root, loc)
             msg = err["msg"].removeprefix("Value error, ")
             lines.append(f"{path}:{line}: {field or '(top)'}: {msg}")
         raise ScenarioError("\n".join(lines)) from None

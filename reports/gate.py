@@ -23,6 +23,8 @@ from pathlib import Path
 
 import yaml
 
+from .yamlpos import line_of
+
 BOUND = re.compile(r"^\s*([a-z_][a-z0-9_.]*)\s*(<=|>=|==|<|>)\s*(-?[0-9.]+(?:e-?[0-9]+)?)\s*$")
 OPS = {"<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b, "==": lambda a, b: a == b,
        "<": lambda a, b: a < b, ">": lambda a, b: a > b}
@@ -44,21 +46,6 @@ class Gate:
     scenarios: dict[str, Rule]
 
 
-def _line(node: yaml.Node | None, path: list) -> int:
-    line = node.start_mark.line + 1 if node is not None else 1
-    for part in path:
-        if isinstance(node, yaml.MappingNode):
-            node = next((v for k, v in node.value if k.value == part), None)
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-        else:
-            node = None
-        if node is None:
-            break
-        line = node.start_mark.line + 1
-    return line
-
-
 def load_gate(path: str | Path) -> Gate:
     path = Path(path)
     try:
@@ -73,7 +60,7 @@ def load_gate(path: str | Path) -> Gate:
 
     def err(where: list, msg: str) -> GateFileError:
         field_ = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in where).replace(".[", "[")
-        return GateFileError(f"{path}:{_line(root, where)}: {field_ or '(top)'}: {msg}")
+        return GateFileError(f"{path}:{line_of(root, where) or 1}: {field_ or '(top)'}: {msg}")
 
     if not isinstance(data, dict):
         raise err([], "a gate file is a mapping with `all` and/or `scenarios`")
