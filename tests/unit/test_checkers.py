@@ -108,3 +108,10 @@ def test_metrics_and_bounds():
     assert m["acked_updates"] == 1 and m["lost_acked_updates"] == 0
     b = check_bounds(m, ["lost_acked_updates == 0", "acked_updates > 5", "nope.x <= 1"])
     assert [x["holds"] for x in b] == [True, False, False]
+
+
+def test_converge_baseline():
+    done = ev(9, "train-done", {"worker": "worker-0", "steps": 10, "final_loss": 0.12, "target_loss": 0.1})
+    assert CHECKERS["converge-baseline"]([done], {"baseline_loss": 0.10, "baseline_margin": 0.05}).valid is True
+    assert CHECKERS["converge-baseline"]([done], {"baseline_loss": 0.05, "baseline_margin": 0.05}).valid is False
+    assert CHECKERS["converge-baseline"]([done], {"baseline_loss": None}).valid == "unknown"
