@@ -15,7 +15,7 @@ def demo(args) -> int:
     print(f"pschaos demo: {sc.description.strip()}\n")
     rep = Runner(sc, args.seed, Path(args.out)).run()
     m, c = rep["metrics"], rep["checks"]
-    fo = c.get("failover-budget", {}).get("details", {}).get("failovers", [])
+    fo = rep.get("failover_times", [])
     print()
     for f in fo:
         print(f"  killed {f['target']} (primary of shard {f['shard']}); shard {f['shard']} acked again at "
@@ -24,6 +24,7 @@ def demo(args) -> int:
     print(f"  exactly-once: {c['exactly-once']['valid']}  one primary per epoch: {c['single-primary']['valid']}  "
           f"copies equal at the end: {c['replicas-match']['valid']}")
     print(f"  final training loss {m['final_loss']} (target {c['converged']['details'].get('target_loss')})")
-    print(f"\nverdict: {rep['verdict'].upper()}   report: {Path(args.out) / 'report.json'}")
+    print(f"\nverdict: {rep['verdict'].upper()}   report: {Path(args.out) / 'report.json'} "
+          f"(and report.html, junit.xml, summary.md)")
     print(f"rerun:   {rep['rerun']}")
     return 0 if rep["verdict"] == "pass" else 1

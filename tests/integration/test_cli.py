@@ -57,3 +57,12 @@ def test_clean_reaps_processes_of_a_dead_owner():
     finally:
         if orphan.poll() is None:
             orphan.kill()
+
+
+def test_demo_prints_the_failover_and_the_outcome(tmp_path):
+    p = subprocess.run(CLI + ["demo", "--seed", "2", "--out", str(tmp_path / "demo")], capture_output=True, text=True,
+                       timeout=300, cwd=REPO)
+    assert p.returncode == 0, p.stdout + p.stderr[-2000:]
+    assert "(primary of shard 0); shard 0 acked again at epoch 2 after" in p.stdout
+    assert "lost: 0" in p.stdout and "verdict: PASS" in p.stdout
+    assert {"report.json", "report.html", "junit.xml", "summary.md"} <= {f.name for f in (tmp_path / "demo").iterdir()}
