@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import grpc
@@ -247,9 +246,3 @@ class ProcessBackend:
         if self.toxiproxy and self.toxiproxy.proc and self.toxiproxy.proc.alive():
             out["toxiproxy"] = self.toxiproxy.proc.pid
         return out
-
-
-def write_state(path: Path, backend: ProcessBackend) -> None:
-    path.write_text(json.dumps({"run_id": backend.run_id, "run_dir": str(backend.run_dir),
-                                "pids": backend.pids(), "config": str(backend.config_path),
-                                "owner": os.getpid(), "time": time.time()}, indent=2))

@@ -62,10 +62,6 @@ def merge(t0: float, sources: list[Path], out: Path) -> list[dict]:
     return events
 
 
-def load(path: Path) -> list[dict]:
-    return read_events(path)
-
-
 class StepWatcher:
     """Follows a worker's event file to know its current training step (for step-timed faults)."""
 

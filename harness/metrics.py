@@ -1,10 +1,9 @@
 """Run metrics computed from the history (the `metrics` block of report.json)."""
 from __future__ import annotations
 
-import math
-import re
-
 import numpy as np
+
+from reports.bounds import holds, parse, value_at
 
 from .checkers.acks import no_lost_acks
 from .checkers.base import by_f
@@ -43,27 +42,11 @@ def compute(history: list[dict], ctx: dict) -> dict:
     }
 
 
-BOUND = re.compile(r"^\s*([a-z_][a-z0-9_.]*)\s*(<=|>=|==|<|>)\s*(-?[0-9.]+)\s*$")
-OPS = {"<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b, "==": lambda a, b: a == b,
-       "<": lambda a, b: a < b, ">": lambda a, b: a > b}
-
-
-def lookup(metrics: dict, path: str):
-    cur = metrics
-    for part in path.split("."):
-        if not isinstance(cur, dict) or part not in cur:
-            return None
-        cur = cur[part]
-    return cur
-
-
 def check_bounds(metrics: dict, bounds: list[str]) -> list[dict]:
     """Each bound with its value and whether it holds (None value: the metric is absent)."""
     out = []
     for b in bounds:
-        m = BOUND.match(b)
-        name, op, num = m.group(1), m.group(2), float(m.group(3))
-        val = lookup(metrics, name)
-        ok = val is not None and not (isinstance(val, float) and math.isnan(val)) and OPS[op](val, num)
-        out.append({"bound": b, "metric": name, "value": val, "holds": bool(ok)})
+        name, op, num = parse(b)
+        val = value_at(metrics, name)
+        out.append({"bound": b, "metric": name, "value": val, "holds": holds(val, op, num)})
     return out

@@ -299,10 +299,8 @@ class Runner:
         valid = compose(checks)
         verdict = {True: "pass", False: "fail", "unknown": "unknown"}[valid]
         path = self.sc.path or f"scenarios/{self.sc.name}.yaml"
-        try:
-            path = os.path.relpath(path) if not os.path.relpath(path).startswith("..") else path
-        except ValueError:
-            pass
+        rel = os.path.relpath(path)
+        path = path if rel.startswith("..") else rel      # relative when run from inside the repo
         rerun = f"pschaos run {path} --backend {self.backend_name} --seed {self.seed}"
         for f in self.faults_done:
             f["start_s"] = round(f["start_s"] - self.history.t0, 3)

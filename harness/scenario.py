@@ -6,13 +6,13 @@ so `faults[1].target` on line 14 is what a user reads, never a traceback.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from reports.bounds import parse
 from reports.yamlpos import line_of
 
 from .errors import ScenarioError
@@ -23,7 +23,6 @@ from .targets import is_link_target, valid_target
 CHECKS = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "converged", "catch-up-by-delta",
           "failover-budget", "delta-complete", "monotone-reads", "staleness", "checkpoints-atomic",
           "stops-acking", "converge-baseline", "losses-accounted")
-METRIC_RE = re.compile(r"^\s*([a-z_][a-z0-9_.]*)\s*(<=|>=|==|<|>)\s*(-?[0-9.]+)\s*$")
 
 
 class Strict(BaseModel):
@@ -148,7 +147,7 @@ class Expect(Strict):
     @classmethod
     def bounds(cls, v: list[str]) -> list[str]:
         for m in v:
-            if not METRIC_RE.match(m):
+            if parse(m) is None:
                 raise ValueError(f"{m!r} is not a bound; write it as 'metric <= number' (e.g. failover_ms.p99 <= 800)")
         return v
 

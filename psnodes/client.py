@@ -18,7 +18,7 @@ import numpy as np
 from .channels import auth, dial
 from .codec import rows_to_pb, tensor_from_pb, tensor_to_pb
 from .config import ClusterConfig, ShardRecord, etcd_url
-from .errors import RETRYABLE, InvalidArgument, PSError, from_rpc_error
+from .errors import RETRYABLE, PSError, from_rpc_error
 from .etcd import Etcd
 from .events import EventLog
 from .placement import dense_shard, row_shards
@@ -162,7 +162,7 @@ class PSClient:
             return req
         try:
             rep = self.call(shard, "Push", make)
-        except (InvalidArgument, PSError) as e:
+        except PSError as e:
             definite = not isinstance(e, Unavailable)
             self.events.emit("push", {**val, "error": str(e)}, "fail" if definite else "info", op)
             return None

@@ -41,9 +41,6 @@ class KV:
     mod_revision: int
     lease: int
 
-    def json(self) -> Any:
-        return json.loads(self.value)
-
 
 class Etcd:
     def __init__(self, endpoint: str, timeout: float = 1.0, api: str = "/v3beta") -> None:
@@ -80,12 +77,6 @@ class Etcd:
         if lease:
             body["lease"] = str(lease)
         self._call("/kv/put", body)
-
-    def delete_prefix(self, prefix: str) -> None:
-        self._call("/kv/deleterange", {"key": _b64(prefix), "range_end": _prefix_end(prefix)})
-
-    def delete(self, key: str) -> None:
-        self._call("/kv/deleterange", {"key": _b64(key)})
 
     def cas(self, key: str, expect_mod_revision: int, value: str | bytes, lease: int = 0,
             also_put: list[tuple[str, str | bytes, int]] = ()) -> bool:

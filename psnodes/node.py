@@ -8,6 +8,7 @@ replication call from a lower epoch is refused.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Callable
@@ -16,7 +17,7 @@ import grpc
 
 from .checkpoint import read_checkpoint, write_checkpoint
 from .config import ClusterConfig, ShardRecord
-from .errors import InvalidArgument, NotPrimary, ReplicationFailed, StaleEpoch, Timeout
+from .errors import NotPrimary, ReplicationFailed, StaleEpoch, Timeout
 from .etcd import Etcd
 from .events import EventLog
 from .metrics import NodeMetrics
@@ -220,8 +221,6 @@ class ShardNode:
                                          seq_epoch=self.store.seq_epoch)
 
     def status(self, req: ps_pb2.StatusRequest) -> ps_pb2.StatusReply:
-        import json
-
         with self.cond:
             reply = ps_pb2.StatusReply(
                 node=self.name, shard=self.shard, role=self.role, epoch=self.epoch, seq=self.store.seq,
@@ -272,5 +271,3 @@ def deadline_of(context: grpc.ServicerContext, default: float) -> float:
         left = default
     return time.monotonic() + max(0.0, left - 0.02)
 
-
-__all__ = ["ShardNode", "deadline_of", "InvalidArgument"]

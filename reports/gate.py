@@ -16,18 +16,14 @@ run), 2 when the gate file itself is malformed (file, line, field).
 from __future__ import annotations
 
 import json
-import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from .bounds import holds, parse, value_at
 from .yamlpos import line_of
 
-BOUND = re.compile(r"^\s*([a-z_][a-z0-9_.]*)\s*(<=|>=|==|<|>)\s*(-?[0-9.]+(?:e-?[0-9]+)?)\s*$")
-OPS = {"<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b, "==": lambda a, b: a == b,
-       "<": lambda a, b: a < b, ">": lambda a, b: a > b}
 
 
 class GateFileError(Exception):
@@ -81,11 +77,11 @@ def load_gate(path: str | Path) -> Gate:
             raise err(where + ["checks"], "must be a list of check names")
         metrics = []
         for i, m in enumerate(raw.get("metrics") or []):
-            mm = BOUND.match(str(m))
-            if not mm:
+            b = parse(m)
+            if b is None:
                 raise err(where + ["metrics", i], f"{m!r} is not a bound; write `metric <= number`, "
                                                   "e.g. failover_ms.p99 <= 800 or pass_rate >= 0.95")
-            metrics.append((mm.group(1), mm.group(2), float(mm.group(3)), str(m).strip()))
+            metrics.append((*b, str(m).strip()))
         return Rule(checks, metrics)
 
     scen = data.get("scenarios") or {}
@@ -108,15 +104,6 @@ def find_reports(dirs: list[str | Path]) -> list[tuple[Path, dict]]:
     return out
 
 
-def _value(report: dict, metric: str):
-    cur = report.get("metrics", {})
-    for part in metric.split("."):
-        if not isinstance(cur, dict) or part not in cur:
-            return None
-        cur = cur[part]
-    return cur
-
-
 def evaluate(gate: Gate, reports: list[tuple[Path, dict]]) -> list[str]:
     """One message per violated bound or missing check; empty when the gate holds."""
     by_scenario: dict[str, list[tuple[Path, dict]]] = {}
@@ -135,12 +122,12 @@ def evaluate(gate: Gate, reports: list[tuple[Path, dict]]) -> list[str]:
                         out.append(f"{name}: check {check} is required but was {got} (run {p.parent})")
             for metric, op, num, text in rule.metrics:
                 if metric == "pass_rate":
-                    if not OPS[op](rate, num):
+                    if not holds(rate, op, num):
                         out.append(f"{name}: pass_rate = {rate:.3f} violates {text} ({len(runs)} runs)")
                     continue
                 for p, r in runs:
-                    v = _value(r, metric)
-                    if v is None or isinstance(v, float) and math.isnan(v) or not OPS[op](v, num):
+                    v = value_at(r.get("metrics", {}), metric)
+                    if not holds(v, op, num):
                         out.append(f"{name}: {metric} = {v} violates {text} (run {p.parent})")
     missing = sorted(set(gate.scenarios) - set(by_scenario))
     out += [f"{m}: the gate names this scenario but no run of it was given" for m in missing]

@@ -120,3 +120,12 @@ def test_progress_bar_in_a_terminal_and_lines_in_ci():
     assert "\r" not in plain.getvalue()
     assert "[pschaos] kill-primary: training, step 150/300, faults so far 1, t=0s" in lines
     assert "[pschaos] fault: kill shard-0/0 at step 150" in lines and any("judging" in x for x in lines)
+
+
+def test_ports_are_never_handed_out_twice(tmp_path, monkeypatch):
+    from harness import ports
+
+    monkeypatch.setattr(ports, "RESERVED", tmp_path)
+    a, b = ports.free_ports(30), ports.free_ports(30)
+    assert len(set(a) | set(b)) == 60
+    assert all(p < ports._ephemeral()[0] or p > ports._ephemeral()[1] for p in a + b)
