@@ -107,6 +107,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return bench_ps(args)
 
 
+def cmd_soak(args: argparse.Namespace) -> int:
+    from .soak import soak
+
+    return soak(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import demo
 
@@ -164,6 +170,19 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--seconds", type=float, default=2.0, help="measuring time per throughput figure and round")
     b.add_argument("--rounds", type=int, default=5, help="interleaved rounds; medians are reported")
     b.set_defaults(fn=cmd_bench)
+
+    sk = sub.add_parser("soak", help="one scenario over many seeds: pass rate, lost acks, failover, flaky seeds "
+                                     "(exit 0 all pass, 1 any fail, 3 any unknown, 2 bad input)")
+    sk.add_argument("scenario", help="scenario YAML file, or a library name (nemesis-soak)")
+    sk.add_argument("--seeds", type=int, required=True, help="how many seeds")
+    sk.add_argument("--first-seed", type=int, default=1)
+    sk.add_argument("-n", dest="par", type=int, default=1, help="runs at a time (default 1)")
+    sk.add_argument("--repeat", type=int, default=1, help="runs per seed (flaky: a seed that passes and fails)")
+    sk.add_argument("--backend", default="process", choices=["process", "docker", "sim"])
+    sk.add_argument("--out", help="output folder (default out/soak-<scenario>)")
+    sk.add_argument("--timeout", type=float, default=900.0, help="seconds per run before it is interrupted "
+                                                                 "and counted unknown (default 900)")
+    sk.set_defaults(fn=cmd_soak)
 
     dm = sub.add_parser("demo", help="local cluster, training, a primary killed mid-training, the outcome")
     dm.add_argument("--seed", type=int, default=1)
