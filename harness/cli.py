@@ -1,7 +1,8 @@
 """`pschaos`: run scenarios, bring a local cluster up or down, check the real parts, clean up.
 
 Exit codes: 0 pass, 1 a check failed, 2 bad input or a missing dependency (the message says how
-to fix it).
+to fix it), 3 unknown (the run could not decide: a fault did not fire or heal, evidence was
+missing, a checker crashed; the report says why).
 """
 from __future__ import annotations
 
@@ -16,23 +17,51 @@ from .errors import HarnessError
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from .judge import EXIT_CODES
     from .runner import Runner, default_out
     from .scenario import load_scenario
 
-    worst = 0
+    codes = []
     scenarios = [load_scenario(p) for p in args.scenario]   # validate all before running any
     for sc in scenarios:
         out = Path(args.out) if args.out and len(scenarios) == 1 else (
             Path(args.out) / sc.name if args.out else default_out(sc, args.seed))
         rep = Runner(sc, args.seed, out, args.backend, quiet=args.quiet, keep_data=args.keep_data).run()
         print(summary_line(rep, out))
+        print_not_passed(rep["checks"])
         if rep["verdict"] != "pass":
-            for name, c in rep["checks"].items():
-                if c["valid"] is not True:
-                    print(f"  {name}: {c['valid']}  {json.dumps(c['details'], default=str)[:600]}")
             print(f"  rerun: {rep['rerun']}")
-            worst = max(worst, 1)
-    return worst
+        codes.append(EXIT_CODES[rep["verdict"]])
+    return worst_exit(codes)
+
+
+def worst_exit(codes: list[int]) -> int:
+    """1 when anything failed, else 3 when anything was unknown, else 0."""
+    return 1 if 1 in codes else 3 if 3 in codes else 0
+
+
+def print_not_passed(checks: dict) -> None:
+    for name, c in checks.items():
+        if c["valid"] is not True:
+            print(f"  {name}: {c['valid']}  {json.dumps(c['details'], default=str)[:600]}")
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Re-judge saved histories offline: the same checkers, the same verdicts as the run."""
+    from .judge import EXIT_CODES, judge_file
+
+    codes = []
+    for p in args.history:
+        j = judge_file(Path(p))
+        checks = {k: v.to_json() for k, v in j.checks.items()}
+        if args.json:
+            print(json.dumps({"history": p, "verdict": j.verdict, "checks": checks, "metrics": j.metrics},
+                             default=str))
+        else:
+            print(f"{j.verdict.upper()} {p}: " + " ".join(f"{k}={v['valid']}" for k, v in checks.items()))
+            print_not_passed(checks)
+        codes.append(EXIT_CODES[j.verdict])
+    return worst_exit(codes)
 
 
 def summary_line(rep: dict, out: Path) -> str:
@@ -131,6 +160,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     r.add_argument("--keep-data", action="store_true", help="keep node data and checkpoints (run/work) after the run")
     r.set_defaults(fn=cmd_run)
+
+    ck = sub.add_parser("check", help="re-judge saved histories offline (exit 0 pass, 1 fail, 3 unknown)")
+    ck.add_argument("history", nargs="+", help="a run's history.jsonl, or its folder")
+    ck.add_argument("--json", action="store_true", help="one JSON object per history")
+    ck.set_defaults(fn=cmd_check)
 
     rp = sub.add_parser("report", help="aggregate many runs into one report (HTML, JSON, Markdown)")
     rp.add_argument("dirs", nargs="+", help="run folders (searched for report.json)")

@@ -19,17 +19,14 @@ from pathlib import Path
 
 import psutil
 
-from netfaults.errors import NetFaultError
-from psnodes.errors import PSError
 from reports import html, junit, markdown, report_json
 
-from . import metrics as run_metrics
 from .backend_process import ProcessBackend
-from .checkers import CHECKERS, Verdict, compose, run_check
 from .checkers.failover import failover_times
 from .errors import HarnessError
 from .faults import LINK_KINDS, Fault, FaultContext, build
 from .history import History, StepWatcher, merge
+from .judge import judge
 from .progress import Progress
 from .nemesis import schedule as nemesis_schedule
 from .procs import wait_until
@@ -89,11 +86,16 @@ class Runner:
             w = self.sc.workload
             self.backend.start(workers_steps=w.steps, duration=w.duration_s, step_delay=w.step_delay_s)
             self.history.record("run-start", {"scenario": self.sc.name, "seed": self.seed, "run_id": self.run_id,
+                                              "backend": self.backend_name,
                                               "cluster": self.sc.cluster.model_dump(), "proxied": self.backend.proxied,
-                                              "schedule": [f.model_dump() for f in self.schedule]})
+                                              "schedule": [f.model_dump() for f in self.schedule],
+                                              "expect": {"checks": list(self.sc.expect.checks),
+                                                         "metrics": list(self.sc.expect.metrics)},
+                                              "context": self.context()})
             self._drive()
             self.progress.update("healing")
             self._heal_all("end of workload")
+            self._finish_workers()
             self.progress.update("settling")
             self._quiesce()
             self._observe()
@@ -130,6 +132,8 @@ class Runner:
             self.sampling = False
             sampler.join(5)
         for i, f in pending:
+            self.history.record("fault-missed", {"index": i, "kind": f.kind, "selector": f.target,
+                                                 "at": f.at.model_dump(), "why": "the workload ended first"})
             self.say(f"fault {i} ({f.kind} at {f.at}) never came due: the workload ended first")
 
     def _sample(self, period: float = 0.5) -> None:
@@ -146,7 +150,7 @@ class Runner:
             time.sleep(period)
 
     def _loop(self, ctx: FaultContext, pending: list, watch: StepWatcher, t0: float, limit: float) -> None:
-        while self.backend.workers_running():
+        while self.backend.workers_running() or any(o.target.startswith("worker-") for o in self.open):
             now, step = time.monotonic() - t0, watch.poll()
             for item in list(pending):
                 i, f = item
@@ -165,9 +169,9 @@ class Runner:
     def _inject(self, ctx: FaultContext, i: int, spec, now: float, step: int) -> None:
         try:
             self._inject_one(ctx, i, spec, now, step)
-        except (HarnessError, NetFaultError, PSError) as e:
+        except Exception as e:  # noqa: BLE001 - a fault that did not happen is evidence, recorded
             self.history.record("fault-error", {"kind": spec.kind, "selector": spec.target, "index": i,
-                                                "error": str(e)})
+                                                "error": f"{e.__class__.__name__}: {e}"})
             self.say(f"fault {spec.kind} {spec.target} could not be injected: {e}")
 
     def _inject_one(self, ctx: FaultContext, i: int, spec, now: float, step: int) -> None:
@@ -181,36 +185,55 @@ class Runner:
             shard = int(target.split("-")[1].split("/")[0])
             rec = self.backend.routing().get(shard)
             info.update(shard=shard, epoch=rec.epoch if rec else 0, was_primary=bool(rec and rec.primary == target))
+        fault.info["index"] = i
         t_start = time.time()
-        fault.inject()
-        info.update(fault.info)
-        self.history.record("fault-start", info, t=t_start)
-        self.say(f"fault: {kind} {target} at step {step}")
         o = OpenFault(i, kind, target, fault, t_start)
         if spec.duration_s:
             o.heal_at_t = now + spec.duration_s
         if spec.until is not None:
             o.heal_at_t = spec.until.time if spec.until.time is not None else o.heal_at_t
             o.heal_at_step = spec.until.step
-        self.open.append(o)
+        self.open.append(o)        # registered before it acts, so a partly injected fault is healed
+        try:
+            fault.inject()
+        except BaseException as e:
+            info.update(fault.info)
+            self.history.record("fault-start", {**info, "partial": True}, t=t_start)
+            self._heal(o, f"injection failed: {e}")
+            raise
+        info.update(fault.info)
+        self.history.record("fault-start", info, t=t_start)
+        self.say(f"fault: {kind} {target} at step {step}")
         if kind in ("restart", "scale-out", "scale-in"):
             self._heal(o, "instant")
 
     def _heal(self, o: OpenFault, why: str) -> None:
-        self.open.remove(o)
+        if o in self.open:
+            self.open.remove(o)
+        heal_error = None
         try:
             o.fault.heal()
-        except (HarnessError, NetFaultError) as e:
+        except Exception as e:  # noqa: BLE001 - a fault that did not heal is evidence, recorded
+            heal_error = f"{e.__class__.__name__}: {e}"
             self.say(f"healing {o.kind} {o.target} failed: {e}")
-            why = f"{why}; heal failed: {e}"
         ev = self.history.record("fault-stop", {"kind": o.kind, "target": o.target, "index": o.spec_index,
-                                                "why": why, **{k: v for k, v in o.fault.info.items()
-                                                               if k == "packets_dropped"}})
+                                                "why": why, **({"heal_error": heal_error} if heal_error else {}),
+                                                **{k: v for k, v in o.fault.info.items()
+                                                   if k == "packets_dropped"}})
         self.faults_done.append({"kind": o.kind, "target": o.target, "start_s": o.start_t, "end_s": ev["t"]})
 
     def _heal_all(self, why: str) -> None:
         for o in list(self.open):
             self._heal(o, why)
+
+    def _finish_workers(self) -> None:
+        """Workers a heal restarted at the end still owe their workload: wait for them (bounded)."""
+        w = self.sc.workload
+        limit = (w.duration_s or 0) + 120 + w.steps * 0.5
+        if self.backend.workers_running():
+            self.progress.update("training")
+            if not wait_until(lambda: not self.backend.workers_running(), limit, 0.1):
+                self.say(f"workers still running {limit:.0f}s after the heal; the evidence check will say so")
 
     # ----------------------------------------------------------- observation
     def _quiesce(self, timeout: float = 20.0) -> None:
@@ -232,11 +255,12 @@ class Runner:
     def _observe(self) -> None:
         import json as _json
         for n in self.backend.nodes():
-            st = self.backend.status(n, checksum=True, applied=True)
+            st = self.backend.status(n, checksum=True, applied=True, audit=True)
             v = {"node": n, "shard": int(n.split("-")[1].split("/")[0]), "alive": st is not None}
             if st is not None:
                 v.update(role=st.role, epoch=st.epoch, seq=st.seq, checksum=st.checksum, pushes=st.pushes,
-                         applied=_json.loads(st.applied_json or "{}"), restored_from=st.restored_from)
+                         applied=_json.loads(st.applied_json or "{}"), restored_from=st.restored_from,
+                         audit=_json.loads(st.audit_json) if st.audit_json else None)
             self.history.record("final-state", v, node=n)
 
     def _scan_checkpoints(self) -> None:
@@ -278,26 +302,16 @@ class Runner:
                 "stop_acking_grace_s": e.stop_acking_grace_s, "baseline_loss": self.baseline_loss,
                 "steps": self.sc.workload.steps, "duration_s": self.sc.workload.duration_s,
                 "catchup_ratio": e.catchup_ratio, "catchup_vs_snapshot": e.catchup_vs_snapshot,
-                "failover_budget_ms": e.failover_budget_ms}
+                "failover_budget_ms": e.failover_budget_ms, "scheduled_faults": len(self.schedule)}
 
     def _judge(self, t_start: float) -> dict:
         events = sorted((self.out / "run" / "events").glob("*.jsonl"))
         hist = merge(self.history.t0, events, self.out / "history.jsonl")
-        ctx = self.context()
-        checks: dict[str, Verdict] = {name: run_check(CHECKERS[name], hist, ctx) for name in self.sc.expect.checks}
-        m = run_metrics.compute(hist, ctx)
-        m["baseline_loss"] = self.baseline_loss
+        j = judge(hist)
+        checks, m, verdict = j.checks, j.metrics, j.verdict
         if m.get("first_step_s") is not None:     # from this process's launch, not just from run()
             launched = psutil.Process().create_time()
             m["first_step_from_launch_s"] = round(m["first_step_s"] + self.history.t0 - launched, 3)
-        bounds = run_metrics.check_bounds(m, self.sc.expect.metrics)
-        if bounds:
-            checks["metric-bounds"] = Verdict(all(b["holds"] for b in bounds), {"bounds": bounds})
-        errors = [e["value"] for e in hist if e.get("f") == "fault-error"]
-        if errors:   # a fault that never happened means the run did not test what it claims
-            checks["faults-injected"] = Verdict("unknown", {"errors": errors})
-        valid = compose(checks)
-        verdict = {True: "pass", False: "fail", "unknown": "unknown"}[valid]
         path = self.sc.path or f"scenarios/{self.sc.name}.yaml"
         rel = os.path.relpath(path)
         path = path if rel.startswith("..") else rel      # relative when run from inside the repo
@@ -308,6 +322,8 @@ class Runner:
         rep = report_json.build(self.sc.name, self.backend_name, self.seed, verdict, rerun,
                                 {k: v.to_json() for k, v in checks.items()}, m, self.faults_done,
                                 {"run_id": self.run_id, "wall_s": round(time.time() - t_start, 2),
+                                 "unknown_reasons": {k: v.details.get("reason") or v.details.get("error")
+                                                     for k, v in checks.items() if v.valid == "unknown"},
                                  "failover_times": failover_times(hist),
                                  "history": str(self.out / "history.jsonl"),
                                  "scenario_spec": self.sc.model_dump()})

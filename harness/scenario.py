@@ -173,6 +173,9 @@ class Scenario(Strict):
     def consistent(self) -> "Scenario":
         if self.cluster.network == "direct" and self.uses_links():
             raise ValueError("cluster.network: direct cannot carry link faults; use auto or proxied")
+        if "staleness" in self.expect.checks and self.cluster.training == "async":
+            raise ValueError("expect.checks: staleness needs cluster.training: bsp or ssp "
+                             "(async training has no staleness bound to check)")
         scaled = any(f.kind in ("scale-out", "scale-in") for f in self.faults)
         if scaled and self.cluster.training != "async":
             raise ValueError("faults: scale-out/scale-in need cluster.training: async "

@@ -1,65 +1,160 @@
-"""No acknowledged update lost; every update applied exactly once."""
+"""No acknowledged update lost; every update applied exactly once.
+
+Two kinds of evidence, held against each other. The PS's own bookkeeping (the applied set of
+idempotency keys each copy reports) says *which* keys landed; the audit tensor (every push adds
+exactly +1 to its worker's slot, plain SGD with lr 1) says *how many* pushes each copy really
+applied to its parameters, without trusting that bookkeeping. A PS that records a key but drops
+the value passes the first and fails the second.
+"""
 from __future__ import annotations
 
-from .base import Verdict, by_f, final_states
+from collections import Counter, defaultdict
+
+from .base import Verdict, by_f, final_states, idem, unknown
 
 
 def _contains(ranges: list[list[int]], x: int) -> bool:
     return any(lo <= x <= hi for lo, hi in ranges)
 
 
-def _primaries(history: list[dict]) -> dict[int, dict]:
-    out = {}
-    for s in final_states(history):
-        if s.get("alive") and s.get("role") == "primary":
-            if s["shard"] not in out or s["epoch"] > out[s["shard"]]["epoch"]:
-                out[s["shard"]] = s
-    return out
+def _ranges(state: dict, v: dict) -> list[list[int]]:
+    """The copy's applied ranges for the push's key (histories before incarnations keyed by worker)."""
+    applied = state.get("applied") or {}
+    return applied.get(idem(v), applied.get(v["worker"], []))
 
 
 def acked(history: list[dict]) -> list[dict]:
     return [e["value"] for e in by_f(history, "push", "ok")]
 
 
-def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
-    """Every push a client saw acknowledged is in the final primary's applied set.
+def live_copies(history: list[dict]) -> dict[int, list[dict]]:
+    out: dict[int, list[dict]] = defaultdict(list)
+    for s in final_states(history):
+        if s.get("alive"):
+            out[s["shard"]].append(s)
+    return out
 
-    Sync mode allows none lost; async mode allows at most `max_lag` per failover (the configured
-    replication window), and reports the count either way.
+
+def final_primaries(history: list[dict]) -> dict[int, dict]:
+    out: dict[int, dict] = {}
+    for shard, copies in live_copies(history).items():
+        prim = [c for c in copies if c.get("role") == "primary"]
+        if prim:
+            out[shard] = max(prim, key=lambda c: c["epoch"])
+    return out
+
+
+def unique_keys(values: list[dict]) -> dict[tuple[int, str], set]:
+    """(shard, worker) -> the distinct idempotency keys among these push values."""
+    out: dict[tuple[int, str], set] = defaultdict(set)
+    for v in values:
+        out[(v["shard"], v["worker"])].add((idem(v), v["req_id"]))
+    return out
+
+
+def _explained(v: dict, promotes: list[dict], max_lag: int) -> dict | None:
+    """Async mode: the promotion whose unreplicated window the lost ack fell into, if any."""
+    for p in promotes:
+        if p["shard"] == v["shard"] and p["epoch"] > v["epoch"] and p.get("seq", 0) < v["seq"] \
+                and v["seq"] - p.get("seq", 0) <= max_lag:
+            return p
+    return None
+
+
+def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
+    """Every push a client saw acknowledged is on every live copy at the end: its key is in the
+    final primary's applied set, and each copy's audit count for the worker covers it.
+
+    Sync mode allows none lost. Async mode allows exactly the acks that fell in a failover's
+    unreplicated window (seq above the new primary's seq at promotion, at most `max_lag` above):
+    the replication lag the history shows at that fault, per shard, never a pooled allowance.
     """
-    prim = _primaries(history)
     oks = acked(history)
-    shards = {v["shard"] for v in oks}
-    missing_primary = sorted(s for s in shards if s not in prim)
-    if missing_primary:
-        return Verdict("unknown", {"reason": f"no live primary at the end for shards {missing_primary}"})
-    lost = [v for v in oks if not _contains(prim[v["shard"]]["applied"].get(v["worker"], []), v["req_id"])]
-    mode = ctx.get("replication", "sync")
-    failovers = len([e for e in by_f(history, "promote") if e["value"]["epoch"] > 1])
-    allowed = 0 if mode == "sync" else ctx.get("max_lag", 256) * max(failovers, 0)
-    return Verdict(len(lost) <= allowed, {
-        "acked": len(oks), "lost": len(lost), "allowed": allowed, "mode": mode,
-        "examples": [{k: v[k] for k in ("worker", "req_id", "shard", "epoch", "seq")} for v in lost[:10]]})
+    if not oks:
+        return unknown("no push was acknowledged: there is nothing to lose, so nothing was tested")
+    prim = final_primaries(history)
+    copies = live_copies(history)
+    shards = sorted({v["shard"] for v in oks})
+    missing = [s for s in shards if s not in prim]
+    if missing:
+        return unknown(f"no live primary at the end for shards {missing}")
+    mode, max_lag = ctx.get("replication", "sync"), ctx.get("max_lag", 256)
+    promotes = [e["value"] for e in by_f(history, "promote")]
+    keys = unique_keys(oks)
+    lost, explained, unexplained = [], Counter(), []
+    seen = set()
+    for v in oks:
+        k = (v["shard"], idem(v), v["req_id"])
+        if k in seen or _contains(_ranges(prim[v["shard"]], v), v["req_id"]):
+            seen.add(k)
+            continue
+        seen.add(k)
+        lost.append(v)
+        p = _explained(v, promotes, max_lag) if mode == "async" else None
+        if p is not None:
+            explained[(v["shard"], v["worker"])] += 1
+        else:
+            unexplained.append(v)
+    short, no_audit = [], []
+    lost_by: Counter = Counter((v["shard"], v["worker"]) for v in lost)
+    for (shard, worker), ks in sorted(keys.items()):
+        for c in copies.get(shard, []):
+            if c.get("audit") is None:
+                no_audit.append(c["node"])
+                continue
+            have, need = int(c["audit"].get(worker, 0)), len(ks) - explained[(shard, worker)]
+            lost_by[(shard, worker)] = max(lost_by[(shard, worker)], len(ks) - have)
+            if have < need:
+                short.append({"shard": shard, "node": c["node"], "worker": worker, "acked": len(ks),
+                              "audit": have, "allowed_lost": explained[(shard, worker)]})
+    details = {"acked": len(oks), "acked_keys": sum(len(k) for k in keys.values()),
+               "lost": sum(max(0, n) for n in lost_by.values()), "lost_keys": len(lost),
+               "allowed": sum(explained.values()), "mode": mode, "audit_short": short[:10],
+               "examples": [{k: v.get(k) for k in ("worker", "incarnation", "req_id", "shard", "epoch", "seq")}
+                            for v in unexplained[:10]]}
+    if no_audit and not unexplained and not short:
+        return unknown(f"copies {sorted(set(no_audit))} report no audit tensor: the values were not checked",
+                       **details)
+    return Verdict(not unexplained and not short, details)
 
 
 def exactly_once(history: list[dict], ctx: dict) -> Verdict:
-    """No idempotency key applied twice: at most one non-duplicate ack per key, and every copy's
-    applied-push count equals the number of keys in its applied set."""
-    applied_by: dict[tuple, list] = {}
-    for v in acked(history):
+    """No push applied twice: at most one non-duplicate ack per key; every copy's audit count per
+    worker is at most the pushes that worker invoked and equals the keys its applied set holds;
+    the copy's push counter equals its applied keys."""
+    oks = acked(history)
+    if not oks:
+        return unknown("no push was acknowledged: exactly-once had nothing to judge")
+    applied_by: dict[tuple, list] = defaultdict(list)
+    for v in oks:
         if not v.get("duplicate"):
-            applied_by.setdefault((v["shard"], v["worker"], v["req_id"]), []).append(v["seq"])
-    twice = {k: s for k, s in applied_by.items() if len(s) > 1}
-    mismatched = []
-    for s in final_states(history):
-        if not s.get("alive"):
-            continue
-        keys = sum(hi - lo + 1 for rs in s["applied"].values() for lo, hi in rs)
-        if keys != s["pushes"]:
-            mismatched.append({"node": s["node"], "pushes": s["pushes"], "keys": keys})
-    retried = len(by_f(history, "push", "invoke")) - len({(e["value"]["worker"], e["value"]["req_id"])
-                                                          for e in by_f(history, "push", "invoke")})
-    dups = sum(1 for v in acked(history) if v.get("duplicate"))
-    return Verdict(not twice and not mismatched, {
-        "applied_twice": [list(k) + [s] for k, s in list(twice.items())[:10]],
-        "count_mismatch": mismatched, "duplicate_acks": dups, "reinvoked": retried})
+            applied_by[(v["shard"], idem(v), v["req_id"])].append(v["seq"])
+    twice = {k: s for k, s in applied_by.items() if len(set(s)) > 1}
+    invoked = unique_keys([e["value"] for e in by_f(history, "push", "invoke")])
+    over, disagree, mismatched, no_audit = [], [], [], []
+    for shard, cs in live_copies(history).items():
+        for c in cs:
+            n_keys = sum(hi - lo + 1 for rs in (c.get("applied") or {}).values() for lo, hi in rs)
+            if n_keys != c.get("pushes"):
+                mismatched.append({"node": c["node"], "pushes": c.get("pushes"), "keys": n_keys})
+            if c.get("audit") is None:
+                no_audit.append(c["node"])
+                continue
+            for worker, count in c["audit"].items():
+                sent = len(invoked.get((shard, worker), ()))
+                if int(count) > sent:
+                    over.append({"node": c["node"], "worker": worker, "audit": int(count), "invoked": sent})
+                keys = sum(hi - lo + 1 for k, rs in (c.get("applied") or {}).items()
+                           if k.split("#")[0] == worker for lo, hi in rs)
+                if int(count) != keys:
+                    disagree.append({"node": c["node"], "worker": worker, "audit": int(count), "applied_keys": keys})
+    reinvoked = len(by_f(history, "push", "invoke")) - sum(len(k) for k in invoked.values())
+    details = {"applied_twice": [list(k) + [s] for k, s in list(twice.items())[:10]],
+               "audit_over_invoked": over[:10], "audit_vs_applied_keys": disagree[:10],
+               "count_mismatch": mismatched[:10],
+               "duplicate_acks": sum(1 for v in oks if v.get("duplicate")), "reinvoked": reinvoked}
+    bad = bool(twice or over or disagree or mismatched)
+    if no_audit and not bad:
+        return unknown(f"copies {sorted(set(no_audit))} report no audit tensor: the values were not checked",
+                       **details)
+    return Verdict(not bad, details)

@@ -1,6 +1,8 @@
 """Three-valued verdicts, as in Jepsen's checker: True, False, or "unknown" (could not decide).
 
-A checker that raises yields "unknown" with the error: a crash is never a pass.
+A checker that raises yields "unknown" with the error: a crash is never a pass. A checker
+without the evidence it needs says "unknown" too, and so does an empty list of checks: no
+evidence, no pass.
 """
 from __future__ import annotations
 
@@ -20,6 +22,11 @@ class Verdict:
         return {"valid": self.valid, "details": self.details}
 
 
+def unknown(reason: str, **details: Any) -> Verdict:
+    """The checker had no evidence to judge by: never a pass."""
+    return Verdict("unknown", {"reason": reason, **details})
+
+
 def worst(a: Valid, b: Valid) -> Valid:
     if a is False or b is False:
         return False
@@ -29,6 +36,9 @@ def worst(a: Valid, b: Valid) -> Valid:
 
 
 def compose(verdicts: dict[str, Verdict]) -> Valid:
+    """The worst of the verdicts; "unknown" when there are none (nothing was checked)."""
+    if not verdicts:
+        return "unknown"
     out: Valid = True
     for v in verdicts.values():
         out = worst(out, v.valid)
@@ -37,10 +47,13 @@ def compose(verdicts: dict[str, Verdict]) -> Valid:
 
 def run_check(fn: Callable[[list[dict], dict], Verdict], history: list[dict], ctx: dict) -> Verdict:
     try:
-        return fn(history, ctx)
+        v = fn(history, ctx)
     except Exception as e:  # noqa: BLE001 - a crash must become "unknown", never a pass
         return Verdict("unknown", {"error": f"{e.__class__.__name__}: {e}",
                                    "trace": traceback.format_exc(limit=3)})
+    if not isinstance(v, Verdict) or v.valid not in (True, False, "unknown"):
+        return Verdict("unknown", {"error": f"checker returned {v!r}, not a Verdict"})
+    return v
 
 
 def by_f(history: list[dict], f: str, type_: str | None = None) -> list[dict]:
@@ -49,3 +62,15 @@ def by_f(history: list[dict], f: str, type_: str | None = None) -> list[dict]:
 
 def final_states(history: list[dict]) -> list[dict]:
     return [e["value"] for e in by_f(history, "final-state")]
+
+
+def idem(v: dict) -> str:
+    """The applied-set key of a push: worker and incarnation (a restarted worker is a new one)."""
+    return f"{v['worker']}#{v.get('incarnation', 0)}"
+
+
+def shard_of(node: str) -> int | None:
+    """`shard-3/1` -> 3; None for workers, etcd and the harness."""
+    if not node.startswith("shard-"):
+        return None
+    return int(node.split("-")[1].split("/")[0])

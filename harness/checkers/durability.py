@@ -2,7 +2,7 @@
 the faulted run converges like a fault-free one."""
 from __future__ import annotations
 
-from .base import Verdict, by_f, final_states
+from .base import Verdict, by_f, final_states, idem, unknown
 
 
 def checkpoints_atomic(history: list[dict], ctx: dict) -> Verdict:
@@ -19,6 +19,8 @@ def checkpoints_atomic(history: list[dict], ctx: dict) -> Verdict:
 def losses_accounted(history: list[dict], ctx: dict) -> Verdict:
     """Acked updates missing at the end are all covered by a reported restore from checkpoint
     (same shard, restored below the ack's seq, after the ack)."""
+    if not by_f(history, "push", "ok"):
+        return unknown("no push was acknowledged: no loss to account for")
     prim = {s["shard"]: s for s in final_states(history) if s.get("alive") and s.get("role") == "primary"}
     restores = [(e["t"], e["value"]) for e in by_f(history, "restore")]
     unexplained, explained = [], 0
@@ -27,7 +29,8 @@ def losses_accounted(history: list[dict], ctx: dict) -> Verdict:
         p = prim.get(v["shard"])
         if p is None:
             return Verdict("unknown", {"reason": f"no live primary for shard {v['shard']} at the end"})
-        if any(lo <= v["req_id"] <= hi for lo, hi in p["applied"].get(v["worker"], [])):
+        ranges = p["applied"].get(idem(v), p["applied"].get(v["worker"], []))
+        if any(lo <= v["req_id"] <= hi for lo, hi in ranges):
             continue
         if any(r["shard"] == v["shard"] and r["restored_seq"] < v["seq"] and t > e["t"] for t, r in restores):
             explained += 1

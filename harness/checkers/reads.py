@@ -1,7 +1,11 @@
-"""What workers read: deltas are complete, reads never go back, staleness stays bounded."""
+"""What workers read: deltas are complete, reads never go back, staleness stays bounded.
+
+Reads are judged by the (epoch, seq) the server put in each reply, not by the cursor the client
+keeps, so a client bug cannot hide a server one.
+"""
 from __future__ import annotations
 
-from .base import Verdict, by_f
+from .base import Verdict, by_f, unknown
 
 
 def delta_complete(history: list[dict], ctx: dict) -> Verdict:
@@ -12,8 +16,9 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
     """
     invoked = {e["op_id"]: e["t"] for e in by_f(history, "pull", "invoke") if "op_id" in e}
     acks = sorted(((e["t"], e["value"]) for e in by_f(history, "push", "ok")), key=lambda a: a[0])
+    pulls = by_f(history, "pull", "ok")
     missing, checked = [], 0
-    for e in by_f(history, "pull", "ok"):
+    for e in pulls:
         v = e["value"]
         t_inv = invoked.get(e.get("op_id"), e["t"])
         keys = set(v["keys"])
@@ -27,38 +32,68 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
             if lost:
                 missing.append({"pull": e.get("op_id"), "worker": v["worker"], "shard": v["shard"],
                                 "since": v["since"], "seq": v["seq"], "push_seq": p["seq"], "keys": lost})
+    if not checked:
+        return unknown("no (pull, acked push) pair to check: no pull read past a push it must contain",
+                       pulls=len(pulls), acks=len(acks))
     return Verdict(not missing, {"pairs_checked": checked, "missing": missing[:10], "missing_count": len(missing)})
 
 
+def _undone(pulls: list[tuple[float, dict]], promotes: list[tuple[float, dict]]) -> list[dict]:
+    """Reads at epoch e of a seq that the next epoch's primary did not have when it was promoted:
+    state a failover undid, so no acknowledged history contains what the worker saw."""
+    out = []
+    for t, v in pulls:
+        nxt = [p for tp, p in promotes if p["shard"] == v["shard"] and p["epoch"] > v["epoch"]]
+        if not nxt:
+            continue
+        p = min(nxt, key=lambda p: p["epoch"])
+        if "seq" in p and v["seq"] > p["seq"]:
+            out.append({"worker": v["worker"], "shard": v["shard"], "epoch": v["epoch"], "seq": v["seq"],
+                        "t": round(t, 4), "next_epoch": p["epoch"], "next_epoch_started_at_seq": p["seq"]})
+    return out
+
+
 def monotone_reads(history: list[dict], ctx: dict) -> Verdict:
-    """Per worker and shard, each pull reads a state at least as new as the one before."""
+    """Per worker and shard, each pull reads a state at least as new as the one before: the epoch
+    never goes back, nor the seq within an epoch. A read of state that a failover later undid is
+    reported; in sync mode (reads wait for replication) it fails the check."""
+    pulls = [(e["t"], e["value"]) for e in by_f(history, "pull", "ok")]
+    if not pulls:
+        return unknown("no pull was answered: no read to judge")
     last: dict[tuple, tuple] = {}
     back = []
-    for e in by_f(history, "pull", "ok"):
-        v = e["value"]
+    for t, v in pulls:
         k = (v["worker"], v["shard"])
-        if k in last and v["seq"] < last[k][0]:
-            back.append({"worker": v["worker"], "shard": v["shard"], "seq": v["seq"], "before": last[k][0],
-                         "epoch": v["epoch"], "epoch_before": last[k][1], "t": e["t"]})
-        last[k] = (v["seq"], v["epoch"])
-    return Verdict(not back, {"regressions": back[:10], "count": len(back), "pulls": len(by_f(history, "pull", "ok"))})
+        cur = (v["epoch"], v["seq"])
+        if k in last and cur < last[k]:
+            back.append({"worker": v["worker"], "shard": v["shard"], "epoch": v["epoch"], "seq": v["seq"],
+                         "before": list(last[k]), "t": round(t, 4)})
+        last[k] = max(cur, last.get(k, cur))
+    undone = _undone(pulls, [(e["t"], e["value"]) for e in by_f(history, "promote")])
+    sync = ctx.get("replication", "sync") == "sync"
+    return Verdict(not back and not (sync and undone), {
+        "regressions": back[:10], "count": len(back), "pulls": len(pulls),
+        "undone_reads": undone[:10], "undone_count": len(undone),
+        "undone_fails": sync})
 
 
 def staleness(history: list[dict], ctx: dict) -> Verdict:
     """BSP/SSP(tau): when a worker finished step s, every other worker had started pushing step s-tau-1.
 
     Judged from invokes (sent before the server applied them) against the step's end, so the
-    order is certain even across processes.
+    order is certain even across processes. In async mode there is no bound to judge: unknown.
     """
     mode = ctx.get("training", "async")
     if mode == "async":
-        return Verdict(True, {"mode": "async", "note": "no staleness bound in async mode"})
+        return unknown("training is async: there is no staleness bound to check (use bsp or ssp)")
     tau = 0 if mode == "bsp" else ctx.get("staleness", 0)
     invokes: dict[str, list[tuple[float, int]]] = {}
     for e in by_f(history, "push", "invoke"):
         invokes.setdefault(e["value"]["worker"], []).append((e["t"], e["value"]["clock"]))
     steps = by_f(history, "train-step")
-    workers = sorted({e["value"]["worker"] for e in steps})
+    workers = sorted({e["value"]["worker"] for e in steps} | set(invokes))
+    if len(workers) < 2:
+        return unknown(f"{len(workers)} worker(s) trained: staleness needs at least two to compare")
     worst, bad = 0, []
     for e in steps:
         w, s = e["value"]["worker"], e["value"]["step"]

@@ -1,30 +1,35 @@
-"""Copies agree after quiescence; a restarted replica caught up by delta, not by snapshot."""
+"""Copies agree after quiescence, every copy a fault took down is back, and a restarted replica
+caught up by delta, not by snapshot."""
 from __future__ import annotations
 
-from .base import Verdict, by_f, final_states
+from .base import Verdict, by_f, final_states, unknown
 
 
 def replicas_match(history: list[dict], ctx: dict) -> Verdict:
+    """Every copy of every shard is alive at the end (the run healed every fault), each shard has
+    exactly one primary, and every copy has the primary's seq and checksum."""
+    states = final_states(history)
+    if not states:
+        return unknown("no final state of any copy was recorded")
+    dead = sorted(s["node"] for s in states if not s.get("alive"))
     by_shard: dict[int, list[dict]] = {}
-    for s in final_states(history):
+    for s in states:
         if s.get("alive"):
             by_shard.setdefault(s["shard"], []).append(s)
-    diverged, missing = [], []
+    diverged, no_primary = [], []
     for shard, copies in sorted(by_shard.items()):
         prim = [c for c in copies if c["role"] == "primary"]
         if len(prim) != 1:
-            missing.append(shard)
+            no_primary.append({"shard": shard, "primaries": [c["node"] for c in prim]})
             continue
         p = prim[0]
         for c in copies:
             if (c["seq"], c["checksum"]) != (p["seq"], p["checksum"]):
                 diverged.append({"shard": shard, "node": c["node"], "seq": c["seq"], "primary_seq": p["seq"],
                                  "checksum": c["checksum"], "primary_checksum": p["checksum"]})
-    if missing:
-        return Verdict("unknown", {"reason": f"shards without exactly one live primary: {missing}",
-                                   "diverged": diverged})
-    return Verdict(not diverged, {"diverged": diverged,
-                                  "copies": {str(k): len(v) for k, v in by_shard.items()}})
+    return Verdict(not dead and not diverged and not no_primary, {
+        "diverged": diverged, "dead_at_end": dead, "without_one_primary": no_primary,
+        "copies": {str(k): len(v) for k, v in by_shard.items()}})
 
 
 def catch_up_by_delta(history: list[dict], ctx: dict) -> Verdict:
@@ -35,7 +40,8 @@ def catch_up_by_delta(history: list[dict], ctx: dict) -> Verdict:
                  if e["value"]["kind"] in ("stop", "kill", "restart")}
     mine = [s for s in syncs if s["dst"] in restarted]
     if not mine:
-        return Verdict(False, {"reason": "no catch-up of a restarted replica was recorded", "syncs": syncs})
+        return unknown("no catch-up of a restarted replica was recorded", restarted=sorted(restarted),
+                       syncs=len(syncs))
     ratio, frac = ctx.get("catchup_ratio", 1.1), ctx.get("catchup_vs_snapshot", 0.5)
     bad = [s for s in mine if s["kind"] == "snapshot" or s["bytes"] > ratio * s["changed_bytes"]
            or s["bytes"] > frac * s["snapshot_bytes"]]

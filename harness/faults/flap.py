@@ -22,6 +22,13 @@ class Flap(Fault):
         self.thread.start()
 
     def _loop(self) -> None:
+        try:
+            self._flap()
+        except Exception as e:  # noqa: BLE001 - a crashed flap means the scenario did not run as written
+            self.ctx.record("fault-error", {"kind": "flap", "target": self.target, "index": self.info.get("index"),
+                                            "error": f"flap thread crashed: {e.__class__.__name__}: {e}"})
+
+    def _flap(self) -> None:
         be, p = self.ctx.backend, self.params
         for i in range(p["count"]):
             if self.stop.is_set():
@@ -34,6 +41,7 @@ class Flap(Fault):
             self.stop.wait(p["down_s"])
             be.restart(name)
             self.ctx.record("fault-stop", {"kind": "kill", "target": name, "flap": i, "why": "flap"})
+            self.done = i + 1
             self.stop.wait(p["period_s"])
 
     def _primary_info(self, name: str) -> dict:
@@ -46,3 +54,9 @@ class Flap(Fault):
     def heal(self) -> None:
         self.stop.set()
         self.thread.join(30)
+        done = getattr(self, "done", 0)
+        self.info["flaps_done"] = done
+        if done < self.params["count"]:
+            self.ctx.record("fault-error", {"kind": "flap", "target": self.target, "index": self.info.get("index"),
+                                            "error": f"only {done} of {self.params['count']} flaps happened "
+                                                     "before the fault was healed (the workload ended first?)"})

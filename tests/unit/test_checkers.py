@@ -1,98 +1,296 @@
-"""Checkers are pure functions of a history: each is shown to pass and to fail."""
+"""Checkers are pure functions of a history: each is shown unknown on an empty history, passing
+on a good one and failing on a bad one. No evidence is never a pass."""
+import pytest
+
 from harness.checkers import CHECKERS, compose, run_check
 from harness.checkers.base import Verdict
+from harness.checkers.evidence import scenario_ran
 from harness.metrics import check_bounds, compute
 
+from .histories import acked, done, ev, fault_start, fault_stop, final, inv, ok, promote, pull
 
-def ev(t, f, value, type_="info", node="n"):
-    return {"t": t, "node": node, "type": type_, "f": f, "value": value}
-
-
-def ok(t, worker, req, shard, epoch, seq, node="shard-0/0", dup=False):
-    return ev(t, "push", {"worker": worker, "req_id": req, "shard": shard, "epoch": epoch, "seq": seq,
-                          "node": node, "duplicate": dup}, "ok", worker)
+CTX = {"replication": "sync", "workers": ["worker-0"], "steps": 10, "failover_budget_ms": 800, "max_lag": 8}
+APPLIED = {"worker-0#1": [[1, 2]]}
 
 
-def final(node, shard, role, epoch, seq, applied, pushes=None, checksum="c"):
-    n = sum(hi - lo + 1 for rs in applied.values() for lo, hi in rs)
-    return ev(99, "final-state", {"node": node, "shard": shard, "alive": True, "role": role, "epoch": epoch,
-                                  "seq": seq, "checksum": checksum, "applied": applied,
-                                  "pushes": n if pushes is None else pushes})
+@pytest.mark.parametrize("name", sorted(CHECKERS))
+@pytest.mark.parametrize("training", ["async", "bsp"])
+def test_every_checker_is_unknown_on_an_empty_history(name, training):
+    assert run_check(CHECKERS[name], [], {**CTX, "training": training}).valid == "unknown"
 
 
-CTX = {"replication": "sync", "workers": ["worker-0"], "steps": 10, "failover_budget_ms": 800}
+def test_an_empty_check_list_is_unknown():
+    assert compose({}) == "unknown"
 
 
-def test_no_lost_acks_pass_and_fail():
+# ------------------------------------------------------------------ acks
+def test_no_lost_acks_pass_and_fail_by_bookkeeping():
     h = [ok(1, "worker-0", 1, 0, 1, 1), ok(2, "worker-0", 2, 0, 1, 2),
-         final("shard-0/1", 0, "primary", 2, 2, {"worker-0": [[1, 2]]})]
+         final("shard-0/1", 0, "primary", 2, 2, APPLIED)]
     assert CHECKERS["no-lost-acks"](h, CTX).valid is True
-    h[-1] = final("shard-0/1", 0, "primary", 2, 1, {"worker-0": [[1, 1]]})
+    h[-1] = final("shard-0/1", 0, "primary", 2, 1, {"worker-0#1": [[1, 1]]})
     v = CHECKERS["no-lost-acks"](h, CTX)
     assert v.valid is False and v.details["lost"] == 1 and v.details["examples"][0]["req_id"] == 2
 
 
-def test_no_lost_acks_unknown_without_a_primary():
-    h = [ok(1, "worker-0", 1, 0, 1, 1)]
+def test_no_lost_acks_sees_a_value_the_bookkeeping_hides():
+    """The PS records the key but skips the update: the audit count is short."""
+    h = [ok(1, "worker-0", 1, 0, 1, 1), ok(2, "worker-0", 2, 0, 1, 2),
+         final("shard-0/0", 0, "primary", 1, 2, APPLIED, audit={"worker-0": 1}),
+         final("shard-0/1", 0, "replica", 1, 2, APPLIED)]
+    v = CHECKERS["no-lost-acks"](h, CTX)
+    assert v.valid is False and v.details["audit_short"][0]["node"] == "shard-0/0"
+    assert v.details["lost"] == 1
+
+
+def test_no_lost_acks_checks_every_copy():
+    h = [ok(1, "worker-0", 1, 0, 1, 1), final("shard-0/0", 0, "primary", 1, 1, {"worker-0#1": [[1, 1]]}),
+         final("shard-0/1", 0, "replica", 1, 0, {}, audit={})]
+    assert CHECKERS["no-lost-acks"](h, CTX).valid is False
+
+
+def test_no_lost_acks_unknown_without_a_primary_or_an_audit():
+    assert CHECKERS["no-lost-acks"]([ok(1, "worker-0", 1, 0, 1, 1)], CTX).valid == "unknown"
+    h = [ok(1, "worker-0", 1, 0, 1, 1), final("shard-0/0", 0, "primary", 1, 1, {"worker-0#1": [[1, 1]]}, audit=None)]
     assert CHECKERS["no-lost-acks"](h, CTX).valid == "unknown"
 
 
-def test_async_mode_allows_a_bounded_window():
-    h = [ok(1, "worker-0", 1, 0, 1, 1), ev(1.5, "promote", {"shard": 0, "epoch": 2, "node": "shard-0/1"}),
-         final("shard-0/1", 0, "primary", 2, 0, {})]
-    assert CHECKERS["no-lost-acks"](h, {**CTX, "replication": "async", "max_lag": 4}).valid is True
-    assert CHECKERS["no-lost-acks"](h, {**CTX, "replication": "async", "max_lag": 0}).valid is False
+def test_a_restarted_worker_is_a_new_key():
+    """Request id 1 of incarnation 2 is not the same push as request id 1 of incarnation 1."""
+    h = [ok(1, "worker-0", 1, 0, 1, 1, inc=1), ok(2, "worker-0", 1, 0, 1, 2, inc=2),
+         final("shard-0/0", 0, "primary", 1, 2, {"worker-0#1": [[1, 1]]}, audit={"worker-0": 1})]
+    v = CHECKERS["no-lost-acks"](h, CTX)
+    assert v.valid is False and v.details["examples"][0]["incarnation"] == 2
 
 
-def test_single_primary_detects_split_brain_and_epoch_regression():
-    good = [ev(0, "promote", {"shard": 0, "epoch": 1, "node": "shard-0/0"}),
-            ev(1, "promote", {"shard": 0, "epoch": 2, "node": "shard-0/1"}),
+def test_async_loss_is_allowed_only_in_the_unreplicated_window():
+    h = [ok(1, "worker-0", 1, 0, 1, 5), promote(1.5, 0, 2, "shard-0/1", seq=4),
+         final("shard-0/1", 0, "primary", 2, 4, {}, audit={})]
+    assert CHECKERS["no-lost-acks"](h, {**CTX, "replication": "async"}).valid is True
+    assert CHECKERS["no-lost-acks"](h, CTX).valid is False                       # sync: none
+    deep = [ok(1, "worker-0", 1, 0, 1, 5), promote(1.5, 0, 2, "shard-0/1", seq=5),   # it was replicated
+            final("shard-0/1", 0, "primary", 2, 5, {}, audit={})]
+    assert CHECKERS["no-lost-acks"](deep, {**CTX, "replication": "async"}).valid is False
+    far = [ok(1, "worker-0", 1, 0, 1, 50), promote(1.5, 0, 2, "shard-0/1", seq=4),   # beyond max_lag
+           final("shard-0/1", 0, "primary", 2, 4, {}, audit={})]
+    assert CHECKERS["no-lost-acks"](far, {**CTX, "replication": "async"}).valid is False
+
+
+def test_exactly_once():
+    h = [inv(0.5, "worker-0", 1, 0), ok(1, "worker-0", 1, 0, 1, 1), ok(2, "worker-0", 1, 0, 2, 1, dup=True),
+         final("shard-0/0", 0, "primary", 2, 1, {"worker-0#1": [[1, 1]]})]
+    assert CHECKERS["exactly-once"](h, CTX).valid is True
+    twice = h + [ok(3, "worker-0", 1, 0, 2, 2)]
+    assert CHECKERS["exactly-once"](twice, CTX).valid is False
+    counted = h[:3] + [final("shard-0/0", 0, "primary", 2, 2, {"worker-0#1": [[1, 1]]}, pushes=2)]
+    assert CHECKERS["exactly-once"](counted, CTX).details["count_mismatch"]
+    doubled = h[:3] + [final("shard-0/0", 0, "primary", 2, 2, {"worker-0#1": [[1, 1]]}, audit={"worker-0": 2})]
+    v = CHECKERS["exactly-once"](doubled, CTX)
+    assert v.valid is False and v.details["audit_over_invoked"][0]["invoked"] == 1
+
+
+# -------------------------------------------------------------- primaries
+def test_single_primary_per_epoch_and_rising_epochs():
+    good = [promote(0, 0, 1, "shard-0/0"), promote(1, 0, 2, "shard-0/1"),
             ok(2, "worker-0", 1, 0, 2, 5, node="shard-0/1")]
     assert CHECKERS["single-primary"](good, CTX).valid is True
     split = good + [ok(3, "worker-0", 2, 0, 2, 6, node="shard-0/0")]
     assert CHECKERS["single-primary"](split, CTX).valid is False
-    back = good + [ev(4, "promote", {"shard": 0, "epoch": 2, "node": "shard-0/2"})]
+    back = good + [promote(4, 0, 2, "shard-0/2")]
     assert CHECKERS["single-primary"](back, CTX).details["epoch_regressions"]
 
 
-def test_exactly_once():
-    h = [ok(1, "worker-0", 1, 0, 1, 1), ok(2, "worker-0", 1, 0, 2, 1, dup=True),
-         final("shard-0/0", 0, "primary", 2, 1, {"worker-0": [[1, 1]]})]
-    assert CHECKERS["exactly-once"](h, CTX).valid is True
-    twice = h + [ok(3, "worker-0", 1, 0, 2, 2)]
-    assert CHECKERS["exactly-once"](twice, CTX).valid is False
-    counted = h[:2] + [final("shard-0/0", 0, "primary", 2, 2, {"worker-0": [[1, 1]]}, pushes=2)]
-    assert CHECKERS["exactly-once"](counted, CTX).details["count_mismatch"]
+def test_single_primary_over_time_sees_a_deposed_primary_acking():
+    """Epoch 1's primary acks a request sent after epoch 2 was promoted: two primaries at once."""
+    h = [promote(0, 0, 1, "shard-0/0"), *acked(0.5, 0.6, "worker-0", 1, 0, 1, 1),
+         promote(1.0, 0, 2, "shard-0/1", seq=1), *acked(1.1, 1.2, "worker-1", 1, 0, 2, 2, node="shard-0/1"),
+         *acked(1.3, 1.4, "worker-0", 2, 0, 1, 2, node="shard-0/0")]
+    v = CHECKERS["single-primary"](h, CTX)
+    assert v.valid is False and v.details["acks_after_newer_epoch"][0]["node"] == "shard-0/0"
+    # the same ack for a request sent before the promotion is an old primary finishing its work
+    ok_h = h[:-2] + acked(0.9, 1.4, "worker-0", 2, 0, 1, 2, node="shard-0/0")
+    assert CHECKERS["single-primary"](ok_h, CTX).valid is True
 
 
+def test_single_primary_sees_two_nodes_acking_in_overlapping_time():
+    """Split brain whatever the epochs: A, then B, then A again on a request sent after B acked."""
+    h = [*acked(0.1, 0.2, "worker-0", 1, 0, 3, 1, node="shard-0/0"),
+         *acked(0.3, 0.4, "worker-1", 1, 0, 2, 1, node="shard-0/1"),
+         *acked(0.5, 0.6, "worker-0", 2, 0, 3, 2, node="shard-0/0")]
+    v = CHECKERS["single-primary"](h, CTX)
+    assert v.valid is False and (v.details["alternating_primaries"] or v.details["acks_after_newer_epoch"])
+
+
+def test_a_flapping_primary_may_come_back_under_a_new_epoch():
+    h = [promote(0, 0, 1, "shard-0/0"), *acked(0.1, 0.2, "worker-0", 1, 0, 1, 1),
+         promote(1, 0, 2, "shard-0/1", 1), *acked(1.1, 1.2, "worker-0", 2, 0, 2, 2, node="shard-0/1"),
+         promote(2, 0, 3, "shard-0/0", 2), *acked(2.1, 2.2, "worker-0", 3, 0, 3, 3, node="shard-0/0")]
+    assert CHECKERS["single-primary"](h, CTX).valid is True
+
+
+# --------------------------------------------------------------- replicas
 def test_replicas_match():
     h = [final("shard-0/0", 0, "primary", 1, 5, {}), final("shard-0/1", 0, "replica", 1, 5, {})]
     assert CHECKERS["replicas-match"](h, CTX).valid is True
-    h.append(final("shard-0/2", 0, "replica", 1, 5, {}, checksum="other"))
-    assert CHECKERS["replicas-match"](h, CTX).valid is False
+    assert CHECKERS["replicas-match"](h + [final("shard-0/2", 0, "replica", 1, 5, {}, checksum="other")],
+                                      CTX).valid is False
 
 
-def test_converged_and_catchup_and_failover():
-    done = ev(9, "train-done", {"worker": "worker-0", "steps": 10, "final_loss": 0.05, "target_loss": 0.1})
-    assert CHECKERS["converged"]([done], CTX).valid is True
-    high = ev(9, "train-done", {"worker": "worker-0", "steps": 10, "final_loss": 0.5, "target_loss": 0.1})
-    assert CHECKERS["converged"]([high], CTX).valid is False
-    assert CHECKERS["converged"]([], CTX).valid is False
-    stop = ev(1, "fault-start", {"kind": "stop", "target": "shard-0/1"})
+def test_a_copy_that_stays_dead_fails_replicas_match():
+    h = [final("shard-0/0", 0, "primary", 1, 5, {}), final("shard-0/1", 0, "", 0, 0, {}, alive=False)]
+    v = CHECKERS["replicas-match"](h, CTX)
+    assert v.valid is False and v.details["dead_at_end"] == ["shard-0/1"]
+
+
+def test_catch_up_by_delta():
+    stop = fault_start(1, "stop", "shard-0/1")
     sync = ev(2, "sync", {"dst": "shard-0/1", "bytes": 100, "changed_bytes": 95, "snapshot_bytes": 1000,
                           "kind": "delta"})
     assert CHECKERS["catch-up-by-delta"]([stop, sync], {}).valid is True
     snap = ev(2, "sync", {"dst": "shard-0/1", "bytes": 900, "changed_bytes": 900, "snapshot_bytes": 1000,
                           "kind": "snapshot"})
     assert CHECKERS["catch-up-by-delta"]([stop, snap], {}).valid is False
-    kill = ev(1.0, "fault-start", {"kind": "kill", "target": "shard-0/0", "shard": 0, "epoch": 1,
-                                   "was_primary": True})
+    assert CHECKERS["catch-up-by-delta"]([stop], {}).valid == "unknown"     # no catch-up happened
+
+
+# ------------------------------------------------------------------ reads
+def test_delta_complete():
+    h = [*acked(0.1, 0.2, "worker-0", 1, 0, 1, 1, keys=("w", "b")),
+         *pull(0.3, 0.4, "worker-1", 0, 0, 1, 1, ["w", "b"], "p1")]
+    assert CHECKERS["delta-complete"](h, CTX).valid is True
+    bad = h[:2] + pull(0.3, 0.4, "worker-1", 0, 0, 1, 1, ["w"], "p1")
+    v = CHECKERS["delta-complete"](bad, CTX)
+    assert v.valid is False and v.details["missing"][0]["keys"] == ["b"]
+
+
+def test_monotone_reads():
+    h = [*pull(0.1, 0.2, "worker-0", 0, 0, 1, 5, [], "p1"), *pull(0.3, 0.4, "worker-0", 0, 5, 1, 7, [], "p2")]
+    assert CHECKERS["monotone-reads"](h, CTX).valid is True
+    back = h + pull(0.5, 0.6, "worker-0", 0, 7, 1, 6, [], "p3")
+    assert CHECKERS["monotone-reads"](back, CTX).valid is False
+    old_epoch = h + pull(0.5, 0.6, "worker-0", 0, 7, 0, 9, [], "p3")
+    assert CHECKERS["monotone-reads"](old_epoch, CTX).valid is False
+
+
+def test_a_read_that_a_failover_undid_is_reported():
+    """Epoch 1 served seq 7; epoch 2 began at seq 5: what the worker read at 6..7 is gone."""
+    h = [*pull(0.1, 0.2, "worker-0", 0, 0, 1, 7, [], "p1"), promote(1.0, 0, 2, "shard-0/1", seq=5),
+         *pull(1.1, 1.2, "worker-0", 0, 0, 2, 6, [], "p2")]
+    v = CHECKERS["monotone-reads"](h, CTX)
+    assert v.valid is False and v.details["undone_reads"][0]["seq"] == 7
+    v = CHECKERS["monotone-reads"](h, {**CTX, "replication": "async"})
+    assert v.valid is True and v.details["undone_count"] == 1
+
+
+def _steps_and_pushes(lead):
+    h = []
+    for w in ("worker-0", "worker-1"):
+        h.append(ev(0.1, "push", {"worker": w, "req_id": 1, "shard": 0, "clock": 0}, "invoke", w))
+    h.append(ev(1.0, "train-step", {"worker": "worker-0", "step": lead, "loss": 0.1}))
+    return h
+
+
+def test_staleness():
+    ctx = {**CTX, "training": "ssp", "staleness": 1}
+    assert CHECKERS["staleness"](_steps_and_pushes(1), ctx).valid is True
+    v = CHECKERS["staleness"](_steps_and_pushes(3), ctx)
+    assert v.valid is False and v.details["max_lead"] == 2
+    assert CHECKERS["staleness"](_steps_and_pushes(3), {**CTX, "training": "async"}).valid == "unknown"
+
+
+# ------------------------------------------------------------- durability
+def test_checkpoints_atomic():
+    good = ev(9, "checkpoint-scan", {"dir": "ckpt/0", "stray_tmp": [], "size_ok": True, "loadable": True})
+    assert CHECKERS["checkpoints-atomic"]([good], CTX).valid is True
+    torn = ev(9, "checkpoint-scan", {"dir": "ckpt/0", "stray_tmp": [], "size_ok": False, "loadable": False})
+    assert CHECKERS["checkpoints-atomic"]([good, torn], CTX).valid is False
+
+
+def test_losses_accounted():
+    h = [ok(1, "worker-0", 1, 0, 1, 5), final("shard-0/0", 0, "primary", 2, 3, {})]
+    assert CHECKERS["losses-accounted"](h, CTX).valid is False
+    restored = h + [ev(2, "restore", {"shard": 0, "restored_seq": 3, "epoch": 2})]
+    assert CHECKERS["losses-accounted"](restored, CTX).valid is True
+
+
+def test_stops_acking():
+    cut = fault_start(1.0, "partition", "shard-0/0->shard-0/1",
+                      isolated_primary={"node": "shard-0/0", "epoch": 1, "shard": 0})
+    h = [cut, ok(1.5, "worker-0", 1, 0, 1, 1)]
+    assert CHECKERS["stops-acking"](h, {"stop_acking_grace_s": 1.0}).valid is True
+    late = h + [ok(3.0, "worker-0", 2, 0, 1, 2)]
+    assert CHECKERS["stops-acking"](late, {"stop_acking_grace_s": 1.0}).valid is False
+
+
+def test_failover_budget():
+    kill = fault_start(1.0, "kill", "shard-0/0", shard=0, epoch=1, was_primary=True)
     h = [kill, ok(1.4, "worker-0", 1, 0, 2, 3)]
     v = CHECKERS["failover-budget"](h, CTX)
     assert v.valid is True and abs(v.details["failovers"][0]["ms"] - 400) < 1
     assert CHECKERS["failover-budget"]([kill, ok(2.0, "worker-0", 1, 0, 2, 3)], CTX).valid is False
 
 
+# --------------------------------------------------------------- training
+def test_converged():
+    assert CHECKERS["converged"]([done("worker-0")], CTX).valid is True
+    assert CHECKERS["converged"]([done("worker-0", loss=0.5)], CTX).valid is False
+    assert CHECKERS["converged"]([done("worker-0", steps=4)], CTX).valid is False
+
+
+def test_a_killed_and_healed_worker_still_owes_its_workload():
+    kill = fault_start(1, "kill", "worker-0", index=0)
+    assert CHECKERS["converged"]([kill, done("worker-0", steps=4)], CTX).valid is False
+    assert CHECKERS["converged"]([kill, done("worker-0", steps=4), done("worker-0", t=20)], CTX).valid is True
+
+
+def test_scaled_in_workers_are_excused():
+    ctx = {**CTX, "workers": ["worker-0", "worker-1"]}
+    scale = fault_start(1, "scale-in", "workers", index=0, removed=["worker-1"])
+    assert CHECKERS["converged"]([scale, done("worker-0")], ctx).valid is True
+    assert CHECKERS["converged"]([done("worker-0")], ctx).valid is False
+
+
+def test_converge_baseline():
+    d = done("worker-0", loss=0.12)
+    assert CHECKERS["converge-baseline"]([d], {"baseline_loss": 0.10, "baseline_margin": 0.05}).valid is True
+    assert CHECKERS["converge-baseline"]([d], {"baseline_loss": 0.05, "baseline_margin": 0.05}).valid is False
+
+
+# --------------------------------------------------------------- evidence
+START = ev(0, "run-start", {"scenario": "s"})
+
+
+def test_scenario_ran_passes_when_every_fault_fired_and_healed():
+    h = [START, fault_start(1, "kill", "shard-0/0", index=0), fault_stop(2, "kill", "shard-0/0", index=0),
+         done("worker-0")]
+    assert scenario_ran(h, {**CTX, "scheduled_faults": 1}).valid is True
+
+
+@pytest.mark.parametrize("bad,why", [
+    ([ev(3, "fault-missed", {"index": 0, "kind": "kill", "why": "the workload ended first"})], "never came due"),
+    ([ev(1, "fault-error", {"index": 0, "kind": "kill", "error": "boom"})], "failed"),
+    ([fault_start(1, "kill", "shard-0/0", index=0)], "never healed"),
+    ([fault_start(1, "kill", "shard-0/0", index=0),
+      fault_stop(2, "kill", "shard-0/0", index=0, heal_error="OSError: x")], "did not heal"),
+    ([fault_start(1, "kill", "shard-0/0", index=0, params={"during": "checkpoint"}, caught_writing=None),
+      fault_stop(2, "kill", "shard-0/0", index=0)], "ordinary kill"),
+    ([], "left no trace"),
+])
+def test_scenario_ran_is_unknown_when_the_schedule_did_not_happen(bad, why):
+    v = scenario_ran([START, *bad, done("worker-0")], {**CTX, "scheduled_faults": 1})
+    assert v.valid == "unknown" and why in v.details["reason"]
+
+
+def test_scenario_ran_is_unknown_when_a_worker_did_not_finish():
+    """kill worker-0 at step 100 of 300, healed too late: 101 steps done is not the workload."""
+    ctx = {**CTX, "steps": 300, "scheduled_faults": 1}
+    h = [START, fault_start(1, "kill", "worker-0", index=0), fault_stop(2, "kill", "worker-0", index=0),
+         done("worker-0", steps=101)]
+    v = scenario_ran(h, ctx)
+    assert v.valid == "unknown" and "101 of the 300" in v.details["reason"]
+
+
+# ---------------------------------------------------------------- plumbing
 def test_a_crashing_checker_is_unknown_never_a_pass():
     def boom(h, ctx):
         raise KeyError("x")
@@ -100,18 +298,12 @@ def test_a_crashing_checker_is_unknown_never_a_pass():
     assert v.valid == "unknown" and "KeyError" in v.details["error"]
     assert compose({"a": Verdict(True), "b": v}) == "unknown"
     assert compose({"a": Verdict(False), "b": v}) is False
+    assert run_check(lambda h, c: True, [], {}).valid == "unknown"      # not a Verdict
 
 
 def test_metrics_and_bounds():
-    h = [ok(1, "worker-0", 1, 0, 1, 1), final("shard-0/0", 0, "primary", 1, 1, {"worker-0": [[1, 1]]})]
+    h = [ok(1, "worker-0", 1, 0, 1, 1), final("shard-0/0", 0, "primary", 1, 1, {"worker-0#1": [[1, 1]]})]
     m = compute(h, CTX)
     assert m["acked_updates"] == 1 and m["lost_acked_updates"] == 0
     b = check_bounds(m, ["lost_acked_updates == 0", "acked_updates > 5", "nope.x <= 1"])
     assert [x["holds"] for x in b] == [True, False, False]
-
-
-def test_converge_baseline():
-    done = ev(9, "train-done", {"worker": "worker-0", "steps": 10, "final_loss": 0.12, "target_loss": 0.1})
-    assert CHECKERS["converge-baseline"]([done], {"baseline_loss": 0.10, "baseline_margin": 0.05}).valid is True
-    assert CHECKERS["converge-baseline"]([done], {"baseline_loss": 0.05, "baseline_margin": 0.05}).valid is False
-    assert CHECKERS["converge-baseline"]([done], {"baseline_loss": None}).valid == "unknown"

@@ -1,0 +1,59 @@
+"""Did the scenario happen as written? The run's own evidence, judged like any other check.
+
+A fault that never came due, failed to inject or to heal, a flap thread that crashed, a
+`kill during: checkpoint` that did not land mid-write, a worker that did not finish the workload
+it was given: each means the run did not test what the scenario claims, so its verdict cannot
+be pass. This check is never False (nothing in the system under test was shown wrong), only
+True or "unknown" with every reason.
+"""
+from __future__ import annotations
+
+from .base import Verdict, by_f, unknown
+from .training import short_of_workload
+
+
+def _fault_reasons(history: list[dict], ctx: dict) -> tuple[list[str], int]:
+    reasons: list[str] = []
+    for e in by_f(history, "fault-missed"):
+        v = e["value"]
+        reasons.append(f"fault {v['index']} ({v['kind']} {v.get('selector', '')}) never came due: {v.get('why', '')}")
+    for e in by_f(history, "fault-error"):
+        v = e["value"]
+        reasons.append(f"fault {v.get('index', '?')} ({v['kind']} {v.get('selector', v.get('target', ''))}) "
+                       f"failed: {v['error']}")
+    starts = [e["value"] for e in by_f(history, "fault-start") if "index" in e["value"]]
+    stops = {e["value"]["index"] for e in by_f(history, "fault-stop") if "index" in e["value"]}
+    for e in by_f(history, "fault-stop"):
+        if e["value"].get("heal_error"):
+            v = e["value"]
+            reasons.append(f"fault {v.get('index', '?')} ({v['kind']} {v['target']}) did not heal: {v['heal_error']}")
+    for v in starts:
+        if v["index"] not in stops:
+            reasons.append(f"fault {v['index']} ({v['kind']} {v['target']}) was never healed")
+        if (v.get("params") or {}).get("during") == "checkpoint" and not v.get("caught_writing"):
+            reasons.append(f"fault {v['index']} (kill {v['target']} during checkpoint) found no checkpoint "
+                           "being written: it was an ordinary kill")
+    scheduled = ctx.get("scheduled_faults")
+    if scheduled is not None:
+        fired = {v["index"] for v in starts}
+        accounted = fired | {e["value"]["index"] for e in by_f(history, "fault-missed")} | \
+            {e["value"].get("index") for e in by_f(history, "fault-error")}
+        for i in range(scheduled):
+            if i not in accounted:
+                reasons.append(f"fault {i} of the schedule left no trace in the history")
+    return reasons, len(starts)
+
+
+def scenario_ran(history: list[dict], ctx: dict) -> Verdict:
+    if not by_f(history, "run-start"):
+        return unknown("the history has no run-start: it is not a whole run")
+    reasons, fired = _fault_reasons(history, ctx)
+    missing, short = short_of_workload(history, ctx)
+    for w in missing:
+        reasons.append(f"{w} never finished its workload (no train-done)")
+    for s in short:
+        reasons.append(f"{s['worker']} did {s['steps']} of the {s['given']} steps it was given")
+    details = {"faults_fired": fired, "reasons": reasons}
+    if reasons:
+        return Verdict("unknown", {"reason": "; ".join(reasons[:5]), **details})
+    return Verdict(True, details)
