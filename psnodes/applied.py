@@ -1,14 +1,22 @@
-"""The set of idempotency keys (worker, request id) a shard has applied.
+"""The set of idempotency keys (worker#incarnation, request id) a shard has applied.
 
 It makes retried pushes exactly-once across failovers: it is part of the replicated state, so
-a promoted replica knows every key its old primary acked. Request ids rise per worker, so the
-set is stored as merged intervals (a handful per worker), and the seq of recent keys is kept so
-a retry gets the same answer as the original.
+a promoted replica knows every key its old primary acked. The key names the worker *process*
+(`idem_key`): a restarted worker starts its request ids at 1 again, and under its bare name its
+new pushes would be taken for retries of old ones and silently dropped. Each client counts
+request ids per shard, so a shard sees 1, 2, 3, ... from each incarnation and the set is one
+merged interval per incarnation (a few more after pushes whose outcome was unknown). The seq of
+recent keys is kept so a retry gets the same answer as the original.
 """
 from __future__ import annotations
 
 import bisect
 from collections import OrderedDict
+
+
+def idem_key(worker: str, incarnation: int) -> str:
+    """The applied-set key of one worker process: `worker-0#1712345678901234`."""
+    return f"{worker}#{incarnation}"
 
 
 class AppliedSet:
@@ -17,19 +25,19 @@ class AppliedSet:
         self.recent: OrderedDict[tuple[str, int], int] = OrderedDict()
         self.recent_capacity = recent_capacity
 
-    def contains(self, worker: str, req_id: int) -> bool:
-        rs = self.ranges.get(worker)
+    def contains(self, key: str, req_id: int) -> bool:
+        rs = self.ranges.get(key)
         if not rs:
             return False
         i = bisect.bisect_right(rs, [req_id, float("inf")]) - 1
         return i >= 0 and rs[i][0] <= req_id <= rs[i][1]
 
-    def seq_of(self, worker: str, req_id: int) -> int:
+    def seq_of(self, key: str, req_id: int) -> int:
         """The seq that applied the key, or 0 when it is older than the recent window."""
-        return self.recent.get((worker, req_id), 0)
+        return self.recent.get((key, req_id), 0)
 
-    def add(self, worker: str, req_id: int, seq: int) -> None:
-        rs = self.ranges.setdefault(worker, [])
+    def add(self, key: str, req_id: int, seq: int) -> None:
+        rs = self.ranges.setdefault(key, [])
         if rs and rs[-1][1] + 1 == req_id:
             rs[-1][1] = req_id
         elif not rs or rs[-1][1] < req_id:
@@ -38,7 +46,7 @@ class AppliedSet:
             i = bisect.bisect_right(rs, [req_id, float("inf")])
             rs.insert(i, [req_id, req_id])
             self._merge(rs, max(i - 1, 0))
-        self.recent[(worker, req_id)] = seq
+        self.recent[(key, req_id)] = seq
         if len(self.recent) > self.recent_capacity:
             self.recent.popitem(last=False)
 

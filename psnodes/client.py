@@ -1,16 +1,24 @@
 """The PS client workers use: placement, routing from etcd, retries with idempotency keys.
 
-A push to a shard carries (worker, request id); after a failover the client re-reads the route
-and sends the *same* key to the new primary, which answers from its applied set if the update
-already landed, so a retried push is applied exactly once. Every push is recorded as an
+A push to a shard carries (worker, incarnation, request id); after a failover the client
+re-reads the route and sends the *same* key to the new primary, which answers from its applied
+set if the update already landed, so a retried push is applied exactly once. The incarnation
+(this process's start time) keeps a restarted worker's fresh ids from colliding with its old
+ones; request ids count per shard, so each shard's applied set is one interval per process.
+Every push also adds 1 to this worker's slot of the shard's audit tensor (the harness's
+independent count of applied pushes). A push refused NOT_FOUND (an INIT lost in an async
+failover) re-offers the initial values and retries. Every push is recorded as an
 invoke/ok/fail/info operation in the worker's event log (the harness's history).
 """
 from __future__ import annotations
 
 import itertools
+import re
 import time
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Callable
 
 import grpc
 import numpy as np
@@ -18,10 +26,10 @@ import numpy as np
 from .channels import auth, dial
 from .codec import rows_to_pb, tensor_from_pb, tensor_to_pb
 from .config import ClusterConfig, ShardRecord, etcd_url
-from .errors import RETRYABLE, PSError, from_rpc_error
+from .errors import RETRYABLE, NotFound, PSError, from_rpc_error
 from .etcd import Etcd
 from .events import EventLog
-from .placement import dense_shard, row_shards
+from .placement import AUDIT_SLOTS, audit_name, dense_shard, row_shards
 from .proto import ps_pb2, ps_pb2_grpc
 
 
@@ -51,7 +59,12 @@ class PSClient:
         self.routes: dict[int, ShardRecord] = {}
         self._stubs: dict[str, ps_pb2_grpc.ParameterServerStub] = {}
         self._channels: list[grpc.Channel] = []
-        self._req_ids = itertools.count(1)
+        self.incarnation = time.time_ns() // 1000        # this process; part of every idempotency key
+        self._req_ids: defaultdict[int, itertools.count] = defaultdict(lambda: itertools.count(1))
+        m = re.fullmatch(r"worker-(\d+)", name)
+        self.audit_slot = int(m.group(1)) if m and int(m.group(1)) < AUDIT_SLOTS else None
+        #: the worker's current dense values, re-offered as INIT when a push finds a tensor missing
+        self.current_values: Callable[[], dict[str, np.ndarray]] | None = None
         self._ops = itertools.count(1)
         self.versions: dict[int, tuple[int, int]] = {}   # shard -> (epoch, seq) of the last dense pull
         self.pool = ThreadPoolExecutor(max_workers=max(1, cfg.shards), thread_name_prefix="ps-client")
@@ -119,39 +132,56 @@ class PSClient:
                 last = e
 
     # --------------------------------------------------------------- writes
-    def init_dense(self, params: dict[str, np.ndarray]) -> None:
-        """Offer initial values (set-if-absent: the first worker's values win, all workers agree)."""
-        by_shard: dict[int, list] = {}
+    def init_dense(self, params: dict[str, np.ndarray], shards: list[int] | None = None) -> None:
+        """Offer initial values (set-if-absent: the first worker's values win, all workers agree),
+        with zeros for each shard's audit tensor. `shards` limits the offer to those shards."""
+        wanted = range(self.cfg.shards) if shards is None else shards
+        by_shard: dict[int, list] = {s: [tensor_to_pb(audit_name(s), np.zeros(AUDIT_SLOTS, np.float32))]
+                                     for s in wanted}
         for n, a in params.items():
-            by_shard.setdefault(dense_shard(n, self.cfg.shards), []).append(tensor_to_pb(n, a))
+            s = dense_shard(n, self.cfg.shards)
+            if s in by_shard:
+                by_shard[s].append(tensor_to_pb(n, a))
         for shard, tensors in by_shard.items():
             upd = ps_pb2.Update(kind=ps_pb2.Update.INIT, dense=tensors)
             self.call(shard, "Push", lambda ep, s=shard, u=upd: ps_pb2.PushRequest(shard=s, epoch=ep, update=u))
+
+    def _audit(self, shard: int) -> ps_pb2.Tensor:
+        """The audit gradient of one push: -1 at this worker's slot (plain SGD lr 1 adds +1)."""
+        g = np.zeros(AUDIT_SLOTS, np.float32)
+        g[self.audit_slot] = -1.0
+        return tensor_to_pb(audit_name(shard), g)
 
     def push(self, dense: dict[str, np.ndarray], sparse: dict[str, tuple[np.ndarray, np.ndarray]],
              clock: int = -1) -> dict[int, ps_pb2.PushReply | None]:
         """Push gradients to every shard they touch, in parallel; returns each shard's reply (None: failed)."""
         per: dict[int, ps_pb2.Update] = {}
+
+        def update(s: int) -> ps_pb2.Update:
+            if s not in per:
+                per[s] = ps_pb2.Update(worker=self.name, incarnation=self.incarnation, clock=clock)
+            return per[s]
         for n, g in dense.items():
-            s = dense_shard(n, self.cfg.shards)
-            per.setdefault(s, ps_pb2.Update(worker=self.name, clock=clock)).dense.append(tensor_to_pb(n, g))
+            update(dense_shard(n, self.cfg.shards)).dense.append(tensor_to_pb(n, g))
         for table, (ids, grads) in sparse.items():
             homes = row_shards(table, ids, self.cfg.shards)
             for s in np.unique(homes).tolist():
                 m = homes == s
-                per.setdefault(s, ps_pb2.Update(worker=self.name, clock=clock)).sparse.append(
-                    rows_to_pb(table, ids[m], grads[m], grads.shape[1]))
+                update(s).sparse.append(rows_to_pb(table, ids[m], grads[m], grads.shape[1]))
         if clock >= 0:   # every shard hears every clock tick, for BSP/SSP
             for s in range(self.cfg.shards):
-                per.setdefault(s, ps_pb2.Update(worker=self.name, clock=clock))
-        for upd in per.values():
-            upd.req_id = next(self._req_ids)
+                update(s)
+        for s, upd in per.items():
+            upd.req_id = next(self._req_ids[s])     # per shard: one applied interval per process
+            if self.audit_slot is not None:
+                upd.dense.append(self._audit(s))
         futs = {s: self.pool.submit(self._push_one, s, u) for s, u in per.items()}
         return {s: f.result() for s, f in futs.items()}
 
     def _push_one(self, shard: int, upd: ps_pb2.Update) -> ps_pb2.PushReply | None:
         op = f"{self.name}:{next(self._ops)}"
-        val = {"worker": self.name, "req_id": upd.req_id, "shard": shard, "clock": upd.clock,
+        val = {"worker": self.name, "incarnation": upd.incarnation, "req_id": upd.req_id, "shard": shard,
+               "clock": upd.clock,
                "keys": [t.name for t in upd.dense] + [f"{r.table}[{len(r.ids) // 8}]" for r in upd.sparse]}
         self.events.emit("push", val, "invoke", op)
         size = upd.ByteSize()
@@ -161,7 +191,11 @@ class PSClient:
             req.epoch = ep
             return req
         try:
-            rep = self.call(shard, "Push", make)
+            try:
+                rep = self.call(shard, "Push", make)
+            except NotFound as e:            # a tensor's INIT is gone (async failover): offer it again
+                self._reinit(shard, str(e))
+                rep = self.call(shard, "Push", make)   # same idempotency key
         except PSError as e:
             definite = not isinstance(e, Unavailable)
             self.events.emit("push", {**val, "error": str(e)}, "fail" if definite else "info", op)
@@ -170,6 +204,14 @@ class PSClient:
         self.events.emit("push", {**val, "epoch": rep.epoch, "seq": rep.seq, "node": rep.node,
                                   "duplicate": rep.duplicate}, "ok", op)
         return rep
+
+    def _reinit(self, shard: int, why: str) -> None:
+        """Re-offer INIT (set-if-absent) of this worker's current values for one shard."""
+        values = self.current_values() if self.current_values is not None else {}
+        names = [n for n in values if dense_shard(n, self.cfg.shards) == shard]
+        self.events.emit("reinit", {"worker": self.name, "incarnation": self.incarnation, "shard": shard,
+                                    "keys": [audit_name(shard), *names], "reason": why})
+        self.init_dense(values, shards=[shard])
 
     # ---------------------------------------------------------------- reads
     def pull_dense(self, min_clock: int = -1) -> PullResult:
@@ -224,8 +266,8 @@ class PSClient:
         return out
 
     def status(self, node: str, checksum: bool = False, applied: bool = False,
-               timeout: float = 2.0) -> ps_pb2.StatusReply:
-        return self.stub(node).Status(ps_pb2.StatusRequest(checksum=checksum, applied=applied),
+               timeout: float = 2.0, audit: bool = False) -> ps_pb2.StatusReply:
+        return self.stub(node).Status(ps_pb2.StatusRequest(checksum=checksum, applied=applied, audit=audit),
                                       timeout=timeout, metadata=self.md)
 
     def close(self) -> None:

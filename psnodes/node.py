@@ -138,9 +138,10 @@ class ShardNode:
             epoch = self.epoch
             if self.cfg.mode == "async":
                 self._wait_lag(epoch, deadline)
-            duplicate = upd.kind == ps_pb2.Update.PUSH and self.store.applied.contains(upd.worker, upd.req_id)
+            dup_seq = self.store.duplicate_seq(upd)      # keyed by worker#incarnation, req_id
+            duplicate = dup_seq is not None
             if duplicate:
-                seq = self.store.applied.seq_of(upd.worker, upd.req_id) or self.store.seq
+                seq = dup_seq
                 self.metrics.duplicates.inc()
             else:
                 dec = self.store.validate(upd)
@@ -230,6 +231,9 @@ class ShardNode:
                 reply.checksum = self.store.checksum()
             if req.applied:
                 reply.applied_json = json.dumps(self.store.applied.ranges)
+            if req.audit:
+                counts = self.store.audit_counts()
+                reply.audit_json = "" if counts is None else json.dumps(counts, sort_keys=True)
         return reply
 
     # ------------------------------------------------------------- checkpoints

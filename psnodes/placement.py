@@ -11,9 +11,25 @@ import numpy as np
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
+#: Audit tensors (the harness's independent oracle) are named `__audit__/<shard>` and live on
+#: that shard: one float32 slot per worker, counting the pushes of `worker-<j>` in slot j.
+AUDIT_PREFIX = "__audit__/"
+AUDIT_SLOTS = 256
+
+
+def audit_name(shard: int) -> str:
+    return f"{AUDIT_PREFIX}{shard}"
+
+
+def is_audit(name: str) -> bool:
+    return name.startswith(AUDIT_PREFIX)
+
 
 def dense_shard(name: str, num_shards: int) -> int:
-    """Shard of a dense tensor, by CRC32 of its name."""
+    """Shard of a dense tensor, by CRC32 of its name; `__audit__/<s>` is pinned to shard s."""
+    rest = name[len(AUDIT_PREFIX):]
+    if is_audit(name) and rest.isascii() and rest.isdigit():
+        return int(rest) % num_shards
     return zlib.crc32(name.encode()) % num_shards
 
 

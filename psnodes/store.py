@@ -3,6 +3,8 @@
 Every applied update gets the shard's next sequence number and lands in the bounded update log.
 Application is deterministic, so two copies that applied the same log have the same checksum;
 `validate` runs every check before `apply` touches anything, so a bad request changes nothing.
+The audit tensor `__audit__/<shard>` is the exception to the optimizer: plain SGD with lr 1 and
+no slots, so its value counts applied pushes exactly, whatever the cluster trains with.
 """
 from __future__ import annotations
 
@@ -12,13 +14,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .applied import AppliedSet
+from .applied import AppliedSet, idem_key
 from .blob import pack, unpack
 from .codec import ids_from_pb, rows_from_pb, tensor_from_pb
 from .embedding import EmbeddingTable
 from .errors import InvalidArgument, NotFound
 from .optimizers import OptimizerConfig, apply_update
-from .placement import dense_shard, row_shards
+from .placement import audit_name, dense_shard, is_audit, row_shards
 from .proto import ps_pb2
 from .updatelog import Entry, UpdateLog
 
@@ -106,6 +108,16 @@ class ShardStore:
             raise InvalidArgument("update.worker is empty; every push names its worker (idempotency key)")
         return Decoded(upd, dense, sparse)
 
+    def duplicate_seq(self, upd: ps_pb2.Update) -> int | None:
+        """For a PUSH whose idempotency key was applied: the seq that applied it (our seq when it
+        has left the recent window). None for anything new."""
+        if upd.kind != ps_pb2.Update.PUSH:
+            return None
+        key = idem_key(upd.worker, upd.incarnation)
+        if not self.applied.contains(key, upd.req_id):
+            return None
+        return self.applied.seq_of(key, upd.req_id) or self.seq
+
     def is_noop(self, dec: Decoded) -> bool:
         """An INIT whose tensors all exist changes nothing and is not logged."""
         return dec.update.kind == ps_pb2.Update.INIT and all(n in self.dense for n, _ in dec.dense)
@@ -119,18 +131,21 @@ class ShardStore:
             for name, arr in dec.dense:
                 if name not in self.dense:
                     self.dense[name] = arr.astype(np.float32, copy=True)
-                    self.dense_slots[name] = self.spec.optimizer.new_slots(arr.shape)
+                    self.dense_slots[name] = {} if is_audit(name) else self.spec.optimizer.new_slots(arr.shape)
                     self.dense_steps[name] = 0
                     self.dense_mod[name] = seq
         else:
             cfg = self.spec.optimizer
             for name, grad in dec.dense:
                 self.dense_steps[name] += 1
-                apply_update(cfg, self.dense[name], grad, self.dense_slots[name], self.dense_steps[name])
+                if is_audit(name):
+                    self.dense[name] -= grad          # plain SGD, lr 1: a count, not a parameter
+                else:
+                    apply_update(cfg, self.dense[name], grad, self.dense_slots[name], self.dense_steps[name])
                 self.dense_mod[name] = seq
             for table, ids, data in dec.sparse:
                 self.tables[table].push(ids, data, seq)
-            self.applied.add(upd.worker, upd.req_id, seq)
+            self.applied.add(idem_key(upd.worker, upd.incarnation), upd.req_id, seq)
             self.pushes += 1
             if upd.clock >= 0:
                 self.clocks[upd.worker] = max(self.clocks.get(upd.worker, 0), upd.clock + 1)
@@ -168,6 +183,14 @@ class ShardStore:
         ids = ids_from_pb(r)
         t = self.tables[r.table]
         return ids, t.lookup(ids), t.dim
+
+    def audit_counts(self) -> dict[str, int] | None:
+        """{"worker-<j>": pushes of worker j applied here} for the nonzero slots of this shard's
+        audit tensor; None when this copy has no audit tensor."""
+        a = self.dense.get(audit_name(self.spec.shard))
+        if a is None:
+            return None
+        return {f"worker-{j}": int(round(float(a.flat[j]))) for j in np.flatnonzero(a).tolist()}
 
     def min_clock(self) -> int:
         """The slowest expected worker's clock (BSP/SSP waits on it)."""
@@ -243,7 +266,7 @@ class ShardStore:
         slot_names = self.spec.optimizer.slot_names()
         for n in meta["dense"]:
             self.dense[n] = arrays[f"d/{n}"].copy()
-            self.dense_slots[n] = {k: arrays[f"ds/{k}/{n}"].copy() for k in slot_names}
+            self.dense_slots[n] = {} if is_audit(n) else {k: arrays[f"ds/{k}/{n}"].copy() for k in slot_names}
             self.dense_steps[n] = int(meta["dense_steps"][n])
             self.dense_mod[n] = int(meta["dense_mod"][n])
         for name, t in self.tables.items():

@@ -12,7 +12,7 @@ from typing import Iterable, Sequence
 
 from .proto import ps_pb2
 
-_VARINT, _LEN = 0, 2
+_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 
 
 def varint(n: int) -> bytes:
@@ -57,7 +57,11 @@ def _sub(field: int, parts: list) -> list:
 
 
 def split_push(raw: bytes) -> tuple[ps_pb2.PushRequest, memoryview]:
-    """Parse a PushRequest and return, beside it, a zero-copy view of its `update` field's bytes."""
+    """Parse a PushRequest and return, beside it, a zero-copy view of its `update` field's bytes.
+
+    The view is the Update exactly as the client encoded it, so every Update field (the
+    idempotency key worker/incarnation/req_id included) reaches the log and the replicas as
+    sent; only PushRequest's own fields are walked here, and fixed-width ones are skipped."""
     req = ps_pb2.PushRequest.FromString(raw)
     view = memoryview(raw)
     payload = view[0:0]
@@ -72,6 +76,8 @@ def split_push(raw: bytes) -> tuple[ps_pb2.PushRequest, memoryview]:
             if field == 3:
                 payload = view[pos:pos + n]
             pos += n
+        elif wt in (_I64, _I32):
+            pos += 8 if wt == _I64 else 4
         else:
             raise ValueError(f"unexpected wire type {wt} in PushRequest")
     return req, payload

@@ -3,6 +3,7 @@
 Each step: pull the dense parameters changed since the last pull (waiting for the slowest worker
 under BSP/SSP), pull the embedding rows of the batch, compute the loss and gradients with
 PyTorch, and push them to the shards. Every step's loss and every push go to the event log.
+Pulls also bring the shards' audit tensors (`__audit__/<s>`); they are not model parameters.
 Modes: `async` (no waits), `bsp` (lock-step), `ssp` (at most `staleness` steps ahead).
 """
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .errors import PSError
 from .events import EventLog
 from .tuning import tune_malloc
 from .models import make_task, pick_device
+from .placement import is_audit
 
 MODES = ("async", "bsp", "ssp")
 
@@ -37,6 +39,7 @@ class Worker:
         self.device = pick_device(device)
         self.task = make_task(model, cfg.seed if seed is None else seed, self.device)
         self.client = PSClient(cfg, name, links, self.events)
+        self.client.current_values = self.values    # re-offered as INIT if a shard lost them
         index = int(name.rsplit("-", 1)[-1]) if name.rsplit("-", 1)[-1].isdigit() else 0
         self.rng = np.random.default_rng([cfg.seed, index])
         self.params = dict(self.task.model.named_parameters())
@@ -51,14 +54,20 @@ class Worker:
             return max(0, step - self.staleness)
         return -1
 
+    def values(self) -> dict[str, np.ndarray]:
+        """The model's current dense values (what this worker last pulled, or its initial ones)."""
+        return {n: p.detach().cpu().numpy() for n, p in self.params.items()}
+
     def start(self) -> None:
         self.client.wait_ready()
-        self.client.init_dense({n: p.detach().cpu().numpy() for n, p in self.params.items()})
+        self.client.init_dense(self.values())
 
     def step(self, step: int) -> float:
         got = self.client.pull_dense(self.min_clock(step))
         with torch.no_grad():
             for n, a in got.dense.items():
+                if is_audit(n):
+                    continue
                 self.params[n].copy_(torch.from_numpy(a.copy()).to(self.device))
         b = self.task.batch(self.rng)
         rows: dict[str, torch.Tensor] = {}

@@ -32,7 +32,7 @@ class Rows(_message.Message):
     def __init__(self, table: _Optional[str] = ..., ids: _Optional[bytes] = ..., dim: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class Update(_message.Message):
-    __slots__ = ("kind", "worker", "req_id", "clock", "dense", "sparse")
+    __slots__ = ("kind", "worker", "req_id", "clock", "dense", "sparse", "incarnation")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         PUSH: _ClassVar[Update.Kind]
@@ -45,13 +45,15 @@ class Update(_message.Message):
     CLOCK_FIELD_NUMBER: _ClassVar[int]
     DENSE_FIELD_NUMBER: _ClassVar[int]
     SPARSE_FIELD_NUMBER: _ClassVar[int]
+    INCARNATION_FIELD_NUMBER: _ClassVar[int]
     kind: Update.Kind
     worker: str
     req_id: int
     clock: int
     dense: _containers.RepeatedCompositeFieldContainer[Tensor]
     sparse: _containers.RepeatedCompositeFieldContainer[Rows]
-    def __init__(self, kind: _Optional[_Union[Update.Kind, str]] = ..., worker: _Optional[str] = ..., req_id: _Optional[int] = ..., clock: _Optional[int] = ..., dense: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., sparse: _Optional[_Iterable[_Union[Rows, _Mapping]]] = ...) -> None: ...
+    incarnation: int
+    def __init__(self, kind: _Optional[_Union[Update.Kind, str]] = ..., worker: _Optional[str] = ..., req_id: _Optional[int] = ..., clock: _Optional[int] = ..., dense: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., sparse: _Optional[_Iterable[_Union[Rows, _Mapping]]] = ..., incarnation: _Optional[int] = ...) -> None: ...
 
 class PushRequest(_message.Message):
     __slots__ = ("shard", "epoch", "update")
@@ -122,7 +124,7 @@ class LogEntry(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., epoch: _Optional[int] = ..., payload: _Optional[bytes] = ...) -> None: ...
 
 class ReplicateRequest(_message.Message):
-    __slots__ = ("shard", "epoch", "primary", "entries", "primary_seq", "epoch_start", "state")
+    __slots__ = ("shard", "epoch", "primary", "entries", "primary_seq", "epoch_start", "state", "primary_seq_epoch")
     SHARD_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     PRIMARY_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +132,7 @@ class ReplicateRequest(_message.Message):
     PRIMARY_SEQ_FIELD_NUMBER: _ClassVar[int]
     EPOCH_START_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    PRIMARY_SEQ_EPOCH_FIELD_NUMBER: _ClassVar[int]
     shard: int
     epoch: int
     primary: str
@@ -137,7 +140,8 @@ class ReplicateRequest(_message.Message):
     primary_seq: int
     epoch_start: int
     state: bytes
-    def __init__(self, shard: _Optional[int] = ..., epoch: _Optional[int] = ..., primary: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., primary_seq: _Optional[int] = ..., epoch_start: _Optional[int] = ..., state: _Optional[bytes] = ...) -> None: ...
+    primary_seq_epoch: int
+    def __init__(self, shard: _Optional[int] = ..., epoch: _Optional[int] = ..., primary: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., primary_seq: _Optional[int] = ..., epoch_start: _Optional[int] = ..., state: _Optional[bytes] = ..., primary_seq_epoch: _Optional[int] = ...) -> None: ...
 
 class ReplicateReply(_message.Message):
     __slots__ = ("applied_seq", "epoch", "seq_epoch")
@@ -166,15 +170,17 @@ class SnapshotReply(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., path: _Optional[str] = ..., bytes: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ("checksum", "applied")
+    __slots__ = ("checksum", "applied", "audit")
     CHECKSUM_FIELD_NUMBER: _ClassVar[int]
     APPLIED_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_FIELD_NUMBER: _ClassVar[int]
     checksum: bool
     applied: bool
-    def __init__(self, checksum: _Optional[bool] = ..., applied: _Optional[bool] = ...) -> None: ...
+    audit: bool
+    def __init__(self, checksum: _Optional[bool] = ..., applied: _Optional[bool] = ..., audit: _Optional[bool] = ...) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ("node", "shard", "role", "epoch", "seq", "checksum", "isr", "applied_json", "log_start", "seq_epoch", "restored_from", "pushes")
+    __slots__ = ("node", "shard", "role", "epoch", "seq", "checksum", "isr", "applied_json", "log_start", "seq_epoch", "restored_from", "pushes", "audit_json")
     NODE_FIELD_NUMBER: _ClassVar[int]
     SHARD_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -187,6 +193,7 @@ class StatusReply(_message.Message):
     SEQ_EPOCH_FIELD_NUMBER: _ClassVar[int]
     RESTORED_FROM_FIELD_NUMBER: _ClassVar[int]
     PUSHES_FIELD_NUMBER: _ClassVar[int]
+    AUDIT_JSON_FIELD_NUMBER: _ClassVar[int]
     node: str
     shard: int
     role: str
@@ -199,7 +206,8 @@ class StatusReply(_message.Message):
     seq_epoch: int
     restored_from: str
     pushes: int
-    def __init__(self, node: _Optional[str] = ..., shard: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., seq: _Optional[int] = ..., checksum: _Optional[str] = ..., isr: _Optional[_Iterable[str]] = ..., applied_json: _Optional[str] = ..., log_start: _Optional[int] = ..., seq_epoch: _Optional[int] = ..., restored_from: _Optional[str] = ..., pushes: _Optional[int] = ...) -> None: ...
+    audit_json: str
+    def __init__(self, node: _Optional[str] = ..., shard: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., seq: _Optional[int] = ..., checksum: _Optional[str] = ..., isr: _Optional[_Iterable[str]] = ..., applied_json: _Optional[str] = ..., log_start: _Optional[int] = ..., seq_epoch: _Optional[int] = ..., restored_from: _Optional[str] = ..., pushes: _Optional[int] = ..., audit_json: _Optional[str] = ...) -> None: ...
 
 class Blob(_message.Message):
     __slots__ = ("data",)

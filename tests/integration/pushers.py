@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 
+from psnodes.applied import idem_key
 from psnodes.client import PSClient
 from psnodes.codec import rows_to_pb, tensor_to_pb
 from psnodes.proto import ps_pb2
@@ -43,6 +44,10 @@ class Pusher(threading.Thread):
     def stop(self) -> None:
         self.halt.set()
         self.join(30)
+
+
+#: the applied-set key of the Pusher's updates (raw Updates carry incarnation 0)
+PUSHER_KEY = idem_key("worker-0", 0)
 
 
 def applied_contains(ranges: list[list[int]], x: int) -> bool:

@@ -9,7 +9,7 @@ from harness.history import read_events
 from harness.procs import wait_until
 from psnodes.etcd import Etcd
 
-from .pushers import applied_contains, start_load
+from .pushers import PUSHER_KEY, applied_contains, start_load
 from .test_failover import settle
 
 
@@ -56,7 +56,7 @@ def test_all_copies_lost_restores_from_checkpoint_and_reports_it(make_cluster):
     assert loss is not None
     loss = json.loads(loss.value)
     assert loss["restored_seq"] == snap.seq and loss["previous_epoch"] == old_epoch
-    applied = json.loads(st.applied_json).get("worker-0", [])
+    applied = json.loads(st.applied_json).get(PUSHER_KEY, [])
     lost = [r for r, _, seq, _ in p.acked if not applied_contains(applied, r)]
     kept = [r for r, _, seq, _ in p.acked if seq <= snap.seq]
     assert all(applied_contains(applied, r) for r in kept)

@@ -6,7 +6,7 @@ import numpy as np
 
 from harness.procs import wait_until
 
-from .pushers import applied_contains, start_load
+from .pushers import PUSHER_KEY, applied_contains, start_load
 
 
 def settle(be, shard=0, timeout=20.0):
@@ -34,7 +34,7 @@ def test_sync_kill_primary_loses_no_acknowledged_update(make_cluster):
     assert new.epoch == old.epoch + 1 and new.primary != old.primary and old.primary not in new.isr
     sts = settle(be)
     assert len({s.checksum for s in sts}) == 1
-    applied = json.loads(next(s for s in sts if s.role == "primary").applied_json)["worker-0"]
+    applied = json.loads(next(s for s in sts if s.role == "primary").applied_json)[PUSHER_KEY]
     lost = [r for r, *_ in p.acked if not applied_contains(applied, r)]
     assert lost == [], f"acknowledged pushes lost: {lost[:10]}"
     # one acking node per epoch
@@ -53,7 +53,7 @@ def test_async_kill_primary_loses_at_most_the_lag_window(make_cluster):
     assert wait_until(lambda: any(a[1] > old.epoch for a in p.acked), 10, 0.01)
     p.stop()
     sts = settle(be)
-    applied = json.loads(sts[0].applied_json).get("worker-0", [])
+    applied = json.loads(sts[0].applied_json).get(PUSHER_KEY, [])
     lost = [r for r, *_ in p.acked if not applied_contains(applied, r)]
     assert len(lost) <= 8, f"{len(lost)} acknowledged pushes lost, more than max_lag=8"
 
@@ -78,7 +78,7 @@ def test_paused_primary_is_fenced_and_steps_down(make_cluster):
     for _, ep, _, node in p.acked:
         by_epoch.setdefault(ep, set()).add(node)
     assert all(len(n) == 1 for n in by_epoch.values()), by_epoch
-    applied = json.loads(next(s for s in sts if s.role == "primary").applied_json)["worker-0"]
+    applied = json.loads(next(s for s in sts if s.role == "primary").applied_json)[PUSHER_KEY]
     assert all(applied_contains(applied, r) for r, *_ in p.acked)
 
 

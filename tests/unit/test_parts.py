@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 
-from psnodes.applied import AppliedSet
+from psnodes.applied import AppliedSet, idem_key
 from psnodes.blob import pack, unpack
 from psnodes.config import ClusterConfig
 from psnodes.embedding import init_rows
 from psnodes.errors import ConfigError
-from psnodes.placement import dense_shard, node_name, parse_node_name, row_shards
+from psnodes.placement import audit_name, dense_shard, is_audit, node_name, parse_node_name, row_shards
 from psnodes.updatelog import Entry, UpdateLog
 
 
@@ -28,6 +28,16 @@ def test_applied_set_json_delta_keeps_recent_after_since():
     b = AppliedSet()
     b.merge_json(a.to_json(since=3))
     assert b.ranges == a.ranges and b.seq_of("w", 5) == 5 and b.seq_of("w", 2) == 0
+
+
+def test_idempotency_key_names_the_process_and_keeps_incarnations_apart():
+    assert idem_key("worker-0", 1712345678901234) == "worker-0#1712345678901234"
+    a = AppliedSet()
+    for r in (1, 2, 3):
+        a.add(idem_key("worker-0", 1), r, r)
+    a.add(idem_key("worker-0", 2), 1, 4)       # the restarted process's first push
+    assert not a.contains(idem_key("worker-0", 2), 2) and a.contains(idem_key("worker-0", 1), 2)
+    assert a.ranges == {"worker-0#1": [[1, 3]], "worker-0#2": [[1, 1]]}
 
 
 def test_update_log_bounds_and_since():
@@ -58,6 +68,12 @@ def test_placement_is_stable_and_spreads():
     assert counts.min() > 2000
     assert (row_shards("emb", np.arange(100), 4) == row_shards("emb", np.arange(100), 4)).all()
     assert parse_node_name(node_name(3, 2)) == (3, 2)
+
+
+def test_audit_tensors_are_pinned_to_their_shard():
+    assert [dense_shard(audit_name(s), 4) for s in range(4)] == [0, 1, 2, 3]
+    assert is_audit(audit_name(0)) and not is_audit("audit") and not is_audit("layer.__audit__/0")
+    assert dense_shard("__audit__/x", 4) == dense_shard("__audit__/x", 4)   # not a shard number: hashed
     with pytest.raises(ValueError, match="shard-<i>/<r>"):
         parse_node_name("worker-1")
 

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
 
+from psnodes.applied import idem_key
 from psnodes.codec import rows_to_pb, tensor_to_pb
 from psnodes.errors import InvalidArgument, NotFound
 from psnodes.proto import ps_pb2
@@ -110,7 +111,7 @@ def test_full_export_import_roundtrip():
     blob, raw = a.export_state(0)
     b.import_state(blob)
     assert b.checksum() == a.checksum() and b.seq == a.seq and raw > 0
-    assert b.applied.contains("worker-0", 4) and b.pushes == 5
+    assert b.applied.contains(idem_key("worker-0", 0), 4) and b.pushes == 5
 
 
 def test_delta_since_moves_only_changed_keys():
@@ -156,3 +157,19 @@ def test_min_clock_is_slowest_expected_worker():
     assert s.min_clock() == 0
     push(s, push_update(2, worker="worker-1", clock=2, ids=[1]))
     assert s.min_clock() == 3
+
+
+def test_restarted_worker_is_a_new_key_and_its_clock_stays_by_name():
+    """Bug 4.1: a new process starts its ids at 1 again; only the same incarnation is a retry."""
+    s = store()
+    init(s)
+    first = push_update(1, clock=5, ids=[1])
+    first.incarnation = 1000
+    push(s, first)
+    assert s.duplicate_seq(first) == 2
+    again = push_update(1, clock=0, ids=[2])
+    again.incarnation = 2000                     # restarted: same name, same req_id, new process
+    assert s.duplicate_seq(again) is None
+    push(s, again)
+    assert s.pushes == 2 and set(s.applied.ranges) == {"worker-0#1000", "worker-0#2000"}
+    assert s.clocks == {"worker-0": 6}           # BSP/SSP clocks key by the bare worker name

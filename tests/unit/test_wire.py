@@ -16,6 +16,25 @@ def test_split_push_gives_the_update_bytes():
     assert ps_pb2.Update.FromString(payload) == upd
 
 
+def test_split_push_keeps_the_incarnation_of_the_idempotency_key():
+    inc = 1_712_345_678_901_234                   # time.time_ns() // 1000: above 2**32
+    upd = ps_pb2.Update(worker="worker-3", incarnation=inc, req_id=7, clock=2,
+                        dense=[tensor_to_pb("x", np.ones(4))])
+    raw = ps_pb2.PushRequest(shard=1, epoch=2, update=upd).SerializeToString()
+    req, payload = split_push(raw)
+    got = ps_pb2.Update.FromString(payload)
+    assert (got.worker, got.incarnation, got.req_id) == ("worker-3", inc, 7)
+    assert req.update.incarnation == inc and bytes(payload) == upd.SerializeToString()
+
+
+def test_split_push_skips_fixed_width_fields_it_does_not_know():
+    upd = ps_pb2.Update(worker="w", incarnation=5, req_id=1)
+    raw = ps_pb2.PushRequest(shard=1, update=upd).SerializeToString()
+    extra = varint((9 << 3) | 1) + bytes(8) + varint((10 << 3) | 5) + bytes(4)   # fixed64, fixed32
+    req, payload = split_push(extra + raw)
+    assert req.shard == 1 and ps_pb2.Update.FromString(payload) == upd
+
+
 def test_pull_reply_parses_back():
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     ids, rows = np.array([5, 1 << 40], dtype=np.int64), np.ones((2, 8), dtype=np.float32)
