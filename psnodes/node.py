@@ -45,7 +45,7 @@ class ShardNode:
         self.isr: list[str] = []
         self.epoch_start = 0
         self.last_heard = time.monotonic()
-        self.in_sync = False            # caught up with a primary since this process started
+        self.in_sync = False            # matched a primary's (seq, epoch) since this process started
         self.peer_seq: dict[str, int] = {}
         self.stopping = threading.Event()
         self.lease = 0
@@ -214,7 +214,10 @@ class ShardNode:
                 if e.seq != self.store.seq + 1:
                     break
                 self.store.apply_entry(Entry(e.seq, e.epoch, e.payload))
-            if self.store.seq == req.primary_seq and not self.in_sync:
+            if not self.in_sync and self.store.seq == req.primary_seq \
+                    and self.store.seq_epoch == req.primary_seq_epoch:
+                # log matching: the same last entry (seq and epoch), not just the same length; a
+                # copy restarted from an old checkpoint of another branch can share the seq alone
                 self.in_sync = True
             self.metrics.seq.set(self.store.seq)
             self.cond.notify_all()

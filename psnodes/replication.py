@@ -94,7 +94,8 @@ class PeerSender(threading.Thread):
         store = node.store
 
         def req(entries=(), state: bytes = b"") -> bytes:
-            return encode_replicate(node.shard, self.epoch, node.name, entries, store.seq, node.epoch_start, state)
+            return encode_replicate(node.shard, self.epoch, node.name, entries, store.seq, node.epoch_start, state,
+                                    store.seq_epoch)
 
         if known is None or known == store.seq and store.matches(known, known_epoch):
             return req(), 0, "heartbeat"

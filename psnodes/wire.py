@@ -107,10 +107,10 @@ def encode_pull_reply(epoch: int, seq: int, node: str, dense: Iterable[tuple[str
 
 
 def encode_replicate(shard: int, epoch: int, primary: str, entries: Iterable, primary_seq: int,
-                     epoch_start: int, state: bytes = b"") -> bytes:
+                     epoch_start: int, state: bytes = b"", primary_seq_epoch: int = 0) -> bytes:
     """A serialized ReplicateRequest; entries are (seq, epoch, payload) with payload any buffer."""
     parts: list = [*_uint(1, shard), *_uint(2, epoch), *_bytes(3, primary.encode())]
     for e in entries:
         parts += _sub(4, [*_uint(1, e.seq), *_uint(2, e.epoch), *_bytes(3, e.payload)])
-    parts += [*_uint(5, primary_seq), *_uint(6, epoch_start), *_bytes(8, state)]
+    parts += [*_uint(5, primary_seq), *_uint(6, epoch_start), *_bytes(8, state), *_uint(9, primary_seq_epoch)]
     return b"".join(parts)

@@ -1,0 +1,65 @@
+"""A shard node's role decisions in one process, without gRPC or etcd: when a replica counts as in
+sync with its primary (issue 7, bug 4.6)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from psnodes.codec import tensor_to_pb
+from psnodes.config import ClusterConfig
+from psnodes.events import EventLog
+from psnodes.node import ShardNode
+from psnodes.proto import ps_pb2
+
+
+def make_node(tmp_path, name: str = "shard-0/1", copies: int = 2) -> ShardNode:
+    cfg = ClusterConfig(cluster_id="unit", etcd="http://127.0.0.1:1", shards=1, copies=copies, workers=1,
+                        workdir=str(tmp_path), optimizer={"name": "sgd", "lr": 0.1})
+    return ShardNode(cfg, name, dict(cfg.addresses), etcd=None, events=EventLog(None, name))
+
+
+def apply_history(node: ShardNode, epochs: list[int]) -> None:
+    """Give the node's store one INIT then one push per epoch in `epochs` (seq 1..len)."""
+    s = node.store
+    u = ps_pb2.Update(kind=ps_pb2.Update.INIT, dense=[tensor_to_pb("w", np.zeros(4))])
+    s.apply(s.validate(u), u.SerializeToString(), epochs[0])
+    for i, ep in enumerate(epochs[1:], start=1):
+        u = ps_pb2.Update(worker="worker-0", req_id=i, dense=[tensor_to_pb("w", np.full(4, float(i)))])
+        s.apply(s.validate(u), u.SerializeToString(), ep)
+
+
+def heartbeat(epoch: int, primary_seq: int, epoch_start: int, **kw) -> ps_pb2.ReplicateRequest:
+    return ps_pb2.ReplicateRequest(shard=0, epoch=epoch, primary="shard-0/0", primary_seq=primary_seq,
+                                   epoch_start=epoch_start, **kw)
+
+
+def test_equal_seq_on_a_divergent_history_is_not_in_sync(tmp_path):
+    # the replica restarted from a checkpoint at seq 5 written in epoch 1; the primary of epoch 2
+    # began at seq 3 and is at seq 5 too, with entries 4..5 of its own epoch: same seq, other history
+    node = make_node(tmp_path)
+    apply_history(node, [1, 1, 1, 1, 1])
+    node.replicate(heartbeat(epoch=2, primary_seq=5, epoch_start=3))
+    assert node.store.seq == 5
+    assert not node.in_sync, "a copy whose last entry (seq 5, epoch 1) differs from the primary's counted as in sync"
+
+
+def test_same_last_entry_is_in_sync(tmp_path):
+    node = make_node(tmp_path)
+    apply_history(node, [1, 1, 1, 2, 2])
+    node.replicate(heartbeat(epoch=2, primary_seq=5, epoch_start=3, primary_seq_epoch=2))
+    assert node.in_sync
+
+
+def test_primary_without_the_last_entry_epoch_never_makes_a_copy_in_sync(tmp_path):
+    # a request that does not say its last entry's epoch (0) proves nothing beyond seq 0
+    node = make_node(tmp_path)
+    apply_history(node, [1, 1, 1])
+    node.replicate(heartbeat(epoch=1, primary_seq=3, epoch_start=0))
+    assert not node.in_sync
+
+
+def test_replicate_encoder_carries_the_last_entry_epoch():
+    from psnodes.wire import encode_replicate
+
+    req = ps_pb2.ReplicateRequest.FromString(encode_replicate(0, 3, "shard-0/0", [], 9, 7, b"", 2))
+    assert (req.primary_seq, req.primary_seq_epoch, req.epoch_start) == (9, 2, 7)
