@@ -204,7 +204,10 @@ def bench_ps(args) -> int:
     res["failover_failed"] = res["failover_ms"]["failed"]
     res["ratios"] = {"ps_over_echo": _median_ratio(rounds["ps"], rounds["echo"]),
                      "ps_over_torch_rpc": _median_ratio(rounds["ps"], rounds["torch"]),
-                     "ps_over_torch_rpc_tcp": _median_ratio(rounds["ps"], rounds["torch_tcp"])}
+                     "ps_over_torch_rpc_tcp": _median_ratio(rounds["ps"], rounds["torch_tcp"]),
+                     # is the gap our wire (gRPC-Python) or what the PS does on top of it?
+                     "echo_over_torch_rpc": _median_ratio(rounds["echo"], rounds["torch"]),
+                     "echo_over_torch_rpc_tcp": _median_ratio(rounds["echo"], rounds["torch_tcp"])}
     p99 = res["failover_ms"]["p99"]
     res["targets"] = {"ps_over_echo>=0.8": res["ratios"]["ps_over_echo"] >= 0.8,
                       "ps_over_torch_rpc>=1.5": res["ratios"]["ps_over_torch_rpc"] >= 1.5,
