@@ -40,6 +40,28 @@ def test_idempotency_key_names_the_process_and_keeps_incarnations_apart():
     assert a.ranges == {"worker-0#1": [[1, 3]], "worker-0#2": [[1, 1]]}
 
 
+def test_applied_set_stays_small_on_a_long_run():
+    """Bug 4.7: per-shard ids make one interval per process; the retry window is per process, so
+    what a delta or checkpoint carries does not grow with the run."""
+    a = AppliedSet()
+    for r in range(1, 5001):
+        a.add(idem_key("worker-0", 1), r, 2 * r)
+        a.add(idem_key("worker-1", 1), r, 2 * r + 1)
+    assert a.intervals() == 2 and a.count() == 10_000
+    full = a.to_json(0)
+    assert {k: len(v) for k, v in full["recent"].items()} == {"worker-0#1": 16, "worker-1#1": 16}
+    assert a.to_json(9_990)["recent"] == {"worker-0#1": [[4996, 9992], [4997, 9994], [4998, 9996],
+                                                         [4999, 9998], [5000, 10000]],
+                                          "worker-1#1": [[4995, 9991], [4996, 9993], [4997, 9995],
+                                                         [4998, 9997], [4999, 9999], [5000, 10001]]}
+    b = AppliedSet()
+    b.merge_json(full)
+    assert b.ranges == a.ranges and b.seq_of("worker-0#1", 5000) == 10000
+    c = AppliedSet()
+    c.merge_json({"ranges": {"w#0": [[1, 2]]}, "recent": [["w#0", 1, 5], ["w#0", 2, 6]]})   # older form
+    assert c.seq_of("w#0", 1) == 5 and c.seq_of("w#0", 2) == 6
+
+
 def test_update_log_bounds_and_since():
     log = UpdateLog(max_entries=3)
     for s in range(1, 6):
