@@ -5,6 +5,10 @@ the peer trails by a few, a state delta (changed keys since the peer's seq) when
 more, a full snapshot when the peer's history no longer matches ours. Calls without entries are
 heartbeats, by which replicas know the primary lives. A peer that stops answering is dropped from
 the ISR in etcd *before* any push is acked without it; a peer that caught up is added back.
+
+Invariant: every ISR member in etcd is in the primary's own ISR (so acks wait for it). Removals
+land in etcd first, adds land in the primary's memory first and in etcd after; an add that etcd
+could not take (it was down) is retried until it lands, or the peer would never be electable.
 """
 from __future__ import annotations
 
@@ -85,7 +89,7 @@ class PeerSender(threading.Thread):
                     add = False
             if add:
                 self._finish_catchup(known)
-                self.mgr.change_isr(add=self.peer, reason="caught up")
+                self.mgr.request_add(self.peer, self.epoch)
         self.channel.close()
 
     def _build(self, known: int | None, known_epoch: int) -> tuple[bytes, int, str]:
@@ -141,6 +145,9 @@ class ReplicationManager:
         self.node = node
         self.senders: dict[str, PeerSender] = {}
         self.isr_lock = threading.Lock()
+        self.pending_adds: dict[str, int] = {}       # peer -> epoch: in our ISR, not yet in etcd's
+        self.pending_lock = threading.Lock()
+        self.reconciler: threading.Thread | None = None
         node.on_promote = self.start
         node.on_step_down = self.stop
 
@@ -157,12 +164,52 @@ class ReplicationManager:
         for s in self.senders.values():
             s.stop.set()
         self.senders = {}
+        with self.pending_lock:
+            self.pending_adds.clear()
 
-    def change_isr(self, add: str | None = None, remove: str | None = None, reason: str = "") -> bool:
-        """Compare-and-swap the shard record's ISR. Removal lands in etcd before it counts locally."""
+    def request_add(self, peer: str, epoch: int) -> None:
+        """Store a caught-up peer (already in our ISR) in etcd's ISR, retrying while etcd is down.
+
+        A thread of its own does it, so that an unreachable etcd never stalls replication."""
+        with self.pending_lock:
+            self.pending_adds[peer] = epoch
+            if self.reconciler is None or not self.reconciler.is_alive():
+                self.reconciler = threading.Thread(target=self._reconcile, name="isr-add", daemon=True)
+                self.reconciler.start()
+
+    def _reconcile(self) -> None:
+        node = self.node
+        deferred: set[tuple[str, int]] = set()
+        while not node.stopping.is_set():
+            with self.pending_lock:
+                todo = dict(self.pending_adds)
+                if not todo:
+                    self.reconciler = None
+                    return
+            for peer, epoch in todo.items():
+                stale = not node.is_primary(epoch) or peer not in node.isr
+                if stale or self.change_isr(add=peer, reason="caught up", attempts=1):
+                    with self.pending_lock:
+                        if self.pending_adds.get(peer) == epoch:
+                            del self.pending_adds[peer]
+                elif (peer, epoch) not in deferred:
+                    deferred.add((peer, epoch))
+                    node.events.emit("isr-deferred", {"shard": node.shard, "epoch": epoch, "added": peer,
+                                                      "reason": "etcd did not take the add; retrying until it does"})
+            node.stopping.wait(0.25)
+
+    def change_isr(self, add: str | None = None, remove: str | None = None, reason: str = "",
+                   attempts: int = 5) -> bool:
+        """Compare-and-swap the shard record's ISR; True once etcd holds the change.
+
+        Removal lands in etcd before it counts locally. An add is stored only while the peer is
+        still in our own ISR (checked under the ISR lock, which local removals also hold), so etcd
+        never names a member that our acks do not wait for."""
         node = self.node
         with self.isr_lock:
-            for _ in range(5):
+            if add and add not in node.isr:
+                return False
+            for _ in range(attempts):
                 try:
                     kv = node.etcd.get(node.cfg.shard_key(node.shard))
                 except Exception:
@@ -192,8 +239,7 @@ class ReplicationManager:
                 if ok:
                     break
             else:
-                if remove:
-                    return False
+                return False
             with node.cond:
                 if remove and remove in node.isr:
                     node.isr.remove(remove)

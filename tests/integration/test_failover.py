@@ -96,3 +96,50 @@ def test_retried_push_is_applied_exactly_once(make_cluster):
     assert again.duplicate and again.seq == first.seq and again.epoch > first.epoch
     st = be.status(be.routing()[0].primary, applied=True)
     assert st.pushes == 1
+
+
+def etcd_record(be, shard=0):
+    """The shard record as etcd holds it (None while etcd is down): never the nodes' own view."""
+    from psnodes.config import ShardRecord
+    from psnodes.etcd import Etcd, EtcdError
+
+    try:
+        kv = Etcd(be.cfg.etcd, timeout=0.5).get(be.cfg.shard_key(shard))
+    except (EtcdError, ValueError):
+        return None
+    return ShardRecord.from_json(kv.value) if kv else None
+
+
+def test_replica_readded_while_etcd_is_down_is_stored_and_electable(make_cluster):
+    """Issue 7 bug 4.4: the primary re-adds a caught-up replica to its ISR while etcd is down; once
+    etcd is back the record must name it too, or it can never be elected."""
+    be = make_cluster(shards=1, copies=2, replication="sync")
+    p = start_load(be, 0.5)
+    old = be.routing()[0]
+    rep = next(n for n in be.cfg.shard_nodes(0) if n != old.primary)
+    be.kill(rep)
+    assert wait_until(lambda: (r := etcd_record(be)) is not None and r.isr == [old.primary], 10, 0.05), \
+        "the dead replica was not dropped from the ISR"
+    be.kill("etcd")
+    be.restart(rep)                  # it catches up from the primary while etcd is down
+    assert wait_until(lambda: (s := be.status(old.primary)) is not None and rep in s.isr, 20, 0.1), \
+        "the primary never re-added the caught-up replica"
+    be.restart("etcd")
+    stored = wait_until(lambda: (r := etcd_record(be)) is not None and rep in r.isr, 10, 0.1)
+    assert stored, f"etcd's ISR never got the re-added replica {rep}: {etcd_record(be)}"
+    n0 = len(p.acked)
+    assert wait_until(lambda: len(p.acked) > n0 + 20, 10, 0.05), "no acks after etcd came back"
+    be.kill(old.primary)
+    assert wait_until(lambda: (r := etcd_record(be)) is not None and r.epoch > old.epoch, 10, 0.05)
+    new = etcd_record(be)
+    assert new.primary == rep and new.epoch == old.epoch + 1
+    assert wait_until(lambda: any(a[1] > old.epoch for a in p.acked), 10, 0.01), "no ack after failover"
+    p.stop()
+    from harness.history import read_events
+
+    assert not [e for e in read_events(be.events_path(rep)) if e["f"] == "restore"], \
+        "the in-sync replica was promoted through restore-from-checkpoint, not election"
+    st = be.status(rep, applied=True)
+    applied = json.loads(st.applied_json)[PUSHER_KEY]
+    lost = [r for r, *_ in p.acked if not applied_contains(applied, r)]
+    assert lost == [], f"acknowledged pushes lost: {lost[:10]}"
