@@ -53,8 +53,7 @@ def merge(t0: float, sources: list[Path], out: Path) -> list[dict]:
     """Merge event files into one history ordered by time; returns the events."""
     events = [e for p in sources for e in read_events(p)]
     for e in events:
-        e["t"] = round(e["t"] - t0, 6)
-        e.pop("pid", None)
+        e["t"] = round(e["t"] - t0, 6)      # "pid" stays: it tells two incarnations of a worker apart
     events.sort(key=lambda e: e["t"])
     with open(out, "w") as f:
         for e in events:

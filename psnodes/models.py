@@ -27,7 +27,7 @@ class Batch:
 class MLPTask:
     name = "mlp"
     tables: dict[str, int] = {}
-    target_loss = 0.1
+    target_loss = 0.15
 
     def __init__(self, seed: int, device: torch.device, batch_size: int = 64) -> None:
         g = np.random.default_rng(seed)

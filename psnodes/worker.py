@@ -102,7 +102,7 @@ class Worker:
             step += 1
             if self.step_delay:
                 time.sleep(self.step_delay)
-        tail = self.losses[-20:]
+        tail = self.losses[-50:]     # 50 steps: the estimate must not be a coin flip
         final = float(np.mean(tail)) if tail else float("nan")
         self.events.emit("train-done", {"worker": self.name, "steps": step, "final_loss": final,
                                         "target_loss": self.task.target_loss, "device": str(self.device),

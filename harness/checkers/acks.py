@@ -23,8 +23,14 @@ def _ranges(state: dict, v: dict) -> list[list[int]]:
     return applied.get(idem(v), applied.get(v["worker"], []))
 
 
+def _with_pid(e: dict) -> dict:
+    """The push's value, with the pid of the process that wrote it: the harness's own way to tell
+    two incarnations of a worker apart, should the client's incarnation number be wrong."""
+    return {**e["value"], "pid": e.get("pid")}
+
+
 def acked(history: list[dict]) -> list[dict]:
-    return [e["value"] for e in by_f(history, "push", "ok")]
+    return [_with_pid(e) for e in by_f(history, "push", "ok")]
 
 
 def live_copies(history: list[dict]) -> dict[int, list[dict]]:
@@ -45,10 +51,10 @@ def final_primaries(history: list[dict]) -> dict[int, dict]:
 
 
 def unique_keys(values: list[dict]) -> dict[tuple[int, str], set]:
-    """(shard, worker) -> the distinct idempotency keys among these push values."""
+    """(shard, worker) -> the distinct pushes among these values: (key, process, request id)."""
     out: dict[tuple[int, str], set] = defaultdict(set)
     for v in values:
-        out[(v["shard"], v["worker"])].add((idem(v), v["req_id"]))
+        out[(v["shard"], v["worker"])].add((idem(v), v.get("pid"), v["req_id"]))
     return out
 
 
@@ -84,7 +90,7 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
     lost, explained, unexplained = [], Counter(), []
     seen = set()
     for v in oks:
-        k = (v["shard"], idem(v), v["req_id"])
+        k = (v["shard"], idem(v), v.get("pid"), v["req_id"])
         if k in seen or _contains(_ranges(prim[v["shard"]], v), v["req_id"]):
             seen.add(k)
             continue
@@ -128,9 +134,9 @@ def exactly_once(history: list[dict], ctx: dict) -> Verdict:
     applied_by: dict[tuple, list] = defaultdict(list)
     for v in oks:
         if not v.get("duplicate"):
-            applied_by[(v["shard"], idem(v), v["req_id"])].append(v["seq"])
+            applied_by[(v["shard"], idem(v), v.get("pid"), v["req_id"])].append(v["seq"])
     twice = {k: s for k, s in applied_by.items() if len(set(s)) > 1}
-    invoked = unique_keys([e["value"] for e in by_f(history, "push", "invoke")])
+    invoked = unique_keys([_with_pid(e) for e in by_f(history, "push", "invoke")])
     over, disagree, mismatched, no_audit = [], [], [], []
     for shard, cs in live_copies(history).items():
         for c in cs:

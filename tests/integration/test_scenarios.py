@@ -30,6 +30,13 @@ def test_kill_primary(tmp_path):
     assert rep["faults"][0]["kind"] == "kill" and rep["faults"][0]["target"].startswith("shard-0/")
     assert rep["rerun"].endswith("--backend process --seed 3")
     assert (tmp_path / "kill-primary" / "history.jsonl").stat().st_size > 0
+    # the same checks, re-judged offline from the saved history alone, agree with the run
+    c = subprocess.run([sys.executable, "-m", "harness.cli", "check", str(tmp_path / "kill-primary"), "--json"],
+                       capture_output=True, text=True, timeout=120, cwd=REPO)
+    offline = json.loads(c.stdout)
+    assert c.returncode == 0 and offline["verdict"] == rep["verdict"]
+    assert {k: v["valid"] for k, v in offline["checks"].items()} == {k: v["valid"] for k, v in rep["checks"].items()}
+    assert offline["checks"]["no-lost-acks"]["details"] == rep["checks"]["no-lost-acks"]["details"]
 
 
 def test_replica_restart_catchup(tmp_path):

@@ -307,3 +307,13 @@ def test_metrics_and_bounds():
     assert m["acked_updates"] == 1 and m["lost_acked_updates"] == 0
     b = check_bounds(m, ["lost_acked_updates == 0", "acked_updates > 5", "nope.x <= 1"])
     assert [x["holds"] for x in b] == [True, False, False]
+
+
+def test_two_processes_of_one_worker_are_told_apart_by_pid():
+    """A client that reuses its incarnation after a restart: the PS answers the new process's
+    req 1 as a duplicate of the old one's; the history's pids show two pushes, the audit one."""
+    a, b = ok(1, "worker-0", 1, 0, 1, 1, inc=0), ok(5, "worker-0", 1, 0, 1, 1, inc=0, dup=True)
+    a["pid"], b["pid"] = 100, 200
+    h = [a, b, final("shard-0/0", 0, "primary", 1, 1, {"worker-0#0": [[1, 1]]})]
+    v = CHECKERS["no-lost-acks"](h, CTX)
+    assert v.valid is False and v.details["audit_short"][0]["acked"] == 2
