@@ -38,8 +38,12 @@ class ClusterConfig:
     candidate_window_s: float = 0.08            # how long candidates wait for each other
     rpc_timeout_s: float = 2.0
     lease_ttl_s: int = 2
+    lease_margin_s: float = 0.3                 # a primary stops acking this long before its lease could expire
     max_lag: int = 256                          # async: entries a replica may trail before pushes wait
-    min_isr: int = 0                            # sync acks need this many in-sync copies; 0 = 2 if copies >= 3 else 1
+    # sync acks need this many in-sync copies; 0 = 2 if copies >= 3 else 1. With 2 copies an ack may
+    # live on the primary alone: losing it then means a restore (a reported loss), and the lease
+    # bound (psnodes.node) keeps that primary from acking once a restore may happen
+    min_isr: int = 0
     checkpoint_interval_s: float = 2.0
     max_message_bytes: int = 256 << 20
     log_entries: int = 4096
@@ -60,6 +64,9 @@ class ClusterConfig:
             self.min_isr = 2 if self.copies >= 3 else 1
         if not 1 <= self.min_isr <= self.copies:
             raise ConfigError(f"min_isr={self.min_isr} must be between 1 and copies={self.copies}")
+        if not 0 <= self.lease_margin_s < self.lease_ttl_s / 2:
+            raise ConfigError(f"lease_margin_s={self.lease_margin_s} must be >= 0 and under half of "
+                              f"lease_ttl_s={self.lease_ttl_s}")
 
     def optimizer_config(self) -> OptimizerConfig:
         return OptimizerConfig(**self.optimizer)

@@ -10,6 +10,10 @@ old primary that wakes finds every replica refusing its epoch and steps down.
 When no copy in the ISR is alive at all (their etcd leases expired), the lowest live slot
 restores the shard's last checkpoint and takes a new epoch; the loss is written to etcd and to
 the event log, never hidden.
+
+The lease is also what bounds a primary: it acks only while its lease cannot have expired
+(`ShardNode.lease_until`, renewed here from the send time of each successful keepalive) and steps
+down once it may have, so that a copy restoring after that expiry never overlaps with its acks.
 """
 from __future__ import annotations
 
@@ -33,8 +37,14 @@ class Elector(threading.Thread):
     def register(self) -> None:
         """Take a lease and announce this node under it (its liveness for the all-lost check)."""
         node, cfg = self.node, self.node.cfg
-        node.lease = node.etcd.grant(cfg.lease_ttl_s)
+        sent = time.monotonic()
+        node.lease = node.etcd.grant(cfg.lease_ttl_s, timeout=self.keepalive_timeout())
+        node.renew_lease(sent, cfg.lease_ttl_s)
         self.announce()
+
+    def keepalive_timeout(self) -> float:
+        """Long enough for a slow etcd to answer, short enough for two tries within the TTL."""
+        return max(0.2, (self.node.cfg.lease_ttl_s - self.node.cfg.lease_margin_s) / 3)
 
     def announce(self) -> None:
         """Publish role and in-sync state under the lease: a restarted copy says it is not in sync."""
@@ -44,17 +54,27 @@ class Elector(threading.Thread):
                       lease=node.lease)
 
     def keepalive(self) -> None:
+        """Renew the lease every TTL/6 (soon again after a failure). A primary whose lease may have
+        expired steps down before anything else, and one whose lease did expire re-registers as a
+        replica: a copy may have restored the shard in between, so it must win an election again."""
         node, cfg = self.node, self.node.cfg
-        while not node.stopping.wait(cfg.lease_ttl_s / 4):
+        period = cfg.lease_ttl_s / 6
+        while not node.stopping.wait(period):
+            if node.role == "primary" and not node.lease_valid():
+                node.lease_lost("the etcd lease may have expired: no keepalive succeeded in time")
+            sent = time.monotonic()
             try:
-                if node.etcd.keepalive(node.lease) <= 0:
+                ttl = node.etcd.keepalive(node.lease, timeout=self.keepalive_timeout())
+                if ttl <= 0:
+                    node.lease_lost("the etcd lease expired")
                     self.register()
-                    if node.role == "primary":
-                        node.etcd.put(cfg.leader_key(node.shard), node.name, lease=node.lease)
-                elif self.announced != (node.role, node.in_sync):
-                    self.announce()
+                else:
+                    node.renew_lease(sent, min(ttl, cfg.lease_ttl_s))
+                    if self.announced != (node.role, node.in_sync):
+                        self.announce()
+                period = cfg.lease_ttl_s / 6
             except Exception:
-                pass  # etcd down: keep serving; fencing keeps a stale primary from acking
+                period = 0.05    # etcd unreachable or slow: try again soon, the lease bound still holds
 
     # ------------------------------------------------------------ bootstrap
     def bootstrap(self) -> None:

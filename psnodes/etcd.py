@@ -78,9 +78,14 @@ class Etcd:
             body["lease"] = str(lease)
         self._call("/kv/put", body)
 
+    def delete(self, key: str) -> None:
+        self._call("/kv/deleterange", {"key": _b64(key)})
+
     def cas(self, key: str, expect_mod_revision: int, value: str | bytes, lease: int = 0,
-            also_put: list[tuple[str, str | bytes, int]] = ()) -> bool:
-        """Put `value` iff the key's mod revision is `expect_mod_revision` (0: the key is absent)."""
+            also_put: list[tuple[str, str | bytes, int]] = (),
+            also_compare: list[tuple[str, int]] = ()) -> bool:
+        """Put `value` iff the key's mod revision is `expect_mod_revision` (0: the key is absent),
+        and each (key, mod revision) of `also_compare` still holds, all in one transaction."""
         put = {"key": _b64(key), "value": _b64(value)}
         if lease:
             put["lease"] = str(lease)
@@ -90,15 +95,16 @@ class Etcd:
             if l:
                 p["lease"] = str(l)
             ops.append({"request_put": p})
-        cmp = {"key": _b64(key), "target": "MOD", "result": "EQUAL", "mod_revision": str(expect_mod_revision)}
-        return bool(self._call("/kv/txn", {"compare": [cmp], "success": ops}).get("succeeded", False))
+        cmps = [{"key": _b64(k), "target": "MOD", "result": "EQUAL", "mod_revision": str(rev)}
+                for k, rev in [(key, expect_mod_revision), *also_compare]]
+        return bool(self._call("/kv/txn", {"compare": cmps, "success": ops}).get("succeeded", False))
 
-    def grant(self, ttl: int) -> int:
-        return int(self._call("/lease/grant", {"TTL": ttl})["ID"])
+    def grant(self, ttl: int, timeout: float | None = None) -> int:
+        return int(self._call("/lease/grant", {"TTL": ttl}, timeout)["ID"])
 
-    def keepalive(self, lease: int) -> int:
+    def keepalive(self, lease: int, timeout: float | None = None) -> int:
         """Refresh a lease; returns the TTL left (0 or less: the lease is gone)."""
-        out = self._call("/lease/keepalive", {"ID": str(lease)})
+        out = self._call("/lease/keepalive", {"ID": str(lease)}, timeout)
         return int(out.get("result", {}).get("TTL", 0))
 
     def revoke(self, lease: int) -> None:

@@ -5,10 +5,16 @@ the in-sync replica set (ISR). A sync-mode push is acked only once every ISR mem
 it, and the ISR only shrinks in etcd before the primary acks without a member, so every acked
 update lives on every copy that may be promoted. Epochs fence everything else: a request or a
 replication call from a lower epoch is refused.
+
+Primacy is also bounded by the node's etcd lease. A copy restores the shard from checkpoint only
+after every ISR copy's lease expired in etcd; so a primary acks only while its lease cannot have
+expired: until `lease_until`, the send time of its last successful keepalive plus the TTL less a
+margin. Past it, it refuses pushes and pulls and steps down (the elector re-elects through etcd).
 """
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
 from typing import Callable
@@ -49,6 +55,9 @@ class ShardNode:
         self.peer_seq: dict[str, int] = {}
         self.stopping = threading.Event()
         self.lease = 0
+        # monotonic time until which the etcd lease surely lives; a node run without etcd (in-process
+        # tests) never holds a lease and is not bounded by one; the elector sets it at registration
+        self.lease_until = math.inf
         self.restored_from = ""
         self.on_promote: Callable[[], None] = lambda: None   # set by the replication manager
         self.on_step_down: Callable[[], None] = lambda: None
@@ -100,12 +109,39 @@ class ShardNode:
                 self.follow(self.epoch, "", self.epoch_start)
         self.events.emit("fenced", {"shard": self.shard, "reason": reason})
 
+    # ------------------------------------------------------------------ lease
+    def renew_lease(self, sent: float, ttl: float) -> None:
+        """etcd confirmed the lease at some moment after `sent` (monotonic) for `ttl` seconds."""
+        with self.cond:
+            until = sent + ttl - self.cfg.lease_margin_s
+            self.lease_until = until if self.lease_until == math.inf else max(self.lease_until, until)
+            self.cond.notify_all()
+
+    def lease_valid(self) -> bool:
+        return time.monotonic() < self.lease_until
+
+    def lease_lost(self, reason: str) -> bool:
+        """The lease may have expired: stop being primary (its senders stop, so replicas suspect and
+        elect through etcd). Returns True when this node stepped down."""
+        with self.cond:
+            if self.role != "primary":
+                return False
+            self.follow(self.epoch, "", self.epoch_start)
+        self.events.emit("lease-lost", {"shard": self.shard, "epoch": self.epoch, "reason": reason})
+        return True
+
+    def _check_lease(self) -> None:
+        if not self.lease_valid():
+            raise NotPrimary(f"{self.name} could not renew its etcd lease in time: it stopped serving shard "
+                             f"{self.shard} so that no other copy is restored while it acks; retry")
+
     def _check_primary(self, client_epoch: int) -> None:
         if self.role != "primary":
             hint = f"; primary is {self.primary}" if self.primary else ""
             raise NotPrimary(f"{self.name} is not the primary of shard {self.shard} (epoch {self.epoch}){hint}")
         if client_epoch > self.epoch:
             raise NotPrimary(f"{self.name} is at epoch {self.epoch} but the client knows epoch {client_epoch}")
+        self._check_lease()
 
     def _replicated(self, seq: int) -> bool:
         """Every ISR member applied `seq`, and the ISR is at least min_isr copies (sync mode's rule;
@@ -120,6 +156,7 @@ class ShardNode:
             if not self.is_primary(epoch):
                 raise NotPrimary(f"{self.name} lost primacy of shard {self.shard} before seq {seq} "
                                  "was replicated; retry with the same request id")
+            self._check_lease()
             if self._replicated(seq):
                 return
             left = deadline - time.monotonic()
@@ -166,6 +203,7 @@ class ShardNode:
         while not self._replicated(self.store.seq - self.cfg.max_lag):
             if not self.is_primary(epoch):
                 raise NotPrimary(f"{self.name} lost primacy of shard {self.shard}")
+            self._check_lease()
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ReplicationFailed(f"replicas trail more than max_lag={self.cfg.max_lag} entries")

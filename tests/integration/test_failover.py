@@ -1,7 +1,9 @@
 """Failover with real etcd and real processes: SIGKILL and SIGSTOP of a primary, both modes."""
 import json
+import threading
 import time
 
+import grpc
 import numpy as np
 
 from harness.procs import wait_until
@@ -143,3 +145,77 @@ def test_replica_readded_while_etcd_is_down_is_stored_and_electable(make_cluster
     applied = json.loads(st.applied_json)[PUSHER_KEY]
     lost = [r for r, *_ in p.acked if not applied_contains(applied, r)]
     assert lost == [], f"acknowledged pushes lost: {lost[:10]}"
+
+
+class StickyPusher(threading.Thread):
+    """Pushes to one node at one epoch and never re-routes: what a worker with a cached route does.
+    Records (sent wall time, answered wall time, epoch, seq) of every ack."""
+
+    def __init__(self, be, node: str, epoch: int, worker: str = "worker-7") -> None:
+        super().__init__(daemon=True)
+        self.be, self.node, self.epoch, self.worker = be, node, epoch, worker
+        self.acked: list[tuple[float, float, int, int]] = []
+        self.halt = threading.Event()
+
+    def run(self) -> None:
+        from psnodes.codec import tensor_to_pb
+        from psnodes.proto import ps_pb2
+
+        stub, req = self.be.client.stub(self.node), 0
+        while not self.halt.is_set():
+            req += 1
+            u = ps_pb2.Update(worker=self.worker, req_id=req, dense=[tensor_to_pb("w", np.full(64, 1e-3))])
+            sent = time.time()
+            try:
+                rep = stub.Push(ps_pb2.PushRequest(shard=0, epoch=self.epoch, update=u), timeout=1.0,
+                                metadata=self.be.client.md)
+                self.acked.append((sent, time.time(), rep.epoch, rep.seq))
+            except grpc.RpcError:
+                time.sleep(0.02)
+            time.sleep(0.005)
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join(10)
+
+
+def test_primary_cut_from_etcd_stops_acking_before_a_restore(make_cluster, nemesis):
+    """Issue 7 bug 4.2, split brain through restore with 2 copies (min_isr 1). The primary shrinks
+    the ISR to itself (its replica is cut off), then loses etcd past its lease: the replica restores
+    and acks under a new epoch. The old primary must have stopped acking before that."""
+    from harness.history import read_events
+
+    be = make_cluster(shards=1, copies=2, replication="sync", proxied=True)
+    be.client.init_dense({"w": np.zeros(64, dtype=np.float32)})
+    old = be.routing()[0]
+    prim = old.primary
+    rep = next(n for n in be.cfg.shard_nodes(0) if n != prim)
+    sticky = StickyPusher(be, prim, old.epoch)
+    sticky.start()
+    cut = nemesis.inject(be, "partition", f"{prim} <-> {rep}")
+    rep_etcd = nemesis.inject(be, "partition", f"{rep} -> etcd")   # so the replica cannot win an election
+    assert wait_until(lambda: (r := etcd_record(be)) is not None and r.isr == [prim], 15, 0.05), \
+        f"the primary did not shrink the ISR to itself: {etcd_record(be)}"
+    nemesis.heal(rep_etcd)
+    n0 = len(sticky.acked)
+    assert wait_until(lambda: len(sticky.acked) > n0 + 10, 10, 0.05), "the primary does not ack alone"
+    prim_etcd = nemesis.inject(be, "partition", f"{prim} -> etcd")
+    assert wait_until(lambda: (r := etcd_record(be)) is not None and r.epoch > old.epoch, 30, 0.1), \
+        "the replica never restored the shard"
+    new = etcd_record(be)
+    assert new.primary == rep
+    time.sleep(1.5)                  # the sticky client keeps pushing to the old primary
+    sticky.stop()
+    promoted = min(e["t"] for e in read_events(be.events_path(rep))
+                   if e["f"] == "promote" and e["value"]["epoch"] > old.epoch)
+    late = [a for a in sticky.acked if a[0] > promoted]
+    assert not late, (f"the old primary {prim} acked {len(late)} pushes at epoch {old.epoch} sent after {rep} "
+                      f"was promoted to epoch {new.epoch} (first {late[0][0] - promoted:.2f}s after, last "
+                      f"{late[-1][0] - promoted:.2f}s after)")
+    # healed, the old primary follows the restored one and takes its state
+    nemesis.heal(cut)
+    nemesis.heal(prim_etcd)
+    assert wait_until(lambda: (s := be.status(prim)) is not None and s.role == "replica" and s.epoch == new.epoch,
+                      15, 0.1), f"the old primary did not follow epoch {new.epoch}: {be.status(prim)}"
+    sts = settle(be)
+    assert len({s.checksum for s in sts}) == 1

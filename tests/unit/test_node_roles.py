@@ -63,3 +63,20 @@ def test_replicate_encoder_carries_the_last_entry_epoch():
 
     req = ps_pb2.ReplicateRequest.FromString(encode_replicate(0, 3, "shard-0/0", [], 9, 7, b"", 2))
     assert (req.primary_seq, req.primary_seq_epoch, req.epoch_start) == (9, 2, 7)
+
+
+def test_primary_past_its_lease_refuses_and_steps_down(tmp_path):
+    """Bug 4.2: once the etcd lease may have expired, the primary serves nothing and steps down."""
+    import time
+
+    from psnodes.config import ShardRecord
+    from psnodes.errors import NotPrimary
+
+    node = make_node(tmp_path, "shard-0/0", copies=1)
+    node.become_primary(ShardRecord(epoch=1, primary="shard-0/0", isr=["shard-0/0"]))
+    node.renew_lease(time.monotonic(), node.cfg.lease_ttl_s)
+    node.pull(ps_pb2.PullRequest(shard=0, epoch=1, min_clock=-1), time.monotonic() + 1)   # served
+    node.lease_until = time.monotonic() - 0.01
+    with pytest.raises(NotPrimary, match="lease"):
+        node.pull(ps_pb2.PullRequest(shard=0, epoch=1, min_clock=-1), time.monotonic() + 1)
+    assert node.lease_lost("test") and node.role == "replica" and node.epoch == 1
