@@ -93,6 +93,10 @@ class ClusterConfig:
     def candidate_prefix(self, shard: int, epoch: int) -> str:
         return f"{self.prefix}candidates/{shard}/{epoch}/"
 
+    def restore_prefix(self, shard: int, epoch: int) -> str:
+        """Where live copies post what they hold when every ISR copy of `epoch` is gone."""
+        return f"{self.prefix}restore-candidates/{shard}/{epoch}/"
+
     def loss_key(self, shard: int, epoch: int) -> str:
         return f"{self.prefix}losses/{shard}/{epoch}"
 

@@ -7,9 +7,11 @@ window, and the most up-to-date one compare-and-swaps the shard record to the ne
 swap is the only way to become primary, and fencing by epoch makes an early swap safe: a frozen
 old primary that wakes finds every replica refusing its epoch and steps down.
 
-When no copy in the ISR is alive at all (their etcd leases expired), the lowest live slot
-restores the shard's last checkpoint and takes a new epoch; the loss is written to etcd and to
-the event log, never hidden.
+When no copy in the ISR is alive at all (their etcd leases expired), the live copies post what
+they hold and the one with the newest state (by epoch of its last entry, then seq) restores: its
+own state or the shard's shared checkpoint, whichever is newer, under a new epoch. Its state
+changes only once its compare-and-swap won; the loss is written to etcd and to the event log,
+never hidden.
 
 The lease is also what bounds a primary: it acks only while its lease cannot have expired
 (`ShardNode.lease_until`, renewed here from the send time of each successful keepalive) and steps
@@ -32,6 +34,7 @@ class Elector(threading.Thread):
         self.node = node
         self.orphan_since: float | None = None
         self.announced: tuple[str, bool] = ("", False)
+        self.posted: tuple[str, dict] | None = None     # our restore candidate: (key, value)
 
     # -------------------------------------------------------------- lease
     def register(self) -> None:
@@ -130,7 +133,7 @@ class Elector(threading.Thread):
             self.maybe_restore(rec, kv.mod_revision)
             node.last_heard = time.monotonic()
             return
-        self.orphan_since = None
+        self.withdraw()
         me = {"seq": node.store.seq, "seq_epoch": node.store.seq_epoch}
         prefix = cfg.candidate_prefix(node.shard, rec.epoch)
         node.etcd.put(prefix + node.name, json.dumps(me), lease=node.lease)
@@ -158,36 +161,63 @@ class Elector(threading.Thread):
             node.last_heard = time.monotonic()
 
     def maybe_restore(self, rec: ShardRecord, mod_revision: int) -> None:
-        """No eligible candidate: if no ISR copy is alive for a lease TTL, restore from checkpoint."""
+        """No eligible candidate: once no ISR copy has been alive for a lease TTL, the live copy
+        with the newest state restores, by a compare-and-swap that also fails if an ISR copy came
+        back meanwhile (its node key changed). Called every suspect period by the elector."""
         node, cfg = self.node, self.node.cfg
-        alive, in_sync = set(), set()
-        for kv in node.etcd.get_prefix(cfg.prefix + "nodes/"):
-            name, v = kv.key.rsplit("/nodes/", 1)[1], json.loads(kv.value)
-            alive.add(name)
-            if v.get("in_sync") or v.get("role") == "primary":
-                in_sync.add(name)
+        keys = {kv.key.rsplit("/nodes/", 1)[1]: kv for kv in node.etcd.get_prefix(cfg.prefix + "nodes/")}
+
+        def in_sync(kv) -> bool:
+            v = json.loads(kv.value)
+            return bool(v.get("in_sync") or v.get("role") == "primary")
+
         # a copy of the ISR that restarted from disk is alive but not in sync: it does not count
-        isr_alive = [n for n in rec.isr if n in in_sync and n != node.name]
-        if isr_alive:
-            self.orphan_since = None
+        if any(n in keys and in_sync(keys[n]) for n in rec.isr if n != node.name):
+            self.withdraw()
             return
+        prefix = cfg.restore_prefix(node.shard, rec.epoch)
+        me = {"seq": node.store.seq, "seq_epoch": node.store.seq_epoch}
+        if self.posted != (prefix + node.name, me):
+            node.etcd.put(prefix + node.name, json.dumps(me), lease=node.lease)
+            self.posted = (prefix + node.name, me)
         now = time.monotonic()
         if self.orphan_since is None:
             self.orphan_since = now
             return
-        if now - self.orphan_since < cfg.lease_ttl_s + cfg.suspect_s:
+        waited = now - self.orphan_since
+        if waited < cfg.lease_ttl_s + cfg.suspect_s:
             return
-        live_slots = sorted(parse_node_name(n)[1] for n in alive
-                            if n.startswith(f"shard-{node.shard}/"))
-        if live_slots and live_slots[0] != node.slot:
-            return
-        seq = node.restore_shared()
-        new = ShardRecord(epoch=rec.epoch + 1, primary=node.name, isr=[node.name], start_seq=seq)
-        loss = {"shard": node.shard, "epoch": new.epoch, "restored_seq": seq, "source": node.restored_from,
+        live = [n for n in keys if n.startswith(f"shard-{node.shard}/")]
+        cands = {c.key[len(prefix):]: json.loads(c.value) for c in node.etcd.get_prefix(prefix)}
+        cands = {n: c for n, c in cands.items() if n in live}
+        cands[node.name] = me
+        if any(n not in cands for n in live) and waited < 2 * (cfg.lease_ttl_s + cfg.suspect_s):
+            return    # a live copy has not said what it holds yet: it may hold more than we do
+        best = max(cands, key=lambda n: (cands[n]["seq_epoch"], cands[n]["seq"], -parse_node_name(n)[1]))
+        if best != node.name:
+            return    # the newest copy restores; if it dies, its candidate key goes with its lease
+        plan = node.plan_restore()
+        new = ShardRecord(epoch=rec.epoch + 1, primary=node.name, isr=[node.name], start_seq=plan.seq)
+        loss = {"shard": node.shard, "epoch": new.epoch, "restored_seq": plan.seq, "source": plan.source,
                 "previous_epoch": rec.epoch, "previous_primary": rec.primary, "time": time.time()}
-        if node.etcd.cas(cfg.shard_key(node.shard), mod_revision, new.to_json(),
-                         also_put=[(cfg.leader_key(node.shard), node.name, node.lease),
-                                   (cfg.loss_key(node.shard, new.epoch), json.dumps(loss), 0)]):
+        unchanged = [(cfg.node_key(n), keys[n].mod_revision if n in keys else 0) for n in rec.isr if n != node.name]
+        won = node.etcd.cas(cfg.shard_key(node.shard), mod_revision, new.to_json(),
+                            also_put=[(cfg.leader_key(node.shard), node.name, node.lease),
+                                      (cfg.loss_key(node.shard, new.epoch), json.dumps(loss), 0)],
+                            also_compare=unchanged)
+        self.orphan_since = None
+        if won:
+            node.adopt_restore(plan)
             node.events.emit("restore", loss)
             node.become_primary(new)
+            self.withdraw()
+
+    def withdraw(self) -> None:
+        """Forget the orphan wait and take back our restore candidate, if we posted one."""
         self.orphan_since = None
+        if self.posted is not None:
+            key, self.posted = self.posted[0], None
+            try:
+                self.node.etcd.delete(key)
+            except Exception:  # noqa: BLE001 - it goes with our lease anyway
+                pass

@@ -17,6 +17,7 @@ import json
 import math
 import threading
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import grpc
@@ -32,6 +33,17 @@ from .proto import ps_pb2
 from .store import ShardSpec, ShardStore
 from .updatelog import Entry
 from .wire import encode_pull_reply
+
+
+@dataclass
+class RestorePlan:
+    """What a restore would take, prepared without touching the node: the shared checkpoint's state
+    loaded aside (`store`), or None to keep this copy's own state."""
+
+    source: str          # "checkpoint@<seq>" or "local@<seq>"
+    seq: int
+    seq_epoch: int
+    store: ShardStore | None
 
 
 class ShardNode:
@@ -298,16 +310,32 @@ class ShardNode:
             self.store.import_state(blob)
             self.events.emit("load", {"shard": self.shard, "seq": man["seq"], "source": "local"})
 
-    def restore_shared(self) -> int:
-        """Every copy is lost: take the shard's last shared checkpoint if it is newer. Returns its seq."""
+    def plan_restore(self) -> RestorePlan:
+        """Every ISR copy is lost: the shard's shared checkpoint when it is newer than this copy by
+        (epoch of the last entry, seq), as in Raft's up-to-date rule, else this copy's own state.
+
+        Nothing changes here: the restore may still lose its compare-and-swap in etcd, and a
+        copy that lost it must keep the state it has (`adopt_restore` is for the winner)."""
+        with self.cond:
+            mine = (self.store.seq_epoch, self.store.seq)
         got = read_checkpoint(self.cfg.checkpoint_dir(self.shard))
-        if got and got[0]["seq"] > self.store.seq:
-            with self.cond:
-                self.store.import_state(got[1])
-            self.restored_from = f"checkpoint@{got[0]['seq']}"
-            return got[0]["seq"]
-        self.restored_from = f"local@{self.store.seq}"
-        return self.store.seq
+        if got and (got[0].get("epoch", 0), got[0]["seq"]) > mine:
+            aside = ShardStore(self.store.spec)
+            try:
+                aside.import_state(got[1])
+            except Exception as e:  # noqa: BLE001 - a checkpoint that does not load is not restored
+                self.events.emit("checkpoint-error", {"shard": self.shard, "error": f"restore: {e}"})
+            else:
+                return RestorePlan(f"checkpoint@{aside.seq}", aside.seq, aside.seq_epoch, aside)
+        return RestorePlan(f"local@{mine[1]}", mine[1], mine[0], None)
+
+    def adopt_restore(self, plan: RestorePlan) -> None:
+        """This copy won the restore's compare-and-swap: take the planned state."""
+        with self.cond:
+            if plan.store is not None:
+                self.store = plan.store
+                self.metrics.seq.set(self.store.seq)
+            self.restored_from = plan.source
 
 
 def deadline_of(context: grpc.ServicerContext, default: float) -> float:

@@ -63,3 +63,41 @@ def test_all_copies_lost_restores_from_checkpoint_and_reports_it(make_cluster):
     assert len(lost) == len([a for a in p.acked if a[2] > snap.seq])   # exactly the post-checkpoint acks
     events = read_events(be.events_path(rec.primary))
     assert any(e["f"] == "restore" for e in events)
+
+
+def test_restore_takes_the_newest_live_copy_not_the_lowest_slot(make_cluster):
+    """Issue 7 bug 4.5: every copy is lost; slots 0 and 1 come back with empty disks, slot 2 with a
+    local checkpoint newer than the shared one. The shard must come back with slot 2's state, not
+    with the shared checkpoint that the lowest live slot would take."""
+    from psnodes.config import ShardRecord
+    from psnodes.proto import ps_pb2
+
+    be = make_cluster(shards=1, copies=3, replication="sync")
+    p = start_load(be, 0.5)
+    rec = be.routing()[0]
+    shared = be.client.stub(rec.primary).Snapshot(ps_pb2.SnapshotRequest(shard=0), timeout=5, metadata=be.client.md)
+    n0 = len(p.acked)
+    assert wait_until(lambda: len(p.acked) > n0 + 100, 20, 0.05)
+    p.stop()
+    slot0, slot1, slot2 = be.cfg.shard_nodes(0)
+    assert rec.primary == slot0
+    assert wait_until(lambda: (s := be.status(slot2)) is not None and s.seq == be.status(slot0).seq, 10, 0.05)
+    newest = be.client.stub(slot2).Snapshot(ps_pb2.SnapshotRequest(shard=0), timeout=5, metadata=be.client.md)
+    assert newest.seq > shared.seq and newest.path == str(be.cfg.data_dir(slot2))
+    etcd = Etcd(be.cfg.etcd)
+    for n in (slot0, slot1, slot2):
+        be.kill(n)
+    for n in (slot0, slot1):
+        shutil.rmtree(be.cfg.data_dir(n), ignore_errors=True)   # their disks are gone
+        be.restart(n)
+    # slot 2 comes back once the others are up and its old incarnation's lease is gone
+    assert wait_until(lambda: etcd.get(be.cfg.node_key(slot2)) is None, 10, 0.05)
+    be.restart(slot2)
+    assert wait_until(lambda: be.routing()[0].epoch > rec.epoch, 30, 0.1), "shard never came back"
+    new = ShardRecord.from_json(etcd.get(be.cfg.shard_key(0)).value)
+    st = be.status(new.primary, applied=True)
+    assert (new.primary, st.seq) == (slot2, newest.seq), \
+        f"restored by {new.primary} at seq {st.seq} ({st.restored_from}); slot 2 held seq {newest.seq}, " \
+        f"the shared checkpoint seq {shared.seq}"
+    applied = json.loads(st.applied_json).get(PUSHER_KEY, [])
+    assert all(applied_contains(applied, r) for r, _, seq, _ in p.acked if seq <= newest.seq)
