@@ -2,16 +2,14 @@
 with all its proxies) by their run tag, and nftables tables by the run registry."""
 from __future__ import annotations
 
-import psutil
-
 from netfaults import nft
 
 from . import registry
-from .procs import orphaned, reap, tagged_processes
+from .procs import orphaned, owner_alive, reap, tagged_processes
 
 
-def _owner_alive(owner: int) -> bool:
-    return owner == -1 or (owner > 0 and psutil.pid_exists(owner))
+def _owner_alive(r: dict) -> bool:
+    return owner_alive(r["owner"], r.get("owner_start"))
 
 
 def clean(all_runs: bool = False) -> int:
@@ -19,7 +17,7 @@ def clean(all_runs: bool = False) -> int:
     done = reap(procs)
     for d in done:
         print(f"reaped {d}")
-    live_tables = {r["nft_table"] for r in registry.runs() if not all_runs and _owner_alive(r["owner"])}
+    live_tables = {r["nft_table"] for r in registry.runs() if not all_runs and _owner_alive(r)}
     dropped = []
     for t in nft.tables():
         if t not in live_tables:
@@ -30,7 +28,7 @@ def clean(all_runs: bool = False) -> int:
             except Exception as e:  # noqa: BLE001 - report and go on with the rest
                 print(f"could not delete table {t}: {e}")
     for r in registry.runs():
-        if all_runs or not _owner_alive(r["owner"]):
+        if all_runs or not _owner_alive(r):
             registry.unregister(r["run_id"])
     print(f"pschaos clean: {len(done)} process(es) reaped, {len(dropped)} nftables table(s) deleted")
     return 0

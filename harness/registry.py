@@ -13,9 +13,11 @@ from pathlib import Path
 DIR = Path(os.environ.get("PSCHAOS_RUNS_DIR", Path(tempfile.gettempdir()) / "pschaos-runs"))
 
 
-def register(run_id: str, owner: int, nft_table: str) -> None:
+def register(run_id: str, owner: int, nft_table: str, owner_start: float | None = None) -> None:
+    """`owner_start` (the owner's start time) tells the owner from a later process given its pid."""
     DIR.mkdir(parents=True, exist_ok=True)
-    (DIR / f"{run_id}.json").write_text(json.dumps({"run_id": run_id, "owner": owner, "nft_table": nft_table}))
+    (DIR / f"{run_id}.json").write_text(json.dumps({"run_id": run_id, "owner": owner, "nft_table": nft_table,
+                                                    "owner_start": owner_start}))
 
 
 def unregister(run_id: str) -> None:

@@ -6,8 +6,13 @@ process is ready in milliseconds, and a restarted node (a healed kill) comes bac
 Nothing gRPC or CUDA is *created* here before a fork, only imported, which keeps forking safe.
 
 Protocol (JSON lines): the harness writes {"id", "module", "argv", "log"} to stdin; the zygote
-answers {"id", "pid"} on stdout. It reaps its children, and exits when stdin closes (the
+answers {"id", "pid", "ctime"} on stdout. It reaps its children, and exits when stdin closes (the
 children live on; the harness or `pschaos clean` stops them).
+
+`ctime` is the child's start time (psutil create_time). Once the zygote reaps a child its pid can
+be reused by any process, so the harness names a child by (pid, ctime), never the pid alone (see
+procs.ProcessRef). Reaping is held from the fork until ctime is read, so the child cannot be
+reaped, and its pid reused, before its start time is known.
 """
 from __future__ import annotations
 
@@ -18,10 +23,19 @@ import signal
 import sys
 import traceback
 
+import psutil
+
 PRELOAD = ("numpy", "grpc", "torch", "psnodes.serve", "psnodes.worker")
 
 
+_holding = False      # set while a fork's start time is being read: reap nothing until then
+
+
 def _reap(signum=None, frame=None) -> None:
+    # Python runs signal handlers in the main thread between bytecodes, the thread that sets
+    # _holding, so this check cannot race the fork below.
+    if _holding:
+        return
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
@@ -57,17 +71,24 @@ def _child(req: dict) -> None:
 
 
 def main() -> int:
+    global _holding
+    signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C is the harness's to handle, even mid-import
     for mod in PRELOAD:
         importlib.import_module(mod)
     signal.signal(signal.SIGCHLD, _reap)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)      # Ctrl-C is the harness's to handle
     print(json.dumps({"ready": os.getpid()}), flush=True)
     for line in sys.stdin:
         req = json.loads(line)
-        pid = os.fork()
-        if pid == 0:
-            _child(req)
-        print(json.dumps({"id": req["id"], "pid": pid}), flush=True)
+        _holding = True
+        try:
+            pid = os.fork()
+            if pid == 0:
+                _child(req)
+            ctime = psutil.Process(pid).create_time()     # a zombie still has it; nobody reaped it yet
+        finally:
+            _holding = False
+        _reap()                                          # whatever exited while reaping was held
+        print(json.dumps({"id": req["id"], "pid": pid, "ctime": ctime}), flush=True)
     return 0
 
 
