@@ -27,7 +27,7 @@ class Batch:
 class MLPTask:
     name = "mlp"
     tables: dict[str, int] = {}
-    target_loss = 0.15
+    target_loss = 0.15     # noise floor 0.0025; fault-free runs of seeds 1-10 land 0.01-0.07
 
     def __init__(self, seed: int, device: torch.device, batch_size: int = 64) -> None:
         g = np.random.default_rng(seed)
@@ -53,7 +53,10 @@ class WideDeepTask:
     fields = 4
     dim = 16
     tables = {"emb": 16, "wide": 1}
-    target_loss = 0.55
+    #: how far above the best possible loss (the teacher's own) a trained model must get. Labels are
+    #: coin flips with the teacher's odds, so no model beats that floor, and it differs by seed
+    #: (0.30-0.44 for seeds 1-10); 300 steps land 0.05-0.08 above it, so 0.15 leaves room.
+    target_gap = 0.15
 
     def __init__(self, seed: int, device: torch.device, batch_size: int = 128,
                  vocab: int = 50_000) -> None:
@@ -64,17 +67,33 @@ class WideDeepTask:
         torch.manual_seed(seed)
         self.model = nn.Sequential(nn.Linear(self.fields * self.dim + 4, 32), nn.ReLU(),
                                    nn.Linear(32, 1)).to(device)
+        self.target_loss = round(self.bayes_loss() + self.target_gap, 4)
+
+    def bayes_loss(self, batches: int = 40) -> float:
+        """The teacher's own cross-entropy on its labels: the floor no model can go under."""
+        rng = np.random.default_rng([self.seed, 99])
+        total = 0.0
+        for _ in range(batches):
+            b = self._draw(rng)
+            p = np.clip(b[1], 1e-7, 1 - 1e-7)
+            total += float(np.mean(-(p * np.log(p) + (1 - p) * np.log(1 - p))))
+        return total / batches
+
+    def _draw(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Ids, the teacher's click probability, and dense features of one batch."""
+        ranks = np.minimum(rng.zipf(1.3, size=(self.batch_size, self.fields)), self.vocab) - 1
+        ids = ranks + np.arange(self.fields)[None, :] * self.vocab
+        x = rng.normal(size=(self.batch_size, 4)).astype(np.float32)
+        logit = self._teacher(ids).sum(axis=1) + x @ self.dense_w
+        return ids, 1 / (1 + np.exp(-logit)), x
 
     def _teacher(self, ids: np.ndarray) -> np.ndarray:
         h = (ids.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + np.uint64(self.seed)) >> np.uint64(40)
         return ((h.astype(np.float64) / float(1 << 24)) * 2 - 1) * 1.5
 
     def batch(self, rng: np.random.Generator) -> Batch:
-        ranks = np.minimum(rng.zipf(1.3, size=(self.batch_size, self.fields)), self.vocab) - 1
-        ids = ranks + np.arange(self.fields)[None, :] * self.vocab
-        x = rng.normal(size=(self.batch_size, 4)).astype(np.float32)
-        logit = self._teacher(ids).sum(axis=1) + x @ self.dense_w
-        y = (rng.random(self.batch_size) < 1 / (1 + np.exp(-logit))).astype(np.float32)
+        ids, p, x = self._draw(rng)
+        y = (rng.random(self.batch_size) < p).astype(np.float32)
         return Batch(torch.from_numpy(x).to(self.device), torch.from_numpy(y).to(self.device), ids.astype(np.int64))
 
     def loss(self, b: Batch, rows: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
