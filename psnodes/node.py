@@ -65,12 +65,17 @@ class ShardNode:
         self.last_heard = time.monotonic()
         self.in_sync = False            # matched a primary's (seq, epoch) since this process started
         self.peer_seq: dict[str, int] = {}
+        # async mode's follower lease: per ISR peer, the send time (monotonic) of the last replicate
+        # call it accepted at our epoch; it cannot suspect us, let alone be promoted, before that
+        # time plus suspect_s, so until then no higher epoch can exist without our knowing
+        self.peer_heard: dict[str, float] = {}
         self.stopping = threading.Event()
         self.lease = 0
         # monotonic time until which the etcd lease surely lives; a node run without etcd (in-process
         # tests) never holds a lease and is not bounded by one; the elector sets it at registration
         self.lease_until = math.inf
         self.restored_from = ""
+        self.ckpt_lock = threading.Lock()                     # one checkpoint export and write at a time
         self.on_promote: Callable[[], None] = lambda: None   # set by the replication manager
         self.on_step_down: Callable[[], None] = lambda: None
         self.metrics.set_role(self.role)
@@ -85,6 +90,7 @@ class ShardNode:
             self.in_sync = True
             self.isr, self.epoch_start = list(rec.isr), rec.start_seq
             self.peer_seq = {self.name: self.store.seq}
+            self.peer_heard = {}
             self.cond.notify_all()
         self.metrics.set_role("primary")
         self.metrics.epoch.set(rec.epoch)
@@ -208,7 +214,29 @@ class ShardNode:
                     self.cond.notify_all()
             if self.cfg.mode == "sync":
                 self._wait_replicated(seq, epoch, deadline)
+            else:
+                self._wait_followers(epoch, deadline)
         return ps_pb2.PushReply(epoch=epoch, seq=seq, duplicate=duplicate, node=self.name)
+
+    def _followers_fresh(self) -> bool:
+        """Every ISR peer accepted one of our replicate calls recently enough that it cannot have
+        suspected us yet (async mode acks without waiting for replicas, so without this a deposed
+        primary would ack at its old epoch until it happens to hear of the new one)."""
+        bound = time.monotonic() - (self.cfg.suspect_s - self.cfg.follower_margin_s)
+        return all(self.peer_heard.get(p, -math.inf) > bound for p in self.isr if p != self.name)
+
+    def _wait_followers(self, epoch: int, deadline: float) -> None:
+        """Async mode: ack only under the follower lease (lock held); a silent peer is dropped from
+        the ISR in etcd by its sender after suspect_s, and acks go on without it."""
+        while not self._followers_fresh():
+            if not self.is_primary(epoch):
+                raise NotPrimary(f"{self.name} lost primacy of shard {self.shard}; retry with the same request id")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                silent = [p for p in self.isr if p != self.name and p not in self.peer_heard]
+                raise ReplicationFailed(f"in-sync replicas have not answered recently ({silent or self.isr}); "
+                                        "retry with the same request id")
+            self.cond.wait(min(left, 0.02))
 
     def _wait_lag(self, epoch: int, deadline: float) -> None:
         """Async mode: bound replication lag by making pushes wait when a replica trails too far."""
@@ -291,16 +319,61 @@ class ShardNode:
 
     # ------------------------------------------------------------- checkpoints
     def checkpoint(self, shared: bool | None = None) -> dict:
-        """Write the local checkpoint (and the shard's shared one when primary)."""
+        """Write the local checkpoint, and the shard's shared one when this node is (still) the
+        primary of the current epoch; returns the manifest written, with the folder as `path`.
+
+        The periodic writer and Snapshot calls take turns (one export and write at a time), and
+        the shared folder only ever moves forward (psnodes.checkpoint)."""
+        with self.ckpt_lock:
+            with self.cond:
+                blob, _ = self.store.export_state(0)
+                seq, epoch, term, primary = self.store.seq, self.store.seq_epoch, self.epoch, self.role == "primary"
+            local = self.cfg.data_dir(self.name)
+            man, _ = write_checkpoint(local, blob, seq, epoch, self.name, term=term, newer_only=False)
+            man = {**man, "path": str(local)}
+            if not (shared if shared is not None else primary):
+                return man
+            why = self._may_publish(seq, term)
+            if why:
+                self.events.emit("checkpoint-skipped", {"shard": self.shard, "seq": seq, "term": term, "reason": why})
+                return man
+            folder = self.cfg.checkpoint_dir(self.shard)
+            cur, wrote = write_checkpoint(folder, blob, seq, epoch, self.name, term=term)
+            if wrote:
+                self.events.emit("checkpoint", {"shard": self.shard, "seq": seq, "epoch": epoch, "term": term,
+                                                "bytes": len(blob), "written": cur["time"]})
+            if wrote or (cur["seq"], cur.get("term")) == (seq, term):
+                man = {**cur, "path": str(folder)}
+            return man
+
+    def _may_publish(self, seq: int, term: int) -> str:
+        """Why this node may not write the shard's shared checkpoint of `seq` now ('' if it may).
+
+        It must be the primary of `term` with a live lease, `seq` must be on every ISR copy (sync
+        mode: then any copy a failover promotes holds it, so the checkpoint is never ahead of the
+        shard's history), and etcd must still name it at `term`: a deposed primary that has not
+        noticed yet never overwrites the checkpoints of the epoch that took over."""
+        deadline = time.monotonic() + min(1.0, self.cfg.rpc_timeout_s)
         with self.cond:
-            blob, _ = self.store.export_state(0)
-            seq, epoch, primary = self.store.seq, self.store.seq_epoch, self.role == "primary"
-        man = write_checkpoint(self.cfg.data_dir(self.name), blob, seq, epoch, self.name)
-        if shared if shared is not None else primary:
-            man = write_checkpoint(self.cfg.checkpoint_dir(self.shard), blob, seq, epoch, self.name)
-            self.events.emit("checkpoint", {"shard": self.shard, "seq": seq, "epoch": epoch, "bytes": len(blob)})
-        man["path"] = str(self.cfg.checkpoint_dir(self.shard) if primary else self.cfg.data_dir(self.name))
-        return man
+            while True:
+                if not self.is_primary(term) or not self.lease_valid():
+                    return f"not the primary of epoch {term} any more"
+                if self.cfg.mode != "sync" or self._replicated(seq):
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return f"seq {seq} is not yet on every in-sync copy"
+                self.cond.wait(min(left, 0.05))
+        if self.etcd is None:
+            return ""          # run without etcd (in-process tests): the role is all there is
+        try:
+            kv = self.etcd.get(self.cfg.shard_key(self.shard))
+        except Exception as e:  # noqa: BLE001 - no etcd, no proof we are still primary
+            return f"etcd unreachable: {e}"
+        rec = ShardRecord.from_json(kv.value) if kv else None
+        if rec is None or rec.epoch != term or rec.primary != self.name:
+            return f"the shard record names {rec.primary if rec else None} at epoch {rec.epoch if rec else None}"
+        return ""
 
     def load_local(self) -> None:
         """On start: restore this copy's own last checkpoint, if any (it then catches up by delta)."""

@@ -71,11 +71,16 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    last_ckpt_seq = node.store.seq
+    # periodic checkpoints: the local one when the state moved; the shared one too while primary
+    # (node.checkpoint writes it only while this node is still the primary of the current epoch,
+    # and tries again next period when it could not, e.g. while a replica had not caught up)
+    shared_dir = str(cfg.checkpoint_dir(node.shard))
+    last_seq, last_shared = node.store.seq, False
     while not done.wait(cfg.checkpoint_interval_s):
-        if node.store.seq != last_ckpt_seq:
+        if node.store.seq != last_seq or (node.role == "primary" and not last_shared):
             try:
-                last_ckpt_seq = node.checkpoint()["seq"]
+                man = node.checkpoint()
+                last_seq, last_shared = man["seq"], man["path"] == shared_dir
             except OSError as e:
                 events.emit("checkpoint-error", {"error": str(e)})
     node.stopping.set()

@@ -101,3 +101,64 @@ def test_restore_takes_the_newest_live_copy_not_the_lowest_slot(make_cluster):
         f"the shared checkpoint seq {shared.seq}"
     applied = json.loads(st.applied_json).get(PUSHER_KEY, [])
     assert all(applied_contains(applied, r) for r, _, seq, _ in p.acked if seq <= newest.seq)
+
+
+def _manifest(be) -> dict | None:
+    from psnodes.checkpoint import MANIFEST
+
+    try:
+        return json.loads((be.cfg.checkpoint_dir(0) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def test_stale_primary_never_regresses_the_shared_checkpoint(make_cluster, nemesis):
+    """Issue 7 bug 4.3: a primary cut off from its replicas still believes it is primary for a
+    while; a checkpoint it writes then (here by Snapshot) must not replace the shared checkpoint of
+    the epoch that took over. Then every copy is lost: the restore takes the newest checkpoint."""
+    from psnodes.codec import tensor_to_pb
+    from psnodes.proto import ps_pb2
+
+    from .test_failover import etcd_record
+
+    be = make_cluster(shards=1, copies=3, replication="sync", proxied=True, checkpoint_interval_s=0.2)
+    be.client.init_dense({"w": np.zeros(64, dtype=np.float32)})
+    acked = []
+
+    def push(node: str, epoch: int, req: int):
+        u = ps_pb2.Update(worker="worker-0", req_id=req, dense=[tensor_to_pb("w", np.full(64, 1e-3))])
+        r = be.client.stub(node).Push(ps_pb2.PushRequest(shard=0, epoch=epoch, update=u), timeout=3,
+                                      metadata=be.client.md)
+        acked.append((req, r.epoch, r.seq))
+
+    old = etcd_record(be)
+    for i in range(1, 21):
+        push(old.primary, old.epoch, i)
+    nemesis.inject(be, "partition", f"{old.primary} <-> replicas(shard=0)")
+    assert wait_until(lambda: (r := etcd_record(be)) is not None and r.epoch > old.epoch, 10, 0.02)
+    new = etcd_record(be)
+    for i in range(21, 41):
+        push(new.primary, new.epoch, i)
+    assert wait_until(lambda: (m := _manifest(be)) is not None and m["epoch"] == new.epoch
+                      and m["seq"] == acked[-1][2], 5, 0.01), f"no shared checkpoint of epoch {new.epoch}"
+    before = _manifest(be)
+    st = be.status(old.primary)
+    assert st.role == "primary" and st.epoch == old.epoch, "the cut-off primary already knows it is deposed"
+    be.client.stub(old.primary).Snapshot(ps_pb2.SnapshotRequest(shard=0), timeout=5, metadata=be.client.md)
+    after = _manifest(be)
+    assert (after["epoch"], after["seq"]) >= (before["epoch"], before["seq"]), \
+        f"the deposed primary {old.primary} replaced the shared checkpoint {before} with {after}"
+    assert (be.cfg.checkpoint_dir(0) / after["file"]).exists()
+    # every copy is lost, disks too: the shard comes back from the newest shared checkpoint
+    for n in be.cfg.shard_nodes(0):
+        be.kill(n)
+        shutil.rmtree(be.cfg.data_dir(n), ignore_errors=True)
+    for n in be.cfg.shard_nodes(0):
+        be.restart(n)
+    assert wait_until(lambda: (r := etcd_record(be)) is not None and r.epoch > new.epoch, 30, 0.1)
+    back = etcd_record(be)
+    st = be.status(back.primary, applied=True)
+    assert st.seq == after["seq"] and st.restored_from == f"checkpoint@{after['seq']}", st
+    applied = json.loads(st.applied_json).get(PUSHER_KEY, [])
+    assert all(applied_contains(applied, r) for r, ep, seq in acked if ep == new.epoch), \
+        f"acked pushes of epoch {new.epoch} missing after the restore: {applied}"

@@ -1,0 +1,50 @@
+"""Shared checkpoints under concurrent writers (issue 7, bug 4.3): a manifest never names a missing
+file, and a checkpoint older by (epoch, seq) never replaces a newer one."""
+from __future__ import annotations
+
+import json
+import threading
+
+from psnodes.checkpoint import MANIFEST, read_checkpoint, write_checkpoint
+
+
+def test_concurrent_writers_never_leave_a_manifest_without_its_file(tmp_path):
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def writer(name: str, epoch: int) -> None:
+        try:
+            for seq in range(1, 300):
+                write_checkpoint(tmp_path, b"x" * (1000 + seq), seq, epoch, name)
+        except Exception as e:  # noqa: BLE001 - the finding
+            errors.append(f"{name}: {e.__class__.__name__}: {e}")
+
+    def reader() -> None:
+        while not stop.is_set():
+            try:
+                man = json.loads((tmp_path / MANIFEST).read_text())
+            except (OSError, ValueError):
+                continue
+            if read_checkpoint(tmp_path) is None and json.loads((tmp_path / MANIFEST).read_text()) == man:
+                errors.append(f"manifest names a missing or torn file: {man}")
+
+    ws = [threading.Thread(target=writer, args=(f"shard-0/{i}", 1)) for i in range(2)]
+    r = threading.Thread(target=reader)
+    r.start()
+    for w in ws:
+        w.start()
+    for w in ws:
+        w.join()
+    stop.set()
+    r.join()
+    assert not errors, errors[:5]
+    assert read_checkpoint(tmp_path) is not None
+
+
+def test_an_older_checkpoint_never_replaces_a_newer_one(tmp_path):
+    write_checkpoint(tmp_path, b"new", 41, 2, "shard-0/1")
+    write_checkpoint(tmp_path, b"stale", 60, 1, "shard-0/0")       # higher seq, older epoch
+    write_checkpoint(tmp_path, b"older", 30, 2, "shard-0/1")       # same epoch, lower seq
+    man, blob = read_checkpoint(tmp_path)
+    assert (man["epoch"], man["seq"], blob) == (2, 41, b"new")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".psb", ".tmp")) == [man["file"]]
