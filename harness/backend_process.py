@@ -26,7 +26,7 @@ from netfaults.nft import NftTable, table_name
 from .etcd_server import EtcdServer
 from .ports import free_ports
 from .launcher import Launcher
-from .procs import Signals, wait_until
+from .procs import Signals, reap, start_time, stop_all, tagged_processes, wait_until
 from .scenario import ClusterSpec
 from .toxiproxy_server import ToxiproxyServer
 
@@ -51,6 +51,8 @@ class ProcessBackend:
         self.cfg: ClusterConfig | None = None
         self.client: PSClient | None = None
         self.worker_args: dict[str, list[str]] = {}
+        self.closing = False       # teardown began: nothing is started any more
+        self.hurry = False         # a second Ctrl-C: teardown cuts its grace periods short
 
     # ------------------------------------------------------------------ setup
     @property
@@ -65,7 +67,8 @@ class ProcessBackend:
         """Start the links, etcd and the nodes. With `workers_steps` the workers start first of all:
         their PyTorch import is the slowest part and overlaps the cluster's start (they wait for it)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        registry.register(self.run_id, self.owner if self.owner is not None else os.getpid(), table_name(self.run_id))
+        owner = self.owner if self.owner is not None else os.getpid()
+        registry.register(self.run_id, owner, table_name(self.run_id), start_time(owner) if owner > 0 else None)
         s = self.spec
         nodes = [f"shard-{i}/{r}" for i in range(s.shards) for r in range(s.copies)]
         ports = free_ports(2 * len(nodes))
@@ -121,6 +124,8 @@ class ProcessBackend:
         return ["--links", str(self.links_path(name))] if self.proxied else []
 
     def start_node(self, name: str) -> None:
+        if self.closing:
+            return
         argv = ["--config", str(self.config_path), "--name", name, "--events", str(self.events_path(name)),
                 *self._link_args(name)]
         self.procs[name] = self.launcher.spawn(name, "psnodes.serve", argv,
@@ -131,6 +136,8 @@ class ProcessBackend:
             self.start_worker(f"worker-{j}", steps, duration, step_delay)
 
     def start_worker(self, name: str, steps: int, duration: float | None = None, step_delay: float = 0.0) -> None:
+        if self.closing:
+            return
         s = self.spec
         if self.proxied and not self.links_path(name).exists():
             self.add_links([name])                      # a worker added by scale-out gets its links too
@@ -175,9 +182,10 @@ class ProcessBackend:
                     out[st.shard] = ShardRecord(st.epoch, n, list(st.isr))
         return out
 
-    def status(self, name: str, checksum: bool = False, applied: bool = False, timeout: float = 2.0):
+    def status(self, name: str, checksum: bool = False, applied: bool = False, timeout: float = 2.0,
+               audit: bool = False):
         try:
-            return self.client.status(name, checksum=checksum, applied=applied, timeout=timeout)
+            return self.client.status(name, checksum=checksum, applied=applied, timeout=timeout, audit=audit)
         except grpc.RpcError:
             return None
 
@@ -199,7 +207,7 @@ class ProcessBackend:
 
     def restart(self, name: str) -> None:
         """Start a stopped or killed process again (same name, same address, same data folder)."""
-        if self.alive(name):
+        if self.alive(name) or self.closing:      # nothing starts again once teardown began
             return
         if name == "etcd":
             self.etcd_server.start()   # same ports, same data: a control-plane outage healed
@@ -222,22 +230,42 @@ class ProcessBackend:
         return wait_until(lambda: not self.workers_running(), timeout, 0.1)
 
     def teardown(self) -> None:
-        """Stop everything this backend started, workers first; safe to call twice."""
-        for name in self.workers():
-            self.procs[name].stop(timeout=3)
-        for name, p in list(self.procs.items()):
-            if name.startswith("shard-"):
-                p.stop(timeout=3)
-        self.etcd_server.stop()
-        self.launcher.close()
-        if self.net is not None:
-            self.net.nft.destroy()
+        """Undo everything this backend started: bounded in time, and safe to call again (a second
+        Ctrl-C sets `hurry`, which only cuts the grace periods short).
+
+        First what outlives a harness killed mid-teardown and harms later runs: the nftables table
+        (its rules match ports a later run may reuse) and the Toxiproxy server (every proxy and
+        toxic goes with it). Then the workers, all at once, with a short grace (their proxies are
+        gone, so they sit in retries), then every node the same way (SIGTERM, SIGKILL after the
+        grace), etcd, the zygote, and last any process still carrying this run's tag (one a fault
+        thread or an interrupted spawn started where no handle saw it).
+        """
+        self.closing = True
+        self.launcher.begin_close()
+        grace = self._grace
+        if self.net is not None or self.proxied:
+            NftTable(self.run_id).destroy(force=True)
+            if self.net is not None:
+                self.net.nft.created = False
         if self.toxiproxy is not None:
-            self.toxiproxy.stop()                       # its proxies and toxics go with it
+            self.toxiproxy.stop(timeout=grace(2.0))        # its proxies and toxics go with it
+        handles = {id(h): h for h in [*self.launcher.handles, *self.procs.values()]}
+        workers = [h for h in handles.values() if getattr(h, "name", "").startswith("worker-")]
+        stop_all(workers, grace=grace(1.0), kill_wait=2.0, hurry=lambda: self.hurry)
+        stop_all([h for h in handles.values() if h not in workers], grace=grace(3.0), kill_wait=3.0,
+                 hurry=lambda: self.hurry)
+        self.etcd_server.stop(timeout=grace(3.0))
+        self.launcher.close()
+        left = [p for p in tagged_processes(self.run_id) if p.pid != os.getpid()]
+        if left:
+            reap(left)
         registry.unregister(self.run_id)
         if self.client is not None:
             self.client.close()
             self.client = None
+
+    def _grace(self, full: float) -> float:
+        return 0.2 if self.hurry else full
 
     def pids(self) -> dict[str, int]:
         out = {n: p.pid for n, p in self.procs.items() if p.alive()}

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from psnodes.errors import PSError
@@ -226,6 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Ctrl-C must stop a run and tear it down even when a shell started us with SIGINT ignored
+    # (a background job in a script, nohup): Python keeps an inherited SIG_IGN.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)

@@ -36,9 +36,9 @@ class EtcdServer:
             raise HarnessError(f"etcd did not become healthy on {self.url} in {timeout}s; "
                                f"see {self.run_dir / 'logs' / 'etcd.log'}")
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
         if self.proc is not None:
-            self.proc.stop()
+            self.proc.stop(timeout)
 
     def kill(self) -> None:
         if self.proc is not None:

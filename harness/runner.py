@@ -79,8 +79,10 @@ class Runner:
         self.history = History(self.out / "run" / "events" / "harness.jsonl")
         t_start = time.time()
         self.baseline_loss = self._baseline()
-        prev = signal.signal(signal.SIGTERM, self._on_term)
-        try:
+        self.tearing_down = False
+        trapped = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
+        prev = {sig: signal.signal(sig, self._on_term) for sig in trapped}   # SIGINT too: a shell may have
+        try:                                                               # left it ignored (a background job)
             self.say(f"{self.sc.name}: seed {self.seed}, starting {self.sc.cluster.shards}x{self.sc.cluster.copies} "
                      f"cluster and {self.sc.cluster.workers} workers ({self.backend_name})")
             w = self.sc.workload
@@ -102,8 +104,15 @@ class Runner:
             self._scan_checkpoints()
             self.progress.update("judging")
         finally:
-            self.backend.teardown()
-            signal.signal(signal.SIGTERM, prev)
+            self.tearing_down = True        # from here a signal only hurries teardown (see _on_term)
+            while True:
+                try:
+                    self.backend.teardown()
+                    break
+                except KeyboardInterrupt:   # landed before the flag was set; teardown is idempotent
+                    self.backend.hurry = True
+            for sig, handler in prev.items():
+                signal.signal(sig, handler)
             self.history.close()
             self.progress.close()
             if not self.keep_data:       # node data and checkpoints were judged already; logs and events stay
@@ -112,7 +121,12 @@ class Runner:
         return self._judge(t_start)
 
     def _on_term(self, signum, frame) -> None:
-        raise KeyboardInterrupt("SIGTERM")
+        """Ctrl-C or SIGTERM stops the run (teardown follows in run's finally). One that comes during
+        teardown must not abort it (the nft table and proxies would stay): it only hurries it."""
+        if self.tearing_down:
+            self.backend.hurry = True
+            return
+        raise KeyboardInterrupt(signal.Signals(signum).name)
 
     # ---------------------------------------------------------------- faults
     def _drive(self) -> None:

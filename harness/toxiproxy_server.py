@@ -32,6 +32,6 @@ class ToxiproxyServer:
                                f"{self.run_dir / 'logs' / 'toxiproxy.log'}")
         return client
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 5.0) -> None:
         if self.proc is not None:
-            self.proc.stop()
+            self.proc.stop(timeout)

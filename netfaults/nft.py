@@ -24,6 +24,8 @@ def nft(*args: str, input_: str | None = None) -> str:
         out = subprocess.run(["nft", *args], input=input_, capture_output=True, text=True, timeout=10)
     except FileNotFoundError:
         raise NetFaultError("nft is not installed; install it with: apt-get install -y nftables") from None
+    except subprocess.TimeoutExpired:
+        raise NetFaultError(f"nft {' '.join(args)[:120]}: no answer within 10 s") from None
     if out.returncode != 0:
         raise NetFaultError(f"nft {' '.join(args)[:120]}: {out.stderr.strip()[:300]}")
     return out.stdout
@@ -82,8 +84,10 @@ class NftTable:
             except NetFaultError:
                 pass
 
-    def destroy(self) -> None:
-        if self.created:
+    def destroy(self, force: bool = False) -> None:
+        """Delete the table and every rule in it. `force` tries even when this object did not see
+        it created (teardown after an interrupt can land between the nft call and the flag)."""
+        if self.created or force:
             try:
                 nft("delete", "table", "inet", self.name)
             except NetFaultError:

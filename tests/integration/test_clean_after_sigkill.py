@@ -9,7 +9,7 @@ import pytest
 
 from harness.procs import tagged_processes, wait_until
 from harness.tools import REPO, find
-from netfaults.nft import tables
+from netfaults.nft import delete_table, tables
 
 SCENARIO = """name: killed-harness
 cluster: {shards: 1, copies: 2, workers: 1, model: mlp}
@@ -58,17 +58,25 @@ def test_sigkilled_harness_is_cleaned_up(tmp_path):
         if run_id is not None:          # whatever a failed assertion left: reap it, never leak it
             for p in tagged_processes(run_id):
                 p.kill()
+            for t in tables():
+                if run_id.replace("-", "_") in t:
+                    delete_table(t)
 
 
 def test_ctrl_c_tears_everything_down_without_clean(tmp_path):
-    """SIGINT (Ctrl-C) mid-fault: the harness heals, stops and removes all it made by itself."""
+    """SIGINT (Ctrl-C) mid-fault: the harness heals, stops and removes all it made by itself.
+
+    The harness starts with SIGINT ignored, as a background job of a non-interactive shell does
+    (`make test &`, CI runners): Python keeps an inherited SIG_IGN, and a harness that relied on
+    Python's default handler ignored this Ctrl-C and kept running with its nftables table."""
     if find("toxiproxy-server") is None or find("nft") is None:
         pytest.skip("toxiproxy-server (make install) and nft (apt-get install nftables) are needed")
     sc = tmp_path / "interrupted.yaml"
     sc.write_text(SCENARIO.replace("killed-harness", "interrupted"))
     out = tmp_path / "out"
     harness = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(sc), "--out", str(out), "--quiet"],
-                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     hist = out / "run" / "events" / "harness.jsonl"
     run_id = None
     try:
@@ -82,6 +90,9 @@ def test_ctrl_c_tears_everything_down_without_clean(tmp_path):
     finally:
         if harness.poll() is None:
             harness.kill()
-        if run_id is not None:
+        if run_id is not None:          # a failed assertion must not leave debris for later tests
             for p in tagged_processes(run_id):
                 p.kill()
+            for t in tables():
+                if run_id.replace("-", "_") in t:
+                    delete_table(t)
