@@ -33,6 +33,11 @@ def acked(history: list[dict]) -> list[dict]:
     return [_with_pid(e) for e in by_f(history, "push", "ok")]
 
 
+def audited(v: dict) -> bool:
+    """The push carried its +1 for the shard's audit tensor (a worker without a slot does not)."""
+    return f"__audit__/{v['shard']}" in v.get("keys", ())
+
+
 def live_copies(history: list[dict]) -> dict[int, list[dict]]:
     out: dict[int, list[dict]] = defaultdict(list)
     for s in final_states(history):
@@ -86,7 +91,8 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
         return unknown(f"no live primary at the end for shards {missing}")
     mode, max_lag = ctx.get("replication", "sync"), ctx.get("max_lag", 256)
     promotes = [e["value"] for e in by_f(history, "promote")]
-    keys = unique_keys(oks)
+    keys = unique_keys([v for v in oks if audited(v)])
+    unaudited = sum(1 for v in oks if not audited(v))
     lost, explained, unexplained = [], Counter(), []
     seen = set()
     for v in oks:
@@ -108,7 +114,7 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
             if c.get("audit") is None:
                 no_audit.append(c["node"])
                 continue
-            have, need = int(c["audit"].get(worker, 0)), len(ks) - explained[(shard, worker)]
+            have, need = int(c["audit"].get(worker, 0)), len(ks) - min(explained[(shard, worker)], len(ks))
             lost_by[(shard, worker)] = max(lost_by[(shard, worker)], len(ks) - have)
             if have < need:
                 short.append({"shard": shard, "node": c["node"], "worker": worker, "acked": len(ks),
@@ -118,9 +124,11 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
                "allowed": sum(explained.values()), "mode": mode, "audit_short": short[:10],
                "examples": [{k: v.get(k) for k in ("worker", "incarnation", "req_id", "shard", "epoch", "seq")}
                             for v in unexplained[:10]]}
-    if no_audit and not unexplained and not short:
-        return unknown(f"copies {sorted(set(no_audit))} report no audit tensor: the values were not checked",
-                       **details)
+    details["unaudited_acks"] = unaudited
+    if (no_audit or unaudited) and not unexplained and not short:
+        why = f"copies {sorted(set(no_audit))} report no audit tensor" if no_audit else \
+            f"{unaudited} acknowledged pushes carried no audit increment"
+        return unknown(f"{why}: the values were not checked", **details)
     return Verdict(not unexplained and not short, details)
 
 

@@ -9,8 +9,12 @@ def ev(t, f, value, type_="info", node="n", op=None):
     return e
 
 
-def push(value):
-    return {"worker": "worker-0", "incarnation": 1, "keys": ["w"], "clock": -1, **value}
+def push(value, audit=True):
+    """A push's value; its keys carry the shard's audit increment, as every worker's do."""
+    v = {"worker": "worker-0", "incarnation": 1, "keys": ["w"], "clock": -1, **value}
+    if audit:
+        v["keys"] = [*v["keys"], f"__audit__/{v['shard']}"]
+    return v
 
 
 def inv(t, worker, req, shard, op=None, inc=1, keys=("w",)):

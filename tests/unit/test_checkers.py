@@ -49,6 +49,14 @@ def test_no_lost_acks_checks_every_copy():
     assert CHECKERS["no-lost-acks"](h, CTX).valid is False
 
 
+def test_no_lost_acks_unknown_when_acks_carried_no_audit():
+    e = ok(1, "worker-0", 1, 0, 1, 1)
+    e["value"]["keys"] = ["w"]
+    h = [e, final("shard-0/0", 0, "primary", 1, 1, {"worker-0#1": [[1, 1]]})]
+    v = CHECKERS["no-lost-acks"](h, CTX)
+    assert v.valid == "unknown" and v.details["unaudited_acks"] == 1
+
+
 def test_no_lost_acks_unknown_without_a_primary_or_an_audit():
     assert CHECKERS["no-lost-acks"]([ok(1, "worker-0", 1, 0, 1, 1)], CTX).valid == "unknown"
     h = [ok(1, "worker-0", 1, 0, 1, 1), final("shard-0/0", 0, "primary", 1, 1, {"worker-0#1": [[1, 1]]}, audit=None)]
@@ -156,9 +164,9 @@ def test_catch_up_by_delta():
 # ------------------------------------------------------------------ reads
 def test_delta_complete():
     h = [*acked(0.1, 0.2, "worker-0", 1, 0, 1, 1, keys=("w", "b")),
-         *pull(0.3, 0.4, "worker-1", 0, 0, 1, 1, ["w", "b"], "p1")]
+         *pull(0.3, 0.4, "worker-1", 0, 0, 1, 1, ["w", "b", "__audit__/0"], "p1")]
     assert CHECKERS["delta-complete"](h, CTX).valid is True
-    bad = h[:2] + pull(0.3, 0.4, "worker-1", 0, 0, 1, 1, ["w"], "p1")
+    bad = h[:2] + pull(0.3, 0.4, "worker-1", 0, 0, 1, 1, ["w", "__audit__/0"], "p1")
     v = CHECKERS["delta-complete"](bad, CTX)
     assert v.valid is False and v.details["missing"][0]["keys"] == ["b"]
 
