@@ -41,13 +41,15 @@ class Elector(threading.Thread):
         """Take a lease and announce this node under it (its liveness for the all-lost check)."""
         node, cfg = self.node, self.node.cfg
         sent = time.monotonic()
-        node.lease = node.etcd.grant(cfg.lease_ttl_s, timeout=self.keepalive_timeout())
+        node.lease = node.etcd.grant(cfg.lease_ttl_s, timeout=1.0)
         node.renew_lease(sent, cfg.lease_ttl_s)
         self.announce()
 
-    def keepalive_timeout(self) -> float:
-        """Long enough for a slow etcd to answer, short enough for two tries within the TTL."""
-        return max(0.2, (self.node.cfg.lease_ttl_s - self.node.cfg.lease_margin_s) / 3)
+    def keepalive_timeout(self, sent: float) -> float:
+        """As long as the lease may still live: a slow answer renews it all the same (from the send
+        time), and a loaded etcd is no reason to give a lease up; never under half a second."""
+        left = self.node.lease_until - sent
+        return min(float(self.node.cfg.lease_ttl_s), max(0.5, left if left != float("inf") else 1.0))
 
     def announce(self) -> None:
         """Publish role and in-sync state under the lease: a restarted copy says it is not in sync."""
@@ -57,17 +59,16 @@ class Elector(threading.Thread):
                       lease=node.lease)
 
     def keepalive(self) -> None:
-        """Renew the lease every TTL/6 (soon again after a failure). A primary whose lease may have
-        expired steps down before anything else, and one whose lease did expire re-registers as a
-        replica: a copy may have restored the shard in between, so it must win an election again."""
+        """Renew the lease every TTL/6 (soon again after a failure). The primary stops acking when
+        the lease may have expired (`ShardNode.lease_until`) and steps down when no keepalive was
+        answered for a whole TTL (`run`). One whose lease did expire re-registers as a replica: a
+        copy may have restored the shard in between, so it must win an election again."""
         node, cfg = self.node, self.node.cfg
         period = cfg.lease_ttl_s / 6
         while not node.stopping.wait(period):
-            if node.role == "primary" and not node.lease_valid():
-                node.lease_lost("the etcd lease may have expired: no keepalive succeeded in time")
             sent = time.monotonic()
             try:
-                ttl = node.etcd.keepalive(node.lease, timeout=self.keepalive_timeout())
+                ttl = node.etcd.keepalive(node.lease, timeout=self.keepalive_timeout(sent))
                 if ttl <= 0:
                     node.lease_lost("the etcd lease expired")
                     self.register()
@@ -108,6 +109,10 @@ class Elector(threading.Thread):
         node, cfg = self.node, self.node.cfg
         while not node.stopping.wait(cfg.heartbeat_s):
             if node.role == "primary":
+                if time.monotonic() - node.lease_seen > cfg.lease_ttl_s:
+                    # acks stopped at lease_until already; stepping down stops the heartbeats too, so
+                    # the replicas elect a primary that etcd can hear
+                    node.lease_lost(f"etcd answered no keepalive for {cfg.lease_ttl_s}s")
                 continue
             if time.monotonic() - node.last_heard < cfg.suspect_s:
                 continue

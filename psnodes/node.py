@@ -74,6 +74,7 @@ class ShardNode:
         # monotonic time until which the etcd lease surely lives; a node run without etcd (in-process
         # tests) never holds a lease and is not bounded by one; the elector sets it at registration
         self.lease_until = math.inf
+        self.lease_seen = math.inf      # when etcd last confirmed the lease (monotonic)
         self.restored_from = ""
         self.ckpt_lock = threading.Lock()                     # one checkpoint export and write at a time
         self.on_promote: Callable[[], None] = lambda: None   # set by the replication manager
@@ -133,6 +134,7 @@ class ShardNode:
         with self.cond:
             until = sent + ttl - self.cfg.lease_margin_s
             self.lease_until = until if self.lease_until == math.inf else max(self.lease_until, until)
+            self.lease_seen = time.monotonic()
             self.cond.notify_all()
 
     def lease_valid(self) -> bool:
