@@ -35,6 +35,7 @@ class ClusterConfig:
     workdir: str = "."
     heartbeat_s: float = 0.05                   # primary -> replica heartbeat period
     suspect_s: float = 0.3                      # silence after which a replica suspects its primary
+    follower_margin_s: float = 0.1              # async acks stop this long before a replica may suspect
     candidate_window_s: float = 0.08            # how long candidates wait for each other
     rpc_timeout_s: float = 2.0
     lease_ttl_s: int = 2

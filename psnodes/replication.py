@@ -55,6 +55,7 @@ class PeerSender(threading.Thread):
                     break
                 req, changed, kind = self._build(known, known_epoch)
             size = len(req)
+            sent = time.monotonic()
             try:
                 reply = self.replicate(req, timeout=cfg.rpc_timeout_s, metadata=self.md)
             except grpc.RpcError as e:
@@ -76,6 +77,9 @@ class PeerSender(threading.Thread):
             self._account(known, reply, size, changed, kind)
             known, known_epoch = reply.applied_seq, reply.seq_epoch
             with node.cond:
+                if reply.epoch == self.epoch:           # it follows us: the follower lease renews
+                    node.peer_heard[self.peer] = max(node.peer_heard.get(self.peer, sent), sent)
+                    node.cond.notify_all()
                 if node.store.matches(known, known_epoch):
                     node.peer_seq[self.peer] = known
                     node.metrics.lag.labels(peer=self.peer).set(node.store.seq - known)

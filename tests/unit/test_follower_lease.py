@@ -1,0 +1,53 @@
+"""Async mode acks only under the follower lease: every ISR peer accepted a replicate call at our
+epoch less than suspect_s - margin ago, so none of them can have suspected us and been promoted.
+Without it, a primary deposed by a pause or a partition acked at its old epoch (seen in
+async-kill-primary, seed 1: an ack at epoch 2 for a push sent 60 ms after epoch 3 was promoted)."""
+import time
+
+import numpy as np
+import pytest
+
+from psnodes.codec import tensor_to_pb
+from psnodes.config import ClusterConfig, ShardRecord
+from psnodes.errors import ReplicationFailed
+from psnodes.events import EventLog
+from psnodes.node import ShardNode
+from psnodes.proto import ps_pb2
+
+PEER = "shard-0/1"
+
+
+@pytest.fixture
+def node(tmp_path):
+    cfg = ClusterConfig(cluster_id="unit", etcd="http://127.0.0.1:9", shards=1, copies=2, workers=1, mode="async",
+                        workdir=str(tmp_path), addresses={"shard-0/0": "127.0.0.1:1", PEER: "127.0.0.1:2"})
+    n = ShardNode(cfg, "shard-0/0", dict(cfg.addresses), etcd=None, events=EventLog(None, "shard-0/0"))
+    n.become_primary(ShardRecord(epoch=1, primary="shard-0/0", isr=["shard-0/0", PEER]))
+    return n
+
+
+def _push(node, kind=ps_pb2.Update.PUSH, req_id=1, wait=0.1):
+    upd = ps_pb2.Update(kind=kind, worker="worker-0", incarnation=1, req_id=req_id,
+                        dense=[tensor_to_pb("w", np.ones(3, np.float32))])
+    return node.push(ps_pb2.PushRequest(shard=0, epoch=1, update=upd), time.monotonic() + wait)
+
+
+def test_no_ack_before_every_isr_peer_answered(node):
+    with pytest.raises(ReplicationFailed, match="not answered recently"):
+        _push(node, ps_pb2.Update.INIT)
+    node.peer_heard[PEER] = time.monotonic()
+    assert _push(node, ps_pb2.Update.INIT).epoch == 1
+    assert _push(node).seq == 2
+
+
+def test_a_stale_answer_stops_acks(node):
+    node.peer_heard[PEER] = time.monotonic()
+    _push(node, ps_pb2.Update.INIT)
+    node.peer_heard[PEER] = time.monotonic() - node.cfg.suspect_s
+    with pytest.raises(ReplicationFailed):
+        _push(node)
+
+
+def test_a_peer_out_of_the_isr_does_not_hold_acks(node):
+    node.isr = ["shard-0/0"]
+    assert _push(node, ps_pb2.Update.INIT).epoch == 1
