@@ -21,7 +21,7 @@ from .faults.registry import NO_TARGET
 from .targets import is_link_target, valid_target
 
 CHECKS = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "converged", "catch-up-by-delta",
-          "failover-budget", "delta-complete", "monotone-reads", "staleness", "checkpoints-atomic",
+          "failover-budget", "delta-complete", "monotone-reads", "staleness", "checkpoints-atomic", "checkpoints-monotone",
           "stops-acking", "converge-baseline", "losses-accounted")
 
 

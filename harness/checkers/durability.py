@@ -16,6 +16,30 @@ def checkpoints_atomic(history: list[dict], ctx: dict) -> Verdict:
                              "stray_tmp": sum(len(s["stray_tmp"]) for s in scans)})
 
 
+def checkpoints_monotone(history: list[dict], ctx: dict) -> Verdict:
+    """A shard's shared checkpoint only moves forward: in the order they were written, every one
+    is at least as new as the one before by (term, epoch of its last entry, seq). A deposed
+    primary that overwrote its successor's checkpoint would hand an older state to a restore."""
+    cps: dict[int, list[tuple[float, tuple, dict]]] = {}
+    for e in by_f(history, "checkpoint"):
+        v = e["value"]
+        key = (v.get("term", v.get("epoch", 0)), v.get("epoch", 0), v["seq"])
+        cps.setdefault(v["shard"], []).append((v.get("written", e["t"]), key, {**v, "node": e["node"]}))
+    if not cps:
+        return unknown("no shared checkpoint was written")
+    back = []
+    for shard, xs in sorted(cps.items()):
+        best: tuple | None = None
+        for t, key, v in sorted(xs, key=lambda x: x[0]):
+            if best is not None and key < best[0]:
+                back.append({"shard": shard, "by": v["node"], "term_epoch_seq": list(key),
+                             "after": list(best[0]), "after_by": best[1]})
+            if best is None or key > best[0]:
+                best = (key, v["node"])
+    return Verdict(not back, {"checkpoints": {str(k): len(v) for k, v in cps.items()}, "regressions": back[:10],
+                              "count": len(back)})
+
+
 def losses_accounted(history: list[dict], ctx: dict) -> Verdict:
     """Acked updates missing at the end are all covered by a reported restore from checkpoint
     (same shard, restored below the ack's seq, after the ack)."""

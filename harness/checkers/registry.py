@@ -3,7 +3,7 @@ from .acks import exactly_once, no_lost_acks
 from .failover import failover_budget
 from .primaries import single_primary
 from .replicas import catch_up_by_delta, replicas_match
-from .durability import checkpoints_atomic, converge_baseline, losses_accounted, stops_acking
+from .durability import checkpoints_atomic, checkpoints_monotone, converge_baseline, losses_accounted, stops_acking
 from .reads import delta_complete, monotone_reads, staleness
 from .training import converged
 
@@ -19,6 +19,7 @@ CHECKERS = {
     "monotone-reads": monotone_reads,
     "staleness": staleness,
     "checkpoints-atomic": checkpoints_atomic,
+    "checkpoints-monotone": checkpoints_monotone,
     "stops-acking": stops_acking,
     "converge-baseline": converge_baseline,
     "losses-accounted": losses_accounted,

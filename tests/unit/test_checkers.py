@@ -325,3 +325,13 @@ def test_two_processes_of_one_worker_are_told_apart_by_pid():
     h = [a, b, final("shard-0/0", 0, "primary", 1, 1, {"worker-0#0": [[1, 1]]})]
     v = CHECKERS["no-lost-acks"](h, CTX)
     assert v.valid is False and v.details["audit_short"][0]["acked"] == 2
+
+
+def test_checkpoints_monotone():
+    def cp(t, node, term, epoch, seq):
+        return ev(t, "checkpoint", {"shard": 0, "seq": seq, "epoch": epoch, "term": term, "written": t}, node=node)
+    good = [cp(1, "shard-0/0", 1, 1, 10), cp(2, "shard-0/1", 2, 1, 12), cp(3, "shard-0/1", 2, 2, 20)]
+    assert CHECKERS["checkpoints-monotone"](good, CTX).valid is True
+    stale = good + [cp(4, "shard-0/0", 1, 1, 15)]       # the deposed primary overwrites its successor
+    v = CHECKERS["checkpoints-monotone"](stale, CTX)
+    assert v.valid is False and v.details["regressions"][0]["by"] == "shard-0/0"
