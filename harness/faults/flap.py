@@ -25,8 +25,14 @@ class Flap(Fault):
         try:
             self._flap()
         except Exception as e:  # noqa: BLE001 - a crashed flap means the scenario did not run as written
+            self._error(f"flap thread crashed: {e.__class__.__name__}: {e}")
+
+    def _error(self, msg: str) -> None:
+        try:
             self.ctx.record("fault-error", {"kind": "flap", "target": self.target, "index": self.info.get("index"),
-                                            "error": f"flap thread crashed: {e.__class__.__name__}: {e}"})
+                                            "error": msg})
+        except (ValueError, OSError):
+            pass      # the history is already closed: the run was interrupted and is being torn down
 
     def _flap(self) -> None:
         be, p = self.ctx.backend, self.params
@@ -57,6 +63,5 @@ class Flap(Fault):
         done = getattr(self, "done", 0)
         self.info["flaps_done"] = done
         if done < self.params["count"]:
-            self.ctx.record("fault-error", {"kind": "flap", "target": self.target, "index": self.info.get("index"),
-                                            "error": f"only {done} of {self.params['count']} flaps happened "
-                                                     "before the fault was healed (the workload ended first?)"})
+            self._error(f"only {done} of {self.params['count']} flaps happened before the fault was healed "
+                        "(the workload ended first?)")
