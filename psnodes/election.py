@@ -120,7 +120,7 @@ class Elector(threading.Thread):
                 self.suspect()
             except Exception as e:  # etcd unreachable: try again next tick
                 node.events.emit("election-error", {"shard": node.shard, "error": str(e)})
-                node.last_heard = time.monotonic() - cfg.suspect_s + cfg.heartbeat_s * 4
+                node.last_heard = max(node.last_heard, time.monotonic() - cfg.suspect_s + cfg.heartbeat_s * 4)
 
     def suspect(self) -> None:
         node, cfg = self.node, self.node.cfg
@@ -139,6 +139,22 @@ class Elector(threading.Thread):
             node.last_heard = time.monotonic()
             return
         self.withdraw()
+        with node.cond:
+            # from here on our answers renew no follower lease of this primary; one that renewed
+            # it was sent before last_heard, so that lease ended suspect_s - margin after it
+            if time.monotonic() - node.last_heard < cfg.suspect_s:
+                return               # the primary was heard meanwhile
+            node.suspecting = rec.epoch
+        try:
+            self.stand(rec, kv.mod_revision)
+        finally:
+            with node.cond:
+                node.suspecting = 0
+
+    def stand(self, rec: ShardRecord, mod_revision: int) -> None:
+        """Post our candidacy for the epoch after `rec`'s, wait the window, and take it by a
+        compare-and-swap if we are the most up-to-date candidate."""
+        node, cfg = self.node, self.node.cfg
         me = {"seq": node.store.seq, "seq_epoch": node.store.seq_epoch}
         prefix = cfg.candidate_prefix(node.shard, rec.epoch)
         node.etcd.put(prefix + node.name, json.dumps(me), lease=node.lease)
@@ -159,7 +175,7 @@ class Elector(threading.Thread):
         same = [n for n, c in cands.items() if (c["seq_epoch"], c["seq"]) == (me["seq_epoch"], me["seq"])]
         new = ShardRecord(epoch=rec.epoch + 1, primary=node.name,
                           isr=[node.name] + sorted(n for n in same if n != node.name), start_seq=node.store.seq)
-        if node.etcd.cas(cfg.shard_key(node.shard), kv.mod_revision, new.to_json(),
+        if node.etcd.cas(cfg.shard_key(node.shard), mod_revision, new.to_json(),
                          also_put=[(cfg.leader_key(node.shard), node.name, node.lease)]):
             node.become_primary(new)
         else:

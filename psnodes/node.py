@@ -69,6 +69,7 @@ class ShardNode:
         # call it accepted at our epoch; it cannot suspect us, let alone be promoted, before that
         # time plus suspect_s, so until then no higher epoch can exist without our knowing
         self.peer_heard: dict[str, float] = {}
+        self.suspecting = 0      # the epoch this replica is a candidate against (0: none); lock held
         self.stopping = threading.Event()
         self.lease = 0
         # monotonic time until which the etcd lease surely lives; a node run without etcd (in-process
@@ -302,6 +303,7 @@ class ShardNode:
             self.metrics.seq.set(self.store.seq)
             self.cond.notify_all()
             return ps_pb2.ReplicateReply(applied_seq=self.store.seq, epoch=self.epoch,
+                                         suspecting=self.suspecting == req.epoch,
                                          seq_epoch=self.store.seq_epoch)
 
     def status(self, req: ps_pb2.StatusRequest) -> ps_pb2.StatusReply:

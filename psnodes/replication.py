@@ -77,7 +77,7 @@ class PeerSender(threading.Thread):
             self._account(known, reply, size, changed, kind)
             known, known_epoch = reply.applied_seq, reply.seq_epoch
             with node.cond:
-                if reply.epoch == self.epoch:           # it follows us: the follower lease renews
+                if reply.epoch == self.epoch and not reply.suspecting:   # it follows us: the lease renews
                     node.peer_heard[self.peer] = max(node.peer_heard.get(self.peer, sent), sent)
                     node.cond.notify_all()
                 if node.store.matches(known, known_epoch):

@@ -144,14 +144,16 @@ class ReplicateRequest(_message.Message):
     def __init__(self, shard: _Optional[int] = ..., epoch: _Optional[int] = ..., primary: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[LogEntry, _Mapping]]] = ..., primary_seq: _Optional[int] = ..., epoch_start: _Optional[int] = ..., state: _Optional[bytes] = ..., primary_seq_epoch: _Optional[int] = ...) -> None: ...
 
 class ReplicateReply(_message.Message):
-    __slots__ = ("applied_seq", "epoch", "seq_epoch")
+    __slots__ = ("applied_seq", "epoch", "seq_epoch", "suspecting")
     APPLIED_SEQ_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     SEQ_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    SUSPECTING_FIELD_NUMBER: _ClassVar[int]
     applied_seq: int
     epoch: int
     seq_epoch: int
-    def __init__(self, applied_seq: _Optional[int] = ..., epoch: _Optional[int] = ..., seq_epoch: _Optional[int] = ...) -> None: ...
+    suspecting: bool
+    def __init__(self, applied_seq: _Optional[int] = ..., epoch: _Optional[int] = ..., seq_epoch: _Optional[int] = ..., suspecting: _Optional[bool] = ...) -> None: ...
 
 class SnapshotRequest(_message.Message):
     __slots__ = ("shard",)

@@ -51,3 +51,17 @@ def test_a_stale_answer_stops_acks(node):
 def test_a_peer_out_of_the_isr_does_not_hold_acks(node):
     node.isr = ["shard-0/0"]
     assert _push(node, ps_pb2.Update.INIT).epoch == 1
+
+
+def test_a_candidate_replica_renews_no_follower_lease(tmp_path):
+    """A replica that posted its candidacy against epoch 1 still applies the old primary's
+    entries, but its answer says so, and the primary does not count it as a follower."""
+    cfg = ClusterConfig(cluster_id="unit", etcd="http://127.0.0.1:9", shards=1, copies=2, workers=1, mode="async",
+                        workdir=str(tmp_path), addresses={"shard-0/0": "127.0.0.1:1", PEER: "127.0.0.1:2"})
+    r = ShardNode(cfg, PEER, dict(cfg.addresses), etcd=None, events=EventLog(None, PEER))
+    with r.cond:
+        r.follow(1, "shard-0/0", 0)
+    req = ps_pb2.ReplicateRequest(shard=0, epoch=1, primary="shard-0/0", primary_seq=0, epoch_start=0)
+    assert r.replicate(req).suspecting is False
+    r.suspecting = 1
+    assert r.replicate(req).suspecting is True
