@@ -29,7 +29,7 @@ from .backend_process import ProcessBackend
 from .bench_torchrpc import TorchRpcPS
 from .procs import wait_until
 from .scenario import ClusterSpec
-from .soak import failover_stats
+from .metrics import failover_stats
 
 KILL_WAIT_S = 15.0      # a kill with no ack at a higher epoch within this is a failed failover
 

@@ -52,6 +52,8 @@ def judge(history: list[dict]) -> Judgement:
         fn = CHECKERS.get(name)
         checks[name] = run_check(fn, history, ctx) if fn else Verdict(
             "unknown", {"reason": f"no checker named {name!r} in this version of pschaos"})
+    if not checks:
+        checks["checks"] = Verdict("unknown", {"reason": "the scenario names no check: nothing was judged"})
     checks[EVIDENCE_CHECK] = run_check(scenario_ran, history, ctx)
     m = run_metrics.compute(history, ctx)
     m["baseline_loss"] = ctx.get("baseline_loss")

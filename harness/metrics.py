@@ -1,6 +1,8 @@
 """Run metrics computed from the history (the `metrics` block of report.json)."""
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from reports.bounds import holds, parse, value_at
@@ -10,12 +12,23 @@ from .checkers.base import by_f
 from .checkers.failover import failover_times
 
 
-def percentiles(xs: list[float]) -> dict[str, float]:
-    if not xs:
-        return {"p50": 0.0, "p99": 0.0, "max": 0.0}
-    a = np.asarray(xs, dtype=float)
-    return {"p50": round(float(np.percentile(a, 50)), 1), "p99": round(float(np.percentile(a, 99)), 1),
-            "max": round(float(a.max()), 1)}
+def failover_stats(ms: Sequence[float | None]) -> dict:
+    """p50/p99/max of failover times where None (no new primary acked) counts as +inf, not dropped.
+
+    Percentiles are nearest rank rounded up (numpy "higher"): no interpolation between a time and
+    infinity, and never below what was seen. A value that lands on a failure reads "inf" (JSON has
+    no infinity; `float("inf")` reads it back)."""
+    done = [float(x) for x in ms if x is not None]
+    failed = len(ms) - len(done)
+    if not ms:
+        return {"p50": None, "p99": None, "max": None, "n": 0, "failed": 0, "failed_counted_as": "inf"}
+    a = np.asarray(done + [np.inf] * failed, dtype=float)
+
+    def fmt(x: float) -> float | str:
+        return "inf" if np.isinf(x) else round(float(x), 1)
+
+    return {"p50": fmt(np.percentile(a, 50, method="higher")), "p99": fmt(np.percentile(a, 99, method="higher")),
+            "max": fmt(a.max()), "n": len(ms), "failed": failed, "failed_counted_as": "inf"}
 
 
 def compute(history: list[dict], ctx: dict) -> dict:
@@ -29,7 +42,10 @@ def compute(history: list[dict], ctx: dict) -> dict:
         "acked_updates": len(oks),
         "lost_acked_updates": lost.details.get("lost") if lost.valid != "unknown" else None,
         "failovers": len([e for e in by_f(history, "promote") if e["value"]["epoch"] > 1]),
-        "failover_ms": percentiles([f["ms"] for f in fo if f["ms"] is not None]),
+        "failover_ms": failover_stats([f["ms"] for f in fo]),
+        "failover_failed": sum(1 for f in fo if f["ms"] is None),
+        "restores": len(by_f(history, "restore")),
+        "checkpoint_skips": len(by_f(history, "checkpoint-skipped")),
         "final_loss": round(float(np.mean(done)), 6) if done else None,
         "baseline_loss": None,
         "sync_bytes": sum(s["bytes"] for s in syncs),

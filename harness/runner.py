@@ -62,6 +62,8 @@ class Runner:
         self.history: History | None = None
         self.open: list[OpenFault] = []
         self.faults_done: list[dict] = []
+        self.watch: StepWatcher | None = None
+        self.t0_drive = time.monotonic()
 
     def say(self, msg: str) -> None:
         self.progress.note(msg)
@@ -105,19 +107,21 @@ class Runner:
             self.progress.update("judging")
         finally:
             self.tearing_down = True        # from here a signal only hurries teardown (see _on_term)
-            while True:
-                try:
-                    self.backend.teardown()
-                    break
-                except KeyboardInterrupt:   # landed before the flag was set; teardown is idempotent
-                    self.backend.hurry = True
-            for sig, handler in prev.items():
-                signal.signal(sig, handler)
-            self.history.close()
-            self.progress.close()
-            if not self.keep_data:       # node data and checkpoints were judged already; logs and events stay
-                for d in ("work", "etcd-data"):
-                    shutil.rmtree(self.out / "run" / d, ignore_errors=True)
+            try:
+                while True:
+                    try:
+                        self.backend.teardown()
+                        break
+                    except KeyboardInterrupt:   # landed before the flag was set; teardown is idempotent
+                        self.backend.hurry = True
+            finally:                            # whatever teardown raised, the rest still happens
+                for sig, handler in prev.items():
+                    signal.signal(sig, handler)
+                self.history.close()
+                self.progress.close()
+                if not self.keep_data:   # node data and checkpoints were judged already; logs and events stay
+                    for d in ("work", "etcd-data"):
+                        shutil.rmtree(self.out / "run" / d, ignore_errors=True)
         return self._judge(t_start)
 
     def _on_term(self, signum, frame) -> None:
@@ -132,8 +136,8 @@ class Runner:
     def _drive(self) -> None:
         """Inject faults when their time or step comes, heal them when due, until workers finish."""
         pending = sorted(enumerate(self.schedule), key=lambda p: (p[1].at.time or 0, p[1].at.step or 0))
-        watch = StepWatcher(self.backend.events_path("worker-0"))
-        t0 = time.monotonic()
+        watch = self.watch = StepWatcher(self.backend.events_path("worker-0"))
+        t0 = self.t0_drive = time.monotonic()
         w = self.sc.workload
         limit = (w.duration_s or 0) + 120 + w.steps * 0.5
         ctx = FaultContext(self.backend, self.rng, lambda f, v: self.history.record(f, v), w.steps, w.step_delay_s)
@@ -176,8 +180,12 @@ class Runner:
                    (o.heal_at_step is not None and step >= o.heal_at_step):
                     self._heal(o, "scheduled")
             self.progress.update("training", step, len(self.faults_done) + len(self.open))
-            if now > limit:
-                raise HarnessError(f"workers still running after {limit:.0f}s; see {self.out / 'run' / 'logs'}")
+            if now > limit:      # judged, not raised: the evidence check makes the run unknown
+                self.history.record("workload-timeout", {"limit_s": round(limit, 1), "step": step,
+                                                         "running": [w for w in self.backend.workers()
+                                                                     if self.backend.alive(w)]})
+                self.say(f"workers still running after {limit:.0f}s; see {self.out / 'run' / 'logs'}")
+                return
             time.sleep(0.02)
 
     def _inject(self, ctx: FaultContext, i: int, spec, now: float, step: int) -> None:
@@ -221,7 +229,8 @@ class Runner:
         if kind in ("restart", "scale-out", "scale-in"):
             self._heal(o, "instant")
 
-    def _heal(self, o: OpenFault, why: str) -> None:
+    def _heal(self, o: OpenFault, why: str, cut_short: bool = False) -> None:
+        """Undo a fault and record it; `cut_short`: healed before the time or step it was given."""
         if o in self.open:
             self.open.remove(o)
         heal_error = None
@@ -232,13 +241,18 @@ class Runner:
             self.say(f"healing {o.kind} {o.target} failed: {e}")
         ev = self.history.record("fault-stop", {"kind": o.kind, "target": o.target, "index": o.spec_index,
                                                 "why": why, **({"heal_error": heal_error} if heal_error else {}),
+                                                **({"cut_short": True} if cut_short else {}),
                                                 **{k: v for k, v in o.fault.info.items()
                                                    if k == "packets_dropped"}})
         self.faults_done.append({"kind": o.kind, "target": o.target, "start_s": o.start_t, "end_s": ev["t"]})
 
     def _heal_all(self, why: str) -> None:
+        now = time.monotonic() - self.t0_drive
+        step = self.watch.poll() if self.watch is not None else -1
         for o in list(self.open):
-            self._heal(o, why)
+            early = (o.heal_at_t is not None and now < o.heal_at_t) or \
+                (o.heal_at_step is not None and step < o.heal_at_step)
+            self._heal(o, why, cut_short=early)
 
     def _finish_workers(self) -> None:
         """Workers a heal restarted at the end still owe their workload: wait for them (bounded)."""
@@ -263,7 +277,9 @@ class Runner:
                         if s is None or s.seq != p.seq or s.epoch != p.epoch:
                             return False
             return True
-        if not wait_until(settled, timeout, 0.1):
+        ok = wait_until(settled, timeout, 0.1)
+        self.history.record("quiesce", {"settled": ok, "timeout_s": timeout})
+        if not ok:
             self.say(f"replication did not settle within {timeout}s; the checks will show where")
 
     def _observe(self) -> None:

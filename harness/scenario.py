@@ -125,7 +125,7 @@ class Nemesis(Strict):
 
 
 class Expect(Strict):
-    checks: list[str] = Field(default_factory=lambda: ["no-lost-acks", "single-primary", "exactly-once",
+    checks: list[str] = Field(min_length=1, default_factory=lambda: ["no-lost-acks", "single-primary", "exactly-once",
                                                        "replicas-match", "converged", "delta-complete",
                                                        "checkpoints-atomic"])
     metrics: list[str] = Field(default_factory=list)

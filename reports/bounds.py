@@ -28,6 +28,8 @@ def value_at(metrics: dict, path: str):
 
 def holds(value, op: str, number: float) -> bool:
     """An absent or NaN value never satisfies a bound."""
-    if value is None or isinstance(value, float) and math.isnan(value):
+    if value == "inf":            # a failover that never completed (JSON has no infinity)
+        value = math.inf
+    if value is None or not isinstance(value, (int, float)) or isinstance(value, float) and math.isnan(value):
         return False
     return OPS[op](value, number)

@@ -38,6 +38,12 @@ def audited(v: dict) -> bool:
     return f"__audit__/{v['shard']}" in v.get("keys", ())
 
 
+def applied_keys(copy: dict, worker: str) -> int:
+    """How many keys of `worker` (all its incarnations) a copy's applied set claims."""
+    return sum(hi - lo + 1 for k, rs in (copy.get("applied") or {}).items()
+               if k.split("#")[0] == worker for lo, hi in rs)
+
+
 def live_copies(history: list[dict]) -> dict[int, list[dict]]:
     out: dict[int, list[dict]] = defaultdict(list)
     for s in final_states(history):
@@ -66,8 +72,9 @@ def unique_keys(values: list[dict]) -> dict[tuple[int, str], set]:
 def _explained(v: dict, promotes: list[dict], max_lag: int) -> dict | None:
     """Async mode: the promotion whose unreplicated window the lost ack fell into, if any."""
     for p in promotes:
+        # the primary applies at seq+1 once replicas are within max_lag of seq: a lag of max_lag + 1
         if p["shard"] == v["shard"] and p["epoch"] > v["epoch"] and p.get("seq", 0) < v["seq"] \
-                and v["seq"] - p.get("seq", 0) <= max_lag:
+                and v["seq"] - p.get("seq", 0) <= max_lag + 1:
             return p
     return None
 
@@ -107,24 +114,31 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
             explained[(v["shard"], v["worker"])] += 1
         else:
             unexplained.append(v)
-    short, no_audit = [], []
+    short, no_audit, lagging = [], [], set()
     lost_by: Counter = Counter((v["shard"], v["worker"]) for v in lost)
     for (shard, worker), ks in sorted(keys.items()):
         for c in copies.get(shard, []):
+            if c["seq"] < prim[shard]["seq"]:
+                lagging.add(c["node"])     # still catching up: replicas-match judges it, not this check
+                continue
             if c.get("audit") is None:
                 no_audit.append(c["node"])
                 continue
-            have, need = int(c["audit"].get(worker, 0)), len(ks) - min(explained[(shard, worker)], len(ks))
+            have = int(c["audit"].get(worker, 0))
+            # at least every ack it must hold, and every key its own applied set claims for the worker
+            need = max(len(ks) - min(explained[(shard, worker)], len(ks)), applied_keys(c, worker))
             lost_by[(shard, worker)] = max(lost_by[(shard, worker)], len(ks) - have)
             if have < need:
                 short.append({"shard": shard, "node": c["node"], "worker": worker, "acked": len(ks),
-                              "audit": have, "allowed_lost": explained[(shard, worker)]})
+                              "applied_keys": applied_keys(c, worker), "audit": have,
+                              "allowed_lost": explained[(shard, worker)]})
     details = {"acked": len(oks), "acked_keys": sum(len(k) for k in keys.values()),
                "lost": sum(max(0, n) for n in lost_by.values()), "lost_keys": len(lost),
                "allowed": sum(explained.values()), "mode": mode, "audit_short": short[:10],
                "examples": [{k: v.get(k) for k in ("worker", "incarnation", "req_id", "shard", "epoch", "seq")}
                             for v in unexplained[:10]]}
     details["unaudited_acks"] = unaudited
+    details["lagging_copies"] = sorted(lagging)
     if (no_audit or unaudited) and not unexplained and not short:
         why = f"copies {sorted(set(no_audit))} report no audit tensor" if no_audit else \
             f"{unaudited} acknowledged pushes carried no audit increment"
@@ -146,7 +160,10 @@ def exactly_once(history: list[dict], ctx: dict) -> Verdict:
     twice = {k: s for k, s in applied_by.items() if len(set(s)) > 1}
     invoked = unique_keys([_with_pid(e) for e in by_f(history, "push", "invoke")])
     over, disagree, mismatched, no_audit = [], [], [], []
-    for shard, cs in live_copies(history).items():
+    copies = live_copies(history)
+    unseen = sorted({v["shard"] for v in oks} - {s for s, cs in copies.items() if any(c.get("audit") is not None
+                                                                                     for c in cs)})
+    for shard, cs in copies.items():
         for c in cs:
             n_keys = sum(hi - lo + 1 for rs in (c.get("applied") or {}).values() for lo, hi in rs)
             if n_keys != c.get("pushes"):
@@ -158,8 +175,7 @@ def exactly_once(history: list[dict], ctx: dict) -> Verdict:
                 sent = len(invoked.get((shard, worker), ()))
                 if int(count) > sent:
                     over.append({"node": c["node"], "worker": worker, "audit": int(count), "invoked": sent})
-                keys = sum(hi - lo + 1 for k, rs in (c.get("applied") or {}).items()
-                           if k.split("#")[0] == worker for lo, hi in rs)
+                keys = applied_keys(c, worker)
                 if int(count) != keys:
                     disagree.append({"node": c["node"], "worker": worker, "audit": int(count), "applied_keys": keys})
     reinvoked = len(by_f(history, "push", "invoke")) - sum(len(k) for k in invoked.values())
@@ -168,6 +184,8 @@ def exactly_once(history: list[dict], ctx: dict) -> Verdict:
                "count_mismatch": mismatched[:10],
                "duplicate_acks": sum(1 for v in oks if v.get("duplicate")), "reinvoked": reinvoked}
     bad = bool(twice or over or disagree or mismatched)
+    if unseen and not bad:
+        return unknown(f"shards {unseen} had acks but no live copy reported an audit tensor", **details)
     if no_audit and not bad:
         return unknown(f"copies {sorted(set(no_audit))} report no audit tensor: the values were not checked",
                        **details)

@@ -64,6 +64,12 @@ def final_states(history: list[dict]) -> list[dict]:
     return [e["value"] for e in by_f(history, "final-state")]
 
 
+def op_key(e: dict) -> tuple:
+    """What pairs an invoke with its completion: the op id within its process (a restarted
+    worker counts its op ids from 1 again)."""
+    return (e.get("pid"), e.get("op_id"))
+
+
 def idem(v: dict) -> str:
     """The applied-set key of a push: worker and incarnation (a restarted worker is a new one)."""
     return f"{v['worker']}#{v.get('incarnation', 0)}"

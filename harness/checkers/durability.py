@@ -71,13 +71,19 @@ def stops_acking(history: list[dict], ctx: dict) -> Verdict:
             if e["value"].get("isolated_primary")]
     if not cuts:
         return Verdict("unknown", {"reason": "no fault cut a primary off"})
-    late = []
+    late, tested = [], 0
     for t, p in cuts:
+        tested += sum(1 for e in by_f(history, "push", "invoke")
+                      if e["value"]["shard"] == p["shard"] and e["t"] > t + grace)
         for e in by_f(history, "push", "ok"):
             v = e["value"]
             if v["node"] == p["node"] and v["epoch"] == p["epoch"] and e["t"] > t + grace:
                 late.append({"node": p["node"], "epoch": p["epoch"], "t": e["t"], "cut_t": t, "seq": v["seq"]})
-    return Verdict(not late, {"cut_primaries": [p for _, p in cuts], "late_acks": late[:10], "grace_s": grace})
+    if not late and not tested:
+        return unknown("no push for the cut-off primary's shard was sent after the grace: nothing could "
+                       "show whether it stopped acking", cut_primaries=[p for _, p in cuts])
+    return Verdict(not late, {"cut_primaries": [p for _, p in cuts], "late_acks": late[:10], "grace_s": grace,
+                              "pushes_after_grace": tested})
 
 
 def converge_baseline(history: list[dict], ctx: dict) -> Verdict:

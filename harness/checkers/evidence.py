@@ -24,9 +24,15 @@ def _fault_reasons(history: list[dict], ctx: dict) -> tuple[list[str], int]:
     starts = [e["value"] for e in by_f(history, "fault-start") if "index" in e["value"]]
     stops = {e["value"]["index"] for e in by_f(history, "fault-stop") if "index" in e["value"]}
     for e in by_f(history, "fault-stop"):
-        if e["value"].get("heal_error"):
-            v = e["value"]
+        v = e["value"]
+        if v.get("heal_error"):
             reasons.append(f"fault {v.get('index', '?')} ({v['kind']} {v['target']}) did not heal: {v['heal_error']}")
+        if v.get("cut_short"):
+            reasons.append(f"fault {v.get('index', '?')} ({v['kind']} {v['target']}) was healed at the end of the "
+                           "workload, before the time or step the scenario gave it")
+    for e in by_f(history, "workload-timeout"):
+        reasons.append(f"workers {e['value']['running']} were still running after {e['value']['limit_s']} s; "
+                       "the run stopped waiting")
     for v in starts:
         if v["index"] not in stops:
             reasons.append(f"fault {v['index']} ({v['kind']} {v['target']}) was never healed")

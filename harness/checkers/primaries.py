@@ -14,19 +14,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .base import Verdict, by_f, unknown
+from .base import Verdict, by_f, op_key, unknown
 
 
 def _acks(history: list[dict]) -> list[dict]:
     """Acked pushes with the time they were sent (`t0`) and answered (`t1`)."""
-    sent = {e["op_id"]: e["t"] for e in by_f(history, "push", "invoke") if "op_id" in e}
+    sent = {op_key(e): e["t"] for e in by_f(history, "push", "invoke") if "op_id" in e}
     out = []
     for e in by_f(history, "push", "ok"):
         v = e["value"]
         if v.get("duplicate"):
             continue       # a retry answered from the applied set proves nothing about who acks now
         out.append({"shard": v["shard"], "epoch": v["epoch"], "node": v["node"], "seq": v.get("seq"),
-                    "t0": sent.get(e.get("op_id"), e["t"]), "t1": e["t"]})
+                    "t0": sent.get(op_key(e), e["t"]), "t1": e["t"]})
     return out
 
 

@@ -5,7 +5,7 @@ keeps, so a client bug cannot hide a server one.
 """
 from __future__ import annotations
 
-from .base import Verdict, by_f, unknown
+from .base import Verdict, by_f, op_key, unknown
 
 
 def delta_complete(history: list[dict], ctx: dict) -> Verdict:
@@ -14,13 +14,13 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
     Only pushes acked before the pull was invoked and at the pull's epoch are held against it:
     those are certainly in the state it read.
     """
-    invoked = {e["op_id"]: e["t"] for e in by_f(history, "pull", "invoke") if "op_id" in e}
+    invoked = {op_key(e): e["t"] for e in by_f(history, "pull", "invoke") if "op_id" in e}
     acks = sorted(((e["t"], e["value"]) for e in by_f(history, "push", "ok")), key=lambda a: a[0])
     pulls = by_f(history, "pull", "ok")
     missing, checked = [], 0
     for e in pulls:
         v = e["value"]
-        t_inv = invoked.get(e.get("op_id"), e["t"])
+        t_inv = invoked.get(op_key(e), e["t"])
         keys = set(v["keys"])
         for t, p in acks:
             if t >= t_inv:
@@ -38,9 +38,11 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
     return Verdict(not missing, {"pairs_checked": checked, "missing": missing[:10], "missing_count": len(missing)})
 
 
-def _undone(pulls: list[tuple[float, dict]], promotes: list[tuple[float, dict]]) -> list[dict]:
+def _undone(pulls: list[tuple[float, dict]], promotes: list[tuple[float, dict]],
+            restored: set[tuple[int, int]]) -> list[dict]:
     """Reads at epoch e of a seq that the next epoch's primary did not have when it was promoted:
-    state a failover undid, so no acknowledged history contains what the worker saw."""
+    state a failover undid, so no acknowledged history contains what the worker saw. An epoch
+    that began with a reported restore from checkpoint (a loss losses-accounted judges) is marked."""
     out = []
     for t, v in pulls:
         nxt = [p for tp, p in promotes if p["shard"] == v["shard"] and p["epoch"] > v["epoch"]]
@@ -49,7 +51,8 @@ def _undone(pulls: list[tuple[float, dict]], promotes: list[tuple[float, dict]])
         p = min(nxt, key=lambda p: p["epoch"])
         if "seq" in p and v["seq"] > p["seq"]:
             out.append({"worker": v["worker"], "shard": v["shard"], "epoch": v["epoch"], "seq": v["seq"],
-                        "t": round(t, 4), "next_epoch": p["epoch"], "next_epoch_started_at_seq": p["seq"]})
+                        "t": round(t, 4), "next_epoch": p["epoch"], "next_epoch_started_at_seq": p["seq"],
+                        "restored": (p["shard"], p["epoch"]) in restored})
     return out
 
 
@@ -69,9 +72,11 @@ def monotone_reads(history: list[dict], ctx: dict) -> Verdict:
             back.append({"worker": v["worker"], "shard": v["shard"], "epoch": v["epoch"], "seq": v["seq"],
                          "before": list(last[k]), "t": round(t, 4)})
         last[k] = max(cur, last.get(k, cur))
-    undone = _undone(pulls, [(e["t"], e["value"]) for e in by_f(history, "promote")])
+    restored = {(e["value"]["shard"], e["value"].get("epoch")) for e in by_f(history, "restore")}
+    undone = _undone(pulls, [(e["t"], e["value"]) for e in by_f(history, "promote")], restored)
     sync = ctx.get("replication", "sync") == "sync"
-    return Verdict(not back and not (sync and undone), {
+    unexcused = [u for u in undone if not u["restored"]]
+    return Verdict(not back and not (sync and unexcused), {
         "regressions": back[:10], "count": len(back), "pulls": len(pulls),
         "undone_reads": undone[:10], "undone_count": len(undone),
         "undone_fails": sync})

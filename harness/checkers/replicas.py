@@ -36,9 +36,14 @@ def catch_up_by_delta(history: list[dict], ctx: dict) -> Verdict:
     """Every catch-up of a restarted replica moved deltas: bytes <= ratio x changed bytes and well
     under a snapshot, and none needed a full snapshot."""
     syncs = [e["value"] for e in by_f(history, "sync")]
-    restarted = {e["value"]["target"] for e in by_f(history, "fault-start")
-                 if e["value"]["kind"] in ("stop", "kill", "restart")}
-    mine = [s for s in syncs if s["dst"] in restarted]
+    down_at: dict[str, float] = {}
+    for e in by_f(history, "fault-start"):
+        if e["value"]["kind"] in ("stop", "kill", "restart"):
+            down_at.setdefault(e["value"]["target"], e["t"])
+    restarted = set(down_at)
+    # a catch-up the copy did before it went down proves nothing about its restart
+    mine = [e["value"] for e in by_f(history, "sync")
+            if e["value"]["dst"] in down_at and e["t"] > down_at[e["value"]["dst"]]]
     if not mine:
         return unknown("no catch-up of a restarted replica was recorded", restarted=sorted(restarted),
                        syncs=len(syncs))

@@ -6,6 +6,7 @@ failover checks see every one.
 """
 from __future__ import annotations
 
+import random
 import threading
 
 from ..targets import resolve
@@ -17,6 +18,8 @@ class Flap(Fault):
     params_spec = {"count": (int, 3), "down_s": (float, 1.0), "period_s": (float, 2.0)}
 
     def inject(self) -> None:
+        # its own generator, seeded from the run's in the main thread: the draws stay one seed's
+        self.rng = random.Random(self.ctx.rng.random())
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._loop, name="flap", daemon=True)
         self.thread.start()
@@ -39,7 +42,7 @@ class Flap(Fault):
         for i in range(p["count"]):
             if self.stop.is_set():
                 return
-            name = resolve(self.target, be, self.ctx.rng)
+            name = resolve(self.target, be, self.rng)
             info = {"kind": "kill", "target": name, "selector": self.target, "flap": i}
             info.update(self._primary_info(name))
             self.ctx.record("fault-start", info)
@@ -60,6 +63,8 @@ class Flap(Fault):
     def heal(self) -> None:
         self.stop.set()
         self.thread.join(30)
+        if self.thread.is_alive():
+            self._error("the flap thread did not stop within 30 s of its heal")
         done = getattr(self, "done", 0)
         self.info["flaps_done"] = done
         if done < self.params["count"]:

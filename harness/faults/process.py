@@ -7,6 +7,8 @@ from pathlib import Path
 
 from netfaults.faults.base import check_params
 
+from ..errors import HarnessError
+
 from .base import Fault
 
 
@@ -23,6 +25,12 @@ class Kill(Fault):
         if self.params.get("during") == "checkpoint":
             self.info["caught_writing"] = self._await_checkpoint_write(be)
         be.kill(self.target)
+        if be.alive(self.target):
+            raise HarnessError(f"kill {self.target}: still alive after SIGKILL")
+        caught = self.info.get("caught_writing")
+        if caught and not Path(caught).exists():
+            # renamed into place (or swept) before the kill landed: it was not killed mid-write
+            self.info.update(caught_writing=None, missed_write=caught)
         if self.params.get("wipe") and self.target.startswith("shard-"):
             shutil.rmtree(be.cfg.data_dir(self.target), ignore_errors=True)
             self.info["wiped"] = True

@@ -45,8 +45,25 @@ def test_no_lost_acks_sees_a_value_the_bookkeeping_hides():
 
 def test_no_lost_acks_checks_every_copy():
     h = [ok(1, "worker-0", 1, 0, 1, 1), final("shard-0/0", 0, "primary", 1, 1, {"worker-0#1": [[1, 1]]}),
-         final("shard-0/1", 0, "replica", 1, 0, {}, audit={})]
+         final("shard-0/1", 0, "replica", 1, 1, {"worker-0#1": [[1, 1]]}, audit={})]
     assert CHECKERS["no-lost-acks"](h, CTX).valid is False
+
+
+def test_a_lagging_copy_is_for_replicas_match_not_a_loss():
+    h = [ok(1, "worker-0", 1, 0, 1, 1), final("shard-0/0", 0, "primary", 1, 1, {"worker-0#1": [[1, 1]]}),
+         final("shard-0/1", 0, "replica", 1, 0, {}, audit={})]
+    v = CHECKERS["no-lost-acks"](h, CTX)
+    assert v.valid is True and v.details["lagging_copies"] == ["shard-0/1"] and v.details["lost"] == 0
+    assert CHECKERS["replicas-match"](h, CTX).valid is False
+
+
+def test_applied_but_unacked_pushes_do_not_cover_a_dropped_value():
+    """One acked push whose value was dropped, one timed-out push that was applied: audit 1 = acks 1,
+    but the copy claims two keys, so the values are short."""
+    h = [ok(1, "worker-0", 1, 0, 1, 1), final("shard-0/0", 0, "primary", 1, 2, {"worker-0#1": [[1, 2]]},
+                                            audit={"worker-0": 1})]
+    v = CHECKERS["no-lost-acks"](h, CTX)
+    assert v.valid is False and v.details["audit_short"][0]["applied_keys"] == 2
 
 
 def test_no_lost_acks_unknown_when_acks_carried_no_audit():
@@ -129,6 +146,18 @@ def test_single_primary_sees_two_nodes_acking_in_overlapping_time():
     assert v.valid is False and (v.details["alternating_primaries"] or v.details["acks_after_newer_epoch"])
 
 
+def test_a_restarted_worker_reusing_op_ids_is_not_a_late_ack():
+    """op ids count from 1 in every process: pair invokes and oks by (pid, op id)."""
+    first = acked(0.1, 0.2, "worker-0", 1, 0, 1, 1)
+    for e in first:
+        e["pid"] = 10
+    again = acked(2.0, 2.1, "worker-0", 1, 0, 2, 2, node="shard-0/1", inc=2)
+    for e in again:
+        e["pid"], e["op_id"] = 20, first[0]["op_id"]
+    h = [promote(0, 0, 1, "shard-0/0"), *first, promote(1, 0, 2, "shard-0/1", 1), *again]
+    assert CHECKERS["single-primary"](h, CTX).valid is True
+
+
 def test_a_flapping_primary_may_come_back_under_a_new_epoch():
     h = [promote(0, 0, 1, "shard-0/0"), *acked(0.1, 0.2, "worker-0", 1, 0, 1, 1),
          promote(1, 0, 2, "shard-0/1", 1), *acked(1.1, 1.2, "worker-0", 2, 0, 2, 2, node="shard-0/1"),
@@ -159,6 +188,9 @@ def test_catch_up_by_delta():
                           "kind": "snapshot"})
     assert CHECKERS["catch-up-by-delta"]([stop, snap], {}).valid is False
     assert CHECKERS["catch-up-by-delta"]([stop], {}).valid == "unknown"     # no catch-up happened
+    before = ev(0.5, "sync", {"dst": "shard-0/1", "bytes": 100, "changed_bytes": 95, "snapshot_bytes": 1000,
+                              "kind": "delta"})
+    assert CHECKERS["catch-up-by-delta"]([before, stop], {}).valid == "unknown"   # before the restart
 
 
 # ------------------------------------------------------------------ reads
@@ -188,6 +220,9 @@ def test_a_read_that_a_failover_undid_is_reported():
     assert v.valid is False and v.details["undone_reads"][0]["seq"] == 7
     v = CHECKERS["monotone-reads"](h, {**CTX, "replication": "async"})
     assert v.valid is True and v.details["undone_count"] == 1
+    restored = h + [ev(1.0, "restore", {"shard": 0, "epoch": 2, "restored_seq": 5})]    # a reported loss
+    v = CHECKERS["monotone-reads"](restored, CTX)
+    assert v.valid is True and v.details["undone_reads"][0]["restored"] is True
 
 
 def _steps_and_pushes(lead):
@@ -225,6 +260,8 @@ def test_stops_acking():
     cut = fault_start(1.0, "partition", "shard-0/0->shard-0/1",
                       isolated_primary={"node": "shard-0/0", "epoch": 1, "shard": 0})
     h = [cut, ok(1.5, "worker-0", 1, 0, 1, 1)]
+    assert CHECKERS["stops-acking"](h, {"stop_acking_grace_s": 1.0}).valid == "unknown"   # nothing sent after
+    h.append(inv(2.5, "worker-0", 2, 0))
     assert CHECKERS["stops-acking"](h, {"stop_acking_grace_s": 1.0}).valid is True
     late = h + [ok(3.0, "worker-0", 2, 0, 1, 2)]
     assert CHECKERS["stops-acking"](late, {"stop_acking_grace_s": 1.0}).valid is False

@@ -9,7 +9,8 @@ import pytest
 
 from harness import soak
 from harness.cli import main
-from harness.soak import RunResult, aggregate, exit_code, failover_stats, judge_run
+from harness.metrics import failover_stats
+from harness.soak import RunResult, aggregate, exit_code, judge_run
 
 KILL_PRIMARY = Path(__file__).resolve().parents[2] / "scenarios" / "kill-primary.yaml"
 
