@@ -282,16 +282,27 @@ class Runner:
         if not ok:
             self.say(f"replication did not settle within {timeout}s; the checks will show where")
 
-    def _observe(self) -> None:
-        import json as _json
-        for n in self.backend.nodes():
-            st = self.backend.status(n, checksum=True, applied=True, audit=True)
-            v = {"node": n, "shard": int(n.split("-")[1].split("/")[0]), "alive": st is not None}
-            if st is not None:
-                v.update(role=st.role, epoch=st.epoch, seq=st.seq, checksum=st.checksum, pushes=st.pushes,
-                         applied=_json.loads(st.applied_json or "{}"), restored_from=st.restored_from,
-                         audit=_json.loads(st.audit_json) if st.audit_json else None)
-            self.history.record("final-state", v, node=n)
+    def _observe(self, attempts: int = 3) -> None:
+        """Each copy's final state. Copies are read one after another, so a failover between two
+        reads would show two primaries that never were at once: such a reading is taken again
+        (after settling) up to `attempts` times, and the last one is recorded as it is."""
+        for attempt in range(1, attempts + 1):
+            states = [self._final_state(n) for n in self.backend.nodes()]
+            if _consistent(states) or attempt == attempts:
+                break
+            self._quiesce()
+        self.history.record("observe", {"attempts": attempt, "consistent": _consistent(states)})
+        for v in states:
+            self.history.record("final-state", v, node=v["node"])
+
+    def _final_state(self, n: str) -> dict:
+        st = self.backend.status(n, checksum=True, applied=True, audit=True)
+        v = {"node": n, "shard": int(n.split("-")[1].split("/")[0]), "alive": st is not None}
+        if st is not None:
+            v.update(role=st.role, epoch=st.epoch, seq=st.seq, checksum=st.checksum, pushes=st.pushes,
+                     applied=json.loads(st.applied_json or "{}"), restored_from=st.restored_from,
+                     audit=json.loads(st.audit_json) if st.audit_json else None)
+        return v
 
     def _scan_checkpoints(self) -> None:
         """Record every checkpoint folder as found: does its manifest name a whole, loadable file?"""
@@ -362,6 +373,16 @@ class Runner:
         markdown.write(rep, self.out)
         html.write(rep, hist, self.out)
         return rep
+
+
+def _consistent(states: list[dict]) -> bool:
+    """One live primary per shard, and every live copy of a shard at the same epoch."""
+    shards: dict[int, list[dict]] = {}
+    for v in states:
+        if v["alive"]:
+            shards.setdefault(v["shard"], []).append(v)
+    return all(sum(c["role"] == "primary" for c in cs) == 1 and len({c["epoch"] for c in cs}) == 1
+               for cs in shards.values())
 
 
 def default_out(scenario: Scenario, seed: int) -> Path:
