@@ -46,6 +46,7 @@ def compute(history: list[dict], ctx: dict) -> dict:
         "failover_failed": sum(1 for f in fo if f["ms"] is None),
         "restores": len(by_f(history, "restore")),
         "checkpoint_skips": len(by_f(history, "checkpoint-skipped")),
+        "isr_deferred": len(by_f(history, "isr-deferred")),
         "final_loss": round(float(np.mean(done)), 6) if done else None,
         "baseline_loss": None,
         "sync_bytes": sum(s["bytes"] for s in syncs),
