@@ -78,11 +78,15 @@ class NftTable:
     def delete(self, handles: list[int]) -> None:
         if not self.created:
             return                               # the table (and every rule) is already gone
+        errors = []
         for h in handles:
             try:
                 nft("delete", "rule", "inet", self.name, "out", "handle", str(h))
-            except NetFaultError:
-                pass
+            except NetFaultError as e:      # already gone is fine; still there is not (checked below)
+                errors.append(str(e))
+        left = sorted(set(handles) & set(self.handles())) if errors else []
+        if left:
+            raise NetFaultError(f"nft rules {left} of table {self.name} could not be deleted: {errors[0]}")
 
     def destroy(self, force: bool = False) -> None:
         """Delete the table and every rule in it. `force` tries even when this object did not see
