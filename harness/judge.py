@@ -13,7 +13,7 @@ from pathlib import Path
 from . import metrics as run_metrics
 from .checkers import CHECKERS, Verdict, compose, run_check
 from .checkers.base import by_f
-from .checkers.evidence import scenario_ran
+from .checkers.evidence import nodes_back, scenario_ran
 from .errors import HarnessError
 from .history import read_events
 
@@ -55,6 +55,7 @@ def judge(history: list[dict]) -> Judgement:
     if not checks:
         checks["checks"] = Verdict("unknown", {"reason": "the scenario names no check: nothing was judged"})
     checks[EVIDENCE_CHECK] = run_check(scenario_ran, history, ctx)
+    checks["nodes-back"] = run_check(nodes_back, history, ctx)
     m = run_metrics.compute(history, ctx)
     m["baseline_loss"] = ctx.get("baseline_loss")
     bounds = run_metrics.check_bounds(m, expect.get("metrics", []))

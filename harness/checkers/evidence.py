@@ -63,3 +63,32 @@ def scenario_ran(history: list[dict], ctx: dict) -> Verdict:
     if reasons:
         return Verdict("unknown", {"reason": "; ".join(reasons[:5]), **details})
     return Verdict(True, details)
+
+
+PROCESS_FAULTS = ("kill", "stop", "pause", "restart")
+
+
+def nodes_back(history: list[dict], ctx: dict) -> Verdict:
+    """Every copy and worker a process fault took down is running again at the end: a copy answers
+    its final status, a worker finished a run that began after its last heal. One that stays dead
+    fails (the run healed it, so it must be back), whatever checks the scenario named."""
+    if not by_f(history, "run-start"):
+        return unknown("the history has no run-start: it is not a whole run")
+    hit: dict[str, float] = {}
+    for e in by_f(history, "fault-start"):
+        v = e["value"]
+        if v.get("kind") in PROCESS_FAULTS and str(v.get("target", "")).startswith(("shard-", "worker-")):
+            hit.setdefault(v["target"], e["t"])
+    healed = {e["value"]["target"]: e["t"] for e in by_f(history, "fault-stop") if e["value"].get("target") in hit}
+    alive = {s["node"]: s.get("alive") for s in (e["value"] for e in by_f(history, "final-state"))}
+    done_at: dict[str, list[float]] = {}
+    for e in by_f(history, "train-done"):
+        done_at.setdefault(e["value"]["worker"], []).append(e["t"])
+    dead = []
+    for name in sorted(hit):
+        if name.startswith("shard-"):
+            if not alive.get(name):
+                dead.append({"node": name, "why": "no answer to its final status"})
+        elif not any(t > healed.get(name, hit[name]) for t in done_at.get(name, [])):
+            dead.append({"node": name, "why": "no run finished after its last heal"})
+    return Verdict(not dead, {"faulted": sorted(hit), "dead_at_end": dead})

@@ -372,3 +372,17 @@ def test_checkpoints_monotone():
     stale = good + [cp(4, "shard-0/0", 1, 1, 15)]       # the deposed primary overwrites its successor
     v = CHECKERS["checkpoints-monotone"](stale, CTX)
     assert v.valid is False and v.details["regressions"][0]["by"] == "shard-0/0"
+
+
+def test_nodes_back():
+    from harness.checkers.evidence import nodes_back
+    kill_w = [fault_start(1, "kill", "worker-0", index=0), fault_stop(2, "kill", "worker-0", index=0)]
+    kill_c = [fault_start(1, "kill", "shard-0/1", index=1), fault_stop(2, "kill", "shard-0/1", index=1)]
+    h = [START, *kill_w, *kill_c, done("worker-0", t=5), final("shard-0/1", 0, "replica", 1, 1, {})]
+    assert nodes_back(h, CTX).valid is True
+    stale = [START, *kill_w, done("worker-0", t=0.5)]            # its only run ended before the kill
+    v = nodes_back(stale, CTX)
+    assert v.valid is False and v.details["dead_at_end"][0]["node"] == "worker-0"
+    gone = [START, *kill_c, final("shard-0/1", 0, "", 0, 0, {}, alive=False)]
+    assert nodes_back(gone, CTX).valid is False
+    assert nodes_back([START], CTX).valid is True                 # no process fault: nothing to be back from

@@ -28,7 +28,8 @@ def _write(tmp_path, h):
 def test_judge_reads_everything_from_the_history():
     j = judge(_history(["no-lost-acks", "single-primary", "converged"]))
     assert j.verdict == "pass", {k: v.details for k, v in j.checks.items()}
-    assert set(j.checks) == {"no-lost-acks", "single-primary", "converged", "scenario-ran", "metric-bounds"}
+    assert set(j.checks) == {"no-lost-acks", "single-primary", "converged", "scenario-ran", "nodes-back",
+                             "metric-bounds"}
 
 
 def test_judge_refuses_a_history_without_run_start():
@@ -44,3 +45,8 @@ def test_check_exit_codes(tmp_path, capsys):
     unknown = _history(["no-lost-acks"], audit=None)
     assert main(["check", str(_write(tmp_path, unknown))]) == 3
     assert main(["check", str(tmp_path / "nope.jsonl")]) == 2
+
+
+def test_an_empty_check_list_is_unknown():
+    j = judge(_history([]))
+    assert j.verdict == "unknown" and j.checks["checks"].valid == "unknown"
