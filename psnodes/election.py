@@ -24,8 +24,9 @@ import threading
 import time
 
 from .config import ShardRecord
+from .core import fencing, promotion
+from .core.promotion import Position
 from .node import ShardNode
-from .placement import parse_node_name
 
 
 class Elector(threading.Thread):
@@ -128,13 +129,12 @@ class Elector(threading.Thread):
         if kv is None:
             return
         rec = ShardRecord.from_json(kv.value)
-        if rec.epoch > node.epoch and rec.primary != node.name:
+        if fencing.follow_record(rec.epoch, node.epoch, rec.primary, node.name):
             with node.cond:
                 node.follow(rec.epoch, rec.primary, rec.start_seq)
             return
         # a copy restarted from disk may miss acked updates: it is eligible only once it caught up
-        eligible = node.name in rec.isr and node.in_sync
-        if not eligible:
+        if not promotion.eligible(node.name, rec.isr, node.in_sync):
             self.maybe_restore(rec, kv.mod_revision)
             node.last_heard = time.monotonic()
             return
@@ -159,22 +159,12 @@ class Elector(threading.Thread):
         prefix = cfg.candidate_prefix(node.shard, rec.epoch)
         node.etcd.put(prefix + node.name, json.dumps(me), lease=node.lease)
         time.sleep(cfg.candidate_window_s)
-        cands = {c.key[len(prefix):]: json.loads(c.value) for c in node.etcd.get_prefix(prefix)}
-        cands = {n: c for n, c in cands.items() if n in rec.isr and n != rec.primary}
-        if node.name not in cands:
-            cands[node.name] = me
-
-        def rank(n: str) -> tuple:
-            c = cands[n]
-            return (c["seq_epoch"], c["seq"], -parse_node_name(n)[1])
-
-        best = max(cands, key=rank)
-        if best != node.name:
+        posted = {c.key[len(prefix):]: Position.of(json.loads(c.value)) for c in node.etcd.get_prefix(prefix)}
+        won = promotion.elect(node.name, Position.of(me), posted, rec.isr, rec.primary)
+        if won.winner != node.name:
             node.last_heard = time.monotonic()   # give the best candidate a suspect period to win
             return
-        same = [n for n, c in cands.items() if (c["seq_epoch"], c["seq"]) == (me["seq_epoch"], me["seq"])]
-        new = ShardRecord(epoch=rec.epoch + 1, primary=node.name,
-                          isr=[node.name] + sorted(n for n in same if n != node.name), start_seq=node.store.seq)
+        new = ShardRecord(epoch=rec.epoch + 1, primary=node.name, isr=won.isr, start_seq=node.store.seq)
         if node.etcd.cas(cfg.shard_key(node.shard), mod_revision, new.to_json(),
                          also_put=[(cfg.leader_key(node.shard), node.name, node.lease)]):
             node.become_primary(new)
@@ -187,13 +177,8 @@ class Elector(threading.Thread):
         back meanwhile (its node key changed). Called every suspect period by the elector."""
         node, cfg = self.node, self.node.cfg
         keys = {kv.key.rsplit("/nodes/", 1)[1]: kv for kv in node.etcd.get_prefix(cfg.prefix + "nodes/")}
-
-        def in_sync(kv) -> bool:
-            v = json.loads(kv.value)
-            return bool(v.get("in_sync") or v.get("role") == "primary")
-
-        # a copy of the ISR that restarted from disk is alive but not in sync: it does not count
-        if any(n in keys and in_sync(keys[n]) for n in rec.isr if n != node.name):
+        announced = {n: json.loads(keys[n].value) for n in rec.isr if n in keys and n != node.name}
+        if promotion.isr_copy_alive(node.name, rec.isr, announced):
             self.withdraw()
             return
         prefix = cfg.restore_prefix(node.shard, rec.epoch)
@@ -202,19 +187,18 @@ class Elector(threading.Thread):
             node.etcd.put(prefix + node.name, json.dumps(me), lease=node.lease)
             self.posted = (prefix + node.name, me)
         now = time.monotonic()
-        if self.orphan_since is None:
+        phase = promotion.orphan_phase(self.orphan_since, now, cfg.lease_ttl_s, cfg.suspect_s)
+        if phase is promotion.Orphan.START:
             self.orphan_since = now
             return
-        waited = now - self.orphan_since
-        if waited < cfg.lease_ttl_s + cfg.suspect_s:
+        if phase is promotion.Orphan.WAIT:
             return
         live = [n for n in keys if n.startswith(f"shard-{node.shard}/")]
-        cands = {c.key[len(prefix):]: json.loads(c.value) for c in node.etcd.get_prefix(prefix)}
-        cands = {n: c for n, c in cands.items() if n in live}
-        cands[node.name] = me
-        if any(n not in cands for n in live) and waited < 2 * (cfg.lease_ttl_s + cfg.suspect_s):
+        posted = {c.key[len(prefix):]: Position.of(json.loads(c.value)) for c in node.etcd.get_prefix(prefix)}
+        best = promotion.restorer(node.name, Position.of(me), posted, live, now - self.orphan_since,
+                                  cfg.lease_ttl_s, cfg.suspect_s)
+        if best is None:
             return    # a live copy has not said what it holds yet: it may hold more than we do
-        best = max(cands, key=lambda n: (cands[n]["seq_epoch"], cands[n]["seq"], -parse_node_name(n)[1]))
         if best != node.name:
             return    # the newest copy restores; if it dies, its candidate key goes with its lease
         plan = node.plan_restore()
