@@ -28,7 +28,7 @@ from .clock import WALL, Clock
 from .etcd_server import EtcdServer
 from .ports import free_ports
 from .launcher import Launcher
-from .procs import Signals, reap, start_time, stop_all, tagged_processes, wait_until
+from .procs import Signals, reap, start_time, stop_all, tagged_processes
 from .scenario import ClusterSpec
 from .toxiproxy_server import ToxiproxyServer
 
@@ -278,7 +278,7 @@ class ProcessBackend:
 
     # -------------------------------------------------------------- teardown
     def wait_workers(self, timeout: float) -> bool:
-        return wait_until(lambda: not self.workers_running(), timeout, 0.1)
+        return self.clock.wait_until(lambda: not self.workers_running(), timeout, 0.1)
 
     def teardown(self) -> None:
         """Undo everything this backend started: bounded in time, and safe to call again (a second
