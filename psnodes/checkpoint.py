@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .core.checkpoints import keeps_current, order  # noqa: F401 - order is this module's API too
+from .core.checkpoints import keeps_current
 
 MANIFEST = "manifest.json"
 LOCK = ".lock"
@@ -80,7 +80,8 @@ def write_checkpoint(directory: Path, blob: bytes, seq: int, epoch: int, node: s
                      newer_only: bool = True) -> tuple[dict, bool]:
     """Write `blob` (the state at `seq`, whose last entry is of `epoch`, written by `node` serving in
     `term`) as the folder's checkpoint. Returns the manifest in force afterwards and whether it is
-    ours: with `newer_only`, a checkpoint not newer than the folder's (see `order`) is dropped."""
+    ours: with `newer_only`, a checkpoint not newer than the folder's (psnodes.core.checkpoints.order)
+    is dropped."""
     directory.mkdir(parents=True, exist_ok=True)
     term = epoch if term is None else term
     name = f"state-t{term}-{seq:012d}-e{epoch}-{node.replace('/', '-')}.psb"

@@ -24,7 +24,7 @@ import threading
 import time
 
 from .config import ShardRecord
-from .core import fencing, promotion
+from .core import fencing, lease, promotion
 from .core.promotion import Position
 from .node import ShardNode
 
@@ -49,8 +49,7 @@ class Elector(threading.Thread):
     def keepalive_timeout(self, sent: float) -> float:
         """As long as the lease may still live: a slow answer renews it all the same (from the send
         time), and a loaded etcd is no reason to give a lease up; never under half a second."""
-        left = self.node.lease_until - sent
-        return min(float(self.node.cfg.lease_ttl_s), max(0.5, left if left != float("inf") else 1.0))
+        return lease.keepalive_timeout(self.node.lease_until, sent, self.node.cfg.lease_ttl_s)
 
     def announce(self) -> None:
         """Publish role and in-sync state under the lease: a restarted copy says it is not in sync."""
@@ -110,12 +109,12 @@ class Elector(threading.Thread):
         node, cfg = self.node, self.node.cfg
         while not node.stopping.wait(cfg.heartbeat_s):
             if node.role == "primary":
-                if time.monotonic() - node.lease_seen > cfg.lease_ttl_s:
+                if lease.etcd_silent(time.monotonic(), node.lease_seen, cfg.lease_ttl_s):
                     # acks stopped at lease_until already; stepping down stops the heartbeats too, so
                     # the replicas elect a primary that etcd can hear
                     node.lease_lost(f"etcd answered no keepalive for {cfg.lease_ttl_s}s")
                 continue
-            if time.monotonic() - node.last_heard < cfg.suspect_s:
+            if not lease.suspects(time.monotonic(), node.last_heard, cfg.suspect_s):
                 continue
             try:
                 self.suspect()
@@ -142,7 +141,7 @@ class Elector(threading.Thread):
         with node.cond:
             # from here on our answers renew no follower lease of this primary; one that renewed
             # it was sent before last_heard, so that lease ended suspect_s - margin after it
-            if time.monotonic() - node.last_heard < cfg.suspect_s:
+            if not lease.suspects(time.monotonic(), node.last_heard, cfg.suspect_s):
                 return               # the primary was heard meanwhile
             node.suspecting = rec.epoch
         try:

@@ -24,7 +24,7 @@ import grpc
 
 from .checkpoint import read_checkpoint, write_checkpoint
 from .config import ClusterConfig, ShardRecord
-from .core import ack, checkpoints, dedup, fencing, gating, promotion
+from .core import ack, checkpoints, dedup, fencing, gating, lease, promotion
 from .errors import NotPrimary, ReplicationFailed, StaleEpoch, Timeout
 from .etcd import Etcd
 from .events import EventLog
@@ -134,12 +134,12 @@ class ShardNode:
     def renew_lease(self, sent: float, ttl: float) -> None:
         """etcd confirmed the lease at some moment after `sent` (monotonic) for `ttl` seconds."""
         with self.cond:
-            self.lease_until = ack.renewed_lease(self.lease_until, sent, ttl, self.cfg.lease_margin_s)
+            self.lease_until = lease.renewed(self.lease_until, sent, ttl, self.cfg.lease_margin_s)
             self.lease_seen = time.monotonic()
             self.cond.notify_all()
 
     def lease_valid(self) -> bool:
-        return ack.lease_valid(time.monotonic(), self.lease_until)
+        return lease.valid(time.monotonic(), self.lease_until)
 
     def lease_lost(self, reason: str) -> bool:
         """The lease may have expired: stop being primary (its senders stop, so replicas suspect and

@@ -138,7 +138,7 @@ class PeerSender(threading.Thread):
         if c is None:
             return
         c["to_seq"] = to_seq
-        c["kind"] = "snapshot" if "snapshot" in c["kinds"] else ("delta" if "delta" in c["kinds"] else "log")
+        c["kind"] = logmatch.catchup_kind(c["kinds"]).value
         c["duration_s"] = time.time() - c.pop("started")
         self.node.events.emit("sync", c)
 
@@ -223,7 +223,7 @@ class ReplicationManager:
                 if kv is None:
                     return False
                 rec = ShardRecord.from_json(kv.value)
-                if rec.epoch != node.epoch or rec.primary != node.name:
+                if not fencing.names_me(rec.epoch, rec.primary, node.epoch, node.name):
                     node.fenced(f"shard record moved to epoch {rec.epoch} ({rec.primary})")
                     return False
                 plan = isrs.change(rec.isr, add, remove, node.cfg.mode, node.cfg.min_isr)

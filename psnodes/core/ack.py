@@ -5,8 +5,8 @@ Sync mode acks a seq once every in-sync replica (ISR) member applied it and the 
 stops acking instead of acking what a failover would lose. Async mode acks at once but bounds how
 far replicas trail (`max_lag`), and acks only under the follower lease: every ISR peer accepted
 one of our replicate calls so recently that it cannot have suspected us yet, so no higher epoch
-can exist without our knowing. Both modes ack only while the etcd lease surely lives, since a
-copy restores the shard once every ISR copy's lease expired.
+can exist without our knowing. Both modes ack only while the etcd lease surely lives
+(psnodes.core.lease).
 """
 from __future__ import annotations
 
@@ -55,15 +55,3 @@ def followers_fresh(me: str, isr: Sequence[str], peer_heard: Mapping[str, float]
 def silent(me: str, isr: Sequence[str], peer_heard: Mapping[str, float]) -> list[str]:
     """ISR peers that never accepted a replicate call of this epoch."""
     return [p for p in isr if p != me and p not in peer_heard]
-
-
-def lease_valid(now: float, lease_until: float) -> bool:
-    """The etcd lease surely lives at `now` (inf: a node run without etcd holds no lease)."""
-    return now < lease_until
-
-
-def renewed_lease(lease_until: float, sent: float, ttl: float, margin_s: float) -> float:
-    """The lease bound after etcd confirmed the lease at some moment after `sent` for `ttl`: from
-    the send time, less a margin, and never moved back by a late answer to an older keepalive."""
-    until = sent + ttl - margin_s
-    return until if lease_until == math.inf else max(lease_until, until)

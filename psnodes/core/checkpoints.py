@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from .fencing import names_me
+
 
 def order(manifest: Mapping) -> tuple[int, int, int]:
     """How checkpoints compare: writer's term, epoch of the last entry, seq (older manifests carry
@@ -38,6 +40,6 @@ def needs_replication(mode: str) -> bool:
 
 def record_refusal(record_epoch: int | None, record_primary: str | None, term: int, me: str) -> str:
     """Why the shard record in etcd forbids publishing ('' when it names us at `term`)."""
-    if record_epoch is None or record_epoch != term or record_primary != me:
+    if not names_me(record_epoch, record_primary, term, me):
         return f"the shard record names {record_primary} at epoch {record_epoch}"
     return ""

@@ -73,6 +73,12 @@ def reached_sync(in_sync: bool, seq: int, seq_epoch: int, primary_seq: int, prim
     return in_sync or (seq == primary_seq and seq_epoch == primary_seq_epoch)
 
 
+def names_me(record_epoch: int | None, record_primary: str | None, epoch: int, me: str) -> bool:
+    """The shard record in etcd still names us as the primary of `epoch`: anything else means our
+    epoch is over (or was never ours), whatever we believe."""
+    return record_epoch == epoch and record_primary == me
+
+
 def follow_record(record_epoch: int, epoch: int, record_primary: str, me: str) -> bool:
     """The shard record in etcd names a newer epoch led by someone else: follow it."""
     return record_epoch > epoch and record_primary != me

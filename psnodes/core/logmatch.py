@@ -9,7 +9,7 @@ diverged from ours.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Sequence
+from typing import Iterable, Sequence
 
 LOG_CATCHUP_MAX = 64          # a peer this many entries behind gets log entries, else a delta
 
@@ -55,3 +55,11 @@ def choose_sync(known: int | None, peer_matches: bool, seq: int, log_base_seq: i
 def caught_up(known: int, peer_matches: bool, seq: int) -> bool:
     """A peer is caught up when it holds exactly our history: it may rejoin the ISR."""
     return known == seq and peer_matches
+
+
+def catchup_kind(kinds: Iterable[str]) -> SyncKind:
+    """What a whole catch-up was, from the kinds of its calls: the costliest one it needed."""
+    kinds = set(kinds)
+    if SyncKind.SNAPSHOT.value in kinds:
+        return SyncKind.SNAPSHOT
+    return SyncKind.DELTA if SyncKind.DELTA.value in kinds else SyncKind.LOG

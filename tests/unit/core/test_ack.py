@@ -1,8 +1,5 @@
-"""psnodes.core.ack: the ack rule of each mode and the leases around it."""
-import math
-
-from psnodes.core.ack import (Replicas, followers_fresh, lagging, lease_valid, renewed_lease, replicated,
-                              silent, within_lag)
+"""psnodes.core.ack: the ack rule of each mode and the follower lease."""
+from psnodes.core.ack import Replicas, followers_fresh, lagging, replicated, silent, within_lag
 
 ISR = ["shard-0/0", "shard-0/1", "shard-0/2"]
 
@@ -40,10 +37,3 @@ def test_follower_lease_is_strictly_newer_than_the_bound():
     assert not followers_fresh("shard-0/0", ISR, {"shard-0/1": 10.0}, 10.1, 1.0, 0.2)   # one never heard
     assert followers_fresh("shard-0/0", ["shard-0/0"], {}, 99.0, 1.0, 0.2)               # alone
     assert silent("shard-0/0", ISR, {"shard-0/1": 1.0}) == ["shard-0/2"]
-
-
-def test_lease_bound():
-    assert lease_valid(1.0, math.inf) and lease_valid(1.0, 1.5) and not lease_valid(1.5, 1.5)
-    assert renewed_lease(math.inf, 10.0, 2.0, 0.5) == 11.5           # first grant
-    assert renewed_lease(12.0, 10.0, 2.0, 0.5) == 12.0               # a late answer never moves it back
-    assert renewed_lease(11.0, 10.0, 2.0, 0.5) == 11.5

@@ -1,5 +1,5 @@
 """psnodes.core.fencing: epochs decide who a copy listens to."""
-from psnodes.core.fencing import (Entry, Replicate, follow_record, on_replicate, reached_sync,
+from psnodes.core.fencing import (Entry, Replicate, follow_record, names_me, on_replicate, reached_sync,
                                   renews_follower_lease, serve_refusal, suspecting, take_entry)
 
 P, Q = "shard-0/0", "shard-0/1"
@@ -48,3 +48,8 @@ def test_in_sync_needs_the_same_last_entry():
 def test_follow_a_newer_record_led_by_someone_else():
     assert follow_record(6, 5, Q, P)
     assert not follow_record(6, 5, P, P) and not follow_record(5, 5, Q, P)
+
+
+def test_names_me_only_at_my_epoch():
+    assert names_me(5, P, 5, P)
+    assert not names_me(6, P, 5, P) and not names_me(5, Q, 5, P) and not names_me(None, None, 5, P)

@@ -1,5 +1,6 @@
 """psnodes.core.logmatch: positions, prefixes and what a peer is sent."""
-from psnodes.core.logmatch import LOG_CATCHUP_MAX, SyncKind, caught_up, choose_sync, epoch_of, matches
+from psnodes.core.logmatch import (LOG_CATCHUP_MAX, SyncKind, catchup_kind, caught_up, choose_sync, epoch_of,
+                                   matches)
 
 EPOCHS = [[1, 1], [3, 3]]          # seqs 1-2 of epoch 1, seq 3 on of epoch 3
 
@@ -41,3 +42,9 @@ def test_caught_up_needs_the_same_history():
     assert caught_up(7, True, 7)
     assert not caught_up(7, False, 7) and not caught_up(6, True, 7)
     assert SyncKind.DELTA.value == "delta"
+
+
+def test_a_catchup_is_named_by_its_costliest_call():
+    assert catchup_kind(["log", "snapshot", "delta"]) is SyncKind.SNAPSHOT
+    assert catchup_kind(["log", "delta"]) is SyncKind.DELTA
+    assert catchup_kind(["log"]) is SyncKind.LOG and catchup_kind([]) is SyncKind.LOG
