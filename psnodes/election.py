@@ -120,7 +120,8 @@ class Elector(threading.Thread):
                 self.suspect()
             except Exception as e:  # etcd unreachable: try again next tick
                 node.events.emit("election-error", {"shard": node.shard, "error": str(e)})
-                node.last_heard = max(node.last_heard, time.monotonic() - cfg.suspect_s + cfg.heartbeat_s * 4)
+                node.last_heard = lease.after_election_error(node.last_heard, time.monotonic(), cfg.suspect_s,
+                                                             cfg.heartbeat_s)
 
     def suspect(self) -> None:
         node, cfg = self.node, self.node.cfg

@@ -124,7 +124,7 @@ class ShardNode:
         with self.cond:
             if self.role != "primary":
                 return
-            if rec is not None and rec.epoch > self.epoch:
+            if fencing.deposed_by(rec.epoch if rec is not None else None, self.epoch):
                 self.follow(rec.epoch, rec.primary, rec.start_seq)
             else:
                 self.follow(self.epoch, "", self.epoch_start)

@@ -79,6 +79,12 @@ def names_me(record_epoch: int | None, record_primary: str | None, epoch: int, m
     return record_epoch == epoch and record_primary == me
 
 
+def deposed_by(record_epoch: int | None, epoch: int) -> bool:
+    """A fenced primary follows the record's epoch when it is newer; else it keeps its epoch with
+    no known primary until the elector reads the route again."""
+    return record_epoch is not None and record_epoch > epoch
+
+
 def follow_record(record_epoch: int, epoch: int, record_primary: str, me: str) -> bool:
     """The shard record in etcd names a newer epoch led by someone else: follow it."""
     return record_epoch > epoch and record_primary != me

@@ -39,3 +39,9 @@ def suspects(now: float, last_heard: float, suspect_s: float) -> bool:
     """A replica suspects its primary after `suspect_s` of silence (and stands only if it is still
     silent once the replica became a candidate)."""
     return now - last_heard >= suspect_s
+
+
+def after_election_error(last_heard: float, now: float, suspect_s: float, heartbeat_s: float) -> float:
+    """The `last_heard` to keep after an election attempt failed (etcd unreachable): try again
+    four heartbeats later rather than on every tick."""
+    return max(last_heard, now - suspect_s + heartbeat_s * 4)

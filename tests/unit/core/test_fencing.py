@@ -1,5 +1,5 @@
 """psnodes.core.fencing: epochs decide who a copy listens to."""
-from psnodes.core.fencing import (Entry, Replicate, follow_record, names_me, on_replicate, reached_sync,
+from psnodes.core.fencing import (Entry, Replicate, deposed_by, follow_record, names_me, on_replicate, reached_sync,
                                   renews_follower_lease, serve_refusal, suspecting, take_entry)
 
 P, Q = "shard-0/0", "shard-0/1"
@@ -53,3 +53,8 @@ def test_follow_a_newer_record_led_by_someone_else():
 def test_names_me_only_at_my_epoch():
     assert names_me(5, P, 5, P)
     assert not names_me(6, P, 5, P) and not names_me(5, Q, 5, P) and not names_me(None, None, 5, P)
+
+
+def test_a_fenced_primary_follows_only_a_newer_record():
+    assert deposed_by(6, 5)
+    assert not deposed_by(5, 5) and not deposed_by(None, 5)

@@ -1,7 +1,7 @@
 """psnodes.core.lease: the etcd lease bound and failure detection, with time passed in."""
 import math
 
-from psnodes.core.lease import etcd_silent, keepalive_timeout, renewed, suspects, valid
+from psnodes.core.lease import after_election_error, etcd_silent, keepalive_timeout, renewed, suspects, valid
 
 
 def test_lease_bound():
@@ -21,3 +21,8 @@ def test_keepalive_timeout_is_what_the_lease_has_left_within_bounds():
 def test_etcd_silence_and_suspicion():
     assert etcd_silent(12.1, 10.0, 2.0) and not etcd_silent(12.0, 10.0, 2.0)
     assert suspects(11.0, 10.0, 1.0) and not suspects(10.99, 10.0, 1.0)
+
+
+def test_an_election_error_retries_four_heartbeats_later():
+    assert after_election_error(3.0, 10.0, 1.0, 0.1) == 9.4
+    assert after_election_error(9.8, 10.0, 1.0, 0.1) == 9.8       # never moves last_heard back
