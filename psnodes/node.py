@@ -10,6 +10,9 @@ Primacy is also bounded by the node's etcd lease. A copy restores the shard from
 after every ISR copy's lease expired in etcd; so a primary acks only while its lease cannot have
 expired: until `lease_until`, the send time of its last successful keepalive plus the TTL less a
 margin. Past it, it refuses pushes and pulls and steps down (the elector re-elects through etcd).
+
+The decisions themselves live in psnodes.core (no I/O, threads or clocks); this is their shell:
+it holds the lock, reads the clock, waits, and carries out what the core decides.
 """
 from __future__ import annotations
 
