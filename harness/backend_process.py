@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 from pathlib import Path
 
@@ -19,14 +20,15 @@ from psnodes.etcd import Etcd, EtcdError
 
 from . import registry
 from .errors import HarnessError
-from netfaults.faults import NetContext
+from netfaults.faults import LINK_FAULTS, NetContext
 from netfaults.links import LinkTable
 from netfaults.nft import NftTable, table_name
 
+from .clock import WALL, Clock
 from .etcd_server import EtcdServer
 from .ports import free_ports
 from .launcher import Launcher
-from .procs import Signals, reap, start_time, stop_all, tagged_processes, wait_until
+from .procs import Signals, reap, start_time, stop_all, tagged_processes
 from .scenario import ClusterSpec
 from .toxiproxy_server import ToxiproxyServer
 
@@ -35,6 +37,7 @@ TASK_TABLES = {"mlp": {}, "widedeep": {"emb": 16, "wide": 1}}
 
 class ProcessBackend:
     name = "process"
+    clock: Clock = WALL        # real processes live in real time
 
     def __init__(self, spec: ClusterSpec, run_dir: Path, run_id: str, seed: int,
                  owner: int | None = None, detach: bool = False, tables: dict[str, int] | None = None,
@@ -153,6 +156,9 @@ class ProcessBackend:
     def nodes(self) -> list[str]:
         return self.cfg.all_nodes() if self.cfg else []
 
+    def shard_nodes(self, shard: int) -> list[str]:
+        return self.cfg.shard_nodes(shard)
+
     def workers(self) -> list[str]:
         return [n for n in self.procs if n.startswith("worker-")]
 
@@ -188,6 +194,35 @@ class ProcessBackend:
             return self.client.status(name, checksum=checksum, applied=applied, timeout=timeout, audit=audit)
         except grpc.RpcError:
             return None
+
+    def final_state(self, name: str) -> dict | None:
+        st = self.status(name, checksum=True, applied=True, audit=True)
+        if st is None:
+            return None
+        return {"role": st.role, "epoch": st.epoch, "seq": st.seq, "checksum": st.checksum, "pushes": st.pushes,
+                "applied": json.loads(st.applied_json or "{}"), "restored_from": st.restored_from,
+                "audit": json.loads(st.audit_json) if st.audit_json else None}
+
+    def checkpoint_scan(self) -> list[dict]:
+        """Every checkpoint folder under the work dir: does its manifest name a whole, loadable file?"""
+        from psnodes.blob import unpack
+        from psnodes.checkpoint import MANIFEST
+
+        work = Path(self.cfg.workdir)
+        out = []
+        for man in sorted(work.glob(f"**/{MANIFEST}")):
+            d = man.parent
+            v = {"dir": str(d.relative_to(work)), "stray_tmp": sorted(p.name for p in d.glob("*.tmp"))}
+            try:
+                m = json.loads(man.read_text())
+                blob = (d / m["file"]).read_bytes()
+                v.update(seq=m["seq"], file=m["file"], size_ok=len(blob) == m["bytes"])
+                unpack(blob)
+                v["loadable"] = True
+            except Exception as e:  # noqa: BLE001 - what is wrong is the finding
+                v.update(loadable=False, error=f"{e.__class__.__name__}: {e}")
+            out.append(v)
+        return out
 
     def workers_running(self) -> bool:
         return any(self.procs[w].alive() for w in self.workers())
@@ -225,9 +260,25 @@ class ProcessBackend:
         proc = self.etcd_server.proc if name == "etcd" else self.procs[name]
         proc.signal(signal.SIGCONT)
 
+    def wipe_data(self, name: str) -> None:
+        shutil.rmtree(self.cfg.data_dir(name), ignore_errors=True)
+
+    def checkpoint_writes(self, name: str) -> list[str]:
+        """The `*.tmp` files in the node's data folder and its shard's checkpoint folder."""
+        shard = int(name.split("-")[1].split("/")[0])
+        dirs = [Path(self.cfg.data_dir(name)), Path(self.cfg.checkpoint_dir(shard))]
+        return [str(tmp) for d in dirs if d.exists() for tmp in d.glob("*.tmp")]
+
+    # ------------------------------------------------------------------ links
+    def links(self) -> list[tuple[str, str]] | None:
+        return None if self.net is None else list(self.net.links.links)
+
+    def link_fault(self, kind: str, links: list[tuple[str, str]], params: dict):
+        return LINK_FAULTS[kind](self.net, links, params)
+
     # -------------------------------------------------------------- teardown
     def wait_workers(self, timeout: float) -> bool:
-        return wait_until(lambda: not self.workers_running(), timeout, 0.1)
+        return self.clock.wait_until(lambda: not self.workers_running(), timeout, 0.1)
 
     def teardown(self) -> None:
         """Undo everything this backend started: bounded in time, and safe to call again (a second

@@ -8,21 +8,22 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from pathlib import Path
+
+from .clock import WALL, Clock
 
 
 class History:
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self, path: Path, clock: Clock = WALL) -> None:
+        self.path, self.clock = path, clock
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.t0 = time.time()
+        self.t0 = clock.now()
         self._f = open(path, "a", buffering=1)
         self._lock = threading.Lock()
 
     def record(self, f: str, value: dict, type_: str = "info", node: str = "harness",
                op_id: str | None = None, t: float | None = None) -> dict:
-        ev = {"t": t if t is not None else time.time(), "node": node, "type": type_, "f": f, "value": value}
+        ev = {"t": t if t is not None else self.clock.now(), "node": node, "type": type_, "f": f, "value": value}
         if op_id is not None:
             ev["op_id"] = op_id
         with self._lock:

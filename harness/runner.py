@@ -6,7 +6,6 @@ the report prints the exact command that replays the run.
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -16,20 +15,22 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import psutil
 
 from reports import html, junit, markdown, report_json
 
+from .backend import Backend
 from .backend_process import ProcessBackend
 from .checkers.failover import failover_times
+from .clock import WallClock, clock_of
 from .errors import HarnessError
 from .faults import LINK_KINDS, Fault, FaultContext, build
 from .history import History, StepWatcher, merge
 from .judge import judge
 from .progress import Progress
 from .nemesis import schedule as nemesis_schedule
-from .procs import wait_until
 from .scenario import Scenario
 from .targets import resolve
 
@@ -45,10 +46,20 @@ class OpenFault:
     heal_at_step: int | None = None
 
 
+BackendFactory = Callable[[Scenario, Path, str, int], Backend]
+
+
+def process_backend(scenario: Scenario, run_dir: Path, run_id: str, seed: int) -> Backend:
+    return ProcessBackend(scenario.cluster, run_dir, run_id, seed, proxied=scenario.proxied())
+
+
 class Runner:
+    """Drives one run through the Backend protocol only, on the backend's clock: the schedule,
+    the observation and the judging are the same code whatever the backend is."""
+
     def __init__(self, scenario: Scenario, seed: int, out_dir: Path, backend: str = "process",
-                 quiet: bool = False, keep_data: bool = False) -> None:
-        if backend != "process":
+                 quiet: bool = False, keep_data: bool = False, make_backend: BackendFactory | None = None) -> None:
+        if backend != "process" and make_backend is None:
             raise HarnessError(f"--backend {backend}: only 'process' is available in this version")
         self.sc, self.seed, self.out, self.backend_name = scenario, seed, out_dir, backend
         self.quiet = quiet
@@ -56,14 +67,15 @@ class Runner:
         self.progress = Progress(scenario.name, scenario.workload.steps, enabled=not quiet)
         self.rng = random.Random(seed)
         self.run_id = f"{scenario.name}-{seed}-{uuid.uuid4().hex[:6]}"
-        self.backend = ProcessBackend(scenario.cluster, out_dir / "run", self.run_id, seed,
-                                      proxied=scenario.proxied())
+        self.make_backend = make_backend or process_backend
+        self.backend = self.make_backend(scenario, out_dir / "run", self.run_id, seed)
+        self.clock = clock_of(self.backend)
         self.schedule = list(scenario.faults) + (nemesis_schedule(scenario.nemesis, seed) if scenario.nemesis else [])
         self.history: History | None = None
         self.open: list[OpenFault] = []
         self.faults_done: list[dict] = []
         self.watch: StepWatcher | None = None
-        self.t0_drive = time.monotonic()
+        self.t0_drive = self.clock.monotonic()
 
     def say(self, msg: str) -> None:
         self.progress.note(msg)
@@ -78,8 +90,8 @@ class Runner:
                 shutil.rmtree(p)
             elif p.exists():
                 p.unlink()
-        self.history = History(self.out / "run" / "events" / "harness.jsonl")
-        t_start = time.time()
+        self.history = History(self.out / "run" / "events" / "harness.jsonl", self.clock)
+        t_start = time.time()       # wall_s: what the run cost in real time, whatever its clock
         self.baseline_loss = self._baseline()
         self.tearing_down = False
         trapped = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
@@ -137,7 +149,7 @@ class Runner:
         """Inject faults when their time or step comes, heal them when due, until workers finish."""
         pending = sorted(enumerate(self.schedule), key=lambda p: (p[1].at.time or 0, p[1].at.step or 0))
         watch = self.watch = StepWatcher(self.backend.events_path("worker-0"))
-        t0 = self.t0_drive = time.monotonic()
+        t0 = self.t0_drive = self.clock.monotonic()
         w = self.sc.workload
         limit = (w.duration_s or 0) + 120 + w.steps * 0.5
         ctx = FaultContext(self.backend, self.rng, lambda f, v: self.history.record(f, v), w.steps, w.step_delay_s)
@@ -165,11 +177,11 @@ class Runner:
                     if st is not None:
                         self.history.record("sample", {"tick": tick, "node": n, "shard": st.shard, "role": st.role,
                                                        "epoch": st.epoch, "seq": st.seq}, node=n)
-            time.sleep(period)
+            self.clock.wait_until(lambda: not self.sampling, period, 0.05)
 
     def _loop(self, ctx: FaultContext, pending: list, watch: StepWatcher, t0: float, limit: float) -> None:
         while self.backend.workers_running() or any(o.target.startswith("worker-") for o in self.open):
-            now, step = time.monotonic() - t0, watch.poll()
+            now, step = self.clock.monotonic() - t0, watch.poll()
             for item in list(pending):
                 i, f = item
                 if (f.at.time is not None and now >= f.at.time) or (f.at.step is not None and step >= f.at.step):
@@ -186,7 +198,7 @@ class Runner:
                                                                      if self.backend.alive(w)]})
                 self.say(f"workers still running after {limit:.0f}s; see {self.out / 'run' / 'logs'}")
                 return
-            time.sleep(0.02)
+            self.clock.sleep(0.02)
 
     def _inject(self, ctx: FaultContext, i: int, spec, now: float, step: int) -> None:
         try:
@@ -208,7 +220,7 @@ class Runner:
             rec = self.backend.routing().get(shard)
             info.update(shard=shard, epoch=rec.epoch if rec else 0, was_primary=bool(rec and rec.primary == target))
         fault.info["index"] = i
-        t_start = time.time()
+        t_start = self.clock.now()
         o = OpenFault(i, kind, target, fault, t_start)
         if spec.duration_s:
             o.heal_at_t = now + spec.duration_s
@@ -247,7 +259,7 @@ class Runner:
         self.faults_done.append({"kind": o.kind, "target": o.target, "start_s": o.start_t, "end_s": ev["t"]})
 
     def _heal_all(self, why: str) -> None:
-        now = time.monotonic() - self.t0_drive
+        now = self.clock.monotonic() - self.t0_drive
         step = self.watch.poll() if self.watch is not None else -1
         for o in list(self.open):
             early = (o.heal_at_t is not None and now < o.heal_at_t) or \
@@ -260,7 +272,7 @@ class Runner:
         limit = (w.duration_s or 0) + 120 + w.steps * 0.5
         if self.backend.workers_running():
             self.progress.update("training")
-            if not wait_until(lambda: not self.backend.workers_running(), limit, 0.1):
+            if not self.clock.wait_until(lambda: not self.backend.workers_running(), limit, 0.1):
                 self.say(f"workers still running {limit:.0f}s after the heal; the evidence check will say so")
 
     # ----------------------------------------------------------- observation
@@ -271,13 +283,13 @@ class Runner:
                 p = self.backend.status(rec.primary)
                 if p is None or p.role != "primary":
                     return False
-                for n in self.backend.cfg.shard_nodes(shard):
+                for n in self.backend.shard_nodes(shard):
                     if n != rec.primary and self.backend.alive(n):
                         s = self.backend.status(n)
                         if s is None or s.seq != p.seq or s.epoch != p.epoch:
                             return False
             return True
-        ok = wait_until(settled, timeout, 0.1)
+        ok = self.clock.wait_until(settled, timeout, 0.1)
         self.history.record("quiesce", {"settled": ok, "timeout_s": timeout})
         if not ok:
             self.say(f"replication did not settle within {timeout}s; the checks will show where")
@@ -296,31 +308,12 @@ class Runner:
             self.history.record("final-state", v, node=v["node"])
 
     def _final_state(self, n: str) -> dict:
-        st = self.backend.status(n, checksum=True, applied=True, audit=True)
-        v = {"node": n, "shard": int(n.split("-")[1].split("/")[0]), "alive": st is not None}
-        if st is not None:
-            v.update(role=st.role, epoch=st.epoch, seq=st.seq, checksum=st.checksum, pushes=st.pushes,
-                     applied=json.loads(st.applied_json or "{}"), restored_from=st.restored_from,
-                     audit=json.loads(st.audit_json) if st.audit_json else None)
-        return v
+        st = self.backend.final_state(n)
+        return {"node": n, "shard": int(n.split("-")[1].split("/")[0]), "alive": st is not None, **(st or {})}
 
     def _scan_checkpoints(self) -> None:
-        """Record every checkpoint folder as found: does its manifest name a whole, loadable file?"""
-        from psnodes.blob import unpack
-        from psnodes.checkpoint import MANIFEST
-
-        work = Path(self.backend.cfg.workdir)
-        for man in sorted(work.glob(f"**/{MANIFEST}")):
-            d = man.parent
-            v = {"dir": str(d.relative_to(work)), "stray_tmp": sorted(p.name for p in d.glob("*.tmp"))}
-            try:
-                m = json.loads(man.read_text())
-                blob = (d / m["file"]).read_bytes()
-                v.update(seq=m["seq"], file=m["file"], size_ok=len(blob) == m["bytes"])
-                unpack(blob)
-                v["loadable"] = True
-            except Exception as e:  # noqa: BLE001 - what is wrong is the finding
-                v.update(loadable=False, error=f"{e.__class__.__name__}: {e}")
+        """Record every checkpoint as found: does its manifest name a whole, loadable file?"""
+        for v in self.backend.checkpoint_scan():
             self.history.record("checkpoint-scan", v)
 
     def _baseline(self) -> float | None:
@@ -332,7 +325,8 @@ class Runner:
                                           "expect": self.sc.expect.model_copy(update={"checks": ["converged"],
                                                                                       "metrics": []})})
         base.path = self.sc.path
-        rep = Runner(base, self.seed, self.out / "baseline", self.backend_name, quiet=True).run()
+        rep = Runner(base, self.seed, self.out / "baseline", self.backend_name, quiet=True,
+                     make_backend=self.make_backend).run()
         return rep["metrics"]["final_loss"]
 
     # ---------------------------------------------------------------- verdict
@@ -350,7 +344,7 @@ class Runner:
         hist = merge(self.history.t0, events, self.out / "history.jsonl")
         j = judge(hist)
         checks, m, verdict = j.checks, j.metrics, j.verdict
-        if m.get("first_step_s") is not None:     # from this process's launch, not just from run()
+        if m.get("first_step_s") is not None and isinstance(self.clock, WallClock):   # from this process's launch
             launched = psutil.Process().create_time()
             m["first_step_from_launch_s"] = round(m["first_step_s"] + self.history.t0 - launched, 3)
         path = self.sc.path or f"scenarios/{self.sc.name}.yaml"

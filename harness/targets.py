@@ -41,15 +41,14 @@ def resolve_group(pattern: str, backend, rng: random.Random) -> list[str]:
         return backend.nodes()
     if p == "workers":   # every worker the cluster has links for, running or not yet started
         known = set(backend.workers())
-        if getattr(backend, "net", None) is not None:
-            known |= {s for s, _ in backend.net.links.links if s.startswith("worker-")}
+        known |= {s for s, _ in backend.links() or [] if s.startswith("worker-")}
         return sorted(known, key=lambda w: int(w.split("-")[1]))
     if m := re.match(r"^shard\((\d+|any)\)$", p):
-        return backend.cfg.shard_nodes(_shard(backend, m.group(1), rng))
+        return backend.shard_nodes(_shard(backend, m.group(1), rng))
     if m := re.match(r"^replicas\(shard=(\d+|any)\)$", p):
         shard = _shard(backend, m.group(1), rng)
         prim = backend.routing()[shard].primary
-        return [n for n in backend.cfg.shard_nodes(shard) if n != prim]
+        return [n for n in backend.shard_nodes(shard) if n != prim]
     return [resolve(p, backend, rng)]
 
 
@@ -61,7 +60,7 @@ def resolve(target: str, backend, rng: random.Random) -> str:
         rec = backend.routing()[shard]
         if m.group(1) == "primary":
             return rec.primary
-        replicas = [n for n in backend.cfg.shard_nodes(shard) if n != rec.primary and backend.alive(n)]
+        replicas = [n for n in backend.shard_nodes(shard) if n != rec.primary and backend.alive(n)]
         if not replicas:
             raise HarnessError(f"target {target}: shard {shard} has no live replica")
         return rng.choice(sorted(replicas))
@@ -83,7 +82,12 @@ def resolve_links(target: str, backend, rng: random.Random) -> tuple[list[tuple[
     both = "<->" in t
     a, b = t.split("<->" if both else "->")
     ga, gb = resolve_group(a, backend, rng), resolve_group(b, backend, rng)
-    links = backend.net.links.select(set(ga), set(gb))
+    every = backend.links() or []
+    links = _select(every, set(ga), set(gb))
     if both:
-        links += backend.net.links.select(set(gb), set(ga))
+        links += _select(every, set(gb), set(ga))
     return sorted(set(links)), ga, gb
+
+
+def _select(links: list[tuple[str, str]], srcs: set[str], dsts: set[str]) -> list[tuple[str, str]]:
+    return sorted(k for k in links if k[0] in srcs and k[1] in dsts)

@@ -24,6 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from .core.checkpoints import keeps_current
+
 MANIFEST = "manifest.json"
 LOCK = ".lock"
 STALE_TMP_S = 60.0        # a temporary file this old belongs to a writer that died mid-write
@@ -67,13 +69,6 @@ def _locked(d: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def order(manifest: dict) -> tuple[int, int, int]:
-    """How checkpoints compare: writer's term, epoch of the last entry, seq (older manifests carry
-    no term: their epoch stands in)."""
-    return (int(manifest.get("term", manifest.get("epoch", 0))), int(manifest.get("epoch", 0)),
-            int(manifest["seq"]))
-
-
 def _current(directory: Path) -> dict | None:
     try:
         return json.loads((directory / MANIFEST).read_text())
@@ -85,7 +80,8 @@ def write_checkpoint(directory: Path, blob: bytes, seq: int, epoch: int, node: s
                      newer_only: bool = True) -> tuple[dict, bool]:
     """Write `blob` (the state at `seq`, whose last entry is of `epoch`, written by `node` serving in
     `term`) as the folder's checkpoint. Returns the manifest in force afterwards and whether it is
-    ours: with `newer_only`, a checkpoint not newer than the folder's (see `order`) is dropped."""
+    ours: with `newer_only`, a checkpoint not newer than the folder's (psnodes.core.checkpoints.order)
+    is dropped."""
     directory.mkdir(parents=True, exist_ok=True)
     term = epoch if term is None else term
     name = f"state-t{term}-{seq:012d}-e{epoch}-{node.replace('/', '-')}.psb"
@@ -95,8 +91,8 @@ def write_checkpoint(directory: Path, blob: bytes, seq: int, epoch: int, node: s
     try:
         with _locked(directory):
             cur = _current(directory)
-            if newer_only and cur is not None and order(cur) >= order(manifest) \
-                    and (directory / cur.get("file", "")).is_file():
+            if keeps_current(cur, manifest, newer_only,
+                             cur is not None and (directory / cur.get("file", "")).is_file()):
                 return cur, False
             manifest["time"] = time.time()       # under the lock: manifests of a folder in write order
             man_tmp = _write_aside(directory / MANIFEST, json.dumps(manifest).encode())

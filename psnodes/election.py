@@ -24,8 +24,9 @@ import threading
 import time
 
 from .config import ShardRecord
+from .core import fencing, lease, promotion
+from .core.promotion import Position
 from .node import ShardNode
-from .placement import parse_node_name
 
 
 class Elector(threading.Thread):
@@ -48,8 +49,7 @@ class Elector(threading.Thread):
     def keepalive_timeout(self, sent: float) -> float:
         """As long as the lease may still live: a slow answer renews it all the same (from the send
         time), and a loaded etcd is no reason to give a lease up; never under half a second."""
-        left = self.node.lease_until - sent
-        return min(float(self.node.cfg.lease_ttl_s), max(0.5, left if left != float("inf") else 1.0))
+        return lease.keepalive_timeout(self.node.lease_until, sent, self.node.cfg.lease_ttl_s)
 
     def announce(self) -> None:
         """Publish role and in-sync state under the lease: a restarted copy says it is not in sync."""
@@ -109,18 +109,19 @@ class Elector(threading.Thread):
         node, cfg = self.node, self.node.cfg
         while not node.stopping.wait(cfg.heartbeat_s):
             if node.role == "primary":
-                if time.monotonic() - node.lease_seen > cfg.lease_ttl_s:
+                if lease.etcd_silent(time.monotonic(), node.lease_seen, cfg.lease_ttl_s):
                     # acks stopped at lease_until already; stepping down stops the heartbeats too, so
                     # the replicas elect a primary that etcd can hear
                     node.lease_lost(f"etcd answered no keepalive for {cfg.lease_ttl_s}s")
                 continue
-            if time.monotonic() - node.last_heard < cfg.suspect_s:
+            if not lease.suspects(time.monotonic(), node.last_heard, cfg.suspect_s):
                 continue
             try:
                 self.suspect()
             except Exception as e:  # etcd unreachable: try again next tick
                 node.events.emit("election-error", {"shard": node.shard, "error": str(e)})
-                node.last_heard = max(node.last_heard, time.monotonic() - cfg.suspect_s + cfg.heartbeat_s * 4)
+                node.last_heard = lease.after_election_error(node.last_heard, time.monotonic(), cfg.suspect_s,
+                                                             cfg.heartbeat_s)
 
     def suspect(self) -> None:
         node, cfg = self.node, self.node.cfg
@@ -128,13 +129,12 @@ class Elector(threading.Thread):
         if kv is None:
             return
         rec = ShardRecord.from_json(kv.value)
-        if rec.epoch > node.epoch and rec.primary != node.name:
+        if fencing.follow_record(rec.epoch, node.epoch, rec.primary, node.name):
             with node.cond:
                 node.follow(rec.epoch, rec.primary, rec.start_seq)
             return
         # a copy restarted from disk may miss acked updates: it is eligible only once it caught up
-        eligible = node.name in rec.isr and node.in_sync
-        if not eligible:
+        if not promotion.eligible(node.name, rec.isr, node.in_sync):
             self.maybe_restore(rec, kv.mod_revision)
             node.last_heard = time.monotonic()
             return
@@ -142,7 +142,7 @@ class Elector(threading.Thread):
         with node.cond:
             # from here on our answers renew no follower lease of this primary; one that renewed
             # it was sent before last_heard, so that lease ended suspect_s - margin after it
-            if time.monotonic() - node.last_heard < cfg.suspect_s:
+            if not lease.suspects(time.monotonic(), node.last_heard, cfg.suspect_s):
                 return               # the primary was heard meanwhile
             node.suspecting = rec.epoch
         try:
@@ -159,22 +159,12 @@ class Elector(threading.Thread):
         prefix = cfg.candidate_prefix(node.shard, rec.epoch)
         node.etcd.put(prefix + node.name, json.dumps(me), lease=node.lease)
         time.sleep(cfg.candidate_window_s)
-        cands = {c.key[len(prefix):]: json.loads(c.value) for c in node.etcd.get_prefix(prefix)}
-        cands = {n: c for n, c in cands.items() if n in rec.isr and n != rec.primary}
-        if node.name not in cands:
-            cands[node.name] = me
-
-        def rank(n: str) -> tuple:
-            c = cands[n]
-            return (c["seq_epoch"], c["seq"], -parse_node_name(n)[1])
-
-        best = max(cands, key=rank)
-        if best != node.name:
+        posted = {c.key[len(prefix):]: Position.of(json.loads(c.value)) for c in node.etcd.get_prefix(prefix)}
+        won = promotion.elect(node.name, Position.of(me), posted, rec.isr, rec.primary)
+        if won.winner != node.name:
             node.last_heard = time.monotonic()   # give the best candidate a suspect period to win
             return
-        same = [n for n, c in cands.items() if (c["seq_epoch"], c["seq"]) == (me["seq_epoch"], me["seq"])]
-        new = ShardRecord(epoch=rec.epoch + 1, primary=node.name,
-                          isr=[node.name] + sorted(n for n in same if n != node.name), start_seq=node.store.seq)
+        new = ShardRecord(epoch=rec.epoch + 1, primary=node.name, isr=won.isr, start_seq=node.store.seq)
         if node.etcd.cas(cfg.shard_key(node.shard), mod_revision, new.to_json(),
                          also_put=[(cfg.leader_key(node.shard), node.name, node.lease)]):
             node.become_primary(new)
@@ -187,13 +177,8 @@ class Elector(threading.Thread):
         back meanwhile (its node key changed). Called every suspect period by the elector."""
         node, cfg = self.node, self.node.cfg
         keys = {kv.key.rsplit("/nodes/", 1)[1]: kv for kv in node.etcd.get_prefix(cfg.prefix + "nodes/")}
-
-        def in_sync(kv) -> bool:
-            v = json.loads(kv.value)
-            return bool(v.get("in_sync") or v.get("role") == "primary")
-
-        # a copy of the ISR that restarted from disk is alive but not in sync: it does not count
-        if any(n in keys and in_sync(keys[n]) for n in rec.isr if n != node.name):
+        announced = {n: json.loads(keys[n].value) for n in rec.isr if n in keys and n != node.name}
+        if promotion.isr_copy_alive(node.name, rec.isr, announced):
             self.withdraw()
             return
         prefix = cfg.restore_prefix(node.shard, rec.epoch)
@@ -202,19 +187,18 @@ class Elector(threading.Thread):
             node.etcd.put(prefix + node.name, json.dumps(me), lease=node.lease)
             self.posted = (prefix + node.name, me)
         now = time.monotonic()
-        if self.orphan_since is None:
+        phase = promotion.orphan_phase(self.orphan_since, now, cfg.lease_ttl_s, cfg.suspect_s)
+        if phase is promotion.Orphan.START:
             self.orphan_since = now
             return
-        waited = now - self.orphan_since
-        if waited < cfg.lease_ttl_s + cfg.suspect_s:
+        if phase is promotion.Orphan.WAIT:
             return
         live = [n for n in keys if n.startswith(f"shard-{node.shard}/")]
-        cands = {c.key[len(prefix):]: json.loads(c.value) for c in node.etcd.get_prefix(prefix)}
-        cands = {n: c for n, c in cands.items() if n in live}
-        cands[node.name] = me
-        if any(n not in cands for n in live) and waited < 2 * (cfg.lease_ttl_s + cfg.suspect_s):
+        posted = {c.key[len(prefix):]: Position.of(json.loads(c.value)) for c in node.etcd.get_prefix(prefix)}
+        best = promotion.restorer(node.name, Position.of(me), posted, live, now - self.orphan_since,
+                                  cfg.lease_ttl_s, cfg.suspect_s)
+        if best is None:
             return    # a live copy has not said what it holds yet: it may hold more than we do
-        best = max(cands, key=lambda n: (cands[n]["seq_epoch"], cands[n]["seq"], -parse_node_name(n)[1]))
         if best != node.name:
             return    # the newest copy restores; if it dies, its candidate key goes with its lease
         plan = node.plan_restore()

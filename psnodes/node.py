@@ -10,6 +10,9 @@ Primacy is also bounded by the node's etcd lease. A copy restores the shard from
 after every ISR copy's lease expired in etcd; so a primary acks only while its lease cannot have
 expired: until `lease_until`, the send time of its last successful keepalive plus the TTL less a
 margin. Past it, it refuses pushes and pulls and steps down (the elector re-elects through etcd).
+
+The decisions themselves live in psnodes.core (no I/O, threads or clocks); this is their shell:
+it holds the lock, reads the clock, waits, and carries out what the core decides.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ import grpc
 
 from .checkpoint import read_checkpoint, write_checkpoint
 from .config import ClusterConfig, ShardRecord
+from .core import ack, checkpoints, dedup, fencing, gating, lease, promotion
 from .errors import NotPrimary, ReplicationFailed, StaleEpoch, Timeout
 from .etcd import Etcd
 from .events import EventLog
@@ -123,7 +127,7 @@ class ShardNode:
         with self.cond:
             if self.role != "primary":
                 return
-            if rec is not None and rec.epoch > self.epoch:
+            if fencing.deposed_by(rec.epoch if rec is not None else None, self.epoch):
                 self.follow(rec.epoch, rec.primary, rec.start_seq)
             else:
                 self.follow(self.epoch, "", self.epoch_start)
@@ -133,13 +137,12 @@ class ShardNode:
     def renew_lease(self, sent: float, ttl: float) -> None:
         """etcd confirmed the lease at some moment after `sent` (monotonic) for `ttl` seconds."""
         with self.cond:
-            until = sent + ttl - self.cfg.lease_margin_s
-            self.lease_until = until if self.lease_until == math.inf else max(self.lease_until, until)
+            self.lease_until = lease.renewed(self.lease_until, sent, ttl, self.cfg.lease_margin_s)
             self.lease_seen = time.monotonic()
             self.cond.notify_all()
 
     def lease_valid(self) -> bool:
-        return time.monotonic() < self.lease_until
+        return lease.valid(time.monotonic(), self.lease_until)
 
     def lease_lost(self, reason: str) -> bool:
         """The lease may have expired: stop being primary (its senders stop, so replicas suspect and
@@ -157,19 +160,21 @@ class ShardNode:
                              f"{self.shard} so that no other copy is restored while it acks; retry")
 
     def _check_primary(self, client_epoch: int) -> None:
-        if self.role != "primary":
+        why = fencing.serve_refusal(self.role, self.epoch, client_epoch)
+        if why == "not-primary":
             hint = f"; primary is {self.primary}" if self.primary else ""
             raise NotPrimary(f"{self.name} is not the primary of shard {self.shard} (epoch {self.epoch}){hint}")
-        if client_epoch > self.epoch:
+        if why:
             raise NotPrimary(f"{self.name} is at epoch {self.epoch} but the client knows epoch {client_epoch}")
         self._check_lease()
 
+    def _replicas(self) -> ack.Replicas:
+        """What the ack rule needs to know of the ISR (lock held)."""
+        return ack.Replicas(self.name, self.isr, self.peer_seq, self.cfg.mode, self.cfg.min_isr)
+
     def _replicated(self, seq: int) -> bool:
-        """Every ISR member applied `seq`, and the ISR is at least min_isr copies (sync mode's rule;
-        a primary cut off from its replicas cannot shrink below it, so it stops acking)."""
-        if self.cfg.mode == "sync" and len(self.isr) < self.cfg.min_isr:
-            return False
-        return all(self.peer_seq.get(p, 0) >= seq for p in self.isr if p != self.name)
+        """The ack rule of the mode (psnodes.core.ack.replicated); lock held."""
+        return ack.replicated(self._replicas(), seq)
 
     def _wait_replicated(self, seq: int, epoch: int, deadline: float) -> None:
         """Block until every ISR member applied `seq` (lock held); raise if primacy is lost."""
@@ -182,7 +187,7 @@ class ShardNode:
                 return
             left = deadline - time.monotonic()
             if left <= 0:
-                lagging = [p for p in self.isr if p != self.name and self.peer_seq.get(p, 0) < seq]
+                lagging = ack.lagging(self._replicas(), seq)
                 raise ReplicationFailed(f"seq {seq} not acknowledged by in-sync replicas {lagging} in time "
                                         f"(ISR {self.isr}, min_isr {self.cfg.min_isr}); retry with the same request id")
             self.cond.wait(min(left, 0.05))
@@ -197,24 +202,22 @@ class ShardNode:
             if self.cfg.mode == "async":
                 self._wait_lag(epoch, deadline)
             dup_seq = self.store.duplicate_seq(upd)      # keyed by worker#incarnation, req_id
-            duplicate = dup_seq is not None
-            if duplicate:
-                seq = dup_seq
+            dec = self.store.validate(upd) if dup_seq is None else None
+            noop = dec is not None and self.store.is_noop(dec)
+            mods = [self.store.dense_mod[n] for n, _ in dec.dense] if noop else []
+            d = dedup.decide(dup_seq, noop, mods, self.store.seq)
+            seq, duplicate = d.seq, d.duplicate
+            if d.kind is dedup.Push.DUPLICATE:
                 self.metrics.duplicates.inc()
-            else:
-                dec = self.store.validate(upd)
-                if self.store.is_noop(dec):
-                    duplicate = True
-                    seq = max(self.store.dense_mod[n] for n, _ in dec.dense) if dec.dense else self.store.seq
-                else:
-                    if payload is None or not len(payload):
-                        payload = upd.SerializeToString()
-                    seq = self.store.apply(dec, payload, epoch)
-                    self.peer_seq[self.name] = seq
-                    self.metrics.pushes.inc()
-                    self.metrics.push_bytes.inc(len(payload))
-                    self.metrics.seq.set(seq)
-                    self.cond.notify_all()
+            elif d.kind is dedup.Push.APPLY:
+                if payload is None or not len(payload):
+                    payload = upd.SerializeToString()
+                seq = self.store.apply(dec, payload, epoch)
+                self.peer_seq[self.name] = seq
+                self.metrics.pushes.inc()
+                self.metrics.push_bytes.inc(len(payload))
+                self.metrics.seq.set(seq)
+                self.cond.notify_all()
             if self.cfg.mode == "sync":
                 self._wait_replicated(seq, epoch, deadline)
             else:
@@ -225,8 +228,8 @@ class ShardNode:
         """Every ISR peer accepted one of our replicate calls recently enough that it cannot have
         suspected us yet (async mode acks without waiting for replicas, so without this a deposed
         primary would ack at its old epoch until it happens to hear of the new one)."""
-        bound = time.monotonic() - (self.cfg.suspect_s - self.cfg.follower_margin_s)
-        return all(self.peer_heard.get(p, -math.inf) > bound for p in self.isr if p != self.name)
+        return ack.followers_fresh(self.name, self.isr, self.peer_heard, time.monotonic(),
+                                   self.cfg.suspect_s, self.cfg.follower_margin_s)
 
     def _wait_followers(self, epoch: int, deadline: float) -> None:
         """Async mode: ack only under the follower lease (lock held); a silent peer is dropped from
@@ -236,14 +239,14 @@ class ShardNode:
                 raise NotPrimary(f"{self.name} lost primacy of shard {self.shard}; retry with the same request id")
             left = deadline - time.monotonic()
             if left <= 0:
-                silent = [p for p in self.isr if p != self.name and p not in self.peer_heard]
+                silent = ack.silent(self.name, self.isr, self.peer_heard)
                 raise ReplicationFailed(f"in-sync replicas have not answered recently ({silent or self.isr}); "
                                         "retry with the same request id")
             self.cond.wait(min(left, 0.02))
 
     def _wait_lag(self, epoch: int, deadline: float) -> None:
         """Async mode: bound replication lag by making pushes wait when a replica trails too far."""
-        while not self._replicated(self.store.seq - self.cfg.max_lag):
+        while not ack.within_lag(self._replicas(), self.store.seq, self.cfg.max_lag):
             if not self.is_primary(epoch):
                 raise NotPrimary(f"{self.name} lost primacy of shard {self.shard}")
             self._check_lease()
@@ -257,7 +260,7 @@ class ShardNode:
         with self.cond:
             self._check_primary(req.epoch)
             epoch = self.epoch
-            while req.min_clock >= 0 and self.store.min_clock() < req.min_clock:
+            while not gating.ready(req.min_clock, self.store.min_clock()):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise Timeout(f"min_clock={req.min_clock}: the slowest worker is at clock "
@@ -279,31 +282,30 @@ class ShardNode:
 
     def replicate(self, req: ps_pb2.ReplicateRequest) -> ps_pb2.ReplicateReply:
         with self.cond:
-            if req.epoch < self.epoch:
+            verdict = fencing.on_replicate(self.epoch, self.role, self.primary, req.epoch, req.primary)
+            if verdict is fencing.Replicate.REFUSE_STALE:
                 raise StaleEpoch(f"replicate from {req.primary} at epoch {req.epoch} refused: "
                                  f"{self.name} is at epoch {self.epoch}")
-            if req.epoch > self.epoch or self.role != "replica" or self.primary != req.primary:
-                if self.role == "primary" and req.epoch == self.epoch:
-                    raise StaleEpoch(f"{self.name} is itself primary at epoch {self.epoch}")
+            if verdict is fencing.Replicate.REFUSE_PRIMARY:
+                raise StaleEpoch(f"{self.name} is itself primary at epoch {self.epoch}")
+            if verdict is fencing.Replicate.FOLLOW:
                 self.follow(req.epoch, req.primary, req.epoch_start)
             self.last_heard = time.monotonic()
             if req.state:
                 self.store.import_state(req.state)
             for e in req.entries:
-                if e.seq <= self.store.seq:
-                    continue
-                if e.seq != self.store.seq + 1:
+                step = fencing.take_entry(self.store.seq, e.seq)
+                if step is fencing.Entry.GAP:
                     break
-                self.store.apply_entry(Entry(e.seq, e.epoch, e.payload))
-            if not self.in_sync and self.store.seq == req.primary_seq \
-                    and self.store.seq_epoch == req.primary_seq_epoch:
-                # log matching: the same last entry (seq and epoch), not just the same length; a
-                # copy restarted from an old checkpoint of another branch can share the seq alone
-                self.in_sync = True
+                if step is fencing.Entry.APPLY:
+                    self.store.apply_entry(Entry(e.seq, e.epoch, e.payload))
+            # log matching: the same last entry (seq and epoch), not just the same length
+            self.in_sync = fencing.reached_sync(self.in_sync, self.store.seq, self.store.seq_epoch,
+                                                req.primary_seq, req.primary_seq_epoch)
             self.metrics.seq.set(self.store.seq)
             self.cond.notify_all()
             return ps_pb2.ReplicateReply(applied_seq=self.store.seq, epoch=self.epoch,
-                                         suspecting=self.suspecting == req.epoch,
+                                         suspecting=fencing.suspecting(self.suspecting, req.epoch),
                                          seq_epoch=self.store.seq_epoch)
 
     def status(self, req: ps_pb2.StatusRequest) -> ps_pb2.StatusReply:
@@ -360,9 +362,10 @@ class ShardNode:
         deadline = time.monotonic() + min(1.0, self.cfg.rpc_timeout_s)
         with self.cond:
             while True:
-                if not self.is_primary(term) or not self.lease_valid():
-                    return f"not the primary of epoch {term} any more"
-                if self.cfg.mode != "sync" or self._replicated(seq):
+                why = checkpoints.publish_refusal(self.is_primary(term), self.lease_valid(), term)
+                if why:
+                    return why
+                if not checkpoints.needs_replication(self.cfg.mode) or self._replicated(seq):
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -375,9 +378,7 @@ class ShardNode:
         except Exception as e:  # noqa: BLE001 - no etcd, no proof we are still primary
             return f"etcd unreachable: {e}"
         rec = ShardRecord.from_json(kv.value) if kv else None
-        if rec is None or rec.epoch != term or rec.primary != self.name:
-            return f"the shard record names {rec.primary if rec else None} at epoch {rec.epoch if rec else None}"
-        return ""
+        return checkpoints.record_refusal(rec.epoch if rec else None, rec.primary if rec else None, term, self.name)
 
     def load_local(self) -> None:
         """On start: restore this copy's own last checkpoint, if any (it then catches up by delta)."""
@@ -394,9 +395,10 @@ class ShardNode:
         Nothing changes here: the restore may still lose its compare-and-swap in etcd, and a
         copy that lost it must keep the state it has (`adopt_restore` is for the winner)."""
         with self.cond:
-            mine = (self.store.seq_epoch, self.store.seq)
+            mine = promotion.Position(self.store.seq_epoch, self.store.seq)
         got = read_checkpoint(self.cfg.checkpoint_dir(self.shard))
-        if got and (got[0].get("epoch", 0), got[0]["seq"]) > mine:
+        ckpt = promotion.Position(int(got[0].get("epoch", 0)), int(got[0]["seq"])) if got else None
+        if promotion.restore_from_checkpoint(mine, ckpt):
             aside = ShardStore(self.store.spec)
             try:
                 aside.import_state(got[1])
@@ -404,7 +406,7 @@ class ShardNode:
                 self.events.emit("checkpoint-error", {"shard": self.shard, "error": f"restore: {e}"})
             else:
                 return RestorePlan(f"checkpoint@{aside.seq}", aside.seq, aside.seq_epoch, aside)
-        return RestorePlan(f"local@{mine[1]}", mine[1], mine[0], None)
+        return RestorePlan(f"local@{mine.seq}", mine.seq, mine.seq_epoch, None)
 
     def adopt_restore(self, plan: RestorePlan) -> None:
         """This copy won the restore's compare-and-swap: take the planned state."""

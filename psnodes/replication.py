@@ -19,13 +19,14 @@ import grpc
 
 from .channels import auth, dial
 from .config import ShardRecord
+from .core import fencing, isr as isrs, logmatch
+from .core.logmatch import SyncKind
 from .errors import StaleEpoch, from_rpc_error
 from .node import ShardNode
 from .proto import ps_pb2
 from .servicer import SERVICE
 from .wire import encode_replicate
 
-LOG_CATCHUP_MAX = 64          # a peer this many entries behind gets log entries, else a delta
 BATCH_BYTES = 16 << 20
 
 
@@ -65,7 +66,7 @@ class PeerSender(threading.Thread):
                     break
                 known = None
                 now = time.monotonic()
-                if now - last_ok > cfg.suspect_s and self.peer in node.isr and now >= self.next_shrink:
+                if isrs.should_drop(now, last_ok, cfg.suspect_s, self.peer in node.isr, self.next_shrink):
                     if not self.mgr.change_isr(remove=self.peer, reason=f"no answer for {cfg.suspect_s}s: "
                                                                         f"{e.code().name}"):
                         self.next_shrink = now + 1.0     # refused (min_isr) or etcd down: retry later
@@ -77,15 +78,16 @@ class PeerSender(threading.Thread):
             self._account(known, reply, size, changed, kind)
             known, known_epoch = reply.applied_seq, reply.seq_epoch
             with node.cond:
-                if reply.epoch == self.epoch and not reply.suspecting:   # it follows us: the lease renews
+                if fencing.renews_follower_lease(reply.epoch, self.epoch, reply.suspecting):
                     node.peer_heard[self.peer] = max(node.peer_heard.get(self.peer, sent), sent)
                     node.cond.notify_all()
-                if node.store.matches(known, known_epoch):
+                matched = node.store.matches(known, known_epoch)
+                if matched:
                     node.peer_seq[self.peer] = known
                     node.metrics.lag.labels(peer=self.peer).set(node.store.seq - known)
                     node.cond.notify_all()
-                caught_up = known == node.store.seq and node.store.matches(known, known_epoch)
-                if caught_up and self.peer not in node.isr:
+                caught_up = logmatch.caught_up(known, matched, node.store.seq)
+                if isrs.should_readd(caught_up, self.peer in node.isr):
                     node.isr.append(self.peer)        # conservative first: waits include it at once
                     node.cond.notify_all()
                     add = True
@@ -105,16 +107,15 @@ class PeerSender(threading.Thread):
             return encode_replicate(node.shard, self.epoch, node.name, entries, store.seq, node.epoch_start, state,
                                     store.seq_epoch)
 
-        if known is None or known == store.seq and store.matches(known, known_epoch):
-            return req(), 0, "heartbeat"
-        if not store.matches(known, known_epoch):
-            state, changed = store.export_state(0)
-            return req(state=state), changed, "snapshot"
-        entries = store.log.since(known, BATCH_BYTES) if store.seq - known <= LOG_CATCHUP_MAX else None
-        if entries is None:
-            state, changed = store.export_state(known)
-            return req(state=state), changed, "delta"
-        return req(entries), sum(len(e.payload) for e in entries), "log"
+        kind = logmatch.choose_sync(known, known is not None and store.matches(known, known_epoch),
+                                    store.seq, store.log.base_seq)
+        if kind is SyncKind.HEARTBEAT:
+            return req(), 0, kind.value
+        if kind is SyncKind.LOG:
+            entries = store.log.since(known, BATCH_BYTES)
+            return req(entries), sum(len(e.payload) for e in entries), kind.value
+        state, changed = store.export_state(0 if kind is SyncKind.SNAPSHOT else known)
+        return req(state=state), changed, kind.value
 
     def _account(self, known: int | None, reply: ps_pb2.ReplicateReply, size: int, changed: int,
                  kind: str) -> None:
@@ -137,7 +138,7 @@ class PeerSender(threading.Thread):
         if c is None:
             return
         c["to_seq"] = to_seq
-        c["kind"] = "snapshot" if "snapshot" in c["kinds"] else ("delta" if "delta" in c["kinds"] else "log")
+        c["kind"] = logmatch.catchup_kind(c["kinds"]).value
         c["duration_s"] = time.time() - c.pop("started")
         self.node.events.emit("sync", c)
 
@@ -191,7 +192,7 @@ class ReplicationManager:
                     self.reconciler = None
                     return
             for peer, epoch in todo.items():
-                stale = not node.is_primary(epoch) or peer not in node.isr
+                stale = isrs.add_is_stale(node.is_primary(epoch), peer in node.isr)
                 if stale or self.change_isr(add=peer, reason="caught up", attempts=1):
                     with self.pending_lock:
                         if self.pending_adds.get(peer) == epoch:
@@ -222,13 +223,12 @@ class ReplicationManager:
                 if kv is None:
                     return False
                 rec = ShardRecord.from_json(kv.value)
-                if rec.epoch != node.epoch or rec.primary != node.name:
+                if not fencing.names_me(rec.epoch, rec.primary, node.epoch, node.name):
                     node.fenced(f"shard record moved to epoch {rec.epoch} ({rec.primary})")
                     return False
-                isr = [p for p in rec.isr if p != remove]
-                if add and add not in isr:
-                    isr.append(add)
-                if remove and node.cfg.mode == "sync" and len(isr) < node.cfg.min_isr:
+                plan = isrs.change(rec.isr, add, remove, node.cfg.mode, node.cfg.min_isr)
+                isr = plan.isr
+                if plan.refused:
                     node.events.emit("isr-refused", {"shard": node.shard, "epoch": node.epoch, "isr": rec.isr,
                                                      "removed": remove, "min_isr": node.cfg.min_isr})
                     return False

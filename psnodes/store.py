@@ -17,6 +17,7 @@ import numpy as np
 from .applied import AppliedSet, idem_key
 from .blob import pack, unpack
 from .codec import ids_from_pb, rows_from_pb, tensor_from_pb
+from .core import dedup, gating, logmatch
 from .embedding import EmbeddingTable
 from .errors import InvalidArgument, NotFound
 from .optimizers import OptimizerConfig, apply_update
@@ -116,11 +117,11 @@ class ShardStore:
         key = idem_key(upd.worker, upd.incarnation)
         if not self.applied.contains(key, upd.req_id):
             return None
-        return self.applied.seq_of(key, upd.req_id) or self.seq
+        return dedup.retry_seq(self.applied.seq_of(key, upd.req_id), self.seq)
 
     def is_noop(self, dec: Decoded) -> bool:
         """An INIT whose tensors all exist changes nothing and is not logged."""
-        return dec.update.kind == ps_pb2.Update.INIT and all(n in self.dense for n, _ in dec.dense)
+        return dedup.init_is_noop(dec.update.kind == ps_pb2.Update.INIT, (n for n, _ in dec.dense), self.dense)
 
     # ---------------------------------------------------------------- mutation
     def apply(self, dec: Decoded, payload: bytes, epoch: int) -> int:
@@ -148,7 +149,7 @@ class ShardStore:
             self.applied.add(idem_key(upd.worker, upd.incarnation), upd.req_id, seq)
             self.pushes += 1
             if upd.clock >= 0:
-                self.clocks[upd.worker] = max(self.clocks.get(upd.worker, 0), upd.clock + 1)
+                self.clocks[upd.worker] = gating.advance(self.clocks, upd.worker, upd.clock)
         if epoch != self.seq_epoch:
             self.epochs.append([epoch, seq])
         self.seq, self.seq_epoch = seq, epoch
@@ -194,9 +195,7 @@ class ShardStore:
 
     def min_clock(self) -> int:
         """The slowest expected worker's clock (BSP/SSP waits on it)."""
-        if self.spec.workers <= 0:
-            return min(self.clocks.values(), default=0)
-        return min(self.clocks.get(f"worker-{j}", 0) for j in range(self.spec.workers))
+        return gating.min_clock(self.clocks, self.spec.workers)
 
     # -------------------------------------------------------- whole-state views
     def checksum(self) -> str:
@@ -220,17 +219,11 @@ class ShardStore:
 
     def epoch_of(self, seq: int) -> int:
         """Epoch of the entry at `seq` (0 for seq 0), from the epoch history."""
-        e = 0
-        for epoch, first in self.epochs:
-            if first <= seq:
-                e = epoch
-            else:
-                break
-        return e
+        return logmatch.epoch_of(self.epochs, seq)
 
     def matches(self, seq: int, epoch: int) -> bool:
         """True when a copy at (seq, epoch) holds a prefix of this copy's history (log matching)."""
-        return seq == 0 or (seq <= self.seq and self.epoch_of(seq) == epoch)
+        return logmatch.matches(self.epochs, self.seq, seq, epoch)
 
     def export_state(self, since: int = 0) -> tuple[bytes, int]:
         """Everything changed after `since` (all of it when 0) as a blob, and its raw array bytes.

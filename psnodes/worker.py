@@ -19,6 +19,7 @@ import torch
 
 from .client import PSClient
 from .config import ClusterConfig, load_links
+from .core import gating
 from .errors import PSError
 from .events import EventLog
 from .tuning import tune_malloc
@@ -48,11 +49,8 @@ class Worker:
         self.losses: list[float] = []
 
     def min_clock(self, step: int) -> int:
-        if self.mode == "bsp":
-            return step
-        if self.mode == "ssp":
-            return max(0, step - self.staleness)
-        return -1
+        """The clock this step's pull waits for (psnodes.core.gating)."""
+        return gating.wanted_clock(self.mode, step, self.staleness)
 
     def values(self) -> dict[str, np.ndarray]:
         """The model's current dense values (what this worker last pulled, or its initial ones)."""

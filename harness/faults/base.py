@@ -5,16 +5,24 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
+from ..clock import Clock, clock_of
+
 
 @dataclass
 class FaultContext:
-    """What a fault may touch: the backend, the seeded generator, and a way to write history."""
+    """What a fault may touch: the backend (through the Backend protocol only), the seeded
+    generator, a way to write history, and the clock it waits on (the backend's)."""
 
     backend: Any
     rng: random.Random
     record: Callable[[str, dict], dict]
     steps: int = 0
     step_delay: float = 0.0
+    clock: Clock | None = None
+
+    def __post_init__(self) -> None:
+        if self.clock is None:
+            self.clock = clock_of(self.backend)
 
 
 @dataclass

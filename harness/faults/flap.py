@@ -47,11 +47,15 @@ class Flap(Fault):
             info.update(self._primary_info(name))
             self.ctx.record("fault-start", info)
             be.kill(name)
-            self.stop.wait(p["down_s"])
+            self._wait(p["down_s"])
             be.restart(name)
             self.ctx.record("fault-stop", {"kind": "kill", "target": name, "flap": i, "why": "flap"})
             self.done = i + 1
-            self.stop.wait(p["period_s"])
+            self._wait(p["period_s"])
+
+    def _wait(self, s: float) -> None:
+        """`s` seconds on the run's clock, cut short by the heal."""
+        self.ctx.clock.wait_until(self.stop.is_set, s, 0.01)
 
     def _primary_info(self, name: str) -> dict:
         if not name.startswith("shard-"):

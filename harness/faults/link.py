@@ -1,8 +1,6 @@
 """A network fault from netfaults, on the links a target resolves to."""
 from __future__ import annotations
 
-from netfaults.faults import LINK_FAULTS
-
 from ..errors import HarnessError
 from ..targets import resolve_links
 from .base import Fault
@@ -13,11 +11,11 @@ class LinkFaultAdapter(Fault):
 
     def inject(self) -> None:
         be = self.ctx.backend
-        if be.net is None:
+        if be.links() is None:
             raise HarnessError(f"{self.info['kind']}: the cluster runs without link proxies; "
                                "set cluster.network: proxied (auto does so when the schedule has link faults)")
         links, ga, gb = resolve_links(self.target, be, self.ctx.rng)
-        self.impl = LINK_FAULTS[self.info["kind"]](be.net, links, self.params)
+        self.impl = be.link_fault(self.info["kind"], links, self.params)
         self.info.update(links=[f"{a}->{b}" for a, b in links], groups=[ga, gb])
         routes = be.routing()
         cut = [n for n in ga if n.startswith("shard-") and any(r.primary == n for r in routes.values())]

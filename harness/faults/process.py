@@ -1,10 +1,6 @@
 """Process faults: kill (SIGKILL), stop (SIGTERM), restart, pause (SIGSTOP/SIGCONT)."""
 from __future__ import annotations
 
-import shutil
-import time
-from pathlib import Path
-
 from netfaults.faults.base import check_params
 
 from ..errors import HarnessError
@@ -28,23 +24,21 @@ class Kill(Fault):
         if be.alive(self.target):
             raise HarnessError(f"kill {self.target}: still alive after SIGKILL")
         caught = self.info.get("caught_writing")
-        if caught and not Path(caught).exists():
+        if caught and caught not in be.checkpoint_writes(self.target):
             # renamed into place (or swept) before the kill landed: it was not killed mid-write
             self.info.update(caught_writing=None, missed_write=caught)
         if self.params.get("wipe") and self.target.startswith("shard-"):
-            shutil.rmtree(be.cfg.data_dir(self.target), ignore_errors=True)
+            be.wipe_data(self.target)
             self.info["wiped"] = True
 
     def _await_checkpoint_write(self, be, timeout: float = 10.0) -> str | None:
-        shard = int(self.target.split("-")[1].split("/")[0])
-        dirs = [Path(be.cfg.data_dir(self.target)), Path(be.cfg.checkpoint_dir(shard))]
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            for d in dirs:
-                for tmp in d.glob("*.tmp") if d.exists() else []:
-                    return str(tmp)
-            time.sleep(0.0005)
-        return None
+        seen: list[str] = []
+
+        def writing() -> bool:
+            seen[:] = be.checkpoint_writes(self.target)[:1]
+            return bool(seen)
+        self.ctx.clock.wait_until(writing, timeout, 0.0005)
+        return seen[0] if seen else None
 
     def heal(self) -> None:
         self.ctx.backend.restart(self.target)

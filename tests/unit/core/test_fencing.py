@@ -1,0 +1,60 @@
+"""psnodes.core.fencing: epochs decide who a copy listens to."""
+from psnodes.core.fencing import (Entry, Replicate, deposed_by, follow_record, names_me, on_replicate, reached_sync,
+                                  renews_follower_lease, serve_refusal, suspecting, take_entry)
+
+P, Q = "shard-0/0", "shard-0/1"
+
+
+def test_replicate_from_a_lower_epoch_is_refused():
+    assert on_replicate(5, "replica", P, 4, P) is Replicate.REFUSE_STALE
+    assert on_replicate(5, "primary", Q, 4, P) is Replicate.REFUSE_STALE
+
+
+def test_a_higher_epoch_is_followed_even_by_a_primary():
+    assert on_replicate(5, "primary", Q, 6, P) is Replicate.FOLLOW
+    assert on_replicate(5, "replica", Q, 6, P) is Replicate.FOLLOW
+
+
+def test_same_epoch():
+    assert on_replicate(5, "replica", P, 5, P) is Replicate.ACCEPT
+    assert on_replicate(5, "primary", Q, 5, P) is Replicate.REFUSE_PRIMARY
+    assert on_replicate(5, "replica", "", 5, P) is Replicate.FOLLOW          # learned who leads
+    assert on_replicate(5, "starting", "", 5, P) is Replicate.FOLLOW
+
+
+def test_clients():
+    assert serve_refusal("replica", 5, 5) == "not-primary"
+    assert serve_refusal("primary", 5, 6) == "client-newer"
+    assert serve_refusal("primary", 5, 4) == "" and serve_refusal("primary", 5, 5) == ""
+
+
+def test_suspecting_flag_and_follower_lease():
+    assert suspecting(5, 5) and not suspecting(0, 5) and not suspecting(4, 5)
+    assert renews_follower_lease(5, 5, False)
+    assert not renews_follower_lease(5, 5, True)       # a candidate renews nothing
+    assert not renews_follower_lease(6, 5, False)
+
+
+def test_entries_apply_in_order_once():
+    assert [take_entry(4, s) for s in (3, 4, 5, 6)] == [Entry.SKIP, Entry.SKIP, Entry.APPLY, Entry.GAP]
+
+
+def test_in_sync_needs_the_same_last_entry():
+    assert not reached_sync(False, 7, 2, 7, 3)         # same seq, other epoch
+    assert reached_sync(False, 7, 3, 7, 3)
+    assert reached_sync(True, 1, 1, 7, 3)              # once in sync, stays so
+
+
+def test_follow_a_newer_record_led_by_someone_else():
+    assert follow_record(6, 5, Q, P)
+    assert not follow_record(6, 5, P, P) and not follow_record(5, 5, Q, P)
+
+
+def test_names_me_only_at_my_epoch():
+    assert names_me(5, P, 5, P)
+    assert not names_me(6, P, 5, P) and not names_me(5, Q, 5, P) and not names_me(None, None, 5, P)
+
+
+def test_a_fenced_primary_follows_only_a_newer_record():
+    assert deposed_by(6, 5)
+    assert not deposed_by(5, 5) and not deposed_by(None, 5)

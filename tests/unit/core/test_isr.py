@@ -1,0 +1,29 @@
+"""psnodes.core.isr: shrink, re-add and what etcd holds."""
+from psnodes.core.isr import IsrChange, add_is_stale, change, should_drop, should_readd
+
+A, B, C = "shard-0/0", "shard-0/1", "shard-0/2"
+
+
+def test_remove_and_add():
+    assert change([A, B, C], remove=B) == IsrChange([A, C])
+    assert change([A, C], add=B) == IsrChange([A, C, B])
+    assert change([A, B], add=B).unchanged([A, B])
+
+
+def test_sync_refuses_a_shrink_below_min_isr_async_does_not():
+    assert change([A, B], remove=B, mode="sync", min_isr=2) == IsrChange([A, B], refused=True)
+    assert change([A, B], remove=B, mode="async", min_isr=2) == IsrChange([A])
+    assert not change([A, B], remove=B, mode="sync", min_isr=2).unchanged([A, B])
+
+
+def test_drop_after_suspect_s_of_silence_and_backoff():
+    assert should_drop(10.0, 8.9, 1.0, True, 0.0)
+    assert not should_drop(10.0, 9.0, 1.0, True, 0.0)       # exactly suspect_s: not yet
+    assert not should_drop(10.0, 5.0, 1.0, False, 0.0)      # already out
+    assert not should_drop(10.0, 5.0, 1.0, True, 10.5)      # retry later
+
+
+def test_readd_only_caught_up_peers_out_of_the_isr():
+    assert should_readd(True, False)
+    assert not should_readd(True, True) and not should_readd(False, False)
+    assert add_is_stale(False, True) and add_is_stale(True, False) and not add_is_stale(True, True)
