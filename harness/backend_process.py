@@ -264,7 +264,10 @@ class ProcessBackend:
         shutil.rmtree(self.cfg.data_dir(name), ignore_errors=True)
 
     def checkpoint_writes(self, name: str) -> list[str]:
-        """The `*.tmp` files in the node's data folder and its shard's checkpoint folder."""
+        """The `*.tmp` files in the node's data folder and its shard's checkpoint folder (none for a
+        worker or etcd: they write no checkpoints)."""
+        if not name.startswith("shard-"):
+            return []
         shard = int(name.split("-")[1].split("/")[0])
         dirs = [Path(self.cfg.data_dir(name)), Path(self.cfg.checkpoint_dir(shard))]
         return [str(tmp) for d in dirs if d.exists() for tmp in d.glob("*.tmp")]

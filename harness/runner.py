@@ -17,12 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import psutil
 
 from reports import html, junit, markdown, report_json
 
 from .backend import Backend
-from .backend_process import ProcessBackend
 from .checkers.failover import failover_times
 from .clock import WallClock, clock_of
 from .errors import HarnessError
@@ -50,6 +48,9 @@ BackendFactory = Callable[[Scenario, Path, str, int], Backend]
 
 
 def process_backend(scenario: Scenario, run_dir: Path, run_id: str, seed: int) -> Backend:
+    """The default: local processes (imported here, so a runner on another backend needs no psnodes)."""
+    from .backend_process import ProcessBackend
+
     return ProcessBackend(scenario.cluster, run_dir, run_id, seed, proxied=scenario.proxied())
 
 
@@ -345,6 +346,8 @@ class Runner:
         j = judge(hist)
         checks, m, verdict = j.checks, j.metrics, j.verdict
         if m.get("first_step_s") is not None and isinstance(self.clock, WallClock):   # from this process's launch
+            import psutil
+
             launched = psutil.Process().create_time()
             m["first_step_from_launch_s"] = round(m["first_step_s"] + self.history.t0 - launched, 3)
         path = self.sc.path or f"scenarios/{self.sc.name}.yaml"

@@ -233,16 +233,19 @@ class ShardNode:
 
     def _wait_followers(self, epoch: int, deadline: float) -> None:
         """Async mode: ack only under the follower lease (lock held); a silent peer is dropped from
-        the ISR in etcd by its sender after suspect_s, and acks go on without it."""
+        the ISR in etcd by its sender after suspect_s, and acks go on without it. The etcd lease
+        bounds it too, checked on every pass and at the end, as in sync mode."""
         while not self._followers_fresh():
             if not self.is_primary(epoch):
                 raise NotPrimary(f"{self.name} lost primacy of shard {self.shard}; retry with the same request id")
+            self._check_lease()
             left = deadline - time.monotonic()
             if left <= 0:
                 silent = ack.silent(self.name, self.isr, self.peer_heard)
                 raise ReplicationFailed(f"in-sync replicas have not answered recently ({silent or self.isr}); "
                                         "retry with the same request id")
             self.cond.wait(min(left, 0.02))
+        self._check_lease()
 
     def _wait_lag(self, epoch: int, deadline: float) -> None:
         """Async mode: bound replication lag by making pushes wait when a replica trails too far."""

@@ -65,3 +65,25 @@ def test_a_candidate_replica_renews_no_follower_lease(tmp_path):
     assert r.replicate(req).suspecting is False
     r.suspecting = 1
     assert r.replicate(req).suspecting is True
+
+
+def test_an_async_ack_needs_the_etcd_lease_too(node):
+    """Fresh followers are not enough: past its etcd lease a primary acks nothing (a restore may
+    already have taken the shard)."""
+    from psnodes.errors import NotPrimary
+    node.peer_heard[PEER] = time.monotonic()
+    _push(node, ps_pb2.Update.INIT)
+    node.lease_until = time.monotonic() - 1
+    node.peer_heard[PEER] = time.monotonic()
+    with pytest.raises(NotPrimary, match="lease"):
+        _push(node)
+
+
+def test_a_lease_that_ends_while_waiting_for_followers_refuses_the_ack(node):
+    from psnodes.errors import NotPrimary
+    node.peer_heard[PEER] = time.monotonic()
+    _push(node, ps_pb2.Update.INIT)
+    node.peer_heard[PEER] = time.monotonic() - node.cfg.suspect_s          # stale: the push waits
+    node.lease_until = time.monotonic() + 0.05                               # and the lease ends meanwhile
+    with pytest.raises(NotPrimary, match="lease"):
+        _push(node, wait=0.5)
