@@ -74,7 +74,21 @@ class Backend(Protocol):
         ...
 
     def events_path(self, name: str) -> Path:
-        """The JSON-lines event file a node or worker writes (history events)."""
+        """The JSON-lines event file a node or worker writes (history events). The runner writes
+        its own history (faults, observations) at `events_path("harness")`, beside them; the
+        backend never writes that one."""
+        ...
+
+    def event_files(self) -> list[Path]:
+        """Every event file this run's nodes, workers, etcd and proxies wrote so far, sorted: the
+        sources the runner merges into `history.jsonl`, wherever the backend keeps them. The
+        runner's own `events_path("harness")` is not among them (the runner adds it itself)."""
+        ...
+
+    def discard_data(self) -> None:
+        """Delete what the cluster stored (node data, checkpoints, the control plane's data) once
+        the run has observed and scanned it and is torn down; logs and event files stay. The
+        runner calls it unless asked to keep the data; safe to call when nothing was started."""
         ...
 
     def workers_running(self) -> bool:

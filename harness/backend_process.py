@@ -62,8 +62,24 @@ class ProcessBackend:
     def config_path(self) -> Path:
         return self.run_dir / "cluster.json"
 
+    @property
+    def work_dir(self) -> Path:
+        """Node data and the shared checkpoint store."""
+        return self.run_dir / "work"
+
     def events_path(self, name: str) -> Path:
         return self.run_dir / "events" / (name.replace("/", "-") + ".jsonl")
+
+    def event_files(self) -> list[Path]:
+        """Every `*.jsonl` in the events folder but the runner's own: what the nodes, workers and
+        any process the run started wrote, including a worker a scale-out added."""
+        own = self.events_path("harness")
+        return sorted(p for p in (self.run_dir / "events").glob("*.jsonl") if p != own)
+
+    def discard_data(self) -> None:
+        """The work folder (node data, checkpoints) and etcd's data folder (harness/etcd_server.py)."""
+        for d in (self.work_dir, self.run_dir / "etcd-data"):
+            shutil.rmtree(d, ignore_errors=True)
 
     def start(self, timeout: float = 30.0, workers_steps: int | None = None, duration: float | None = None,
               step_delay: float = 0.0) -> None:
@@ -81,7 +97,7 @@ class ProcessBackend:
             optimizer={"name": s.optimizer, "lr": s.lr}, seed=self.seed,
             addresses={n: f"127.0.0.1:{ports[i]}" for i, n in enumerate(nodes)},
             metrics_ports={n: ports[len(nodes) + i] for i, n in enumerate(nodes)},
-            workdir=str(self.run_dir / "work"), checkpoint_interval_s=s.checkpoint_interval_s,
+            workdir=str(self.work_dir), checkpoint_interval_s=s.checkpoint_interval_s,
             max_lag=s.max_lag, min_isr=s.min_isr)
         self.cfg.save(self.config_path)
         if self.proxied:

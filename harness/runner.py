@@ -91,7 +91,7 @@ class Runner:
                 shutil.rmtree(p)
             elif p.exists():
                 p.unlink()
-        self.history = History(self.out / "run" / "events" / "harness.jsonl", self.clock)
+        self.history = History(self.backend.events_path("harness"), self.clock)
         t_start = time.time()       # wall_s: what the run cost in real time, whatever its clock
         self.baseline_loss = self._baseline()
         self.tearing_down = False
@@ -133,8 +133,7 @@ class Runner:
                 self.history.close()
                 self.progress.close()
                 if not self.keep_data:   # node data and checkpoints were judged already; logs and events stay
-                    for d in ("work", "etcd-data"):
-                        shutil.rmtree(self.out / "run" / d, ignore_errors=True)
+                    self.backend.discard_data()
         return self._judge(t_start)
 
     def _on_term(self, signum, frame) -> None:
@@ -197,7 +196,7 @@ class Runner:
                 self.history.record("workload-timeout", {"limit_s": round(limit, 1), "step": step,
                                                          "running": [w for w in self.backend.workers()
                                                                      if self.backend.alive(w)]})
-                self.say(f"workers still running after {limit:.0f}s; see {self.out / 'run' / 'logs'}")
+                self.say(f"workers still running after {limit:.0f}s; see the logs under {self.out / 'run'}")
                 return
             self.clock.sleep(0.02)
 
@@ -341,8 +340,8 @@ class Runner:
                 "failover_budget_ms": e.failover_budget_ms, "scheduled_faults": len(self.schedule)}
 
     def _judge(self, t_start: float) -> dict:
-        events = sorted((self.out / "run" / "events").glob("*.jsonl"))
-        hist = merge(self.history.t0, events, self.out / "history.jsonl")
+        sources = sorted({*self.backend.event_files(), self.history.path})   # sorted: ties merge in one order
+        hist = merge(self.history.t0, sources, self.out / "history.jsonl")
         j = judge(hist)
         checks, m, verdict = j.checks, j.metrics, j.verdict
         if m.get("first_step_s") is not None and isinstance(self.clock, WallClock):   # from this process's launch

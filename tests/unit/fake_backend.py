@@ -1,14 +1,19 @@
 """An in-memory backend on a manual clock: the Backend protocol and nothing else, for unit tests.
 
 It proves the runner needs no processes, ports or psnodes: nodes are names in a set, a failover
-is a dictionary update, workers advance one training step every `step_s` of virtual time (and
-write their `train-step` events, as real workers do), and every call is logged with the virtual
-time it came at. Time moves only when the thread that made the clock sleeps (the runner's drive
-loop); other threads (the sampler, a flap) wait for it to move.
+is a dictionary update, and every call is logged with the virtual time it came at. It writes the
+events a real run has, so the runner's report on it is a real verdict: each primary its `promote`
+(epoch 1 at start, one up at a failover), each worker a `train-step` every `step_s` of virtual
+time and a `train-done` when its workload ends or it is stopped (SIGTERM); a killed worker writes
+nothing more, and a restart runs its workload again from the start, as a new process (`pid`)
+would. Its folders are its own (`fake-events/`, `disks/`), not ProcessBackend's: the runner finds
+them only through the protocol. Time moves only when the thread that made the clock sleeps (the
+runner's drive loop); other threads (the sampler, a flap) wait for it to move.
 """
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -99,8 +104,12 @@ class FakeBackend:
     name = "fake"
     proxied = False
 
-    def __init__(self, spec: ClusterSpec, run_dir: Path, clock: ManualClock, step_s: float = 0.1) -> None:
+    TARGET_LOSS = 0.5
+
+    def __init__(self, spec: ClusterSpec, run_dir: Path, clock: ManualClock, step_s: float = 0.1,
+                 dead_on_restart: frozenset[str] = frozenset()) -> None:
         self.spec, self.run_dir, self.clock, self.step_s = spec, run_dir, clock, step_s
+        self.dead_on_restart = dead_on_restart    # names a restart does not bring back (a broken process)
         self.hurry = False
         self.t0 = clock.now()
         self.up: set[str] = set()
@@ -110,8 +119,13 @@ class FakeBackend:
         self.steps: dict[str, int] = {}      # worker -> steps done
         self.goal: dict[str, int] = {}
         self.next_at: dict[str, float] = {}
+        self.losses: dict[str, list[float]] = {}
+        self.pid: dict[str, int] = {}        # name -> its incarnation's fake pid
+        self.next_pid = 100
         self.calls: list[tuple[float, str, str]] = []   # (virtual s since start, call, name)
         self.torn_down = False
+        self.discarded = False
+        self.write_lock = threading.Lock()
         clock.listeners.append(self._tick)
 
     def _log(self, call: str, name: str) -> None:
@@ -120,21 +134,34 @@ class FakeBackend:
     # ------------------------------------------------------------------ setup
     def start(self, timeout: float = 30.0, workers_steps: int | None = None, duration: float | None = None,
               step_delay: float = 0.0) -> None:
-        (self.run_dir / "events").mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "fake-events").mkdir(parents=True, exist_ok=True)
         self.up |= {"etcd", *self.nodes()}
+        for n in self.nodes():
+            self._born(n)
+            self.disk(n).mkdir(parents=True, exist_ok=True)
+            (self.disk(n) / "store").write_text("0")
+        for i, r in self.routes.items():
+            self._promoted(i)
         if workers_steps is not None:
             for j in range(self.spec.workers):
                 self.start_worker(f"worker-{j}", workers_steps, duration, step_delay)
 
     def start_worker(self, name: str, steps: int, duration: float | None = None, step_delay: float = 0.0) -> None:
         self.up.add(name)
-        self.steps.setdefault(name, 0)
         self.goal[name] = steps
-        self.next_at[name] = self.clock.now() + self.step_s
+        self._run_worker(name)
 
     def teardown(self) -> None:
+        """Workers still training get a SIGTERM: they end their run (train-done), as real ones do."""
+        for w in self.steps:
+            if self._training(w) and w not in self.paused:
+                self._done(w)
         self.torn_down = True
         self.up.clear()
+
+    def discard_data(self) -> None:
+        self.discarded = True
+        shutil.rmtree(self.run_dir / "disks", ignore_errors=True)
 
     # ------------------------------------------------------------ observation
     def nodes(self) -> list[str]:
@@ -170,7 +197,14 @@ class FakeBackend:
         return []
 
     def events_path(self, name: str) -> Path:
-        return self.run_dir / "events" / (name.replace("/", "-") + ".jsonl")
+        return self.run_dir / "fake-events" / (name.replace("/", "-") + ".jsonl")
+
+    def event_files(self) -> list[Path]:
+        own = self.events_path("harness")
+        return sorted(p for p in (self.run_dir / "fake-events").glob("*.jsonl") if p != own)
+
+    def disk(self, name: str) -> Path:
+        return self.run_dir / "disks" / name.replace("/", "-")
 
     def workers_running(self) -> bool:
         return any(w in self.up and self.steps[w] < self.goal[w] for w in self.steps)
@@ -182,13 +216,23 @@ class FakeBackend:
 
     def stop(self, name: str) -> None:
         self._log("stop", name)
+        if self._training(name):
+            self._done(name)         # SIGTERM: the worker ends its run and says so
         self._down(name)
 
     def restart(self, name: str) -> None:
         self._log("restart", name)
+        if name in self.up or name in self.dead_on_restart:
+            return
         self.up.add(name)
-        if name in self.next_at:
-            self.next_at[name] = self.clock.now() + self.step_s
+        self._born(name)
+        if name in self.goal:
+            self._run_worker(name)
+        elif name.startswith("shard-"):
+            r = self.routes[shard_of(name)]
+            if r.primary not in self.up:       # a shard with no live copy: the first one back leads
+                r.primary, r.epoch = name, r.epoch + 1
+                self._promoted(shard_of(name))
 
     def pause(self, name: str) -> None:
         self._log("pause", name)
@@ -201,6 +245,7 @@ class FakeBackend:
     def wipe_data(self, name: str) -> None:
         self._log("wipe", name)
         self.wiped.add(name)
+        shutil.rmtree(self.disk(name), ignore_errors=True)
 
     def checkpoint_writes(self, name: str) -> list[str]:
         return []
@@ -212,6 +257,37 @@ class FakeBackend:
         raise NotImplementedError("the fake backend has no links")
 
     # --------------------------------------------------------------- internals
+    def _emit(self, name: str, f: str, value: dict, t: float | None = None) -> None:
+        ev = {"t": self.clock.now() if t is None else t, "node": name, "type": "info", "f": f, "value": value,
+              "pid": self.pid.get(name)}
+        with self.write_lock, open(self.events_path(name), "a") as out:
+            out.write(json.dumps(ev) + "\n")
+
+    def _born(self, name: str) -> None:
+        self.next_pid += 1
+        self.pid[name] = self.next_pid
+
+    def _promoted(self, shard: int) -> None:
+        r = self.routes[shard]
+        self._emit(r.primary, "promote", {"shard": shard, "epoch": r.epoch, "node": r.primary, "seq": 0,
+                                          "isr": list(r.isr)})
+
+    def _run_worker(self, w: str) -> None:
+        """A (new) run of the worker's whole workload, its first step one `step_s` from now."""
+        self.steps[w] = 0
+        self.losses[w] = []
+        self.next_at[w] = self.clock.now() + self.step_s
+
+    def _training(self, w: str) -> bool:
+        return w in self.goal and w in self.up and self.steps[w] < self.goal[w]
+
+    def _done(self, w: str, t: float | None = None) -> None:
+        tail = self.losses[w][-50:]
+        self._emit(w, "train-done", {"worker": w, "steps": self.steps[w],
+                                     "final_loss": sum(tail) / len(tail) if tail else float("nan"),
+                                     "target_loss": self.TARGET_LOSS, "device": "fake", "pushed_bytes": 0,
+                                     "pulled_bytes": 0}, t)
+
     def _down(self, name: str) -> None:
         self.up.discard(name)
         if name.startswith("shard-"):
@@ -220,14 +296,17 @@ class FakeBackend:
                 nxt = [n for n in self.shard_nodes(shard_of(name)) if n in self.up]
                 if nxt:
                     r.primary, r.epoch = nxt[0], r.epoch + 1
+                    self._promoted(shard_of(name))
 
     def _tick(self, now: float) -> None:
-        """Workers that run (and are not paused) take the steps that came due."""
-        for w in self.steps:
-            while w in self.up and w not in self.paused and self.steps[w] < self.goal[w] and now >= self.next_at[w]:
+        """Workers that run (and are not paused) take the steps that came due; the last one ends the run."""
+        for w in list(self.steps):
+            while self._training(w) and w not in self.paused and now >= self.next_at[w]:
                 self.steps[w] += 1
+                t = self.next_at[w]
                 self.next_at[w] += self.step_s
-                ev = {"t": self.next_at[w] - self.step_s, "node": w, "type": "info", "f": "train-step",
-                      "value": {"worker": w, "step": self.steps[w], "loss": 1.0 / self.steps[w], "pulled_bytes": 0}}
-                with open(self.events_path(w), "a") as f:
-                    f.write(json.dumps(ev) + "\n")
+                loss = 1.0 / self.steps[w]
+                self.losses[w].append(loss)
+                self._emit(w, "train-step", {"worker": w, "step": self.steps[w], "loss": loss, "pulled_bytes": 0}, t)
+                if self.steps[w] == self.goal[w]:
+                    self._done(w, t)
