@@ -1,0 +1,202 @@
+"""An in-memory etcd in virtual time, with psnodes/etcd.py's client API, for the SimPy twin.
+
+A node shell is handed either `psnodes.etcd.Etcd` or `SimEtcd`: the method names, arguments,
+return shapes (`KV`, bool, lease ids, TTLs) and error type (`EtcdError`) are the same, and so is
+the store's behaviour as etcd has it: one global revision (1 for an empty store) that every write
+transaction moves by one; a key's `mod_revision` is the revision of its last write; a missing key
+compares as mod revision 0; a transaction's puts share one revision; deleting nothing or a failed
+compare moves nothing; a put on a lease that does not exist is refused.
+
+Leases live in virtual time. A lease granted or kept alive at t with TTL T dies at exactly t + T:
+an Environment event fires then and deletes its keys in one revision, and every call checks the
+deadlines first, so a lease is alive iff now < deadline whatever the order of events at that
+instant. etcd raises a TTL under its minimum (ceil(1.5 × election timeout): 1 s for the harness's
+etcd, --election-timeout 500) to that minimum, and so does `min_ttl` here.
+
+Calls are instantaneous: no time passes inside SimEtcd, so a call made from a SimPy process
+returns in the same instant. Delay, loss and timeouts between a node and etcd are the simulated
+network's job (harness/sim/network.py): a shell delivers the request on its link to `etcd`, calls
+SimEtcd, then delivers the reply. `timeout=` arguments are accepted for the same signatures and
+ignored. One coarsening: etcd's lessor checks deadlines every 500 ms; here a lease dies on time.
+
+`available = False` models etcd unreachable from every client: each call raises `EtcdError`
+at once, as the real client does on a refused connection (`revoke` swallows it and `healthy`
+says False, also as the real client does). The server keeps running behind it, so leases go on
+expiring on time: nobody can keep them alive.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import simpy
+
+from psnodes.etcd import KV, EtcdError
+
+
+@dataclass(frozen=True)
+class Change:
+    """One write as a watcher would see it: virtual time, revision, "put" or "delete", key, and
+    why ("put", "txn", "delete", "expire": the lease ran out, "revoke")."""
+    t: float
+    revision: int
+    kind: str
+    key: str
+    cause: str
+
+
+@dataclass
+class _Lease:
+    ttl: int
+    deadline: float
+    keys: set[str] = field(default_factory=set)
+
+
+class SimEtcd:
+    """etcd's key space and leases over `env`'s virtual time; `changes` records every write."""
+
+    endpoint = "sim://etcd"
+
+    def __init__(self, env: simpy.Environment, min_ttl: int = 1, first_lease: int = 1) -> None:
+        self.env = env
+        self.min_ttl = min_ttl
+        self.available = True
+        self.revision = 1
+        self.changes: list[Change] = []
+        self._kv: dict[str, KV] = {}
+        self._leases: dict[int, _Lease] = {}
+        self._next_lease = first_lease
+
+    # ------------------------------------------------------------------ plumbing
+    def _enter(self, path: str) -> None:
+        """Every call: unreachable raises; otherwise leases past their deadline go first."""
+        if not self.available:
+            raise EtcdError(f"etcd at {self.endpoint} unreachable: down (simulated) on {path}")
+        self._expire_due()
+
+    def _expire_due(self) -> None:
+        now = self.env.now
+        for lid in sorted(self._leases, key=lambda i: (self._leases[i].deadline, i)):
+            if self._leases[lid].deadline <= now:
+                self._drop_lease(lid, "expire")
+
+    def _on_deadline(self, lid: int, deadline: float) -> None:
+        """The Environment's event at a lease's deadline: expire it unless it was renewed since."""
+        lease = self._leases.get(lid)
+        if lease is not None and lease.deadline == deadline:
+            self._expire_due()
+
+    def _arm(self, lid: int) -> None:
+        lease = self._leases[lid]
+        lease.deadline = self.env.now + lease.ttl
+        ev = self.env.timeout(lease.ttl)
+        ev.callbacks.append(lambda _e, lid=lid, dl=lease.deadline: self._on_deadline(lid, dl))
+
+    def _drop_lease(self, lid: int, cause: str) -> None:
+        """Delete the lease and its keys, all in one revision (none if it held no keys)."""
+        lease = self._leases.pop(lid)
+        self._write({k: None for k in sorted(lease.keys)}, cause)
+
+    def _write(self, ops: dict[str, tuple[bytes, int] | None], cause: str) -> None:
+        """Apply puts (value, lease) and deletes (None) as one revision; deletes of absent keys
+        are no writes, and a transaction that writes nothing keeps the revision."""
+        ops = {k: v for k, v in ops.items() if v is not None or k in self._kv}
+        if not ops:
+            return
+        self.revision += 1
+        for key, op in ops.items():
+            old = self._kv.pop(key, None)
+            if old is not None and old.lease in self._leases:
+                self._leases[old.lease].keys.discard(key)
+            if op is not None:
+                value, lease = op
+                self._kv[key] = KV(key, value, self.revision, lease)
+                if lease:
+                    self._leases[lease].keys.add(key)
+            self.changes.append(Change(self.env.now, self.revision, "delete" if op is None else "put",
+                                       key, cause))
+
+    def _check_lease(self, path: str, lease: int) -> None:
+        if lease and lease not in self._leases:
+            raise EtcdError(f"etcd {path}: etcdserver: requested lease not found")
+
+    @staticmethod
+    def _bytes(value: str | bytes) -> bytes:
+        return value.encode() if isinstance(value, str) else bytes(value)
+
+    # ------------------------------------------------------------------ key space
+    def get(self, key: str) -> KV | None:
+        self._enter("/kv/range")
+        return self._kv.get(key)
+
+    def get_prefix(self, prefix: str) -> list[KV]:
+        """Every key under `prefix`, sorted by key bytes as etcd returns a range."""
+        self._enter("/kv/range")
+        return [self._kv[k] for k in sorted(self._kv, key=str.encode) if k.startswith(prefix)]
+
+    def put(self, key: str, value: str | bytes, lease: int = 0) -> None:
+        self._enter("/kv/put")
+        self._check_lease("/kv/put", lease)
+        self._write({key: (self._bytes(value), lease)}, "put")
+
+    def delete(self, key: str) -> None:
+        self._enter("/kv/deleterange")
+        self._write({key: None}, "delete")
+
+    def cas(self, key: str, expect_mod_revision: int, value: str | bytes, lease: int = 0,
+            also_put: list[tuple[str, str | bytes, int]] = (),
+            also_compare: list[tuple[str, int]] = ()) -> bool:
+        """One txn, as the client builds it: compare MOD == rev for (key, expect_mod_revision) and
+        each of `also_compare` (absent key: 0); on success put `value` on `key` and each
+        (key, value, lease) of `also_put`, all at one new revision; on failure nothing."""
+        self._enter("/kv/txn")
+        puts = [(key, value, lease), *also_put]
+        if len({k for k, _, _ in puts}) != len(puts):     # etcd refuses it before comparing
+            raise EtcdError("etcd /kv/txn: etcdserver: duplicate key given in txn request")
+        for k, rev in [(key, expect_mod_revision), *also_compare]:
+            kv = self._kv.get(k)
+            if (kv.mod_revision if kv else 0) != int(rev):
+                return False
+        for _, _, l in puts:                               # leases are checked on the path taken
+            self._check_lease("/kv/txn", l)
+        self._write({k: (self._bytes(v), l) for k, v, l in puts}, "txn")
+        return True
+
+    # ------------------------------------------------------------------ leases
+    def grant(self, ttl: int, timeout: float | None = None) -> int:
+        """A new lease of max(ttl, min_ttl) seconds from now; ids count up from `first_lease`."""
+        self._enter("/lease/grant")
+        lid, self._next_lease = self._next_lease, self._next_lease + 1
+        self._leases[lid] = _Lease(ttl=max(int(ttl), self.min_ttl), deadline=0.0)
+        self._arm(lid)
+        return lid
+
+    def keepalive(self, lease: int, timeout: float | None = None) -> int:
+        """Restart the lease's TTL from now; returns its TTL, or 0 if it is gone (etcd answers a
+        keepalive on an unknown lease with TTL 0, not an error)."""
+        self._enter("/lease/keepalive")
+        if lease not in self._leases:
+            return 0
+        self._arm(lease)
+        return self._leases[lease].ttl
+
+    def revoke(self, lease: int) -> None:
+        """Drop the lease and its keys now; like the client, errors (down, unknown) are swallowed."""
+        try:
+            self._enter("/kv/lease/revoke")
+        except EtcdError:
+            return
+        if lease in self._leases:
+            self._drop_lease(lease, "revoke")
+
+    def healthy(self) -> bool:
+        return self.available
+
+    def lease_deadline(self, lease: int) -> float | None:
+        """When the lease dies in virtual time (None: gone), for tests and reports; not in the
+        client's API."""
+        self._expire_due()
+        got = self._leases.get(lease)
+        return got.deadline if got else None
+
+
+__all__ = ["Change", "SimEtcd"]
