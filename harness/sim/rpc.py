@@ -1,0 +1,90 @@
+"""Calls between simulated processes: one request and one reply over SimNetwork, and the history.
+
+A call is what a gRPC unary call is to the real shells: the request travels the caller's link
+to the callee (`SimNetwork.deliver`), the callee's handler runs (a generator: it may wait in
+virtual time), and the reply travels back downstream on the same link. A transport failure
+raises `SimRpcError` with the gRPC status the caller would see; a dead callee refuses the
+connection (UNAVAILABLE), as a killed process does. Domain errors (psnodes.errors) raised by the
+handler reach the caller as they are, as the real client maps them back at its boundary.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Generator
+
+import simpy
+
+from psnodes.etcd import EtcdError
+from psnodes.errors import PSError
+
+from .clock import SimClock
+from .network import UNAVAILABLE, SimNetwork
+
+Gen = Generator[simpy.Event, Any, Any]
+ETCD = "etcd"
+ETCD_MSG_BYTES = 256          # a small etcd request or answer
+ETCD_TIMEOUT_S = 1.0
+
+
+class SimRpcError(PSError):
+    """The call failed in transport: `status` is UNAVAILABLE or DEADLINE_EXCEEDED."""
+
+    def __init__(self, status: str, why: str) -> None:
+        super().__init__(f"{status}: {why}")
+        self.status = status
+
+
+class SimHistory:
+    """The run's history events, in DESIGN.md's format, with `t` in virtual seconds since start."""
+
+    def __init__(self, clock: SimClock) -> None:
+        self.clock = clock
+        self.events: list[dict] = []
+
+    def record(self, f: str, value: dict, type_: str = "info", node: str = "harness",
+               op_id: str | None = None) -> dict:
+        ev = {"t": self.clock.monotonic(), "node": node, "type": type_, "f": f, "value": value}
+        if op_id is not None:
+            ev["op_id"] = op_id
+        self.events.append(ev)
+        return ev
+
+
+def call(net: SimNetwork, src: str, dst: str, alive: Callable[[], bool], handler: Callable[[], Gen],
+         req_bytes: int, reply_bytes: Callable[[Any], int], deadline: float) -> Gen:
+    """`reply = yield from call(...)`: deliver, run `handler()` if the callee lives, deliver back."""
+    d = yield net.deliver(src, dst, req_bytes, deadline)
+    if not d.ok:
+        raise SimRpcError(d.error or UNAVAILABLE, f"{src}->{dst} request: {d.cause}")
+    if not alive():
+        raise SimRpcError(UNAVAILABLE, f"{dst} is down: connection refused")
+    try:
+        reply = yield from handler()
+    except PSError:
+        if not alive():        # a process killed mid-call answers nothing, not an error of its own
+            raise SimRpcError(UNAVAILABLE, f"{dst} went down during the call") from None
+        raise
+    if not alive():
+        raise SimRpcError(UNAVAILABLE, f"{dst} went down before it answered")
+    d = yield net.deliver(dst, src, reply_bytes(reply), deadline, reply=True)
+    if not d.ok:
+        raise SimRpcError(d.error or UNAVAILABLE, f"{dst}->{src} reply: {d.cause}")
+    return reply
+
+
+def etcd_call(net: SimNetwork, env: simpy.Environment, src: str, fn: Callable[[], Any],
+              timeout: float = ETCD_TIMEOUT_S) -> Gen:
+    """`out = yield from etcd_call(...)`: one SimEtcd call over the link src->etcd; a lost
+    request or answer raises EtcdError as the real client's timeout does (the call may have
+    happened all the same when only the answer was lost)."""
+    deadline = env.now + timeout
+    d = yield net.deliver(src, ETCD, ETCD_MSG_BYTES, deadline)
+    if not d.ok:
+        raise EtcdError(f"etcd unreachable from {src}: {d.error} ({d.cause})")
+    out = fn()
+    d = yield net.deliver(ETCD, src, ETCD_MSG_BYTES, deadline, reply=True)
+    if not d.ok:
+        raise EtcdError(f"etcd answer to {src} lost: {d.error} ({d.cause})")
+    return out
+
+
+__all__ = ["ETCD", "SimHistory", "SimRpcError", "call", "etcd_call"]
