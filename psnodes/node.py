@@ -294,17 +294,9 @@ class ShardNode:
             if verdict is fencing.Replicate.FOLLOW:
                 self.follow(req.epoch, req.primary, req.epoch_start)
             self.last_heard = time.monotonic()
-            if req.state:
-                self.store.import_state(req.state)
-            for e in req.entries:
-                step = fencing.take_entry(self.store.seq, e.seq)
-                if step is fencing.Entry.GAP:
-                    break
-                if step is fencing.Entry.APPLY:
-                    self.store.apply_entry(Entry(e.seq, e.epoch, e.payload))
-            # log matching: the same last entry (seq and epoch), not just the same length
-            self.in_sync = fencing.reached_sync(self.in_sync, self.store.seq, self.store.seq_epoch,
-                                                req.primary_seq, req.primary_seq_epoch)
+            self.in_sync = self.store.take_replicated(
+                req.state, (Entry(e.seq, e.epoch, e.payload) for e in req.entries),
+                req.primary_seq, req.primary_seq_epoch, self.in_sync)
             self.metrics.seq.set(self.store.seq)
             self.cond.notify_all()
             return ps_pb2.ReplicateReply(applied_seq=self.store.seq, epoch=self.epoch,

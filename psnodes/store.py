@@ -11,13 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
+from typing import Iterable
 
 import numpy as np
 
 from .applied import AppliedSet, idem_key
 from .blob import pack, unpack
 from .codec import ids_from_pb, rows_from_pb, tensor_from_pb
-from .core import dedup, gating, logmatch
+from .core import dedup, fencing, gating, logmatch
 from .embedding import EmbeddingTable
 from .errors import InvalidArgument, NotFound
 from .optimizers import OptimizerConfig, apply_update
@@ -155,6 +156,21 @@ class ShardStore:
         self.seq, self.seq_epoch = seq, epoch
         self.log.append(Entry(seq, epoch, payload))
         return seq
+
+    def take_replicated(self, state: bytes, entries: Iterable[Entry], primary_seq: int, primary_seq_epoch: int,
+                        in_sync: bool) -> bool:
+        """Take what a primary sent, in order: a delta or snapshot, then log entries, stopping at a
+        gap; return whether this copy is now in sync with it (log matching: the same last entry,
+        seq and epoch, not just the same length). Both shells, real and simulated, call this."""
+        if state:
+            self.import_state(state)
+        for e in entries:
+            step = fencing.take_entry(self.seq, e.seq)
+            if step is fencing.Entry.GAP:
+                break
+            if step is fencing.Entry.APPLY:
+                self.apply_entry(e)
+        return fencing.reached_sync(in_sync, self.seq, self.seq_epoch, primary_seq, primary_seq_epoch)
 
     def apply_entry(self, e: Entry) -> None:
         """Apply a replicated entry; it must be exactly the next seq."""

@@ -257,16 +257,8 @@ class SimCopy:
         if verdict is fencing.Replicate.FOLLOW:
             self.follow(req.epoch, req.primary, req.epoch_start)
         self.last_heard = self.now()
-        if req.state:
-            self.store.import_state(req.state)
-        for e in req.entries:
-            step = fencing.take_entry(self.store.seq, e.seq)
-            if step is fencing.Entry.GAP:
-                break
-            if step is fencing.Entry.APPLY:
-                self.store.apply_entry(e)
-        self.in_sync = fencing.reached_sync(self.in_sync, self.store.seq, self.store.seq_epoch,
-                                            req.primary_seq, req.primary_seq_epoch)
+        self.in_sync = self.store.take_replicated(req.state, req.entries, req.primary_seq,
+                                                  req.primary_seq_epoch, self.in_sync)
         self.notify()
         return ReplicateReply(self.store.seq, self.epoch, fencing.suspecting(self.suspecting, req.epoch),
                               self.store.seq_epoch)
