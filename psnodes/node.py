@@ -160,12 +160,9 @@ class ShardNode:
                              f"{self.shard} so that no other copy is restored while it acks; retry")
 
     def _check_primary(self, client_epoch: int) -> None:
-        why = fencing.serve_refusal(self.role, self.epoch, client_epoch)
-        if why == "not-primary":
-            hint = f"; primary is {self.primary}" if self.primary else ""
-            raise NotPrimary(f"{self.name} is not the primary of shard {self.shard} (epoch {self.epoch}){hint}")
+        why = fencing.serve_refusal_words(self.name, self.shard, self.role, self.epoch, self.primary, client_epoch)
         if why:
-            raise NotPrimary(f"{self.name} is at epoch {self.epoch} but the client knows epoch {client_epoch}")
+            raise NotPrimary(why)
         self._check_lease()
 
     def _replicas(self) -> ack.Replicas:
@@ -286,11 +283,9 @@ class ShardNode:
     def replicate(self, req: ps_pb2.ReplicateRequest) -> ps_pb2.ReplicateReply:
         with self.cond:
             verdict = fencing.on_replicate(self.epoch, self.role, self.primary, req.epoch, req.primary)
-            if verdict is fencing.Replicate.REFUSE_STALE:
-                raise StaleEpoch(f"replicate from {req.primary} at epoch {req.epoch} refused: "
-                                 f"{self.name} is at epoch {self.epoch}")
-            if verdict is fencing.Replicate.REFUSE_PRIMARY:
-                raise StaleEpoch(f"{self.name} is itself primary at epoch {self.epoch}")
+            why = fencing.replicate_refusal(verdict, self.name, self.epoch, req.epoch, req.primary)
+            if why:
+                raise StaleEpoch(why)
             if verdict is fencing.Replicate.FOLLOW:
                 self.follow(req.epoch, req.primary, req.epoch_start)
             self.last_heard = time.monotonic()

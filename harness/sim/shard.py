@@ -187,11 +187,9 @@ class SimCopy:
             raise NotPrimary(f"{self.name} could not renew its etcd lease in time; retry")
 
     def _check_primary(self, client_epoch: int) -> None:
-        why = fencing.serve_refusal(self.role, self.epoch, client_epoch)
-        if why == "not-primary":
-            raise NotPrimary(f"{self.name} is not the primary of shard {self.shard} (epoch {self.epoch})")
+        why = fencing.serve_refusal_words(self.name, self.shard, self.role, self.epoch, self.primary, client_epoch)
         if why:
-            raise NotPrimary(f"{self.name} is at epoch {self.epoch} but the client knows epoch {client_epoch}")
+            raise NotPrimary(why)
         self._check_lease()
 
     def _replicas(self) -> ack.Replicas:
@@ -249,11 +247,9 @@ class SimCopy:
     def replicate(self, req: ReplicateReq) -> Gen:
         """node.py's replicate: the fencing verdict, then entries in order, then log matching."""
         verdict = fencing.on_replicate(self.epoch, self.role, self.primary, req.epoch, req.primary)
-        if verdict is fencing.Replicate.REFUSE_STALE:
-            raise StaleEpoch(f"replicate from {req.primary} at epoch {req.epoch} refused: "
-                             f"{self.name} is at epoch {self.epoch}")
-        if verdict is fencing.Replicate.REFUSE_PRIMARY:
-            raise StaleEpoch(f"{self.name} is itself primary at epoch {self.epoch}")
+        why = fencing.replicate_refusal(verdict, self.name, self.epoch, req.epoch, req.primary)
+        if why:
+            raise StaleEpoch(why)
         if verdict is fencing.Replicate.FOLLOW:
             self.follow(req.epoch, req.primary, req.epoch_start)
         self.last_heard = self.now()

@@ -31,6 +31,15 @@ def on_replicate(epoch: int, role: str, primary: str, req_epoch: int, req_primar
     return Replicate.ACCEPT
 
 
+def replicate_refusal(verdict: Replicate, name: str, epoch: int, req_epoch: int, req_primary: str) -> str:
+    """Why a replicate call is refused, in words both shells send back ('' when it is not)."""
+    if verdict is Replicate.REFUSE_STALE:
+        return f"replicate from {req_primary} at epoch {req_epoch} refused: {name} is at epoch {epoch}"
+    if verdict is Replicate.REFUSE_PRIMARY:
+        return f"{name} is itself primary at epoch {epoch}"
+    return ""
+
+
 def serve_refusal(role: str, epoch: int, client_epoch: int) -> str:
     """Why a client request at `client_epoch` is not served here ('' when it is): only the
     primary serves, and not while a client has seen a newer epoch than ours."""
@@ -38,6 +47,17 @@ def serve_refusal(role: str, epoch: int, client_epoch: int) -> str:
         return "not-primary"
     if client_epoch > epoch:
         return "client-newer"
+    return ""
+
+
+def serve_refusal_words(name: str, shard: int, role: str, epoch: int, primary: str, client_epoch: int) -> str:
+    """`serve_refusal` in the words both shells send back ('' when the request is served)."""
+    why = serve_refusal(role, epoch, client_epoch)
+    if why == "not-primary":
+        hint = f"; primary is {primary}" if primary else ""
+        return f"{name} is not the primary of shard {shard} (epoch {epoch}){hint}"
+    if why:
+        return f"{name} is at epoch {epoch} but the client knows epoch {client_epoch}"
     return ""
 
 

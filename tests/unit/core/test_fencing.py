@@ -58,3 +58,18 @@ def test_names_me_only_at_my_epoch():
 def test_a_fenced_primary_follows_only_a_newer_record():
     assert deposed_by(6, 5)
     assert not deposed_by(5, 5) and not deposed_by(None, 5)
+
+
+def test_replicate_refusal_words():
+    from psnodes.core.fencing import Replicate, replicate_refusal
+    assert replicate_refusal(Replicate.ACCEPT, "shard-0/1", 2, 2, "shard-0/0") == ""
+    assert replicate_refusal(Replicate.FOLLOW, "shard-0/1", 2, 3, "shard-0/0") == ""
+    assert "refused: shard-0/1 is at epoch 3" in replicate_refusal(Replicate.REFUSE_STALE, "shard-0/1", 3, 2, "x")
+    assert replicate_refusal(Replicate.REFUSE_PRIMARY, "shard-0/1", 2, 2, "x") == "shard-0/1 is itself primary at epoch 2"
+
+
+def test_serve_refusal_words():
+    from psnodes.core.fencing import serve_refusal_words
+    assert serve_refusal_words("shard-0/0", 0, "primary", 2, "shard-0/0", 2) == ""
+    assert serve_refusal_words("shard-0/1", 0, "replica", 2, "shard-0/0", 2).endswith("; primary is shard-0/0")
+    assert "client knows epoch 3" in serve_refusal_words("shard-0/0", 0, "primary", 2, "shard-0/0", 3)
