@@ -50,6 +50,7 @@ class PSClient:
                  events: EventLog | None = None, call_timeout: float | None = None,
                  retry_budget: float = 20.0) -> None:
         self.cfg, self.name = cfg, name
+        self.limits = cfg.request_limits()
         self.links = links or dict(cfg.addresses)
         self.events = events or EventLog(None, name)
         self.etcd = Etcd(etcd_url(cfg, self.links), timeout=0.5)
@@ -221,7 +222,7 @@ class PSClient:
         for s, f in futs.items():
             rep = f.result()
             for t in rep.dense:
-                out.dense[t.name] = tensor_from_pb(t, check_finite=False)
+                out.dense[t.name] = tensor_from_pb(t, check_finite=False, limits=self.limits)
             out.bytes += rep.bytes
         self.pulled_bytes += out.bytes
         return out

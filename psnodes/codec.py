@@ -1,36 +1,72 @@
 """Conversions between wire messages and numpy arrays, with the input checks of the wire contract.
 
 Every check names the field and the fix and runs before any state changes, so a rejected
-request leaves the shard exactly as it was.
+request leaves the shard exactly as it was. Sizes are computed in Python integers, never numpy's
+fixed-width ones: a shape of [2**32, 2**32] must not overflow to 0 elements and pass.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .errors import InvalidArgument
+from .errors import InvalidArgument, TooLarge
+from .limits import DEFAULT, Limits
 from .proto import ps_pb2
 
 DTYPE = "float32"
 
 
 def tensor_to_pb(name: str, arr: np.ndarray) -> ps_pb2.Tensor:
-    a = np.ascontiguousarray(arr, dtype=np.float32)
+    a = np.asarray(arr, dtype=np.float32, order="C")     # keeps a scalar's shape (); ascontiguousarray makes it (1,)
     return ps_pb2.Tensor(name=name, shape=list(a.shape), dtype=DTYPE, data=a.tobytes())
 
 
-def tensor_from_pb(t: ps_pb2.Tensor, field: str = "dense", check_finite: bool = True) -> np.ndarray:
-    """Decode and check one dense tensor; raises InvalidArgument naming `field[name]`."""
-    where = f"{field}[{t.name!r}]"
-    if not t.name:
+def check_name(name: str, field: str, limits: Limits = DEFAULT) -> None:
+    if not name:
         raise InvalidArgument(f"{field}: a tensor has an empty name; give every tensor its parameter name")
+    if len(name.encode()) > limits.max_name_bytes:
+        raise InvalidArgument(f"{field}: name of {len(name.encode())} bytes is longer than "
+                              f"limits.max_name_bytes={limits.max_name_bytes}")
+
+
+def check_shape(shape, where: str, limits: Limits = DEFAULT) -> int:
+    """The element count of `shape` after checking it against the limits (Python ints)."""
+    if len(shape) > limits.max_dims:
+        raise InvalidArgument(f"{where}.shape has {len(shape)} dimensions; at most limits.max_dims="
+                              f"{limits.max_dims} are allowed")
+    if any(d < 0 for d in shape):
+        raise InvalidArgument(f"{where}.shape={list(shape)} has a negative dimension")
+    n = math.prod(int(d) for d in shape)
+    if n > limits.max_elements or any(d > limits.max_elements for d in shape):
+        raise TooLarge(f"{where}.shape={list(shape)} exceeds limits.max_elements={limits.max_elements} "
+                       "elements per tensor; split the parameter or raise the limit in the cluster config")
+    return n
+
+
+def check_magnitude(arr: np.ndarray, where: str, limits: Limits = DEFAULT) -> None:
+    """Finite and within limits.max_abs_grad, so no optimizer step can overflow float32."""
+    if not arr.size:
+        return
+    if not np.isfinite(arr).all():
+        raise InvalidArgument(f"{where} holds NaN or Inf values; clip or skip the gradient before pushing")
+    big = float(np.abs(arr).max())
+    if big > limits.max_abs_grad:
+        raise InvalidArgument(f"{where} holds a component of magnitude {big:.3g} above limits.max_abs_grad="
+                              f"{limits.max_abs_grad:g}; clip the gradient before pushing")
+
+
+def tensor_from_pb(t: ps_pb2.Tensor, field: str = "dense", check_finite: bool = True,
+                   limits: Limits = DEFAULT) -> np.ndarray:
+    """Decode and check one dense tensor; raises InvalidArgument/TooLarge naming `field[name]`."""
+    check_name(t.name, field, limits)
+    where = f"{field}[{t.name!r}]"
     if t.dtype != DTYPE:
         raise InvalidArgument(f"{where}.dtype={t.dtype!r} is not supported; send float32")
-    if any(d < 0 for d in t.shape):
-        raise InvalidArgument(f"{where}.shape={list(t.shape)} has a negative dimension")
-    n = int(np.prod(t.shape)) if len(t.shape) else 1
+    n = check_shape(t.shape, where, limits)
     if n * 4 != len(t.data):
         raise InvalidArgument(f"{where}: shape {list(t.shape)} needs {n * 4} bytes of data, got {len(t.data)}")
-    arr = np.frombuffer(t.data, dtype=np.float32).reshape(tuple(t.shape))
+    arr = np.frombuffer(t.data, dtype=np.float32).reshape(tuple(int(d) for d in t.shape))
     if check_finite and not np.isfinite(arr).all():
         raise InvalidArgument(f"{where} holds NaN or Inf values; clip or skip the gradient before pushing")
     return arr
@@ -42,26 +78,29 @@ def rows_to_pb(table: str, ids: np.ndarray, data: np.ndarray | None, dim: int) -
     return ps_pb2.Rows(table=table, ids=ids.tobytes(), dim=dim, data=raw)
 
 
-def ids_from_pb(r: ps_pb2.Rows, field: str = "sparse") -> np.ndarray:
+def ids_from_pb(r: ps_pb2.Rows, field: str = "sparse", limits: Limits = DEFAULT) -> np.ndarray:
     where = f"{field}[{r.table!r}]"
     if len(r.ids) % 8:
         raise InvalidArgument(f"{where}.ids has {len(r.ids)} bytes; send int64 ids (8 bytes each)")
-    ids = np.frombuffer(r.ids, dtype=np.int64)
+    if len(r.ids) // 8 > limits.max_ids:
+        raise TooLarge(f"{where}.ids holds {len(r.ids) // 8} ids; at most limits.max_ids={limits.max_ids} "
+                       "per request: split the request")
+    ids = np.frombuffer(r.ids, dtype="<i8")
     if ids.size and ids.min() < 0:
         raise InvalidArgument(f"{where}.ids holds negative id {int(ids.min())}; ids must be >= 0")
     return ids
 
 
-def rows_from_pb(r: ps_pb2.Rows, dim: int, field: str = "sparse") -> tuple[np.ndarray, np.ndarray]:
+def rows_from_pb(r: ps_pb2.Rows, dim: int, field: str = "sparse",
+                 limits: Limits = DEFAULT) -> tuple[np.ndarray, np.ndarray]:
     """Decode and check embedding gradient rows against the table's dimension."""
     where = f"{field}[{r.table!r}]"
-    ids = ids_from_pb(r, field)
+    ids = ids_from_pb(r, field, limits)
     if r.dim != dim:
         raise InvalidArgument(f"{where}.dim={r.dim} does not match the table's dim {dim}")
     if len(r.data) != ids.size * dim * 4:
         raise InvalidArgument(f"{where}.data has {len(r.data)} bytes; {ids.size} ids x dim {dim} "
                               f"float32 needs {ids.size * dim * 4}")
     data = np.frombuffer(r.data, dtype=np.float32).reshape(ids.size, dim)
-    if not np.isfinite(data).all():
-        raise InvalidArgument(f"{where}.data holds NaN or Inf values; clip or skip the gradient before pushing")
+    check_magnitude(data, f"{where}.data", limits)
     return ids, data

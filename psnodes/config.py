@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError
+from .limits import Limits
 from .optimizers import OptimizerConfig
 from .placement import node_name
 
@@ -48,6 +49,9 @@ class ClusterConfig:
     checkpoint_interval_s: float = 2.0
     max_message_bytes: int = 256 << 20
     log_entries: int = 4096
+    # per-request limits (psnodes.limits.Limits: max_dims, max_elements, max_request_elements,
+    # max_ids, max_tensors, max_abs_grad, max_name_bytes); {} = the documented defaults
+    limits: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -61,6 +65,7 @@ class ClusterConfig:
             if int(d) < 1:
                 raise ConfigError(f"tables[{t!r}]={d} must be a positive embedding dim")
         self.optimizer_config()
+        self.request_limits()
         if self.min_isr == 0:
             self.min_isr = 2 if self.copies >= 3 else 1
         if not 1 <= self.min_isr <= self.copies:
@@ -71,6 +76,9 @@ class ClusterConfig:
 
     def optimizer_config(self) -> OptimizerConfig:
         return OptimizerConfig(**self.optimizer)
+
+    def request_limits(self) -> Limits:
+        return Limits.from_config(self.limits)
 
     def shard_nodes(self, shard: int) -> list[str]:
         return [node_name(shard, r) for r in range(self.copies)]

@@ -7,6 +7,7 @@ counter-based hash of (seed, table, id, column): any node computes the same row 
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,6 +28,16 @@ def init_rows(seed: int, table: str, ids: np.ndarray, dim: int) -> np.ndarray:
         x = x ^ (x >> np.uint64(31))
     u = (x >> np.uint64(11)).astype(np.float64) / float(1 << 53)
     return ((u * 2 - 1) / np.sqrt(dim)).astype(np.float32)
+
+
+@dataclass
+class RowStep:
+    """The outcome of one push on a table, not yet stored: unique ids and their new rows, slots, steps."""
+
+    ids: np.ndarray
+    rows: np.ndarray
+    slots: dict[str, np.ndarray]
+    steps: np.ndarray
 
 
 class EmbeddingTable:
@@ -83,22 +94,48 @@ class EmbeddingTable:
             out[~hit] = init_rows(self.seed, self.name, ids[~hit], self.dim)
         return out
 
-    def push(self, ids: np.ndarray, grads: np.ndarray, seq: int) -> None:
-        """Apply gradients; repeated ids in one push are summed first (one optimizer step per row)."""
-        if ids.size == 0:
-            return
+    def prepare(self, ids: np.ndarray, grads: np.ndarray) -> "RowStep":
+        """The rows and optimizer state a push would leave, computed aside: the table is untouched,
+        so the store can refuse the push (a non-finite result) without a trace. Repeated ids in one
+        push are summed first (one optimizer step per row); unseen ids start from their initializer."""
         uniq, inv = np.unique(ids, return_inverse=True)
         g = np.zeros((uniq.size, self.dim), dtype=np.float32)
         np.add.at(g, inv, grads)
-        pos = self._positions(uniq, create=True)
-        self.steps[pos] += 1
-        rows = self.rows[pos]
-        slots = {k: v[pos] for k, v in self.slots.items()}
-        apply_update(self.cfg, rows, g, slots, self.steps[pos][:, None])
-        self.rows[pos] = rows
-        for k, v in slots.items():
+        pos = self._positions(uniq, create=False)
+        hit = pos >= 0
+        rows = np.empty((uniq.size, self.dim), dtype=np.float32)
+        rows[hit] = self.rows[pos[hit]]
+        steps = np.zeros(uniq.size, dtype=np.int64)
+        steps[hit] = self.steps[pos[hit]]
+        steps += 1
+        fresh = self.cfg.new_slots((int((~hit).sum()), self.dim))
+        slots = {}
+        for k, v in self.slots.items():
+            slots[k] = np.empty((uniq.size, self.dim), dtype=np.float32)
+            slots[k][hit] = v[pos[hit]]
+            slots[k][~hit] = fresh[k]
+        if (~hit).any():
+            rows[~hit] = init_rows(self.seed, self.name, uniq[~hit], self.dim)
+        apply_update(self.cfg, rows, g, slots, steps[:, None])
+        return RowStep(uniq, rows, slots, steps)
+
+    def finite(self, step: "RowStep") -> bool:
+        return bool(np.isfinite(step.rows).all() and all(np.isfinite(v).all() for v in step.slots.values()))
+
+    def commit(self, step: "RowStep", seq: int) -> None:
+        """Store a prepared step as the change of `seq`."""
+        if step.ids.size == 0:
+            return
+        pos = self._positions(step.ids, create=True)
+        self.rows[pos] = step.rows
+        self.steps[pos] = step.steps
+        for k, v in step.slots.items():
             self.slots[k][pos] = v
         self.mod[pos] = seq
+
+    def push(self, ids: np.ndarray, grads: np.ndarray, seq: int) -> None:
+        """Apply gradients as the change of `seq` (prepare, then commit)."""
+        self.commit(self.prepare(ids, grads), seq)
 
     def nbytes(self) -> int:
         return self.n * (self.dim * 4 * (1 + len(self.slots)) + 24)

@@ -17,7 +17,9 @@ it holds the lock, reads the clock, waits, and carries out what the core decides
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -28,7 +30,7 @@ import grpc
 from .checkpoint import read_checkpoint, write_checkpoint
 from .config import ClusterConfig, ShardRecord
 from .core import ack, checkpoints, dedup, fencing, gating, lease, promotion
-from .errors import NotPrimary, ReplicationFailed, StaleEpoch, Timeout
+from .errors import InvalidArgument, NotPrimary, ReplicationFailed, StaleEpoch, Timeout
 from .etcd import Etcd
 from .events import EventLog
 from .metrics import NodeMetrics
@@ -37,6 +39,9 @@ from .proto import ps_pb2
 from .store import ShardSpec, ShardStore
 from .updatelog import Entry
 from .wire import encode_pull_reply
+
+log = logging.getLogger("psnodes.node")
+VERIFIED = "verified.json"      # beside the local checkpoint: primaries etcd confirmed to this copy
 
 
 @dataclass
@@ -59,7 +64,7 @@ class ShardNode:
         self.store = ShardStore(ShardSpec(
             shard=self.shard, num_shards=cfg.shards, tables=dict(cfg.tables),
             optimizer=cfg.optimizer_config(), seed=cfg.seed, workers=cfg.workers,
-            log_entries=cfg.log_entries))
+            log_entries=cfg.log_entries, limits=cfg.request_limits()))
         self.cond = threading.Condition(threading.Lock())
         self.role = "starting"
         self.epoch = 0
@@ -81,6 +86,7 @@ class ShardNode:
         self.lease_until = math.inf
         self.lease_seen = math.inf      # when etcd last confirmed the lease (monotonic)
         self.restored_from = ""
+        self.verified: set[tuple[int, str]] = set()   # (epoch, primary) pairs etcd's record confirmed
         self.ckpt_lock = threading.Lock()                     # one checkpoint export and write at a time
         self.on_promote: Callable[[], None] = lambda: None   # set by the replication manager
         self.on_step_down: Callable[[], None] = lambda: None
@@ -93,6 +99,7 @@ class ShardNode:
     def become_primary(self, rec: ShardRecord) -> None:
         with self.cond:
             self.role, self.epoch, self.primary = "primary", rec.epoch, self.name
+            self.verified.add((rec.epoch, self.name))
             self.in_sync = True
             self.isr, self.epoch_start = list(rec.isr), rec.start_seq
             self.peer_seq = {self.name: self.store.seq}
@@ -109,6 +116,8 @@ class ShardNode:
         """Adopt a (newer) primary; a primary that sees a higher epoch steps down. Lock held."""
         was_primary = self.role == "primary"
         self.role, self.epoch, self.primary, self.epoch_start = "replica", epoch, primary, epoch_start
+        if primary:             # every caller took the pair from etcd's record or had it confirmed there
+            self.verified.add((epoch, primary))
         self.last_heard = time.monotonic()
         self.cond.notify_all()
         self.metrics.set_role("replica")
@@ -159,6 +168,11 @@ class ShardNode:
             raise NotPrimary(f"{self.name} could not renew its etcd lease in time: it stopped serving shard "
                              f"{self.shard} so that no other copy is restored while it acks; retry")
 
+    def _check_shard(self, shard: int, method: str) -> None:
+        if shard != self.shard:
+            raise InvalidArgument(f"{method}: shard={shard} but {self.name} serves shard {self.shard}; "
+                                  "route by the shard record in etcd")
+
     def _check_primary(self, client_epoch: int) -> None:
         why = fencing.serve_refusal_words(self.name, self.shard, self.role, self.epoch, self.primary, client_epoch)
         if why:
@@ -193,6 +207,7 @@ class ShardNode:
     def push(self, req: ps_pb2.PushRequest, deadline: float, payload=None) -> ps_pb2.PushReply:
         """Apply (or recognise a retry of) a push; `payload` is the Update's wire bytes when known."""
         upd = req.update
+        self._check_shard(req.shard, "Push")
         with self.cond:
             self._check_primary(req.epoch)
             epoch = self.epoch
@@ -256,7 +271,10 @@ class ShardNode:
             self.cond.wait(min(left, 0.05))
 
     def pull(self, req: ps_pb2.PullRequest, deadline: float) -> bytes:
-        """A serialized PullReply, encoded from the live arrays under the lock (one copy)."""
+        """A serialized PullReply, encoded from the live arrays under the lock (one copy). The
+        request is checked against the limits before the lock, so no pull holds it for long."""
+        self._check_shard(req.shard, "Pull")
+        ids = self.store.check_pull(req)
         with self.cond:
             self._check_primary(req.epoch)
             epoch = self.epoch
@@ -271,7 +289,7 @@ class ShardNode:
                 # read only what is replicated, so no worker ever sees a state a failover undoes
                 self._wait_replicated(self.store.seq, epoch, deadline)
             dense = [] if req.no_dense else self.store.pull_dense(req.since_seq, list(req.names))
-            rows = [self.store.pull_rows(r) for r in req.sparse]
+            rows = [self.store.pull_rows(r.table, i) for r, i in zip(req.sparse, ids)]
             reply = encode_pull_reply(epoch, self.store.seq, self.name,
                                       ((n, a.shape, memoryview(a).cast("B")) for n, a in dense),
                                       ((r.table, ids.tobytes(), dim, data.tobytes())
@@ -281,22 +299,54 @@ class ShardNode:
         return reply
 
     def replicate(self, req: ps_pb2.ReplicateRequest) -> ps_pb2.ReplicateReply:
+        """Take a primary's entries or state. Only from the copy etcd's shard record names as the
+        primary of the request's epoch: a sender we do not follow yet is looked up in etcd (outside
+        the lock) before anything happens, so neither a copy that is not primary nor an epoch
+        that exists only on the wire (2**64-1) moves this copy. Everything sent is checked before
+        any of it is taken (ShardStore.take_replicated)."""
+        self._check_shard(req.shard, "Replicate")
+        self._check_sender(req)
         with self.cond:
             verdict = fencing.on_replicate(self.epoch, self.role, self.primary, req.epoch, req.primary)
             why = fencing.replicate_refusal(verdict, self.name, self.epoch, req.epoch, req.primary)
             if why:
                 raise StaleEpoch(why)
+            entries = [Entry(e.seq, e.epoch, e.payload) for e in req.entries]
             if verdict is fencing.Replicate.FOLLOW:
+                if (req.epoch, req.primary) not in self.verified:
+                    raise NotPrimary(f"replicate from {req.primary} at epoch {req.epoch}: the shard record "
+                                     "changed while it was checked; retry")
                 self.follow(req.epoch, req.primary, req.epoch_start)
             self.last_heard = time.monotonic()
-            self.in_sync = self.store.take_replicated(
-                req.state, (Entry(e.seq, e.epoch, e.payload) for e in req.entries),
-                req.primary_seq, req.primary_seq_epoch, self.in_sync)
+            self.in_sync = self.store.take_replicated(req.state, entries, req.primary_seq, req.primary_seq_epoch,
+                                                      self.in_sync, req.epoch)
             self.metrics.seq.set(self.store.seq)
             self.cond.notify_all()
             return ps_pb2.ReplicateReply(applied_seq=self.store.seq, epoch=self.epoch,
                                          suspecting=fencing.suspecting(self.suspecting, req.epoch),
                                          seq_epoch=self.store.seq_epoch)
+
+    def _check_sender(self, req: ps_pb2.ReplicateRequest) -> None:
+        """A replicate call that would make us follow someone new must come from the primary that
+        etcd's shard record names at exactly that epoch; remembered once seen (`verified`)."""
+        with self.cond:
+            verdict = fencing.on_replicate(self.epoch, self.role, self.primary, req.epoch, req.primary)
+            if verdict is not fencing.Replicate.FOLLOW or (req.epoch, req.primary) in self.verified:
+                return
+        if self.etcd is None:           # in-process tests without etcd: the wire is all there is
+            self.verified.add((req.epoch, req.primary))
+            return
+        try:
+            kv = self.etcd.get(self.cfg.shard_key(self.shard))
+            rec = ShardRecord.from_json(kv.value) if kv else None
+        except Exception as e:  # noqa: BLE001 - no etcd, no proof of who leads that epoch
+            raise NotPrimary(f"replicate from {req.primary} at epoch {req.epoch}: etcd could not confirm "
+                             f"the shard record ({e}); retry") from None
+        why = fencing.sender_refusal(rec.epoch if rec else None, rec.primary if rec else None, req.epoch, req.primary)
+        if why:
+            raise StaleEpoch(f"replicate from {req.primary} at epoch {req.epoch} refused by {self.name}: {why}")
+        with self.cond:
+            self.verified.add((req.epoch, req.primary))
 
     def status(self, req: ps_pb2.StatusRequest) -> ps_pb2.StatusReply:
         with self.cond:
@@ -314,6 +364,12 @@ class ShardNode:
         return reply
 
     # ------------------------------------------------------------- checkpoints
+    def snapshot(self, req: ps_pb2.SnapshotRequest) -> dict:
+        """The Snapshot RPC: this copy's checkpoint now (the shard's shared one only while etcd
+        names it primary: `_may_publish`)."""
+        self._check_shard(req.shard, "Snapshot")
+        return self.checkpoint()
+
     def checkpoint(self, shared: bool | None = None) -> dict:
         """Write the local checkpoint, and the shard's shared one when this node is (still) the
         primary of the current epoch; returns the manifest written, with the folder as `path`.
@@ -326,6 +382,7 @@ class ShardNode:
                 seq, epoch, term, primary = self.store.seq, self.store.seq_epoch, self.epoch, self.role == "primary"
             local = self.cfg.data_dir(self.name)
             man, _ = write_checkpoint(local, blob, seq, epoch, self.name, term=term, newer_only=False)
+            self._save_verified(local)
             man = {**man, "path": str(local)}
             if not (shared if shared is not None else primary):
                 return man
@@ -371,12 +428,33 @@ class ShardNode:
         return checkpoints.record_refusal(rec.epoch if rec else None, rec.primary if rec else None, term, self.name)
 
     def load_local(self) -> None:
-        """On start: restore this copy's own last checkpoint, if any (it then catches up by delta)."""
-        got = read_checkpoint(self.cfg.data_dir(self.name))
+        """On start: restore this copy's own last checkpoint, if any (it then catches up by delta),
+        and the primaries etcd confirmed to it before: who led an epoch never changes, so a copy
+        restarted while etcd is down may follow its old primary again, and no one else."""
+        folder = self.cfg.data_dir(self.name)
+        got = read_checkpoint(folder)
         if got:
             man, blob = got
-            self.store.import_state(blob)
-            self.events.emit("load", {"shard": self.shard, "seq": man["seq"], "source": "local"})
+            try:
+                self.store.import_state(blob)
+            except InvalidArgument as e:      # start empty: a snapshot from the primary brings it back
+                self.events.emit("checkpoint-error", {"shard": self.shard, "error": f"local checkpoint: {e}"})
+                log.error("%s: local checkpoint not loaded: %s", self.name, e)
+            else:
+                self.events.emit("load", {"shard": self.shard, "seq": man["seq"], "source": "local"})
+        try:
+            pairs = json.loads((folder / VERIFIED).read_text())
+            self.verified |= {(int(e), str(p)) for e, p in pairs}
+        except (OSError, ValueError, TypeError):
+            pass
+
+    def _save_verified(self, folder) -> None:
+        """Keep the newest confirmed (epoch, primary) pairs beside the local checkpoint."""
+        with self.cond:
+            pairs = sorted(self.verified)[-8:]
+        tmp = folder / f"{VERIFIED}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(pairs))
+        os.replace(tmp, folder / VERIFIED)
 
     def plan_restore(self) -> RestorePlan:
         """Every ISR copy is lost: the shard's shared checkpoint when it is newer than this copy by

@@ -67,3 +67,14 @@ def apply_update(cfg: OptimizerConfig, param: np.ndarray, grad: np.ndarray,
         vhat_scale = 1.0 / (1.0 - np.power(b2, t))
         param -= (np.float32(cfg.lr) * (m * mhat_scale) /
                   (np.sqrt(v * vhat_scale) + np.float32(cfg.eps))).astype(np.float32)
+
+
+def stepped(cfg: OptimizerConfig, param: np.ndarray, grad: np.ndarray, slots: dict[str, np.ndarray],
+            step: np.ndarray | int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """One gradient step on copies: (new param, new slots), the inputs untouched. The store commits
+    the result only once every array of the update came out finite, so a refused update changes
+    no parameter and no optimizer state; the arithmetic is `apply_update`'s, bit for bit."""
+    p = param.copy()
+    s = {k: v.copy() for k, v in slots.items()}
+    apply_update(cfg, p, grad, s, step)
+    return p, s

@@ -17,6 +17,7 @@ from .election import Elector
 from .errors import PSError
 from .etcd import Etcd
 from .events import EventLog
+from .logs import LEVELS, setup as setup_logging
 from .tuning import tune_malloc
 from .metrics import NodeMetrics
 from .node import ShardNode
@@ -30,16 +31,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--name", required=True, help="node name, shard-<i>/<r>")
     ap.add_argument("--links", help="JSON link map: node name -> address to dial (default: their own)")
     ap.add_argument("--events", help="event log path (JSON lines)")
+    ap.add_argument("--log-level", choices=LEVELS, help="log level (default: $PSNODES_LOG_LEVEL or debug)")
     args = ap.parse_args(argv)
     tune_malloc()
     try:
+        setup_logging(args.name, args.log_level)
         cfg = ClusterConfig.load(args.config)
         if args.name not in cfg.addresses:
             raise PSError(f"--name {args.name!r} has no address in the config's addresses")
         address = cfg.addresses[args.name]
         check_loopback(address, f"addresses[{args.name!r}]")
         links = load_links(args.links, cfg)
-    except PSError as e:
+    except (PSError, ValueError) as e:
         print(f"psnodes: {e}", file=sys.stderr)
         return 2
     events = EventLog(__import__("pathlib").Path(args.events) if args.events else None, args.name)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hmac
+import logging
 from concurrent import futures
 from typing import Callable
 
@@ -11,9 +12,10 @@ from .channels import TOKEN_HEADER, server_options
 from .errors import PSError, abort_with
 from .node import ShardNode, deadline_of
 from .proto import ps_pb2, ps_pb2_grpc
-from .wire import split_push
+from .wire import parse, split_push
 
 SERVICE = "pschaos.ps.ParameterServer"
+log = logging.getLogger("psnodes.rpc")
 
 
 class TokenInterceptor(grpc.ServerInterceptor):
@@ -33,16 +35,25 @@ class TokenInterceptor(grpc.ServerInterceptor):
         if isinstance(got, str):
             got = got.encode()
         if not hmac.compare_digest(got, self._token):
+            log.debug("refused %s: missing or wrong token", details.method)
             return self._deny
         return continuation(details)
 
 
 def _guard(fn: Callable) -> Callable:
+    """Every handler's boundary: a domain error becomes its status code (and one debug line in the
+    node's log); anything else is a bug of ours, logged with its traceback and answered INTERNAL
+    with words that say where to look, never gRPC's bare UNKNOWN."""
     def wrapped(self, request, context):
         try:
             return fn(self, request, context)
         except PSError as e:
+            log.debug("refused %s: %s %s", fn.__name__, e.code.name, e)
             abort_with(context, e)
+        except Exception as e:  # noqa: BLE001 - the boundary: report, never crash the server
+            log.exception("%s failed on an unexpected error", fn.__name__)
+            context.abort(grpc.StatusCode.INTERNAL, f"{fn.__name__}: internal error {type(e).__name__}: {e}; "
+                                                    "the node's log has the traceback")
     wrapped.__name__ = fn.__name__
     return wrapped
 
@@ -59,20 +70,20 @@ class Servicer(ps_pb2_grpc.ParameterServerServicer):
 
     @_guard
     def Pull(self, request, context):
-        return self.node.pull(request, deadline_of(context, self.timeout))
+        return self.node.pull(parse(ps_pb2.PullRequest, request, "Pull"), deadline_of(context, self.timeout))
 
     @_guard
     def Replicate(self, request, context):
-        return self.node.replicate(request)
+        return self.node.replicate(parse(ps_pb2.ReplicateRequest, request, "Replicate"))
 
     @_guard
     def Snapshot(self, request, context):
-        man = self.node.checkpoint()
+        man = self.node.snapshot(parse(ps_pb2.SnapshotRequest, request, "Snapshot"))
         return ps_pb2.SnapshotReply(seq=man["seq"], path=man["path"], bytes=man["bytes"])
 
     @_guard
     def Status(self, request, context):
-        return self.node.status(request)
+        return self.node.status(parse(ps_pb2.StatusRequest, request, "Status"))
 
     def Echo(self, request: bytes, context) -> bytes:
         """Raw bytes in, the same bytes out: no protobuf parse or serialize on either side, so the
@@ -90,16 +101,17 @@ def _ser(m) -> bytes:
 
 
 def handlers(s: Servicer) -> grpc.GenericRpcHandler:
-    """The service's method table: Push takes raw bytes and Pull returns them (psnodes.wire); Echo
-    is raw both ways."""
+    """The service's method table. Every request arrives as raw bytes and is parsed inside the
+    handler (psnodes.wire.parse), so a request that does not parse is INVALID_ARGUMENT naming the
+    message rather than gRPC's INTERNAL; Pull returns raw bytes (psnodes.wire); Echo is raw both ways."""
     def h(fn, de, ser=_ser):
         return grpc.unary_unary_rpc_method_handler(fn, request_deserializer=de, response_serializer=ser)
     return grpc.method_handlers_generic_handler(SERVICE, {
         "Push": h(s.Push, _raw),
-        "Pull": h(s.Pull, ps_pb2.PullRequest.FromString, _raw),
-        "Replicate": h(s.Replicate, ps_pb2.ReplicateRequest.FromString),
-        "Snapshot": h(s.Snapshot, ps_pb2.SnapshotRequest.FromString),
-        "Status": h(s.Status, ps_pb2.StatusRequest.FromString),
+        "Pull": h(s.Pull, _raw, _raw),
+        "Replicate": h(s.Replicate, _raw),
+        "Snapshot": h(s.Snapshot, _raw),
+        "Status": h(s.Status, _raw),
         "Echo": h(s.Echo, _raw, _raw),
     })
 

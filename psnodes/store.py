@@ -17,14 +17,17 @@ import numpy as np
 
 from .applied import AppliedSet, idem_key
 from .blob import pack, unpack
-from .codec import ids_from_pb, rows_from_pb, tensor_from_pb
+from .codec import check_magnitude, check_shape, ids_from_pb, rows_from_pb, tensor_from_pb
 from .core import dedup, fencing, gating, logmatch
 from .embedding import EmbeddingTable
-from .errors import InvalidArgument, NotFound
-from .optimizers import OptimizerConfig, apply_update
+from .errors import InvalidArgument, NotFound, TooLarge
+from .limits import Limits
+from .optimizers import OptimizerConfig, stepped
 from .placement import audit_name, dense_shard, is_audit, row_shards
 from .proto import ps_pb2
+from .statecheck import check_state
 from .updatelog import Entry, UpdateLog
+from .wire import parse
 
 
 @dataclass
@@ -39,6 +42,7 @@ class ShardSpec:
     workers: int = 0                                        # expected workers, for BSP/SSP clocks
     log_entries: int = 4096
     log_bytes: int = 256 << 20
+    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass
@@ -68,13 +72,33 @@ class ShardStore:
         self.log = UpdateLog(spec.log_entries, spec.log_bytes)
 
     # ----------------------------------------------------------------- checks
-    def validate(self, upd: ps_pb2.Update) -> Decoded:
-        """Decode and check an update without changing state; raises InvalidArgument/NotFound."""
-        s = self.spec
+    def validate(self, upd: ps_pb2.Update, shapes: dict[str, tuple] | None = None) -> Decoded:
+        """Decode and check an update without changing state; raises InvalidArgument, TooLarge or
+        NotFound naming the field. `shapes` (name -> shape) stands for the dense parameters when
+        checking replicated entries ahead of the state they will meet; by default, ours."""
+        s, lim = self.spec, self.spec.limits
+        if upd.kind not in (ps_pb2.Update.PUSH, ps_pb2.Update.INIT):
+            raise InvalidArgument(f"update.kind={upd.kind} is unknown; send PUSH (0) or INIT (1)")
+        push = upd.kind == ps_pb2.Update.PUSH
+        if push and not upd.worker:
+            raise InvalidArgument("update.worker is empty; every push names its worker (idempotency key)")
+        if len(upd.worker.encode()) > lim.max_name_bytes:
+            raise InvalidArgument(f"update.worker is longer than limits.max_name_bytes={lim.max_name_bytes}")
+        if len(upd.dense) > lim.max_tensors:
+            raise TooLarge(f"update.dense holds {len(upd.dense)} tensors; at most limits.max_tensors="
+                           f"{lim.max_tensors} per request")
+        elements = sum(check_shape(t.shape, f"dense[{t.name[:80]!r}]", lim) for t in upd.dense)
+        elements += sum(len(r.data) // 4 for r in upd.sparse)
+        if elements > lim.max_request_elements:
+            raise TooLarge(f"update carries {elements} values; at most limits.max_request_elements="
+                           f"{lim.max_request_elements} per request: split it")
+        if sum(len(r.ids) // 8 for r in upd.sparse) > lim.max_ids:
+            raise TooLarge(f"update.sparse holds more than limits.max_ids={lim.max_ids} ids; split it")
+        have = shapes if shapes is not None else {n: a.shape for n, a in self.dense.items()}
         dense: list[tuple[str, np.ndarray]] = []
         seen: set[str] = set()
         for t in upd.dense:
-            arr = tensor_from_pb(t)
+            arr = tensor_from_pb(t, limits=lim)
             if t.name in seen:
                 raise InvalidArgument(f"dense[{t.name!r}] appears twice in one update; send each name once")
             seen.add(t.name)
@@ -82,23 +106,28 @@ class ShardStore:
             if home != s.shard:
                 raise InvalidArgument(f"dense[{t.name!r}] belongs to shard {home}, not shard {s.shard}; "
                                       "route by psnodes.placement.dense_shard")
-            if upd.kind == ps_pb2.Update.PUSH:
-                if t.name not in self.dense:
+            if push:
+                if t.name not in have:
                     raise NotFound(f"dense[{t.name!r}] is not initialized on shard {s.shard}; "
                                    "push an INIT update with its initial value first")
-                if self.dense[t.name].shape != arr.shape:
+                if tuple(have[t.name]) != arr.shape:
                     raise InvalidArgument(f"dense[{t.name!r}].shape={list(arr.shape)} does not match the "
-                                          f"parameter's shape {list(self.dense[t.name].shape)}")
+                                          f"parameter's shape {list(have[t.name])}")
+                check_magnitude(arr, f"dense[{t.name!r}]", lim)
             dense.append((t.name, arr))
         sparse: list[tuple[str, np.ndarray, np.ndarray]] = []
+        tables: set[str] = set()
         for r in upd.sparse:
             if r.table not in self.tables:
                 known = ", ".join(sorted(self.tables)) or "none"
-                raise InvalidArgument(f"sparse[{r.table!r}]: unknown table; known tables: {known}")
-            if upd.kind != ps_pb2.Update.PUSH:
+                raise InvalidArgument(f"sparse[{r.table[:80]!r}]: unknown table; known tables: {known}")
+            if not push:
                 raise InvalidArgument(f"sparse[{r.table!r}]: INIT updates take dense tensors only; "
                                       "embedding rows are created on first touch")
-            ids, data = rows_from_pb(r, self.tables[r.table].dim)
+            if r.table in tables:
+                raise InvalidArgument(f"sparse[{r.table!r}] appears twice in one update; send each table once")
+            tables.add(r.table)
+            ids, data = rows_from_pb(r, self.tables[r.table].dim, limits=lim)
             homes = row_shards(r.table, ids, s.num_shards)
             if ids.size and (homes != s.shard).any():
                 bad = int(ids[homes != s.shard][0])
@@ -106,8 +135,6 @@ class ShardStore:
                                       f"{int(row_shards(r.table, np.array([bad]), s.num_shards)[0])}, "
                                       f"not {s.shard}; route by psnodes.placement.row_shards")
             sparse.append((r.table, ids, data))
-        if upd.kind == ps_pb2.Update.PUSH and not upd.worker:
-            raise InvalidArgument("update.worker is empty; every push names its worker (idempotency key)")
         return Decoded(upd, dense, sparse)
 
     def duplicate_seq(self, upd: ps_pb2.Update) -> int | None:
@@ -126,7 +153,9 @@ class ShardStore:
 
     # ---------------------------------------------------------------- mutation
     def apply(self, dec: Decoded, payload: bytes, epoch: int) -> int:
-        """Apply a validated update as the next seq and log it. Returns the seq."""
+        """Apply a validated update as the next seq and log it; returns the seq. A push is computed
+        aside first and stored only when every value it leaves is finite (else InvalidArgument and
+        nothing changed): validate, then apply atomically."""
         seq = self.seq + 1
         upd = dec.update
         if upd.kind == ps_pb2.Update.INIT:
@@ -137,16 +166,13 @@ class ShardStore:
                     self.dense_steps[name] = 0
                     self.dense_mod[name] = seq
         else:
-            cfg = self.spec.optimizer
-            for name, grad in dec.dense:
+            dense, rows = self._step(dec)
+            for name, (value, slots) in dense.items():
+                self.dense[name], self.dense_slots[name] = value, slots
                 self.dense_steps[name] += 1
-                if is_audit(name):
-                    self.dense[name] -= grad          # plain SGD, lr 1: a count, not a parameter
-                else:
-                    apply_update(cfg, self.dense[name], grad, self.dense_slots[name], self.dense_steps[name])
                 self.dense_mod[name] = seq
-            for table, ids, data in dec.sparse:
-                self.tables[table].push(ids, data, seq)
+            for table, step in rows:
+                self.tables[table].commit(step, seq)
             self.applied.add(idem_key(upd.worker, upd.incarnation), upd.req_id, seq)
             self.pushes += 1
             if upd.clock >= 0:
@@ -157,27 +183,81 @@ class ShardStore:
         self.log.append(Entry(seq, epoch, payload))
         return seq
 
+    def _step(self, dec: Decoded) -> tuple[dict, list]:
+        """A push's new dense values and slots and its embedding row steps, computed aside; raises
+        InvalidArgument when any of them is not finite (the optimizer would store NaN or Inf)."""
+        cfg = self.spec.optimizer
+        dense = {}
+        for name, grad in dec.dense:
+            if is_audit(name):
+                dense[name] = (self.dense[name] - grad, {})    # plain SGD, lr 1: a count, not a parameter
+            else:
+                dense[name] = stepped(cfg, self.dense[name], grad, self.dense_slots[name], self.dense_steps[name] + 1)
+        rows = [(table, self.tables[table].prepare(ids, data)) for table, ids, data in dec.sparse]
+        for name, (value, slots) in dense.items():
+            if not (np.isfinite(value).all() and all(np.isfinite(v).all() for v in slots.values())):
+                raise InvalidArgument(f"dense[{name!r}]: this gradient would leave the parameter or its optimizer "
+                                      "state non-finite; clip the gradient or lower the learning rate")
+        for table, step in rows:
+            if not self.tables[table].finite(step):
+                raise InvalidArgument(f"sparse[{table!r}]: this gradient would leave rows or their optimizer "
+                                      "state non-finite; clip the gradient or lower the learning rate")
+        return dense, rows
+
     def take_replicated(self, state: bytes, entries: Iterable[Entry], primary_seq: int, primary_seq_epoch: int,
-                        in_sync: bool) -> bool:
+                        in_sync: bool, epoch: int | None = None) -> bool:
         """Take what a primary sent, in order: a delta or snapshot, then log entries, stopping at a
         gap; return whether this copy is now in sync with it (log matching: the same last entry,
-        seq and epoch, not just the same length). Both shells, real and simulated, call this."""
-        if state:
-            self.import_state(state)
-        for e in entries:
-            step = fencing.take_entry(self.seq, e.seq)
+        seq and epoch, not just the same length). Both shells, real and simulated, call this.
+
+        Everything is checked before anything is taken (the blob, then each entry against the
+        state it will meet, none from an epoch above the sender's `epoch`), so a refused call
+        (InvalidArgument) leaves the copy as it was."""
+        entries = list(entries)
+        checked = self.check_state(state) if state else None
+        plan = self._check_entries(entries, checked, epoch)
+        if checked is not None:
+            self._take_state(*checked)
+        for e, dec in plan:
+            self.apply(dec, e.payload, e.epoch)
+        return fencing.reached_sync(in_sync, self.seq, self.seq_epoch, primary_seq, primary_seq_epoch)
+
+    def _check_entries(self, entries: list[Entry], checked: tuple | None,
+                       epoch: int | None) -> list[tuple[Entry, Decoded]]:
+        """The entries to apply, each decoded and checked against the state it will meet."""
+        shapes = {n: a.shape for n, a in self.dense.items()}
+        seq, seq_epoch = self.seq, self.seq_epoch
+        if checked is not None:
+            meta, arrays = checked
+            if meta["full"]:
+                shapes = {}
+            shapes.update({n: arrays[f"d/{n}"].shape for n in meta["dense"]})
+            seq, seq_epoch = meta["seq"], meta["seq_epoch"]
+        plan = []
+        for i, e in enumerate(entries):
+            step = fencing.take_entry(seq, e.seq)
             if step is fencing.Entry.GAP:
                 break
-            if step is fencing.Entry.APPLY:
-                self.apply_entry(e)
-        return fencing.reached_sync(in_sync, self.seq, self.seq_epoch, primary_seq, primary_seq_epoch)
+            if step is fencing.Entry.SKIP:
+                continue
+            if e.epoch < seq_epoch or (epoch is not None and e.epoch > epoch):
+                raise InvalidArgument(f"entries[{i}] (seq {e.seq}) has epoch {e.epoch}, outside "
+                                      f"[{seq_epoch}, {epoch}]: entries never go back in epoch nor come from a later one")
+            try:
+                dec = self.validate(parse(ps_pb2.Update, e.payload, f"Replicate entries[{i}].payload"), shapes)
+            except (InvalidArgument, NotFound) as err:
+                raise InvalidArgument(f"entries[{i}] (seq {e.seq}): {err}") from None
+            for name, arr in dec.dense:
+                shapes.setdefault(name, arr.shape)
+            plan.append((e, dec))
+            seq, seq_epoch = e.seq, e.epoch
+        return plan
 
     def apply_entry(self, e: Entry) -> None:
         """Apply a replicated entry; it must be exactly the next seq."""
         if e.seq != self.seq + 1:
             raise InvalidArgument(f"entry seq {e.seq} does not follow applied seq {self.seq}")
-        upd = ps_pb2.Update.FromString(e.payload)
-        self.apply(self.validate(upd), e.payload, e.epoch)
+        self.take_replicated(b"", [e], e.seq, e.epoch, True)
 
     # ------------------------------------------------------------------ reads
     def pull_dense(self, since: int, names: list[str]) -> list[tuple[str, np.ndarray]]:
@@ -193,12 +273,25 @@ class ShardStore:
                 out.append((n, self.dense[n]))
         return out
 
-    def pull_rows(self, r: ps_pb2.Rows) -> tuple[np.ndarray, np.ndarray, int]:
-        if r.table not in self.tables:
-            known = ", ".join(sorted(self.tables)) or "none"
-            raise InvalidArgument(f"sparse[{r.table!r}]: unknown table; known tables: {known}")
-        ids = ids_from_pb(r)
-        t = self.tables[r.table]
+    def check_pull(self, req: ps_pb2.PullRequest) -> list[np.ndarray]:
+        """Check a pull before it takes the lock (its cost is bounded by the limits, so no pull holds
+        the shard long enough for replicas to suspect the primary); returns the ids per Rows."""
+        lim = self.spec.limits
+        if len(req.names) > lim.max_tensors:
+            raise TooLarge(f"names holds {len(req.names)} names; at most limits.max_tensors={lim.max_tensors}")
+        if sum(len(r.ids) // 8 for r in req.sparse) > lim.max_ids:
+            raise TooLarge(f"sparse holds more than limits.max_ids={lim.max_ids} ids in all; split the pull")
+        out = []
+        for r in req.sparse:
+            if r.table not in self.tables:
+                known = ", ".join(sorted(self.tables)) or "none"
+                raise InvalidArgument(f"sparse[{r.table[:80]!r}]: unknown table; known tables: {known}")
+            out.append(ids_from_pb(r, limits=lim))
+        return out
+
+    def pull_rows(self, table: str, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        """Current rows of checked `ids` (see check_pull)."""
+        t = self.tables[table]
         return ids, t.lookup(ids), t.dim
 
     def audit_counts(self) -> dict[str, int] | None:
@@ -219,6 +312,7 @@ class ShardStore:
         h = hashlib.blake2b(digest_size=16)
         for n in sorted(self.dense):
             h.update(n.encode())
+            h.update(repr(self.dense[n].shape).encode())     # a scalar () and a (1,) are not the same copy
             h.update(self.dense[n].tobytes())
             for s in sorted(self.dense_slots[n]):
                 h.update(self.dense_slots[n][s].tobytes())
@@ -262,16 +356,27 @@ class ShardStore:
                 "applied": self.applied.to_json(since)}
         return pack(meta, arrays), sum(a.nbytes for a in arrays.values())
 
+    def check_state(self, blob: bytes) -> tuple[dict, dict[str, np.ndarray]]:
+        """Unpack a blob from `export_state` (wire or disk) and check all of it against this store
+        (psnodes.statecheck); InvalidArgument names what is wrong, and nothing changed."""
+        try:
+            meta, arrays = unpack(blob)
+        except ValueError as e:
+            raise InvalidArgument(f"state: {e}") from None
+        check_state(meta, arrays, self.spec.shard, {n: t.dim for n, t in self.tables.items()},
+                    self.spec.optimizer.slot_names(), self.spec.limits, self.seq,
+                    {n: a.shape for n, a in self.dense.items()})
+        return meta, arrays
+
     def import_state(self, blob: bytes) -> None:
-        """Apply a blob from `export_state`: a full snapshot replaces, a delta must start at our seq."""
-        meta, arrays = unpack(blob)
-        if meta["shard"] != self.spec.shard:
-            raise InvalidArgument(f"state blob is of shard {meta['shard']}, not shard {self.spec.shard}")
+        """Apply a blob from `export_state`: a full snapshot replaces, a delta must start at our seq.
+        The whole blob is checked first: a bad one raises InvalidArgument and changes nothing."""
+        self._take_state(*self.check_state(blob))
+
+    def _take_state(self, meta: dict, arrays: dict[str, np.ndarray]) -> None:
         if meta["full"]:
             fresh = ShardStore(self.spec)
             self.__dict__.update({k: v for k, v in fresh.__dict__.items() if k != "spec"})
-        elif meta["base_seq"] != self.seq:
-            raise InvalidArgument(f"delta starts at seq {meta['base_seq']} but this copy is at {self.seq}")
         slot_names = self.spec.optimizer.slot_names()
         for n in meta["dense"]:
             self.dense[n] = arrays[f"d/{n}"].copy()

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from .errors import InvalidArgument
 from .proto import ps_pb2
 
-_VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
+_VARINT, _I64, _LEN, _SGROUP, _EGROUP, _I32 = 0, 1, 2, 3, 4, 5
 
 
 def varint(n: int) -> bytes:
@@ -30,6 +31,8 @@ def varint(n: int) -> bytes:
 def read_varint(buf: memoryview, pos: int) -> tuple[int, int]:
     shift = result = 0
     while True:
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
@@ -56,31 +59,66 @@ def _sub(field: int, parts: list) -> list:
     return [_key(field, _LEN), varint(n), *parts]
 
 
-def split_push(raw: bytes) -> tuple[ps_pb2.PushRequest, memoryview]:
-    """Parse a PushRequest and return, beside it, a zero-copy view of its `update` field's bytes.
+def parse(cls, raw: bytes, method: str):
+    """The one decoding boundary: `raw` parsed exactly as protobuf parses it, or InvalidArgument
+    naming the method and message (never gRPC's INTERNAL "Exception deserializing request!")."""
+    try:
+        return cls.FromString(raw)
+    except Exception as e:  # noqa: BLE001 - DecodeError, or anything upb raises on hostile bytes
+        raise InvalidArgument(f"{method}: the request does not parse as pschaos.ps.{cls.__name__} "
+                              f"({type(e).__name__}: {e}); encode it from psnodes/proto/ps.proto") from None
 
-    The view is the Update exactly as the client encoded it, so every Update field (the
-    idempotency key worker/incarnation/req_id included) reaches the log and the replicas as
-    sent; only PushRequest's own fields are walked here, and fixed-width ones are skipped."""
-    req = ps_pb2.PushRequest.FromString(raw)
+
+def _skip(view: memoryview, pos: int, wt: int, field: int) -> int:
+    """Position after one field value of wire type `wt` (a group: after its matching end)."""
+    if wt == _VARINT:
+        return read_varint(view, pos)[1]
+    if wt == _I64:
+        return pos + 8
+    if wt == _I32:
+        return pos + 4
+    if wt == _LEN:
+        n, pos = read_varint(view, pos)
+        return pos + n
+    if wt == _SGROUP:
+        while True:
+            key, pos = read_varint(view, pos)
+            if key & 7 == _EGROUP:
+                if key >> 3 != field:
+                    raise ValueError(f"group {field} closed by end of group {key >> 3}")
+                return pos
+            pos = _skip(view, pos, key & 7, key >> 3)
+    raise ValueError(f"wire type {wt} of field {field}")
+
+
+def split_push(raw: bytes) -> tuple[ps_pb2.PushRequest, memoryview | bytes]:
+    """Parse a PushRequest and return, beside it, the bytes of its `update` field.
+
+    Whatever protobuf accepts is accepted and whatever it refuses is refused (InvalidArgument):
+    the request is parsed by the generated parser first, and only then walked. When `update`
+    occurs once, the result is a zero-copy view of it exactly as the client encoded it, so every
+    Update field (the idempotency key included) reaches the log and the replicas as sent. When it
+    occurs more than once, protobuf merges the occurrences: then the merged message is serialized,
+    so the log holds what the primary applied, never just the last occurrence."""
+    req = parse(ps_pb2.PushRequest, raw, "Push")
     view = memoryview(raw)
-    payload = view[0:0]
+    spans: list[tuple[int, int]] = []
     pos = 0
-    while pos < len(view):
-        key, pos = read_varint(view, pos)
-        field, wt = key >> 3, key & 7
-        if wt == _VARINT:
-            _, pos = read_varint(view, pos)
-        elif wt == _LEN:
-            n, pos = read_varint(view, pos)
-            if field == 3:
-                payload = view[pos:pos + n]
-            pos += n
-        elif wt in (_I64, _I32):
-            pos += 8 if wt == _I64 else 4
-        else:
-            raise ValueError(f"unexpected wire type {wt} in PushRequest")
-    return req, payload
+    try:
+        while pos < len(view):
+            key, pos = read_varint(view, pos)
+            field, wt = key >> 3, key & 7
+            if field == 3 and wt == _LEN:
+                n, pos = read_varint(view, pos)
+                spans.append((pos, pos + n))
+                pos += n
+            else:
+                pos = _skip(view, pos, wt, field)
+    except (ValueError, IndexError) as e:   # protobuf took it, so this is our walker's gap: say so
+        raise InvalidArgument(f"Push: the request could not be split ({e}); encode it from ps.proto") from None
+    if len(spans) == 1:
+        return req, view[spans[0][0]:spans[0][1]]
+    return req, req.update.SerializeToString() if spans else b""
 
 
 def tensor_parts(name: str, shape: Sequence[int], data) -> list:

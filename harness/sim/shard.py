@@ -69,7 +69,7 @@ class SimCopy:
         self.store = ShardStore(ShardSpec(
             shard=self.shard, num_shards=cfg.shards, tables=dict(cfg.tables),
             optimizer=cfg.optimizer_config(), seed=cfg.seed, workers=cfg.workers,
-            log_entries=cfg.log_entries))
+            log_entries=cfg.log_entries, limits=cfg.request_limits()))
         self.alive = True
         self.role = "starting"
         self.epoch = 0
@@ -81,6 +81,7 @@ class SimCopy:
         self.peer_seq: dict[str, int] = {}
         self.peer_heard: dict[str, float] = {}
         self.suspecting = 0
+        self.verified: set[tuple[int, str]] = set()   # (epoch, primary) pairs etcd's record confirmed
         self.lease = 0
         self.lease_until = math.inf
         self.lease_seen = math.inf
@@ -135,6 +136,7 @@ class SimCopy:
 
     def become_primary(self, rec: ShardRecord) -> None:
         self.role, self.epoch, self.primary = "primary", rec.epoch, self.name
+        self.verified.add((rec.epoch, self.name))
         self.in_sync = True
         self.isr, self.epoch_start = list(rec.isr), rec.start_seq
         self.peer_seq = {self.name: self.store.seq}
@@ -149,6 +151,8 @@ class SimCopy:
         stop on their own: they run only while `is_primary(their epoch)`)."""
         was_primary = self.role == "primary"
         self.role, self.epoch, self.primary, self.epoch_start = "replica", epoch, primary, epoch_start
+        if primary:             # as in node.py: every caller took the pair from etcd or had it confirmed
+            self.verified.add((epoch, primary))
         self.last_heard = self.now()
         self.notify()
         if was_primary:
@@ -245,8 +249,22 @@ class SimCopy:
 
     # ------------------------------------------------------------ replicate
     def replicate(self, req: ReplicateReq) -> Gen:
-        """node.py's replicate: the fencing verdict, then entries in order, then log matching."""
+        """node.py's replicate: a new sender confirmed by etcd's record, the fencing verdict, then
+        entries in order, then log matching."""
         verdict = fencing.on_replicate(self.epoch, self.role, self.primary, req.epoch, req.primary)
+        if verdict is fencing.Replicate.FOLLOW and (req.epoch, req.primary) not in self.verified:
+            try:
+                kv = yield from self.ecall(lambda: self.etcd.get(self.cfg.shard_key(self.shard)))
+            except Exception as e:  # noqa: BLE001 - no etcd, no proof of who leads that epoch
+                raise NotPrimary(f"replicate from {req.primary} at epoch {req.epoch}: etcd could not confirm "
+                                 f"the shard record ({e}); retry") from None
+            rec = ShardRecord.from_json(kv.value) if kv else None
+            why = fencing.sender_refusal(rec.epoch if rec else None, rec.primary if rec else None,
+                                         req.epoch, req.primary)
+            if why:
+                raise StaleEpoch(f"replicate from {req.primary} at epoch {req.epoch} refused by {self.name}: {why}")
+            self.verified.add((req.epoch, req.primary))
+            verdict = fencing.on_replicate(self.epoch, self.role, self.primary, req.epoch, req.primary)
         why = fencing.replicate_refusal(verdict, self.name, self.epoch, req.epoch, req.primary)
         if why:
             raise StaleEpoch(why)
@@ -254,11 +272,10 @@ class SimCopy:
             self.follow(req.epoch, req.primary, req.epoch_start)
         self.last_heard = self.now()
         self.in_sync = self.store.take_replicated(req.state, req.entries, req.primary_seq,
-                                                  req.primary_seq_epoch, self.in_sync)
+                                                  req.primary_seq_epoch, self.in_sync, req.epoch)
         self.notify()
         return ReplicateReply(self.store.seq, self.epoch, fencing.suspecting(self.suspecting, req.epoch),
                               self.store.seq_epoch)
-        yield  # a generator like every handler (it never waits)
 
     # ------------------------------------------------------------ observation
     def final_state(self) -> dict:

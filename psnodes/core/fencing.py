@@ -108,3 +108,18 @@ def deposed_by(record_epoch: int | None, epoch: int) -> bool:
 def follow_record(record_epoch: int, epoch: int, record_primary: str, me: str) -> bool:
     """The shard record in etcd names a newer epoch led by someone else: follow it."""
     return record_epoch > epoch and record_primary != me
+
+
+def sender_refusal(record_epoch: int | None, record_primary: str | None, req_epoch: int, req_primary: str) -> str:
+    """Why a replicate call from `req_primary` at `req_epoch` is not from a primary at all, judged by
+    the shard record ('' when the record names exactly that primary at exactly that epoch). Epochs
+    come from the record, never from the wire alone: one above the record's is refused too."""
+    if record_epoch is None:
+        return "the shard has no record in etcd"
+    if req_epoch > record_epoch:
+        return f"epoch {req_epoch} does not exist: the shard record is at epoch {record_epoch}"
+    if req_epoch < record_epoch:
+        return f"epoch {req_epoch} is over: the shard record is at epoch {record_epoch} ({record_primary})"
+    if req_primary != record_primary:
+        return f"the shard record names {record_primary}, not {req_primary}, as primary of epoch {req_epoch}"
+    return ""

@@ -41,12 +41,12 @@ def test_init_is_set_if_absent():
 def test_embedding_rows_created_on_push_not_on_read():
     s = store()
     before = s.checksum()
-    ids, rows, dim = s.pull_rows(rows_to_pb("emb", np.array([5, 6]), None, 4))
+    ids, rows, dim = s.pull_rows("emb", np.array([5, 6]))
     assert rows.shape == (2, 4) and s.tables["emb"].n == 0 and s.checksum() == before
     push(s, push_update(1, ids=[5]))
     assert s.tables["emb"].n == 1
     # an untouched id still reads as its deterministic initializer
-    _, again, _ = s.pull_rows(rows_to_pb("emb", np.array([6]), None, 4))
+    _, again, _ = s.pull_rows("emb", np.array([6]))
     np.testing.assert_array_equal(again[0], rows[1])
 
 
