@@ -188,12 +188,14 @@ class ShardStore:
         InvalidArgument when any of them is not finite (the optimizer would store NaN or Inf)."""
         cfg = self.spec.optimizer
         dense = {}
-        for name, grad in dec.dense:
-            if is_audit(name):
-                dense[name] = (self.dense[name] - grad, {})    # plain SGD, lr 1: a count, not a parameter
-            else:
-                dense[name] = stepped(cfg, self.dense[name], grad, self.dense_slots[name], self.dense_steps[name] + 1)
-        rows = [(table, self.tables[table].prepare(ids, data)) for table, ids, data in dec.sparse]
+        with np.errstate(over="ignore", invalid="ignore"):      # an overflow is refused below, not warned
+            for name, grad in dec.dense:
+                if is_audit(name):
+                    dense[name] = (self.dense[name] - grad, {})    # plain SGD, lr 1: a count, not a parameter
+                else:
+                    dense[name] = stepped(cfg, self.dense[name], grad, self.dense_slots[name],
+                                          self.dense_steps[name] + 1)
+            rows = [(table, self.tables[table].prepare(ids, data)) for table, ids, data in dec.sparse]
         for name, (value, slots) in dense.items():
             if not (np.isfinite(value).all() and all(np.isfinite(v).all() for v in slots.values())):
                 raise InvalidArgument(f"dense[{name!r}]: this gradient would leave the parameter or its optimizer "

@@ -1,0 +1,224 @@
+"""Hostile input never changes state (issue 15), at the store and node level: each refusal named,
+each refused request leaving parameters, optimizer state, log, applied set and checksum as they were."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from psnodes.blob import pack, unpack
+from psnodes.codec import rows_to_pb, tensor_to_pb
+from psnodes.config import ClusterConfig, ShardRecord
+from psnodes.errors import ConfigError, InvalidArgument, StaleEpoch, TooLarge
+from psnodes.events import EventLog
+from psnodes.node import ShardNode
+from psnodes.optimizers import OptimizerConfig
+from psnodes.proto import ps_pb2
+from psnodes.store import ShardSpec, ShardStore
+from psnodes.updatelog import Entry
+
+from .helpers import init, push, push_update, store
+
+
+def fingerprint(s: ShardStore) -> tuple:
+    return (s.seq, s.seq_epoch, s.checksum(), s.log.last_seq, s.applied.count(), s.pushes,
+            {n: a.shape for n, a in s.dense.items()})
+
+
+def refused(s: ShardStore, upd: ps_pb2.Update, exc=InvalidArgument, words: str = "") -> str:
+    before = fingerprint(s)
+    with pytest.raises(exc) as e:
+        s.apply(s.validate(upd), upd.SerializeToString(), 1)
+    assert fingerprint(s) == before
+    assert words in str(e.value)
+    return str(e.value)
+
+
+def test_an_unknown_update_kind_is_refused_before_anything_else():
+    s = store()
+    init(s)
+    # the issue's case: a Push body whose update has kind 2 and an empty worker; and a wrong-shape
+    # gradient with kind 7
+    refused(s, ps_pb2.PushRequest.FromString(bytes.fromhex("10011a0408021807")).update, words="update.kind=2")
+    u = push_update(1, dense={"w": np.ones(5)})
+    u.kind = 7
+    refused(s, u, words="update.kind=7")
+
+
+def test_shapes_that_overflow_or_exceed_the_limits_are_refused():
+    s = store()
+    init(s)
+    huge = ps_pb2.Update(kind=ps_pb2.Update.INIT, dense=[ps_pb2.Tensor(name="x", shape=[2**32, 2**32],
+                                                                      dtype="float32")])
+    refused(s, huge, TooLarge, "limits.max_elements")
+    deep = ps_pb2.Update(kind=ps_pb2.Update.INIT, dense=[ps_pb2.Tensor(name="x", shape=[1] * 65,
+                                                                      dtype="float32", data=bytes(4))])
+    refused(s, deep, words="limits.max_dims")
+
+
+def test_a_gradient_above_max_abs_grad_or_one_driving_state_to_inf_changes_nothing():
+    s = store()
+    init(s)
+    refused(s, push_update(1, dense={"w": np.full((3, 4), 3e38)}), words="limits.max_abs_grad")
+    # within the limit, but SGD with a huge learning rate would overflow the parameter
+    big = ShardStore(ShardSpec(shard=0, num_shards=1, tables={"emb": 4}, optimizer=OptimizerConfig("sgd", lr=1e35)))
+    init(big)
+    refused(big, push_update(1, dense={"w": np.full((3, 4), 1e5)}), words="non-finite")
+    refused(big, _rows_push(big), words="non-finite")
+
+
+def _rows_push(s: ShardStore) -> ps_pb2.Update:
+    u = ps_pb2.Update(worker="w", req_id=9)
+    u.sparse.append(rows_to_pb("emb", np.array([3]), np.full((1, 4), 1e5), 4))
+    return u
+
+
+def test_one_table_twice_in_an_update_is_refused():
+    s = store()
+    u = push_update(1, ids=[1])
+    u.sparse.append(rows_to_pb("emb", np.array([2]), np.full((1, 4), 0.1), 4))
+    refused(s, u, words="appears twice")
+
+
+def test_a_scalar_keeps_its_shape_through_snapshot_and_delta_and_the_checksum_sees_shapes():
+    a, b = store(), store()
+    init(a, "s", shape=())
+    push(a, push_update(1, dense={"s": np.float32(0.5)}))
+    blob, _ = a.export_state(0)
+    b.import_state(blob)
+    assert b.dense["s"].shape == () and b.checksum() == a.checksum()
+    push(a, push_update(2, dense={"s": np.float32(0.25)}))
+    delta, _ = a.export_state(b.seq)
+    b.import_state(delta)
+    assert b.dense["s"].shape == () and b.checksum() == a.checksum()
+    push(b, push_update(3, dense={"s": np.float32(1.0)}))       # the next scalar push is taken
+    c = store()
+    init(c, "s", shape=(1,))
+    d = store()
+    init(d, "s", shape=())
+    assert c.checksum() != d.checksum()
+
+
+def test_the_issues_empty_full_snapshot_is_refused_and_wipes_nothing():
+    s = store()
+    init(s)
+    push(s, push_update(1, dense={"w": np.ones((3, 4))}, ids=[1]))
+    before = fingerprint(s)
+    bad = b"PSB1" + (lambda h: len(h).to_bytes(4, "little") + h)(
+        json.dumps({"meta": {"shard": 0, "full": True}, "arrays": []}).encode())
+    with pytest.raises(InvalidArgument, match="state.meta"):
+        s.import_state(bad)
+    assert fingerprint(s) == before
+
+
+@pytest.mark.parametrize("mutate", ["truncate", "magic", "header", "dtype", "offset", "missing-slot",
+                                    "extra-array", "nan", "shape-change", "wrong-shard", "bad-applied"])
+def test_malformed_state_blobs_are_refused_with_nothing_changed(mutate):
+    src, dst = store(), store()
+    init(src)
+    init(dst)
+    push(src, push_update(1, dense={"w": np.ones((3, 4))}, ids=[1, 2]))
+    blob, _ = src.export_state(0)
+    meta, arrays = unpack(blob)
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    if mutate == "truncate":
+        bad = blob[:len(blob) - 5]
+    elif mutate == "magic":
+        bad = b"XXXX" + blob[4:]
+    elif mutate == "header":
+        bad = blob[:8] + b"!" + blob[9:]
+    elif mutate == "dtype":
+        arrays["d/w"] = arrays["d/w"].astype(np.float64)
+        bad = pack(meta, arrays)
+    elif mutate == "offset":
+        bad = blob.replace(b'"d/w","<f4",[3,4],0,48', b'"d/w","<f4",[3,4],999999,48')
+        assert bad != blob
+    elif mutate == "missing-slot":
+        del arrays["ds/m/w"]
+        bad = pack(meta, arrays)
+    elif mutate == "extra-array":
+        arrays["d/zz"] = np.zeros(2, np.float32)
+        bad = pack(meta, arrays)
+    elif mutate == "nan":
+        arrays["d/w"][0, 0] = np.nan
+        bad = pack(meta, arrays)
+    elif mutate == "shape-change":
+        meta = {**meta, "full": False, "base_seq": dst.seq}
+        arrays["d/w"] = np.zeros((4, 3), np.float32)
+        arrays.update({f"ds/{k}/w": np.zeros((4, 3), np.float32) for k in ("m", "v")})
+        bad = pack(meta, arrays)
+    elif mutate == "wrong-shard":
+        bad = pack({**meta, "shard": 1}, arrays)
+    else:
+        bad = pack({**meta, "applied": {"ranges": {"w#1": [[5, 2]]}}}, arrays)
+    before = fingerprint(dst)
+    with pytest.raises(InvalidArgument):
+        dst.import_state(bad)
+    assert fingerprint(dst) == before
+
+
+def test_replicated_entries_are_all_checked_before_any_is_taken():
+    p, r = store(), store()
+    for s in (p, r):
+        init(s)
+    push(p, push_update(1, dense={"w": np.ones((3, 4))}))
+    good = p.log.since(r.seq)
+    bad = Entry(p.seq + 1, 1, b"\x08")                       # does not parse
+    wrong = Entry(p.seq + 1, 1, push_update(2, dense={"w": np.ones(5)}).SerializeToString())
+    future = Entry(good[0].seq, 9, good[0].payload)          # an epoch above the sender's
+    for entries in ([*good, bad], [*good, wrong], [future]):
+        before = fingerprint(r)
+        with pytest.raises(InvalidArgument, match="entries"):
+            r.take_replicated(b"", entries, p.seq + 1, 1, False, epoch=1)
+        assert fingerprint(r) == before
+    assert r.take_replicated(b"", good, p.seq, 1, False, epoch=1) and r.checksum() == p.checksum()
+
+
+def test_limits_come_from_the_config_and_unknown_keys_are_named():
+    cfg = ClusterConfig(cluster_id="u", etcd="http://127.0.0.1:1", limits={"max_ids": 10})
+    assert cfg.request_limits().max_ids == 10
+    with pytest.raises(ConfigError, match="max_idz"):
+        ClusterConfig(cluster_id="u", etcd="http://127.0.0.1:1", limits={"max_idz": 10})
+    with pytest.raises(ConfigError, match="limits.max_ids"):
+        ClusterConfig(cluster_id="u", etcd="http://127.0.0.1:1", limits={"max_ids": 0})
+
+
+class FakeEtcd:
+    """The shard record only: what a replica reads to confirm a new sender."""
+
+    def __init__(self, rec: ShardRecord | None) -> None:
+        self.rec = rec
+
+    def get(self, key):
+        if self.rec is None:
+            return None
+        return type("KV", (), {"value": self.rec.to_json().encode()})()
+
+
+def replica(tmp_path, rec: ShardRecord | None) -> ShardNode:
+    cfg = ClusterConfig(cluster_id="unit", etcd="http://127.0.0.1:1", shards=1, copies=3, workers=1,
+                        workdir=str(tmp_path), optimizer={"name": "sgd", "lr": 0.1})
+    node = ShardNode(cfg, "shard-0/1", dict(cfg.addresses), etcd=FakeEtcd(rec), events=EventLog(None, "shard-0/1"))
+    with node.cond:
+        node.follow(rec.epoch if rec else 1, rec.primary if rec else "shard-0/0", 0)
+    return node
+
+
+def test_replicate_is_taken_only_from_the_primary_etcd_names_at_that_epoch(tmp_path):
+    rec = ShardRecord(epoch=3, primary="shard-0/0", isr=["shard-0/0", "shard-0/1", "shard-0/2"])
+    node = replica(tmp_path, rec)
+    for epoch, primary, words in [(3, "shard-0/2", "names shard-0/0"), (2**64 - 1, "shard-0/2", "does not exist"),
+                                  (4, "shard-0/0", "does not exist")]:
+        req = ps_pb2.ReplicateRequest(shard=0, epoch=epoch, primary=primary)
+        with pytest.raises(StaleEpoch, match=words):
+            node.replicate(req)
+        assert (node.epoch, node.primary, node.role) == (3, "shard-0/0", "replica")
+    rep = node.replicate(ps_pb2.ReplicateRequest(shard=0, epoch=3, primary="shard-0/0"))
+    assert rep.epoch == 3
+    with pytest.raises(InvalidArgument, match="shard=1"):
+        node.replicate(ps_pb2.ReplicateRequest(shard=1, epoch=3, primary="shard-0/0"))
+    # a promotion etcd has recorded is followed
+    node.etcd.rec = ShardRecord(epoch=4, primary="shard-0/2", isr=["shard-0/2", "shard-0/1"])
+    node.replicate(ps_pb2.ReplicateRequest(shard=0, epoch=4, primary="shard-0/2"))
+    assert (node.epoch, node.primary) == (4, "shard-0/2")
