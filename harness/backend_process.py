@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 from pathlib import Path
@@ -63,6 +64,11 @@ class ProcessBackend:
         return self.run_dir / "cluster.json"
 
     @property
+    def client_config_path(self) -> Path:
+        """The config workers and users get: no peer token, so they cannot replicate."""
+        return self.run_dir / "client.json"
+
+    @property
     def work_dir(self) -> Path:
         """Node data and the shared checkpoint store."""
         return self.run_dir / "work"
@@ -98,8 +104,9 @@ class ProcessBackend:
             addresses={n: f"127.0.0.1:{ports[i]}" for i, n in enumerate(nodes)},
             metrics_ports={n: ports[len(nodes) + i] for i, n in enumerate(nodes)},
             workdir=str(self.work_dir), checkpoint_interval_s=s.checkpoint_interval_s,
-            max_lag=s.max_lag, min_isr=s.min_isr)
+            max_lag=s.max_lag, min_isr=s.min_isr, peer_token=secrets.token_hex(16))
         self.cfg.save(self.config_path)
+        self.cfg.client_view().save(self.client_config_path)
         if self.proxied:
             self._build_links(nodes, [f"worker-{j}" for j in range(s.workers)])
         self.launcher.start()
@@ -108,7 +115,7 @@ class ProcessBackend:
         self.etcd_server.start()
         for n in nodes:
             self.start_node(n)
-        self.client = PSClient(self.cfg, "harness", retry_budget=5.0)
+        self.client = PSClient(self.cfg.client_view(), "harness", retry_budget=5.0)
         try:
             self.client.wait_ready(timeout)
         except Exception as e:
@@ -160,7 +167,8 @@ class ProcessBackend:
         s = self.spec
         if self.proxied and not self.links_path(name).exists():
             self.add_links([name])                      # a worker added by scale-out gets its links too
-        args = [*self._link_args(name), "--config", str(self.config_path), "--name", name, "--model", s.model, "--mode", s.training,
+        args = [*self._link_args(name), "--config", str(self.client_config_path), "--name", name, "--model", s.model,
+                "--mode", s.training,
                 "--staleness", str(s.staleness), "--steps", str(steps), "--device", s.device,
                 "--events", str(self.events_path(name)), "--step-delay", str(step_delay)]
         if duration:

@@ -41,7 +41,7 @@ def up(args) -> int:
         be.teardown()
         shutil.rmtree(d, ignore_errors=True)
         raise
-    _state_path(d).write_text(json.dumps({"run_id": run_id, "pids": be.pids(), "config": str(be.config_path),
+    _state_path(d).write_text(json.dumps({"run_id": run_id, "pids": be.pids(), "config": str(be.client_config_path),
                                           "etcd": be.cfg.etcd, "started": time.time()}, indent=2))
     print(f"cluster {run_id} up in {d}: etcd {be.cfg.etcd}, {spec.shards} shards x {spec.copies} copies, "
           f"{spec.workers} workers ({spec.model}, {spec.replication} replication)")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import grpc
 
 TOKEN_HEADER = "x-pschaos-token"
+PEER_HEADER = "x-pschaos-peer-token"      # node-to-node calls (Replicate) carry this one as well
 
 
 def channel_options(max_bytes: int) -> list[tuple[str, int]]:
@@ -42,8 +43,8 @@ def dial(address: str, max_bytes: int) -> grpc.Channel:
     return grpc.insecure_channel(address, options=channel_options(max_bytes))
 
 
-def auth(token: str) -> tuple[tuple[str, str], ...]:
-    return ((TOKEN_HEADER, token),)
+def auth(token: str, peer_token: str = "") -> tuple[tuple[str, str], ...]:
+    return ((TOKEN_HEADER, token), (PEER_HEADER, peer_token)) if peer_token else ((TOKEN_HEADER, token),)
 
 
 def check_loopback(address: str, field: str) -> None:

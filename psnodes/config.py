@@ -28,6 +28,10 @@ class ClusterConfig:
     workers: int = 2
     mode: str = "sync"
     token: str = field(default_factory=lambda: secrets.token_hex(16))
+    # the node-to-node secret: Replicate calls must carry it too, so a client that holds only the
+    # cluster token (a worker: it is given `client_view()`) can never pose as a primary.
+    # "" = no separation (any holder of the cluster token may replicate)
+    peer_token: str = ""
     tables: dict[str, int] = field(default_factory=dict)
     optimizer: dict = field(default_factory=lambda: {"name": "adam", "lr": 0.01})
     seed: int = 0
@@ -117,6 +121,12 @@ class ClusterConfig:
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(asdict(self), indent=2))
+
+    def client_view(self) -> "ClusterConfig":
+        """This config as clients (workers, the harness's probes) get it: without the peer token."""
+        from dataclasses import replace
+
+        return replace(self, peer_token="")
 
     @classmethod
     def load(cls, path: str | Path) -> "ClusterConfig":

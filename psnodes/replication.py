@@ -38,7 +38,7 @@ class PeerSender(threading.Thread):
         self.channel = dial(self.node.links[peer], cfg.max_message_bytes)
         self.replicate = self.channel.unary_unary(f"/{SERVICE}/Replicate", request_serializer=None,
                                                   response_deserializer=ps_pb2.ReplicateReply.FromString)
-        self.md = auth(cfg.token)
+        self.md = auth(cfg.token, cfg.peer_token)
         self.stop = threading.Event()
         self.catchup: dict | None = None     # accounting while the peer is out of the ISR
         self.next_shrink = 0.0

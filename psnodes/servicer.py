@@ -8,7 +8,7 @@ from typing import Callable
 
 import grpc
 
-from .channels import TOKEN_HEADER, server_options
+from .channels import PEER_HEADER, TOKEN_HEADER, server_options
 from .errors import PSError, abort_with
 from .node import ShardNode, deadline_of
 from .proto import ps_pb2, ps_pb2_grpc
@@ -19,24 +19,33 @@ log = logging.getLogger("psnodes.rpc")
 
 
 class TokenInterceptor(grpc.ServerInterceptor):
-    """Refuse every call that lacks the cluster token (UNAUTHENTICATED), before any handler runs."""
+    """Refuse every call that lacks the cluster token (UNAUTHENTICATED), and every node-to-node call
+    (Replicate) that lacks the peer token when the cluster has one, before any handler runs."""
 
-    def __init__(self, token: str) -> None:
-        self._token = token.encode()
+    def __init__(self, token: str, peer_token: str = "") -> None:
+        self._token, self._peer = token.encode(), peer_token.encode()
 
-        def deny(request, context):
-            context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                          f"missing or wrong {TOKEN_HEADER} metadata; send the cluster token from the config")
+        def deny(why: str):
+            return grpc.unary_unary_rpc_method_handler(
+                lambda request, context: context.abort(grpc.StatusCode.UNAUTHENTICATED, why))
 
-        self._deny = grpc.unary_unary_rpc_method_handler(deny)
+        self._deny = deny(f"missing or wrong {TOKEN_HEADER} metadata; send the cluster token from the config")
+        self._deny_peer = deny(f"Replicate is node-to-node: missing or wrong {PEER_HEADER} metadata "
+                               "(only shard nodes hold the peer token; clients never replicate)")
+
+    @staticmethod
+    def _matches(md: dict, header: str, want: bytes) -> bool:
+        got = md.get(header, "")
+        return hmac.compare_digest(got.encode() if isinstance(got, str) else got, want)
 
     def intercept_service(self, continuation, details):
-        got = dict(details.invocation_metadata).get(TOKEN_HEADER, "")
-        if isinstance(got, str):
-            got = got.encode()
-        if not hmac.compare_digest(got, self._token):
+        md = dict(details.invocation_metadata)
+        if not self._matches(md, TOKEN_HEADER, self._token):
             log.debug("refused %s: missing or wrong token", details.method)
             return self._deny
+        if self._peer and details.method.endswith("/Replicate") and not self._matches(md, PEER_HEADER, self._peer):
+            log.debug("refused %s: missing or wrong peer token", details.method)
+            return self._deny_peer
         return continuation(details)
 
 
@@ -118,7 +127,7 @@ def handlers(s: Servicer) -> grpc.GenericRpcHandler:
 
 def make_server(node: ShardNode, address: str, workers: int = 16) -> grpc.Server:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpc"),
-                         interceptors=[TokenInterceptor(node.cfg.token)],
+                         interceptors=[TokenInterceptor(node.cfg.token, node.cfg.peer_token)],
                          options=server_options(node.cfg.max_message_bytes))
     server.add_generic_rpc_handlers((handlers(Servicer(node)),))
     if server.add_insecure_port(address) == 0:

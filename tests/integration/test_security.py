@@ -83,3 +83,19 @@ def test_node_refuses_a_non_loopback_address(tmp_path):
     out = subprocess.run([sys.executable, "-m", "psnodes.serve", "--config", str(tmp_path / "c.json"),
                           "--name", "shard-0/0"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "127.0.0.1" in out.stderr and "addresses" in out.stderr
+
+
+def test_replicate_needs_the_peer_token_that_workers_are_not_given(make_cluster):
+    from psnodes.channels import auth
+
+    be = make_cluster(shards=1, copies=2)
+    rec = be.routing()[0]
+    rep = next(n for n in be.cfg.shard_nodes(0) if n != rec.primary)
+    stub = be.client.stub(rep)
+    heartbeat = ps_pb2.ReplicateRequest(shard=0, epoch=rec.epoch, primary=rec.primary)
+    with pytest.raises(grpc.RpcError) as e:
+        stub.Replicate(heartbeat, timeout=5, metadata=be.client.md)       # the cluster token alone
+    assert e.value.code() == grpc.StatusCode.UNAUTHENTICATED and "peer" in e.value.details()
+    assert be.cfg.peer_token and ClusterConfig.load(be.client_config_path).peer_token == ""
+    ok = stub.Replicate(heartbeat, timeout=5, metadata=auth(be.cfg.token, be.cfg.peer_token))
+    assert ok.epoch == rec.epoch

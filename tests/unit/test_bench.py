@@ -15,7 +15,7 @@ from psnodes.servicer import SERVICE, make_server
 
 @pytest.fixture
 def echo_server():
-    cfg = SimpleNamespace(rpc_timeout_s=2.0, token="tok", max_message_bytes=16 << 20)
+    cfg = SimpleNamespace(rpc_timeout_s=2.0, token="tok", peer_token="", max_message_bytes=16 << 20)
     addr = f"127.0.0.1:{free_ports(1)[0]}"
     server = make_server(SimpleNamespace(cfg=cfg), addr, workers=2)
     server.start()
