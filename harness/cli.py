@@ -150,6 +150,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo(args)
 
 
+def cmd_fuzz(args: argparse.Namespace) -> int:
+    from .fuzz.session import fuzz_main
+
+    return fuzz_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="pschaos", description="Chaos harness for parameter-server training clusters")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -224,6 +230,16 @@ def build_parser() -> argparse.ArgumentParser:
     dm.add_argument("--seed", type=int, default=1)
     dm.add_argument("--out", default="out/demo")
     dm.set_defaults(fn=cmd_demo)
+
+    fz = sub.add_parser("fuzz", help="hostile gRPC client against its own 1x3 cluster: refused requests must change "
+                                     "nothing (exit 0 none found, 1 violations, 3 no evidence)")
+    fz.add_argument("--requests", type=int, default=10000, help="cases to send (default 10000)")
+    fz.add_argument("--seed", type=int, default=1, help="the one seed of every generated case (default 1)")
+    fz.add_argument("--json", action="store_true", help="the summary as one JSON object")
+    fz.add_argument("--out", help="summary.json, cases.jsonl and the clusters' files (default out/fuzz-<seed>)")
+    fz.add_argument("--max-restarts", type=int, default=3,
+                    help="fresh clusters after a case left the shard broken, before the run stops (default 3)")
+    fz.set_defaults(fn=cmd_fuzz)
     return ap
 
 

@@ -1,0 +1,168 @@
+"""Hypothesis strategies for hostile ReplicateRequests: forged primaries, epochs, entries, state.
+
+Out of scope, by decision: a token holder who names the real current primary at the current
+epoch and sends well-formed, applicable data is indistinguishable from that primary (the token is
+the whole of the cluster's authentication), so it is never generated. Whenever a request names
+the true primary (or the target itself, which may be the primary) at the current epoch, its
+content is drawn from `invalid_content` only: a first applicable entry whose payload is
+malformed or must be refused, a gap or stale seqs, or a state blob that must not load. Requests
+that name another node or another epoch may carry anything, valid data included.
+"""
+from __future__ import annotations
+
+import json
+import struct
+from functools import lru_cache
+
+from hypothesis import strategies as st
+
+from psnodes.blob import pack, unpack
+
+from .messages import bad_update, update, valid_update
+from .parts import MAX_U64, Part, rec, unknowns
+from .protowire import LEN, VARINT, Msg, Sym
+
+FAKE_NAMES = ("shard-0/9", "", "shard-1/0", "x" * 300, "zz-fuzzer-node")
+WHO = ("primary", "other", "target", *(f"fake:{n}" for n in FAKE_NAMES))
+EPOCHS = {"current": Sym("epoch"), "+1": Sym("epoch", 1), "+2": Sym("epoch", 2), "-1": Sym("epoch", -1),
+          "0": 0, "max": MAX_U64}
+
+#: bytes that no protobuf parser reads as an Update
+MALFORMED = (b"\x08", b"\x12\x05ab", b"\x12\x02\xff\xfe", b"\x00\x01", b"\x0c", b"\x2a\x03\x0a\x05a", b"\x0f",
+             b"\x08" + b"\xff" * 10 + b"\x01", b"\x2a\x80\x80\x80\x80\x10")
+
+
+@lru_cache(maxsize=1)
+def empty_state() -> tuple[dict, dict]:
+    """meta and arrays of a full snapshot of an empty shard 0 (tables {"emb": 8}, adam): the
+    template of valid-looking blobs."""
+    from psnodes.optimizers import OptimizerConfig
+    from psnodes.store import ShardSpec, ShardStore
+
+    blob, _ = ShardStore(ShardSpec(shard=0, num_shards=1, tables={"emb": 8},
+                                   optimizer=OptimizerConfig("adam", 0.01))).export_state(0)
+    meta, arrays = unpack(blob)
+    return meta, {k: v.copy() for k, v in arrays.items()}
+
+
+def _blob_with(meta_edit: dict | None = None, drop: str | None = None, arrays: dict | None = None) -> bytes:
+    meta, arr = empty_state()
+    meta = {k: v for k, v in meta.items() if k != drop}
+    meta.update(meta_edit or {})
+    return pack(meta, arr if arrays is None else arrays)
+
+
+def _raw_blob(head: bytes, tail: bytes = b"") -> bytes:
+    return b"PSB1" + struct.pack("<I", len(head)) + head + tail
+
+
+@st.composite
+def bad_blob(draw) -> tuple[bytes, str]:
+    """A state blob that must not load, and what is wrong with it."""
+    meta, _ = empty_state()
+    kind = draw(st.sampled_from(["garbage", "truncated", "bad-magic", "head-len", "not-json", "json-list",
+                                 "meta-only-shard-full", "missing-key", "wrong-shard", "dense-no-array",
+                                 "delta-base", "seq-type", "offset-past-end"]))
+    if kind == "garbage":
+        return b"\x00" + draw(st.binary(max_size=64)), kind
+    if kind == "truncated":
+        full = _blob_with()
+        return full[: draw(st.integers(0, len(full) - 1))], kind
+    if kind == "bad-magic":
+        return b"PSB2" + _blob_with()[4:], kind
+    if kind == "head-len":
+        return b"PSB1" + struct.pack("<I", draw(st.sampled_from([1 << 31, 0xFFFFFFFF, 10 ** 6]))) + b"{}", kind
+    if kind == "not-json":
+        return _raw_blob(b"{not json"), kind
+    if kind == "json-list":
+        return _raw_blob(b"[]"), kind
+    if kind == "meta-only-shard-full":
+        return pack({"shard": 0, "full": True}, {}), kind
+    if kind == "missing-key":
+        key = draw(st.sampled_from(sorted(meta)))
+        return _blob_with(drop=key), f"missing meta.{key}"
+    if kind == "wrong-shard":
+        return _blob_with({"shard": draw(st.sampled_from([1, -1, "0", None]))}), kind
+    if kind == "dense-no-array":
+        return _blob_with({"dense": ["fz/vec"], "dense_steps": {"fz/vec": 1}, "dense_mod": {"fz/vec": 1}}), kind
+    if kind == "delta-base":
+        return _blob_with({"full": False, "base_seq": 1 << 40}), kind
+    if kind == "seq-type":
+        return _blob_with({"seq": draw(st.sampled_from([-5, "x", None]))}), kind
+    head = json.dumps({"meta": meta, "arrays": [["d/fz/vec", "<f4", [4], 1 << 30, 16]]}).encode()
+    return _raw_blob(head), kind
+
+
+def entry(seq, epoch, payload) -> Msg:
+    return rec(1, VARINT, seq) + rec(2, VARINT, epoch) + rec(3, LEN, payload)
+
+
+@st.composite
+def invalid_content(draw) -> Part:
+    """Entries and state that no correct replica applies: no entry at seq+1 with a payload it
+    could apply, and at least one defect (a malformed first entry, a gap, stale seqs, a bad blob)."""
+    defect = draw(st.sampled_from(["bad-entry", "bad-entry", "gap", "stale", "blob", "blob"]))
+    p = Part(Msg())
+    epoch = draw(st.sampled_from([Sym("epoch"), Sym("epoch"), 0, MAX_U64]))
+    if defect == "blob":
+        raw, why = draw(bad_blob())
+        p += Part(rec(8, LEN, raw), (), (f"state {why}",))
+    if defect == "bad-entry":
+        if draw(st.booleans()):
+            payload, why = draw(st.sampled_from(MALFORMED)), "malformed payload"
+        else:
+            u = draw(bad_update())
+            payload, why = u.msg, f"payload {'; '.join(u.bad)[:40]}"
+        p += Part(rec(4, LEN, entry(Sym("seq", 1), epoch, payload)), (), (why,))
+    elif defect == "gap":
+        first = draw(st.sampled_from([Sym("seq", 2), Sym("seq", 3), Sym("seq", 1000), MAX_U64]))
+        p += Part(rec(4, LEN, entry(first, epoch, draw(update()).msg)), (), ("gap",))
+    elif defect == "stale":
+        for off in draw(st.lists(st.sampled_from([0, -1, -2]), min_size=1, max_size=3)):
+            p += Part(rec(4, LEN, entry(Sym("seq", off), epoch, draw(update()).msg)), (), ("stale seq",))
+    # later entries: only past the first gap (seq+2 and on), so a replica that stopped, skipped or
+    # refused the defect still has nothing it could apply
+    for off in draw(st.lists(st.sampled_from([2, 3, 4]), max_size=2)):
+        p += Part(rec(4, LEN, entry(Sym("seq", off), epoch, draw(update()).msg)))
+    return p
+
+
+@st.composite
+def any_content(draw) -> Part:
+    """What a forged primary may send: invalid content, valid entries in order, a full
+    snapshot of an empty shard (which would wipe a replica that takes it), or a bare heartbeat."""
+    kind = draw(st.sampled_from(["invalid", "entries", "entries", "empty-snapshot", "heartbeat"]))
+    if kind == "invalid":
+        return draw(invalid_content())
+    if kind == "heartbeat":
+        return Part(Msg(), (), ("heartbeat",))
+    if kind == "empty-snapshot":
+        return Part(rec(8, LEN, _blob_with()), (), ("empty full snapshot",))
+    p = Part(Msg(), (), ("valid entries",))
+    epoch = draw(st.sampled_from([Sym("epoch"), Sym("epoch", 1), 0]))
+    for i in range(draw(st.integers(1, 3))):
+        p += Part(rec(4, LEN, entry(Sym("seq", i + 1), epoch, draw(valid_update()).msg)))
+    return p
+
+
+@st.composite
+def replicate_request(draw, who: str | None = None) -> Part:
+    """A ReplicateRequest from a forged sender; `who` fixes the sender (mutation bases use a
+    name no byte edit turns into a real node's)."""
+    # the real primary at the current epoch is the sender a replica listens to: drawn most often
+    who = who or draw(st.sampled_from(("primary", "primary") + WHO))
+    e = draw(st.sampled_from(["current", "current", *EPOCHS]))
+    sender = Sym(who) if not who.startswith("fake:") else who[5:]
+    true_primary = e == "current" and who in ("primary", "target")
+    content = draw(invalid_content() if true_primary else any_content())
+    p = Part(Msg(), (), (f"from {who[:16]} at epoch {e}",))
+    shard = draw(st.sampled_from([None, None, None, 0, 1, -1]))
+    if shard is not None:
+        p += Part(rec(1, VARINT, shard), (), (f"shard={shard}",) if shard else ())
+    p += Part(rec(2, VARINT, EPOCHS[e]) + rec(3, LEN, sender)) + content
+    for field, choices in ((5, [Sym("seq"), Sym("seq", 5), MAX_U64]), (6, [0, Sym("seq"), MAX_U64]),
+                           (9, [Sym("epoch"), Sym("epoch", 1), MAX_U64])):
+        v = draw(st.sampled_from([None, *choices]))
+        if v is not None:
+            p += Part(rec(field, VARINT, v))
+    return p + draw(unknowns((7, 10, 100)))
