@@ -6,6 +6,7 @@ backend says which clock it keeps in `backend.clock`; `clock_of` falls back to t
 """
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable, Protocol, runtime_checkable
 
@@ -29,6 +30,18 @@ class Clock(Protocol):
         value, checked once more at the deadline)."""
         ...
 
+    def spawn(self, fn: Callable[[], Any], name: str) -> Any:
+        """Run `fn` beside the caller (a thread on this clock); a handle for `join` and `alive`."""
+        ...
+
+    def join(self, handle: Any, timeout: float | None = None) -> bool:
+        """Wait for a spawned `fn` to end, at most `timeout` s on this clock; True when it ended."""
+        ...
+
+    def alive(self, handle: Any) -> bool:
+        """Whether a spawned `fn` still runs."""
+        ...
+
 
 class WallClock:
     """The real clock of this machine."""
@@ -49,6 +62,18 @@ class WallClock:
                 return True
             self.sleep(period)
         return bool(pred())
+
+    def spawn(self, fn: Callable[[], Any], name: str) -> threading.Thread:
+        t = threading.Thread(target=fn, name=name, daemon=True)
+        t.start()
+        return t
+
+    def join(self, handle: threading.Thread, timeout: float | None = None) -> bool:
+        handle.join(timeout)
+        return not handle.is_alive()
+
+    def alive(self, handle: threading.Thread) -> bool:
+        return handle.is_alive()
 
 
 WALL = WallClock()

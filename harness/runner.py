@@ -153,14 +153,13 @@ class Runner:
         w = self.sc.workload
         limit = (w.duration_s or 0) + 120 + w.steps * 0.5
         ctx = FaultContext(self.backend, self.rng, lambda f, v: self.history.record(f, v), w.steps, w.step_delay_s)
-        sampler = threading.Thread(target=self._sample, name="sampler", daemon=True)
         self.sampling = True
-        sampler.start()
+        sampler = self.clock.spawn(self._sample, "sampler")      # a thread, or the simulator's turn-taker
         try:
             self._loop(ctx, pending, watch, t0, limit)
         finally:
             self.sampling = False
-            sampler.join(5)
+            self.clock.join(sampler, 5)
         for i, f in pending:
             self.history.record("fault-missed", {"index": i, "kind": f.kind, "selector": f.target,
                                                  "at": f.at.model_dump(), "why": "the workload ended first"})

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import itertools
 import re
-import time
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -31,6 +29,7 @@ from .etcd import Etcd
 from .events import EventLog
 from .placement import AUDIT_SLOTS, audit_name, dense_shard, row_shards
 from .proto import ps_pb2, ps_pb2_grpc
+from .runtime import REAL, Runtime
 
 
 class Unavailable(PSError):
@@ -48,19 +47,24 @@ class PullResult:
 class PSClient:
     def __init__(self, cfg: ClusterConfig, name: str, links: dict[str, str] | None = None,
                  events: EventLog | None = None, call_timeout: float | None = None,
-                 retry_budget: float = 20.0) -> None:
+                 retry_budget: float = 20.0, *, runtime: Runtime = REAL, etcd=None,
+                 stub_factory: Callable[[str], object] | None = None) -> None:
+        """`runtime`, `etcd` and `stub_factory` are the machine: the real ones by default, the
+        simulator's (virtual time, simulated etcd and network) in a simulated run."""
         self.cfg, self.name = cfg, name
+        self.rt = runtime
+        self._stub_factory = stub_factory
         self.limits = cfg.request_limits()
         self.links = links or dict(cfg.addresses)
         self.events = events or EventLog(None, name)
-        self.etcd = Etcd(etcd_url(cfg, self.links), timeout=0.5)
+        self.etcd = etcd if etcd is not None else Etcd(etcd_url(cfg, self.links), timeout=0.5)
         self.md = auth(cfg.token)
         self.call_timeout = call_timeout or cfg.rpc_timeout_s
         self.retry_budget = retry_budget
         self.routes: dict[int, ShardRecord] = {}
         self._stubs: dict[str, ps_pb2_grpc.ParameterServerStub] = {}
         self._channels: list[grpc.Channel] = []
-        self.incarnation = time.time_ns() // 1000        # this process; part of every idempotency key
+        self.incarnation = int(runtime.time() * 1e6)      # this process (µs); part of every idempotency key
         self._req_ids: defaultdict[int, itertools.count] = defaultdict(lambda: itertools.count(1))
         m = re.fullmatch(r"worker-(\d+)", name)
         self.audit_slot = int(m.group(1)) if m and int(m.group(1)) < AUDIT_SLOTS else None
@@ -68,7 +72,7 @@ class PSClient:
         self.current_values: Callable[[], dict[str, np.ndarray]] | None = None
         self._ops = itertools.count(1)
         self.versions: dict[int, tuple[int, int]] = {}   # shard -> (epoch, seq) of the last dense pull
-        self.pool = ThreadPoolExecutor(max_workers=max(1, cfg.shards), thread_name_prefix="ps-client")
+        self.pool = runtime.pool(max(1, cfg.shards), "ps-client")
         self.pushed_bytes = 0
         self.pulled_bytes = 0
 
@@ -81,7 +85,7 @@ class PSClient:
 
     def wait_ready(self, timeout: float = 30.0) -> None:
         """Wait until every shard has a primary in the routing table."""
-        end = time.monotonic() + timeout
+        end = self.rt.monotonic() + timeout
         while True:
             try:
                 self.refresh()
@@ -89,12 +93,14 @@ class PSClient:
                 pass
             if len(self.routes) == self.cfg.shards:
                 return
-            if time.monotonic() > end:
+            if self.rt.monotonic() > end:
                 raise Unavailable(f"shards without a primary after {timeout}s: "
                                   f"{sorted(set(range(self.cfg.shards)) - set(self.routes))}")
-            time.sleep(0.05)
+            self.rt.sleep(0.05)
 
     def stub(self, node: str) -> ps_pb2_grpc.ParameterServerStub:
+        if node not in self._stubs and self._stub_factory is not None:
+            self._stubs[node] = self._stub_factory(node)
         if node not in self._stubs:
             ch = dial(self.links[node], self.cfg.max_message_bytes)
             self._channels.append(ch)
@@ -103,7 +109,7 @@ class PSClient:
 
     def call(self, shard: int, method: str, make: callable, timeout: float | None = None):
         """Call the shard's primary, re-routing and retrying on failover until the retry budget ends."""
-        end = time.monotonic() + self.retry_budget
+        end = self.rt.monotonic() + self.retry_budget
         delay = 0.01
         last: Exception | None = None
         while True:
@@ -122,10 +128,10 @@ class PSClient:
                     if not isinstance(err, RETRYABLE) and e.code() != grpc.StatusCode.UNKNOWN:
                         raise err from None
                     last = err
-            if time.monotonic() + delay > end:
+            if self.rt.monotonic() + delay > end:
                 raise Unavailable(f"shard {shard}: no primary answered {method} within "
                                   f"{self.retry_budget}s; last error: {last}")
-            time.sleep(delay)
+            self.rt.sleep(delay)
             delay = min(delay * 2, 0.1)
             try:
                 self.refresh(shard)

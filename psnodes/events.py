@@ -6,15 +6,16 @@ Times are wall-clock seconds so that logs of different processes can be merged.
 from __future__ import annotations
 
 import json
-import os
 import threading
-import time
 from pathlib import Path
+
+from .runtime import REAL, Runtime
 
 
 class EventLog:
-    def __init__(self, path: Path | None, node: str) -> None:
+    def __init__(self, path: Path | None, node: str, runtime: Runtime = REAL) -> None:
         self.node = node
+        self.runtime = runtime
         self._lock = threading.Lock()
         self._f = None
         if path is not None:
@@ -24,7 +25,8 @@ class EventLog:
     def emit(self, f: str, value: dict, type_: str = "info", op_id: str | None = None) -> None:
         if self._f is None:
             return
-        ev = {"t": time.time(), "node": self.node, "type": type_, "f": f, "value": value, "pid": os.getpid()}
+        ev = {"t": self.runtime.time(), "node": self.node, "type": type_, "f": f, "value": value,
+              "pid": self.runtime.pid()}
         if op_id is not None:
             ev["op_id"] = op_id
         line = json.dumps(ev)

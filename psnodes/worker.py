@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +24,7 @@ from .events import EventLog
 from .tuning import tune_malloc
 from .models import make_task, pick_device
 from .placement import is_audit
+from .runtime import REAL, Runtime
 
 MODES = ("async", "bsp", "ssp")
 
@@ -32,14 +32,17 @@ MODES = ("async", "bsp", "ssp")
 class Worker:
     def __init__(self, cfg: ClusterConfig, name: str, model: str, mode: str = "async", staleness: int = 2,
                  device: str = "auto", links: dict[str, str] | None = None, events: EventLog | None = None,
-                 seed: int | None = None, step_delay: float = 0.0) -> None:
+                 seed: int | None = None, step_delay: float = 0.0, *, runtime: Runtime = REAL,
+                 client: PSClient | None = None) -> None:
+        """`runtime` and `client` are the machine (psnodes.runtime): the simulator passes its own."""
         if mode not in MODES:
             raise ValueError(f"mode={mode!r} is unknown; use one of {', '.join(MODES)}")
         self.cfg, self.name, self.mode, self.staleness = cfg, name, mode, staleness
         self.events = events or EventLog(None, name)
         self.device = pick_device(device)
         self.task = make_task(model, cfg.seed if seed is None else seed, self.device)
-        self.client = PSClient(cfg, name, links, self.events)
+        self.rt = runtime
+        self.client = client or PSClient(cfg, name, links, self.events)
         self.client.current_values = self.values    # re-offered as INIT if a shard lost them
         index = int(name.rsplit("-", 1)[-1]) if name.rsplit("-", 1)[-1].isdigit() else 0
         self.rng = np.random.default_rng([cfg.seed, index])
@@ -90,16 +93,16 @@ class Worker:
 
     def run(self, steps: int, duration: float | None = None) -> float:
         self.start()
-        end = time.monotonic() + duration if duration else None
+        end = self.rt.monotonic() + duration if duration else None
         step = 0
-        while step < steps and not self.stop and (end is None or time.monotonic() < end):
+        while step < steps and not self.stop and (end is None or self.rt.monotonic() < end):
             try:
                 self.step(step)
             except PSError as e:
                 self.events.emit("train-error", {"worker": self.name, "step": step, "error": str(e)})
             step += 1
             if self.step_delay:
-                time.sleep(self.step_delay)
+                self.rt.sleep(self.step_delay)
         tail = self.losses[-50:]     # 50 steps: the estimate must not be a coin flip
         final = float(np.mean(tail)) if tail else float("nan")
         self.events.emit("train-done", {"worker": self.name, "steps": step, "final_loss": final,

@@ -20,9 +20,8 @@ class Flap(Fault):
     def inject(self) -> None:
         # its own generator, seeded from the run's in the main thread: the draws stay one seed's
         self.rng = random.Random(self.ctx.rng.random())
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name="flap", daemon=True)
-        self.thread.start()
+        self.stop = threading.Event()        # only polled (clock.wait_until), never waited on
+        self.thread = self.ctx.clock.spawn(self._loop, "flap")
 
     def _loop(self) -> None:
         try:
@@ -66,8 +65,7 @@ class Flap(Fault):
 
     def heal(self) -> None:
         self.stop.set()
-        self.thread.join(30)
-        if self.thread.is_alive():
+        if not self.ctx.clock.join(self.thread, 30):
             self._error("the flap thread did not stop within 30 s of its heal")
         done = getattr(self, "done", 0)
         self.info["flaps_done"] = done

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.clock import WALL
 from harness.scenario import ClusterSpec
 
 
@@ -55,6 +56,15 @@ class ManualClock:
                 self.cond.wait(0.001)
         for f in self.listeners:
             f(self.t)
+
+    def spawn(self, fn: Callable[[], Any], name: str) -> threading.Thread:
+        return WALL.spawn(fn, name)
+
+    def join(self, handle: threading.Thread, timeout: float | None = None) -> bool:
+        return WALL.join(handle, timeout)      # as before the clock had threads: a real join
+
+    def alive(self, handle: threading.Thread) -> bool:
+        return handle.is_alive()
 
     def wait_until(self, pred: Callable[[], Any], timeout: float, period: float = 0.05) -> bool:
         end = round(self.t + timeout, 9)

@@ -1,0 +1,160 @@
+"""Blocking code in virtual time: the runner, the faults and the workers, unchanged, on SimPy's clock.
+
+The harness's runner, its fault threads (flap) and psnodes' worker and client are written for
+the wall clock: they call `sleep`, wait for replies, and run in threads. To run them in virtual
+time without a second copy of their logic, each runs in a real thread that holds a *baton*: one
+thread runs at a time, and a thread that waits (for a virtual duration or for a SimPy event) hands
+the baton on. When no thread is ready, the waiting thread steps the SimPy Environment until one
+is; the threads woken at the same virtual instant run in the order they were woken. So the
+interleaving is a function of the seed alone, never of the OS scheduler: a seed replays a run
+byte for byte, and virtual time passes only when every thread waits (a run is as fast as its
+computation, not its sleeps).
+
+The rule for code running here: wait only through this module (`sleep`, `wait_event`, `join`,
+`spawn`), never on an OS primitive (threading.Event.wait, queue.get, a socket): a thread blocked
+outside the baton would stall the simulation (it is detected: `Stalled`).
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from typing import Any, Callable
+
+import simpy
+
+from harness.errors import HarnessError
+
+HANDOFF_TIMEOUT_S = 600.0      # wall seconds a waiting thread waits for the baton before declaring a stall
+
+
+class Closed(BaseException):
+    """The simulation ended: a thread still waiting for its turn unwinds (BaseException, so no
+    `except Exception` in the code it runs swallows it)."""
+
+
+class Stalled(HarnessError):
+    """Nothing can run: every thread waits and the Environment has no event left, or a thread
+    blocked outside the baton."""
+
+
+class Baton:
+    """One thread's turn: set when it may run."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.go = threading.Event()
+        self.done: simpy.Event | None = None
+        self.error: BaseException | None = None
+        self.result: Any = None
+
+
+class VirtualTime:
+    """The baton scheduler over one Environment (module docstring). The thread that creates it
+    holds the baton first."""
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self._ready: list[tuple[float, int, Baton]] = []
+        self._seq = itertools.count()
+        self._local = threading.local()
+        self._local.baton = Baton("main")
+        self._all: list[Baton] = []
+        self.closed = False
+
+    # ----------------------------------------------------------- waiting
+    def current(self) -> Baton:
+        b = getattr(self._local, "baton", None)
+        if b is None:
+            raise HarnessError(f"thread {threading.current_thread().name} is not run by the virtual clock: "
+                               "start it with clock.spawn(...)")
+        return b
+
+    def wait_event(self, ev: simpy.Event) -> Any:
+        """Block this thread until `ev` is processed; its value (or its failure, raised)."""
+        me = self.current()
+        if not ev.processed:
+            ev.callbacks.append(lambda _e: self._wake(me))
+            self._switch(me)
+        if not ev.ok:
+            ev.defused = True
+            raise ev.value
+        return ev.value
+
+    def sleep(self, s: float) -> None:
+        if s < 0:
+            raise ValueError(f"sleep length must be non-negative, got s={s}")
+        self.wait_event(self.env.timeout(s))
+
+    def _wake(self, b: Baton) -> None:
+        heapq.heappush(self._ready, (self.env.now, next(self._seq), b))
+
+    def _next(self) -> Baton:
+        while not self._ready:
+            if self.env.peek() == float("inf"):
+                raise Stalled("every thread waits and no simulated event is left: nothing can happen any more")
+            self.env.step()
+        return heapq.heappop(self._ready)[2]
+
+    def _switch(self, me: Baton) -> None:
+        nxt = self._next()
+        if nxt is me:
+            return
+        nxt.go.set()
+        if not me.go.wait(HANDOFF_TIMEOUT_S):
+            raise Stalled(f"{me.name} waited {HANDOFF_TIMEOUT_S:.0f} wall seconds for its turn: a thread "
+                          "blocked outside the virtual clock")
+        me.go.clear()
+        if self.closed:
+            raise Closed()
+
+    def close(self) -> None:
+        """End the simulation: every thread still waiting for its turn unwinds (Closed)."""
+        self.closed = True
+        for b in self._all:
+            b.go.set()
+
+    # ----------------------------------------------------------- threads
+    def spawn(self, fn: Callable[[], Any], name: str) -> Baton:
+        """Run `fn` in a new thread under the baton; it starts when the caller next waits."""
+        b = Baton(name)
+        b.done = self.env.event()
+        self._all.append(b)
+
+        def run() -> None:
+            self._local.baton = b
+            b.go.wait()
+            b.go.clear()
+            if self.closed:
+                return
+            try:
+                b.result = fn()
+            except Closed:
+                return
+            except BaseException as e:  # noqa: BLE001 - kept for join(), as a thread's would be
+                b.error = e
+            b.done.succeed()
+            try:
+                nxt = self._next()
+            except Stalled:
+                return
+            nxt.go.set()
+
+        threading.Thread(target=run, name=name, daemon=True).start()
+        self._wake(b)
+        return b
+
+    def join(self, b: Baton, timeout: float | None = None) -> bool:
+        """Wait until `b`'s thread ended (True) or `timeout` virtual seconds passed (False)."""
+        if b.done.processed:
+            return True
+        evs = [b.done] if timeout is None else [b.done, self.env.timeout(timeout)]
+        self.wait_event(simpy.AnyOf(self.env, evs))
+        return b.done.processed or b.done.triggered
+
+    def run_process(self, gen) -> Any:
+        """Run a SimPy generator as a process and block this thread until it returns (its value)."""
+        return self.wait_event(self.env.process(gen))
+
+
+__all__ = ["Baton", "Closed", "Stalled", "VirtualTime"]
