@@ -27,6 +27,9 @@ from .replicate import replicate_request
 
 METHODS = ("Push", "Pull", "Replicate", "Snapshot", "Status", "Echo")
 BAD_AUTH = ("missing", "wrong", "empty", "case", "prefix", "suffix", "space", "other-header")
+PEER_AUTH = ("no-peer", "wrong-peer")       # the cluster token but not the peer token (Replicate)
+#: psnodes.channels.PEER_HEADER where psnodes has one (its older versions have no peer token)
+PEER_HEADER = "x-pschaos-peer-token"
 DEADLINE = 2.0
 
 
@@ -42,19 +45,32 @@ class Case:
     parallel: int = 1            # concurrent identical calls (Snapshot)
 
 
-def metadata(auth: str, token: str) -> tuple[tuple[str, str], ...]:
-    """The call metadata of a case. Header names stay lower case: HTTP/2 cannot carry others
-    (gRPC refuses them on the client side), so "wrong case" is the token's value."""
-    if auth == "ok":
-        return ((TOKEN_HEADER, token),)
+def metadata(auth: str, token: str, peer_token: str = "") -> tuple[tuple[str, str], ...]:
+    """The call metadata of a case. A Replicate also carries the peer token (a cluster that has
+    one refuses Replicate without it), so the fuzzer plays the strongest outsider there is: a
+    holder of both tokens. Header names stay lower case: HTTP/2 cannot carry others (gRPC
+    refuses them on the client side), so "wrong case" is the token's value."""
+    peer = ((PEER_HEADER, peer_token),) if peer_token else ()
+    if auth in ("ok", "no-peer", "wrong-peer"):
+        if auth == "no-peer":
+            return ((TOKEN_HEADER, token),)
+        return ((TOKEN_HEADER, token),) + (((PEER_HEADER, peer_token + "x"),) if auth == "wrong-peer" else peer)
     if auth == "missing":
-        return ()
+        return peer
     if auth == "other-header":
-        return ((TOKEN_HEADER + "s", token),)
+        return ((TOKEN_HEADER + "s", token),) + peer
     swapped = token.swapcase() if token.swapcase() != token else "Z" + token[1:]
     value = {"wrong": "not-the-token", "empty": "", "case": swapped, "prefix": token[:-1],
              "suffix": token + "x", "space": " " + token}[auth]
-    return ((TOKEN_HEADER, value),)
+    return ((TOKEN_HEADER, value),) + peer
+
+
+def refused_by_auth(auth: str, method: str, peer_token: str) -> bool:
+    """Whether a correct server refuses this call UNAUTHENTICATED whatever its body: a bad cluster
+    token always; a missing or wrong peer token on a Replicate when the cluster has one."""
+    if auth in PEER_AUTH:
+        return method == "Replicate" and bool(peer_token)
+    return auth != "ok"
 
 
 def _label(p: Part) -> str:
@@ -102,7 +118,8 @@ def case(draw) -> Case:
     # replica (a primary refuses them all at its own epoch)
     method = draw(st.sampled_from(METHODS + ("Push", "Replicate")))
     target = draw(st.sampled_from(["primary", "replica"] + (["replica"] if method == "Replicate" else [])))
-    auth = draw(st.integers(0, 9).flatmap(lambda i: st.sampled_from(BAD_AUTH) if i == 0 else st.just("ok")))
+    bad = BAD_AUTH + (PEER_AUTH * 2 if method == "Replicate" else ())
+    auth = draw(st.integers(0, 9).flatmap(lambda i: st.sampled_from(bad) if i == 0 else st.just("ok")))
     form = draw(st.sampled_from(["structured", "structured", "structured", "random", "mutated"]))
     parallel = draw(st.integers(1, 4)) if method == "Snapshot" else 1
     if form == "random":

@@ -1,8 +1,10 @@
 """Hypothesis strategies for hostile ReplicateRequests: forged primaries, epochs, entries, state.
 
-Out of scope, by decision: a token holder who names the real current primary at the current
-epoch and sends well-formed, applicable data is indistinguishable from that primary (the token is
-the whole of the cluster's authentication), so it is never generated. Whenever a request names
+The fuzzer sends these with the peer token too (harness/fuzz/cases.metadata), so the handler
+itself is under test, not only the token check. Out of scope, by decision: a holder of the tokens
+who names the real current primary at the current epoch and sends well-formed, applicable data
+is indistinguishable from that primary (the tokens are the whole of the cluster's
+authentication), so it is never generated. Whenever a request names
 the true primary (or the target itself, which may be the primary) at the current epoch, its
 content is drawn from `invalid_content` only: a first applicable entry whose payload is
 malformed or must be refused, a gap or stale seqs, or a state blob that must not load. Requests

@@ -33,7 +33,7 @@ from psnodes.channels import dial
 from psnodes.proto import ps_pb2
 from psnodes.servicer import SERVICE
 
-from .cases import Case, generate, metadata
+from .cases import Case, generate, metadata, refused_by_auth
 from .observe import CONTENT, FIELDS, converged, describe, diff, healthy, read_state, view, wait_state
 from .parts import DENSE, DIM, TABLE
 from .protowire import Ctx, render
@@ -131,10 +131,12 @@ class FuzzRun:
         ctx = Ctx(epoch=b["epoch"], primary=primary, target=node, other=other, seq=b["seq"],
                   seq_epoch=b["seq_epoch"], token=self.be.cfg.token)
         raw = render(case.body, ctx)
-        results = self._send(node, case, raw, metadata(case.auth, self.be.cfg.token))
+        peer = getattr(self.be.cfg, "peer_token", "") if case.method == "Replicate" else ""
+        results = self._send(node, case, raw, metadata(case.auth, self.be.cfg.token, peer))
         codes = [r[0] for r in results]
         found: list[tuple[str, str]] = []
-        if case.auth != "ok" and any(c != "UNAUTHENTICATED" for c in codes):
+        unauth = refused_by_auth(case.auth, case.method, peer)
+        if unauth and any(c != "UNAUTHENTICATED" for c in codes):
             found.append(("unauthenticated-accepted", f"token {case.auth!r} answered {codes}"))
         if any(c in ("UNKNOWN", "INTERNAL") for c in codes):
             found.append(("unknown-or-internal", ""))
@@ -171,12 +173,12 @@ class FuzzRun:
         rec = {"case": index, "method": case.method, "target": node, "role": case.target, "auth": case.auth,
                "label": case.label, "code": codes[0] if len(set(codes)) == 1 else ",".join(codes),
                "details": results[0][1][:200], "bytes": len(raw), "hex": raw[:128].hex(),
-               "ms": round(slow * 1000, 1), "must_refuse": case.must_refuse}
+               "ms": round(slow * 1000, 1), "must_refuse": case.must_refuse, "unauthenticated": unauth}
         return rec, codes, found
 
     def _record(self, case: Case, rec: dict, codes: list[str], found: list[tuple[str, str]]) -> None:
         self.records.append(rec)
-        self.summary.count(case.method, codes, case.auth != "ok", replay="replay_of" in rec)
+        self.summary.count(case.method, codes, rec["unauthenticated"], replay="replay_of" in rec)
         for kind, detail in found:
             self.summary.violation(kind, rec, detail)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from google.protobuf.message import DecodeError
 
-from harness.fuzz.cases import BAD_AUTH, generate, metadata
+from harness.fuzz.cases import BAD_AUTH, PEER_AUTH, PEER_HEADER, generate, metadata, refused_by_auth
 from harness.fuzz.protowire import I32, I64, LEN, SGROUP, VARINT, Ctx, Msg, encode, render
 from harness.fuzz.replicate import empty_state
 from psnodes.blob import pack, unpack
@@ -51,9 +51,24 @@ def test_encoder_matches_protobuf_and_writes_what_protobuf_cannot():
 
 @pytest.mark.parametrize("auth", BAD_AUTH)
 def test_bad_auth_never_carries_the_token(auth):
-    md = metadata(auth, CTX.token)
-    assert (TOKEN_HEADER, CTX.token) not in md
-    assert all(k == k.lower() for k, _ in md)
+    for peer in ("", "peer-secret"):
+        md = metadata(auth, CTX.token, peer)
+        assert (TOKEN_HEADER, CTX.token) not in md
+        assert all(k == k.lower() for k, _ in md)
+        assert refused_by_auth(auth, "Push", peer) and refused_by_auth(auth, "Replicate", peer)
+
+
+@pytest.mark.parametrize("auth", PEER_AUTH)
+def test_without_the_peer_token_only_replicate_is_refused(auth):
+    md = metadata(auth, CTX.token, "peer-secret")
+    assert (TOKEN_HEADER, CTX.token) in md and (PEER_HEADER, "peer-secret") not in md
+    assert refused_by_auth(auth, "Replicate", "peer-secret")
+    assert not refused_by_auth(auth, "Replicate", "") and not refused_by_auth(auth, "Push", "peer-secret")
+
+
+def test_a_replicate_carries_the_peer_token_when_there_is_one():
+    assert metadata("ok", CTX.token, "peer-secret") == ((TOKEN_HEADER, CTX.token), (PEER_HEADER, "peer-secret"))
+    assert metadata("ok", CTX.token) == ((TOKEN_HEADER, CTX.token),)
 
 
 def _defective(upd: ps_pb2.Update) -> bool:
