@@ -2,81 +2,75 @@
 
 This is psnodes/node.py's second shell. Where the real node holds a lock and a condition
 variable, a copy here is only touched by one SimPy process at a time, and "notify" is an event
-that waiting processes yield on (`_changed`). Every decision is the core's: dedup, the ack rule
-and follower lease, the lease bound, fencing and replicate verdicts. The processes that drive a
-copy (replication senders, elector, keepalive, bootstrap) are in shard_replication.py and
-shard_election.py, composed in shard_procs.py: the split of psnodes' node.py, replication.py and
-election.py.
+that waiting processes yield on (`_changed`). Every decision is the core's. The processes that
+drive a copy (senders, elector, keepalive, bootstrap, the checkpoint writer, start and stop)
+are in shard_replication.py, shard_election.py and shard_procs.py; the replicate handler is in
+shard_replication.py and checkpoints in shard_checkpoint.py (mixed in here).
 
-Killing a copy (`kill`) interrupts its processes and makes it refuse every call, as a killed
-process refuses connections; its store stays as it was, for the final-state reading.
+A copy is a process, so it can be killed, stopped, restarted, paused and resumed. Everything it
+runs goes through `_drive`: after each event it waited on, its code goes on only while the copy
+runs, so a paused copy makes no progress (its keepalives stop: etcd expires its lease on time)
+and a call to it gets no answer until it is resumed or the caller's deadline passes
+(DEADLINE_EXCEEDED). `session` moves at every kill and restart: code begun before it never
+touches the new incarnation's state. A killed copy's store stays as it was, for the final state.
 """
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import simpy
 
 from psnodes.config import ClusterConfig, ShardRecord
-from psnodes.core import ack, dedup, fencing, lease
-from psnodes.errors import NotPrimary, ReplicationFailed, StaleEpoch
+from psnodes.core import ack, dedup, fencing, gating, lease
+from psnodes.errors import InvalidArgument, NotPrimary, ReplicationFailed, Timeout
 from psnodes.placement import parse_node_name
 from psnodes.proto import ps_pb2
 from psnodes.store import ShardSpec, ShardStore
-from psnodes.updatelog import Entry
+from psnodes.wire import encode_pull_reply
 
 from .clock import SimClock
+from .disk import SimDisk
 from .etcd import SimEtcd
 from .network import SimNetwork
 from .rpc import Gen, SimHistory, etcd_call
+from .shard_checkpoint import CopyCheckpoints
+from .shard_procs import ProcessControl
+from .shard_replication import ReplicateReply, ReplicateReq, ReplicaSide
 
 
-@dataclass
-class ReplicateReq:
-    """psnodes' ReplicateRequest as plain values (the sim sizes it instead of encoding it)."""
-
-    shard: int
-    epoch: int
-    primary: str
-    entries: list[Entry]
-    primary_seq: int
-    epoch_start: int
-    state: bytes
-    primary_seq_epoch: int
-
-    def nbytes(self) -> int:
-        return 64 + len(self.state) + sum(16 + len(e.payload) for e in self.entries)
-
-
-@dataclass
-class ReplicateReply:
-    applied_seq: int
-    epoch: int
-    suspecting: bool
-    seq_epoch: int
-
-
-class SimCopy:
-    """One copy `shard-<i>/<r>`: store, role, ISR and lease bound, and its RPC handlers."""
+class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
+    """One copy `shard-<i>/<r>`: store, role, ISR and lease bound, its RPC handlers, its disk."""
 
     def __init__(self, env: simpy.Environment, clock: SimClock, etcd: SimEtcd, net: SimNetwork,
-                 cfg: ClusterConfig, name: str, history: SimHistory) -> None:
+                 cfg: ClusterConfig, name: str, history: SimHistory, disk: SimDisk | None = None) -> None:
         self.env, self.clock, self.etcd, self.net, self.cfg, self.name = env, clock, etcd, net, cfg, name
         self.history = history
+        self.disk = disk or SimDisk.of(env, clock)
         self.shard, self.slot = parse_node_name(name)
+        self.incarnation = 1
+        self.session = 0
+        self.alive = True
+        self.paused = False
+        self._resumed = env.event()
+        self.procs: list[simpy.Process] = []
+        self.on_promote: Callable[[], None] = lambda: None          # shard_procs: start senders
+        self.on_start: Callable[[], None] = lambda: None            # shard_procs: serve.py's start
+        self.on_stop: Callable[[float], simpy.Process] | None = None  # shard_procs: serve.py's SIGTERM
+        self._fresh()
+
+    def _fresh(self) -> None:
+        """A new process's state, as ShardNode.__init__ sets it."""
+        cfg = self.cfg
         self.store = ShardStore(ShardSpec(
             shard=self.shard, num_shards=cfg.shards, tables=dict(cfg.tables),
             optimizer=cfg.optimizer_config(), seed=cfg.seed, workers=cfg.workers,
             log_entries=cfg.log_entries, limits=cfg.request_limits()))
-        self.alive = True
-        self.role = "starting"
-        self.epoch = 0
-        self.primary = ""
+        self.role, self.epoch, self.primary = "starting", 0, ""
         self.isr: list[str] = []
         self.epoch_start = 0
-        self.last_heard = env.now
+        self.last_heard = self.env.now
         self.in_sync = False
         self.peer_seq: dict[str, int] = {}
         self.peer_heard: dict[str, float] = {}
@@ -85,9 +79,14 @@ class SimCopy:
         self.lease = 0
         self.lease_until = math.inf
         self.lease_seen = math.inf
-        self.procs: list[simpy.Process] = []
-        self._changed = env.event()
-        self.on_promote: Callable[[], None] = lambda: None     # set by shard_procs: start senders
+        self.restored_from = ""
+        self.started = False        # serve.py installed its SIGTERM handler ("start" was emitted)
+        self.stopping = False       # SIGTERM received: the periodic checkpoint loop ends
+        self.accepting = True       # the gRPC server takes new calls
+        self.answering = True       # calls in flight may still be answered (server.stop's grace)
+        self.done = self.env.event()
+        self.ckpt_lock = simpy.Resource(self.env, capacity=1)
+        self._changed = self.env.event()
 
     # ------------------------------------------------------------ plumbing
     def now(self) -> float:
@@ -105,30 +104,12 @@ class SimCopy:
         """`yield from copy.wait_change(t)`: until notified or `t` virtual seconds passed."""
         yield self._changed | self.env.timeout(max(0.0, timeout))
 
-    def spawn(self, gen: Gen) -> simpy.Process:
-        """Run one of this copy's processes; `kill` interrupts it."""
-        def guarded() -> Gen:
-            try:
-                yield from gen
-            except simpy.Interrupt:
-                return
-        p = self.env.process(guarded())
-        self.procs.append(p)
-        self.procs = [q for q in self.procs if q.is_alive]
-        return p
+    def writer_tag(self) -> str:
+        """What stands for pid and thread in this copy's temporary file names."""
+        return f"{self.name.replace('/', '-')}.{self.incarnation}"
 
     def ecall(self, fn: Callable[[], Any]) -> Gen:
         return (yield from etcd_call(self.net, self.env, self.name, fn))
-
-    def kill(self) -> None:
-        """Stop every process of this copy; it answers nothing from now on."""
-        self.alive = False
-        active = self.env.active_process
-        for p in self.procs:
-            if p.is_alive and p is not active:
-                p.interrupt("killed")
-        self.procs = []
-        self.notify()
 
     # ------------------------------------------------------------ roles
     def is_primary(self, epoch: int | None = None) -> bool:
@@ -179,6 +160,9 @@ class SimCopy:
         self.lease_seen = self.now()
         self.notify()
 
+    def lease_valid(self) -> bool:
+        return lease.valid(self.now(), self.lease_until)
+
     def lease_lost(self, reason: str) -> bool:
         if self.role != "primary":
             return False
@@ -187,8 +171,14 @@ class SimCopy:
         return True
 
     def _check_lease(self) -> None:
-        if not lease.valid(self.now(), self.lease_until):
-            raise NotPrimary(f"{self.name} could not renew its etcd lease in time; retry")
+        if not self.lease_valid():
+            raise NotPrimary(f"{self.name} could not renew its etcd lease in time: it stopped serving shard "
+                             f"{self.shard} so that no other copy is restored while it acks; retry")
+
+    def _check_shard(self, shard: int, method: str) -> None:
+        if shard != self.shard:
+            raise InvalidArgument(f"{method}: shard={shard} but {self.name} serves shard {self.shard}; "
+                                  "route by the shard record in etcd")
 
     def _check_primary(self, client_epoch: int) -> None:
         why = fencing.serve_refusal_words(self.name, self.shard, self.role, self.epoch, self.primary, client_epoch)
@@ -199,16 +189,47 @@ class SimCopy:
     def _replicas(self) -> ack.Replicas:
         return ack.Replicas(self.name, self.isr, self.peer_seq, self.cfg.mode, self.cfg.min_isr)
 
-    # ------------------------------------------------------------ push
+    def replicated(self, seq: int) -> bool:
+        return ack.replicated(self._replicas(), seq)
+
+    # ------------------------------------------------------------ RPCs (each through `serve`)
     def push(self, req: ps_pb2.PushRequest, deadline: float) -> Gen:
-        """`reply = yield from copy.push(req, deadline)`: node.py's push, waits in virtual time."""
+        """`reply = yield from copy.push(req, deadline)`: ShardNode.push in virtual time."""
+        return (yield from self.serve(lambda: self._push(req, deadline), deadline))
+
+    def pull(self, req: ps_pb2.PullRequest, deadline: float) -> Gen:
+        """`raw = yield from copy.pull(req, deadline)`: ShardNode.pull, the serialized PullReply."""
+        return (yield from self.serve(lambda: self._pull(req, deadline), deadline))
+
+    def serve_status(self, req: ps_pb2.StatusRequest, deadline: float) -> Gen:
+        """The Status call as a call: no answer while paused, refused once down."""
+        def instant() -> Gen:
+            return self.status(req)
+            yield  # noqa: unreachable - makes this a generator
+        return (yield from self.serve(instant, deadline))
+
+    def status(self, req: ps_pb2.StatusRequest) -> ps_pb2.StatusReply:
+        """ShardNode.status, at this instant (whatever the copy's state: see `serve_status`)."""
+        reply = ps_pb2.StatusReply(
+            node=self.name, shard=self.shard, role=self.role, epoch=self.epoch, seq=self.store.seq,
+            isr=self.isr, log_start=self.store.log.base_seq, seq_epoch=self.store.seq_epoch,
+            restored_from=self.restored_from, pushes=self.store.pushes)
+        if req.checksum:
+            reply.checksum = self.store.checksum()
+        if req.applied:
+            reply.applied_json = json.dumps(self.store.applied.ranges)
+        if req.audit:
+            counts = self.store.audit_counts()
+            reply.audit_json = "" if counts is None else json.dumps(counts, sort_keys=True)
+        return reply
+
+    def _push(self, req: ps_pb2.PushRequest, deadline: float) -> Gen:
         upd = req.update
+        self._check_shard(req.shard, "Push")
         self._check_primary(req.epoch)
         epoch = self.epoch
         if self.cfg.mode == "async":
-            yield from self._wait(epoch, deadline, lambda: ack.within_lag(self._replicas(), self.store.seq,
-                                                                           self.cfg.max_lag),
-                                  lambda: f"replicas trail more than max_lag={self.cfg.max_lag} entries")
+            yield from self._wait_lag(epoch, deadline)
         dup_seq = self.store.duplicate_seq(upd)
         dec = self.store.validate(upd) if dup_seq is None else None
         noop = dec is not None and self.store.is_noop(dec)
@@ -220,62 +241,77 @@ class SimCopy:
             self.peer_seq[self.name] = seq
             self.notify()
         if self.cfg.mode == "sync":
-            yield from self._wait(epoch, deadline, lambda: ack.replicated(self._replicas(), seq),
-                                  lambda: f"seq {seq} not acknowledged by in-sync replicas "
-                                          f"{ack.lagging(self._replicas(), seq)} in time (ISR {self.isr}); retry")
+            yield from self._wait_replicated(seq, epoch, deadline)
         else:
-            yield from self._wait(epoch, deadline, self._followers_fresh,
-                                  lambda: f"in-sync replicas have not answered recently "
-                                          f"({ack.silent(self.name, self.isr, self.peer_heard) or self.isr}); retry")
-            self._check_lease()
+            yield from self._wait_followers(epoch, deadline)
         return ps_pb2.PushReply(epoch=epoch, seq=seq, duplicate=d.duplicate, node=self.name)
+
+    def _pull(self, req: ps_pb2.PullRequest, deadline: float) -> Gen:
+        self._check_shard(req.shard, "Pull")
+        ids = self.store.check_pull(req)
+        self._check_primary(req.epoch)
+        epoch = self.epoch
+        while not gating.ready(req.min_clock, self.store.min_clock()):
+            left = deadline - self.now()
+            if left <= 0:
+                raise Timeout(f"min_clock={req.min_clock}: the slowest worker is at clock "
+                              f"{self.store.min_clock()}; BSP/SSP wait timed out")
+            yield from self.wait_change(min(left, 0.05))
+            self._check_primary(req.epoch)
+        if self.cfg.mode == "sync":
+            # read only what is replicated, so no worker ever sees a state a failover undoes
+            yield from self._wait_replicated(self.store.seq, epoch, deadline)
+        dense = [] if req.no_dense else self.store.pull_dense(req.since_seq, list(req.names))
+        rows = [self.store.pull_rows(r.table, i) for r, i in zip(req.sparse, ids)]
+        return encode_pull_reply(epoch, self.store.seq, self.name,
+                                 ((n, a.shape, memoryview(a).cast("B")) for n, a in dense),
+                                 ((r.table, i.tobytes(), dim, data.tobytes())
+                                  for r, (i, data, dim) in zip(req.sparse, rows)))
+
+    def _wait_replicated(self, seq: int, epoch: int, deadline: float) -> Gen:
+        """Until every ISR member applied `seq`; raise if primacy or the lease is lost."""
+        while True:
+            if not self.is_primary(epoch):
+                raise NotPrimary(f"{self.name} lost primacy of shard {self.shard} before seq {seq} "
+                                 "was replicated; retry with the same request id")
+            self._check_lease()
+            if self.replicated(seq):
+                return
+            left = deadline - self.now()
+            if left <= 0:
+                lagging = ack.lagging(self._replicas(), seq)
+                raise ReplicationFailed(f"seq {seq} not acknowledged by in-sync replicas {lagging} in time "
+                                        f"(ISR {self.isr}, min_isr {self.cfg.min_isr}); retry with the same request id")
+            yield from self.wait_change(min(left, 0.05))
 
     def _followers_fresh(self) -> bool:
         return ack.followers_fresh(self.name, self.isr, self.peer_heard, self.now(),
                                    self.cfg.suspect_s, self.cfg.follower_margin_s)
 
-    def _wait(self, epoch: int, deadline: float, done: Callable[[], bool], late: Callable[[], str]) -> Gen:
-        """node.py's wait loops: until `done`, while primary of `epoch` under a live lease."""
-        while True:
+    def _wait_followers(self, epoch: int, deadline: float) -> Gen:
+        """Async mode: ack only under the follower lease, and the etcd lease."""
+        while not self._followers_fresh():
             if not self.is_primary(epoch):
                 raise NotPrimary(f"{self.name} lost primacy of shard {self.shard}; retry with the same request id")
             self._check_lease()
-            if done():
-                return
             left = deadline - self.now()
             if left <= 0:
-                raise ReplicationFailed(late())
-            yield from self.wait_change(min(left, 0.05))
+                silent = ack.silent(self.name, self.isr, self.peer_heard)
+                raise ReplicationFailed(f"in-sync replicas have not answered recently ({silent or self.isr}); "
+                                        "retry with the same request id")
+            yield from self.wait_change(min(left, 0.02))
+        self._check_lease()
 
-    # ------------------------------------------------------------ replicate
-    def replicate(self, req: ReplicateReq) -> Gen:
-        """node.py's replicate: a new sender confirmed by etcd's record, the fencing verdict, then
-        entries in order, then log matching."""
-        verdict = fencing.on_replicate(self.epoch, self.role, self.primary, req.epoch, req.primary)
-        if verdict is fencing.Replicate.FOLLOW and (req.epoch, req.primary) not in self.verified:
-            try:
-                kv = yield from self.ecall(lambda: self.etcd.get(self.cfg.shard_key(self.shard)))
-            except Exception as e:  # noqa: BLE001 - no etcd, no proof of who leads that epoch
-                raise NotPrimary(f"replicate from {req.primary} at epoch {req.epoch}: etcd could not confirm "
-                                 f"the shard record ({e}); retry") from None
-            rec = ShardRecord.from_json(kv.value) if kv else None
-            why = fencing.sender_refusal(rec.epoch if rec else None, rec.primary if rec else None,
-                                         req.epoch, req.primary)
-            if why:
-                raise StaleEpoch(f"replicate from {req.primary} at epoch {req.epoch} refused by {self.name}: {why}")
-            self.verified.add((req.epoch, req.primary))
-            verdict = fencing.on_replicate(self.epoch, self.role, self.primary, req.epoch, req.primary)
-        why = fencing.replicate_refusal(verdict, self.name, self.epoch, req.epoch, req.primary)
-        if why:
-            raise StaleEpoch(why)
-        if verdict is fencing.Replicate.FOLLOW:
-            self.follow(req.epoch, req.primary, req.epoch_start)
-        self.last_heard = self.now()
-        self.in_sync = self.store.take_replicated(req.state, req.entries, req.primary_seq,
-                                                  req.primary_seq_epoch, self.in_sync, req.epoch)
-        self.notify()
-        return ReplicateReply(self.store.seq, self.epoch, fencing.suspecting(self.suspecting, req.epoch),
-                              self.store.seq_epoch)
+    def _wait_lag(self, epoch: int, deadline: float) -> Gen:
+        """Async mode: pushes wait while a replica trails more than max_lag entries."""
+        while not ack.within_lag(self._replicas(), self.store.seq, self.cfg.max_lag):
+            if not self.is_primary(epoch):
+                raise NotPrimary(f"{self.name} lost primacy of shard {self.shard}")
+            self._check_lease()
+            left = deadline - self.now()
+            if left <= 0:
+                raise ReplicationFailed(f"replicas trail more than max_lag={self.cfg.max_lag} entries")
+            yield from self.wait_change(min(left, 0.05))
 
     # ------------------------------------------------------------ observation
     def final_state(self) -> dict:
@@ -286,7 +322,7 @@ class SimCopy:
         return {**st, "role": self.role, "epoch": self.epoch, "seq": self.store.seq,
                 "checksum": self.store.checksum(), "pushes": self.store.pushes,
                 "applied": {k: [list(r) for r in v] for k, v in self.store.applied.ranges.items()},
-                "restored_from": "", "audit": self.store.audit_counts()}
+                "restored_from": self.restored_from, "audit": self.store.audit_counts()}
 
 
 __all__ = ["ReplicateReply", "ReplicateReq", "SimCopy"]

@@ -1,26 +1,30 @@
 """A simulated copy's lease, bootstrap and elector: psnodes/election.py as SimPy processes (same
-etcd keys from psnodes.config, same core calls, same order).
-
-Simplification, named: the restore path of election.py (`maybe_restore`, when every ISR copy is
-lost) is not modelled yet; a copy that is not eligible only waits another suspect period.
+etcd keys from psnodes.config, same core calls, same order, same events), restore included: when
+no ISR copy is alive, the live copies post what they hold and, after every ISR copy's lease
+surely expired, the newest one restores from its own state or the shard's shared checkpoint.
 """
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from psnodes.config import ShardRecord
 from psnodes.core import fencing, lease, promotion
 from psnodes.core.promotion import Position
 
 from .rpc import Gen
-from .shard import SimCopy
+
+if TYPE_CHECKING:
+    from .shard import SimCopy
 
 
 class SimElector:
-    """Elector for one copy `c`: register and keep the lease, bootstrap, suspect and stand."""
+    """Elector for one copy `c`: register and keep the lease, bootstrap, suspect, stand, restore."""
 
-    c: SimCopy
+    c: "SimCopy"
     announced: tuple[str, bool] = ("", False)
+    orphan_since: float | None = None
+    posted: tuple[str, dict] | None = None     # our restore candidate: (key, value)
 
     def register(self) -> Gen:
         c, cfg = self.c, self.c.cfg
@@ -102,8 +106,10 @@ class SimElector:
             c.follow(rec.epoch, rec.primary, rec.start_seq)
             return
         if not promotion.eligible(c.name, rec.isr, c.in_sync):
-            c.last_heard = c.now()        # restore path not modelled (module docstring)
+            yield from self.maybe_restore(rec, kv.mod_revision)
+            c.last_heard = c.now()
             return
+        yield from self.withdraw()
         if not lease.suspects(c.now(), c.last_heard, cfg.suspect_s):
             return                        # the primary was heard meanwhile
         c.suspecting = rec.epoch
@@ -131,3 +137,60 @@ class SimElector:
             c.become_primary(new)
         else:
             c.last_heard = c.now()
+
+    def maybe_restore(self, rec: ShardRecord, mod_revision: int) -> Gen:
+        """Elector.maybe_restore: once no ISR copy has been alive for a lease TTL (plus a suspect
+        period), the live copy with the newest state restores, by a compare-and-swap that also
+        fails if an ISR copy came back meanwhile (its node key changed)."""
+        c, cfg = self.c, self.c.cfg
+        nodes = yield from c.ecall(lambda: c.etcd.get_prefix(cfg.prefix + "nodes/"))
+        keys = {kv.key.rsplit("/nodes/", 1)[1]: kv for kv in nodes}
+        announced = {n: json.loads(keys[n].value) for n in rec.isr if n in keys and n != c.name}
+        if promotion.isr_copy_alive(c.name, rec.isr, announced):
+            yield from self.withdraw()
+            return
+        prefix = cfg.restore_prefix(c.shard, rec.epoch)
+        me = {"seq": c.store.seq, "seq_epoch": c.store.seq_epoch}
+        if self.posted != (prefix + c.name, me):
+            yield from c.ecall(lambda: c.etcd.put(prefix + c.name, json.dumps(me), lease=c.lease))
+            self.posted = (prefix + c.name, me)
+        now = c.now()
+        phase = promotion.orphan_phase(self.orphan_since, now, cfg.lease_ttl_s, cfg.suspect_s)
+        if phase is promotion.Orphan.START:
+            self.orphan_since = now
+            return
+        if phase is promotion.Orphan.WAIT:
+            return
+        live = [n for n in keys if n.startswith(f"shard-{c.shard}/")]
+        kvs = yield from c.ecall(lambda: c.etcd.get_prefix(prefix))
+        posted = {kv.key[len(prefix):]: Position.of(json.loads(kv.value)) for kv in kvs}
+        best = promotion.restorer(c.name, Position.of(me), posted, live, now - self.orphan_since,
+                                  cfg.lease_ttl_s, cfg.suspect_s)
+        if best != c.name:
+            return    # None: a live copy has not said what it holds yet; else the newest restores
+        plan = c.plan_restore()
+        new = ShardRecord(epoch=rec.epoch + 1, primary=c.name, isr=[c.name], start_seq=plan.seq)
+        loss = {"shard": c.shard, "epoch": new.epoch, "restored_seq": plan.seq, "source": plan.source,
+                "previous_epoch": rec.epoch, "previous_primary": rec.primary, "time": c.clock.now()}
+        unchanged = [(cfg.node_key(n), keys[n].mod_revision if n in keys else 0) for n in rec.isr if n != c.name]
+        won = yield from c.ecall(lambda: c.etcd.cas(
+            cfg.shard_key(c.shard), mod_revision, new.to_json(),
+            also_put=[(cfg.leader_key(c.shard), c.name, c.lease), (cfg.loss_key(c.shard, new.epoch), json.dumps(loss), 0)],
+            also_compare=unchanged))
+        self.orphan_since = None
+        if won:
+            c.adopt_restore(plan)
+            c.emit("restore", loss)
+            c.become_primary(new)
+            yield from self.withdraw()
+
+    def withdraw(self) -> Gen:
+        """Forget the orphan wait and take back our restore candidate, if we posted one."""
+        c = self.c
+        self.orphan_since = None
+        if self.posted is not None:
+            key, self.posted = self.posted[0], None
+            try:
+                yield from c.ecall(lambda: c.etcd.delete(key))
+            except Exception:  # noqa: BLE001 - it goes with our lease anyway
+                pass

@@ -1,31 +1,264 @@
-"""The processes that drive a SimCopy, composed: replication (harness/sim/shard_replication.py)
-and lease plus election (harness/sim/shard_election.py), the split of psnodes' replication.py and
-election.py. `start` runs what psnodes/serve.py runs for a node: register, keepalive, bootstrap,
-then the elector loop; becoming primary starts one sender per peer.
+"""A simulated copy as a process: its lifecycle (kill, stop, restart, pause, resume, a lost disk)
+and what psnodes/serve.py runs for a node, composed from replication (shard_replication.py) and
+lease plus election (shard_election.py).
+
+`ProcessControl` is mixed into SimCopy. Everything a copy runs goes through `_drive`: after each
+event it waited on, its code goes on only while the copy runs, so a paused copy makes no progress
+(its keepalives stop, and etcd expires its lease on time) and a call to it gets no answer until
+it is resumed or the caller's deadline passes (DEADLINE_EXCEEDED). `session` moves at every kill
+and restart, so code begun before never touches the new incarnation's state; a killed process
+runs no clean-up (a checkpoint write leaves its temporary file).
+
+`CopyProcs.start` is serve.py's main: load the local checkpoint, register (retried while etcd is
+away), keepalive, bootstrap, "start", the elector, and the periodic checkpoint writer. `stop` is
+its SIGTERM path: the writer finishes, the loops stop, the server refuses new calls and gives
+those in flight 0.2 s, a final checkpoint, the lease revoked, "stop". A SIGTERM before "start"
+(serve.py has not installed its handler yet) ends the process at once, as the default action does.
 """
 from __future__ import annotations
 
-from .rpc import Gen
-from .shard import SimCopy
+from typing import TYPE_CHECKING, Any, Callable
+
+import simpy
+
+from psnodes.errors import PSError
+
+from .disk import local_dir, shared_dir
+from .network import DEADLINE_EXCEEDED, UNAVAILABLE
+from .rpc import Gen, SimRpcError
 from .shard_election import SimElector
 from .shard_replication import SimReplication
 
+if TYPE_CHECKING:
+    from .shard import SimCopy
+
+DEADLINE_SLACK_S = 0.02      # psnodes.node.deadline_of serves until 20 ms before the caller's deadline
+STOP_GRACE_S = 0.2           # serve.py: server.stop(grace=0.2)
+REGISTER_RETRY_S = 0.2       # serve.py: waiting for etcd
+
+
+class _Gone(Exception):
+    """The copy was killed or restarted under this code: it stops here, with no clean-up."""
+
+
+class ProcessControl:
+    """Mixed into SimCopy: its processes, the calls it serves, and the signals a fault sends it."""
+
+    def spawn(self: "SimCopy", gen: Gen) -> simpy.Process:
+        """Run one of this copy's processes: it pauses with the copy and ends at its kill."""
+        def guarded() -> Gen:
+            try:
+                yield from self._drive(gen, None)
+            except (simpy.Interrupt, _Gone):
+                return
+        p = self.env.process(guarded())
+        self.procs = [q for q in self.procs if q.is_alive] + [p]
+        return p
+
+    def _drive(self: "SimCopy", gen: Gen, deadline: float | None, call: bool = False) -> Gen:
+        """Run `gen` as this copy's code: after every event, wait while paused; stop once the copy
+        was killed or restarted. A call (`call`) also stops at the end of a stop's grace, and gives
+        up paused at its `deadline`."""
+        session = self.session
+        send: Any = None
+        throw: BaseException | None = None
+        while True:
+            try:
+                ev = gen.throw(throw) if throw is not None else gen.send(send)
+            except StopIteration as done:
+                return done.value
+            send, throw = None, None
+            try:
+                send = yield ev
+            except simpy.Interrupt:
+                gen.close()
+                raise
+            except Exception as e:  # noqa: BLE001 - a failed event goes into the code that waited on it
+                throw = e
+            try:
+                yield from self._hold(session, deadline, call)
+            except BaseException:
+                gen.close()
+                raise
+
+    def _hold(self: "SimCopy", session: int, deadline: float | None, call: bool) -> Gen:
+        while True:
+            if session != self.session or (call and not self.answering):
+                if call:
+                    raise SimRpcError(UNAVAILABLE, f"{self.name} went down during the call")
+                raise _Gone()
+            if not self.paused:
+                return
+            if deadline is None:
+                yield self._resumed
+                continue
+            give_up = deadline + DEADLINE_SLACK_S
+            yield self._resumed | self.env.timeout(max(0.0, give_up - self.now()))
+            if self.paused and session == self.session and self.now() >= give_up:
+                raise SimRpcError(DEADLINE_EXCEEDED, f"{self.name} is paused (SIGSTOP): no answer in time")
+
+    def serve(self: "SimCopy", handler: Callable[[], Gen], deadline: float) -> Gen:
+        """`reply = yield from copy.serve(...)`: one call into this copy, the gRPC server's side. A
+        paused copy answers once resumed, unless the caller's deadline passes first; a stopping one
+        refuses new calls."""
+        yield from self._hold(self.session, deadline, True)
+        if not self.alive or not self.accepting:
+            raise SimRpcError(UNAVAILABLE, f"{self.name} is not serving: connection refused")
+        return (yield from self._drive(handler(), deadline, call=True))
+
+    def kill(self: "SimCopy") -> None:
+        """SIGKILL: every process stops where it is, calls in flight get UNAVAILABLE, and the copy
+        answers nothing from now on."""
+        if self.alive:
+            self._exit()
+
+    def _exit(self: "SimCopy") -> None:
+        self.alive = self.accepting = self.answering = False
+        self.session += 1
+        active = self.env.active_process
+        for p in self.procs:
+            if p.is_alive and p is not active:
+                p.interrupt("killed")
+        self.procs = []
+        self.resume()
+        self.notify()
+
+    def stop(self: "SimCopy", timeout: float = 5.0) -> simpy.Event | None:
+        """SIGTERM, then SIGKILL after `timeout` as the harness's Proc.stop does; a paused copy is
+        resumed first. Returns an event that fires once it exited (None: it was not running)."""
+        if not self.alive or self.on_stop is None:
+            return None
+        self.resume()
+        return self.on_stop(timeout)
+
+    def restart(self: "SimCopy") -> None:
+        """Start a stopped or killed copy again: a new incarnation, from its local checkpoint."""
+        if self.alive:
+            return
+        self.session += 1
+        self.incarnation += 1
+        self._fresh()
+        self.alive = True
+        self.on_start()
+
+    def pause(self: "SimCopy") -> None:
+        """SIGSTOP: the copy's processes and the calls it serves make no progress until `resume`."""
+        if self.alive:
+            self.paused = True
+
+    def resume(self: "SimCopy") -> None:
+        """SIGCONT."""
+        self.paused = False
+        ev, self._resumed = self._resumed, self.env.event()
+        ev.succeed()
+
+    def wipe_data(self: "SimCopy") -> None:
+        """Its local checkpoint folder is gone (a lost disk); the shared checkpoints stay."""
+        self.disk.wipe(local_dir(self.name))
+
+    def checkpoint_writes(self: "SimCopy") -> list[str]:
+        """The checkpoint files this copy and its shard have begun and not finished (or left)."""
+        return self.disk.checkpoint_writes(self.name)
+
 
 class CopyProcs(SimReplication, SimElector):
-    """The replication manager and elector of one copy; `peers` maps names to SimCopy."""
+    """serve.py for one copy, with its replication manager and elector; `peers` maps names to SimCopy."""
 
-    def __init__(self, copy: SimCopy, peers: dict[str, SimCopy]) -> None:
+    def __init__(self, copy: "SimCopy", peers: dict[str, "SimCopy"]) -> None:
         self.c, self.peers = copy, peers
+        self.main_proc: simpy.Process | None = None
+        self.exited: simpy.Event | None = None
         copy.on_promote = self.start_senders
+        copy.on_start = self.start
+        copy.on_stop = self.stop
 
     def start(self) -> None:
-        self.c.spawn(self.main())
+        c = self.c
+        self.announced, self.orphan_since, self.posted, self.deferred = ("", False), None, None, set()
+        self.exited = None
+        c.load_local()
+        self.main_proc = c.spawn(self.main())
 
     def main(self) -> Gen:
-        yield from self.register()
-        self.c.spawn(self.keepalive())
-        yield from self.bootstrap()
-        yield from self.elector()
+        c = self.c
+        while True:
+            try:
+                yield from self.register()
+                break
+            except PSError:
+                yield from c.clock.sleep(REGISTER_RETRY_S)
+        c.spawn(self.keepalive())
+        try:
+            yield from self.bootstrap()
+        except PSError:          # serve.py does not catch it: the process exits with the traceback
+            c.kill()
+            return
+        c.started = True
+        c.emit("start", {"shard": c.shard, "seq": c.store.seq, "role": c.role, "epoch": c.epoch})
+        c.spawn(self.elector())
+        yield from self.checkpointer()
+
+    def checkpointer(self) -> Gen:
+        """serve.py's loop: every checkpoint_interval_s, the local checkpoint when the state moved,
+        the shared one too while primary (node.checkpoint decides whether it may publish)."""
+        c = self.c
+        shared = shared_dir(c.shard)
+        last_seq, last_shared = c.store.seq, False
+        while True:
+            yield c.done | c.env.timeout(c.cfg.checkpoint_interval_s)
+            if c.stopping:
+                return
+            if c.store.seq != last_seq or (c.role == "primary" and not last_shared):
+                try:
+                    man = yield from c.checkpoint()
+                    last_seq, last_shared = man["seq"], man["path"] == shared
+                except OSError as e:
+                    c.emit("checkpoint-error", {"error": str(e)})
+
+    def stop(self, timeout: float) -> simpy.Event:
+        c = self.c
+        if self.exited is not None:
+            return self.exited
+        if not c.started:                   # no SIGTERM handler yet: the default action ends it
+            c.kill()
+            ev = c.env.event()
+            return ev.succeed()
+        session = c.session
+        down = c.spawn(self.shutdown())
+
+        def watchdog() -> Gen:
+            yield down | c.env.timeout(timeout)
+            if c.alive and c.session == session:
+                c.kill()
+        self.exited = c.env.process(watchdog())
+        return self.exited
+
+    def shutdown(self) -> Gen:
+        c = self.c
+        c.stopping = True
+        c.done.succeed()
+        if self.main_proc is not None and self.main_proc.is_alive:
+            yield self.main_proc            # the periodic writer finishes the checkpoint it began
+        me = c.env.active_process
+        for p in c.procs:                   # node.stopping: elector, keepalive, senders end
+            if p.is_alive and p is not me:
+                p.interrupt("stopping")
+        c.procs = [me]
+        c.accepting = False                 # server.stop(grace=0.2)
+        yield from c.clock.sleep(STOP_GRACE_S)
+        c.answering = False
+        c.notify()
+        try:
+            yield from c.checkpoint(shared=c.role == "primary")
+        except OSError:                     # serve.py does not catch it: exit without "stop"
+            c.kill()
+            return
+        try:
+            yield from c.ecall(lambda: c.etcd.revoke(c.lease))
+        except PSError:
+            pass
+        c.emit("stop", {"shard": c.shard, "seq": c.store.seq})
+        c._exit()
 
 
-__all__ = ["CopyProcs"]
+__all__ = ["CopyProcs", "ProcessControl"]

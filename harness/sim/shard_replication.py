@@ -1,30 +1,105 @@
-"""A simulated primary's replication: psnodes/replication.py's PeerSender and ISR changes as
-SimPy processes (same core calls, same order, `yield from` where the real threads block).
+"""Replication in the twin: psnodes/replication.py's PeerSender and ISR changes as SimPy
+processes, and node.py's replicate handler (same core calls, same order, same events).
 
 Each sender ships whatever its peer lacks, one call in flight (log entries, a delta or a
 snapshot, as psnodes.core.logmatch chooses; heartbeats when there is nothing), over SimNetwork.
 A peer silent for suspect_s leaves the ISR in etcd before it leaves the primary's own; a peer
-that caught up joins the primary's ISR at once and etcd's after, retried until it lands.
+that caught up joins the primary's ISR at once and etcd's after, retried until it lands
+("isr-deferred" once when etcd did not take it); what bringing it back cost is one "sync" event.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from psnodes.config import ShardRecord
 from psnodes.core import fencing, isr as isrs, logmatch
 from psnodes.core.logmatch import SyncKind
-from psnodes.errors import StaleEpoch
+from psnodes.errors import NotPrimary, StaleEpoch
+from psnodes.updatelog import Entry
 
 from .rpc import Gen, SimRpcError, call
-from .shard import ReplicateReq, SimCopy
+
+if TYPE_CHECKING:
+    from .shard import SimCopy
 
 REPLY_BYTES = 32
 BATCH_BYTES = 16 << 20
+DEADLINE_MARGIN_S = 0.02     # psnodes.node.deadline_of: a handler serves until 20 ms before the deadline
+
+
+@dataclass
+class ReplicateReq:
+    """psnodes' ReplicateRequest as plain values (the sim sizes it instead of encoding it)."""
+
+    shard: int
+    epoch: int
+    primary: str
+    entries: list[Entry]
+    primary_seq: int
+    epoch_start: int
+    state: bytes
+    primary_seq_epoch: int
+
+    def nbytes(self) -> int:
+        return 64 + len(self.state) + sum(16 + len(e.payload) for e in self.entries)
+
+
+@dataclass
+class ReplicateReply:
+    applied_seq: int
+    epoch: int
+    suspecting: bool
+    seq_epoch: int
+
+
+class ReplicaSide:
+    """Mixed into SimCopy: node.py's replicate handler."""
+
+    def replicate(self: "SimCopy", req: ReplicateReq, deadline: float) -> Gen:
+        """`reply = yield from copy.replicate(req, deadline)`, as a call into the copy."""
+        return (yield from self.serve(lambda: self._replicate(req), deadline))
+
+    def _replicate(self: "SimCopy", req: ReplicateReq) -> Gen:
+        """A new sender confirmed by etcd's record (remembered in `verified`), the fencing verdict,
+        then ShardStore.take_replicated: everything checked before anything is taken."""
+        self._check_shard(req.shard, "Replicate")
+        verdict = fencing.on_replicate(self.epoch, self.role, self.primary, req.epoch, req.primary)
+        if verdict is fencing.Replicate.FOLLOW and (req.epoch, req.primary) not in self.verified:
+            try:
+                kv = yield from self.ecall(lambda: self.etcd.get(self.cfg.shard_key(self.shard)))
+            except Exception as e:  # noqa: BLE001 - no etcd, no proof of who leads that epoch
+                raise NotPrimary(f"replicate from {req.primary} at epoch {req.epoch}: etcd could not confirm "
+                                 f"the shard record ({e}); retry") from None
+            rec = ShardRecord.from_json(kv.value) if kv else None
+            why = fencing.sender_refusal(rec.epoch if rec else None, rec.primary if rec else None,
+                                         req.epoch, req.primary)
+            if why:
+                raise StaleEpoch(f"replicate from {req.primary} at epoch {req.epoch} refused by {self.name}: {why}")
+            self.verified.add((req.epoch, req.primary))
+            verdict = fencing.on_replicate(self.epoch, self.role, self.primary, req.epoch, req.primary)
+        why = fencing.replicate_refusal(verdict, self.name, self.epoch, req.epoch, req.primary)
+        if why:
+            raise StaleEpoch(why)
+        if verdict is fencing.Replicate.FOLLOW:
+            if (req.epoch, req.primary) not in self.verified:
+                raise NotPrimary(f"replicate from {req.primary} at epoch {req.epoch}: the shard record "
+                                 "changed while it was checked; retry")
+            self.follow(req.epoch, req.primary, req.epoch_start)
+        self.last_heard = self.now()
+        self.in_sync = self.store.take_replicated(req.state, req.entries, req.primary_seq,
+                                                  req.primary_seq_epoch, self.in_sync, req.epoch)
+        self.notify()
+        return ReplicateReply(self.store.seq, self.epoch, fencing.suspecting(self.suspecting, req.epoch),
+                              self.store.seq_epoch)
 
 
 class SimReplication:
     """ReplicationManager for one copy `c`; `peers` maps names to every SimCopy of the shard."""
 
-    c: SimCopy
-    peers: dict[str, SimCopy]
+    c: "SimCopy"
+    peers: dict[str, "SimCopy"]
+    deferred: set[tuple[str, int]]
 
     def start_senders(self) -> None:
         c = self.c
@@ -37,6 +112,7 @@ class SimReplication:
         c, cfg = self.c, self.c.cfg
         known: int | None = None
         known_epoch = 0
+        catchup: dict | None = None
         last_ok = c.now()
         next_shrink = 0.0
         while c.is_primary(epoch):
@@ -44,11 +120,12 @@ class SimReplication:
                 yield from c.wait_change(cfg.heartbeat_s)
             if not c.is_primary(epoch):
                 break
-            req = self._build(epoch, known, known_epoch)
+            req, changed, kind = self._build(epoch, known, known_epoch)
             sent = c.now()
             dst = self.peers[peer]
             try:
-                reply = yield from call(c.net, c.name, peer, lambda: dst.alive, lambda: dst.replicate(req),
+                reply = yield from call(c.net, c.name, peer, lambda: dst.alive,
+                                        lambda: dst.replicate(req, sent + cfg.rpc_timeout_s - DEADLINE_MARGIN_S),
                                         req.nbytes(), lambda _r: REPLY_BYTES, sent + cfg.rpc_timeout_s)
             except StaleEpoch as e:
                 yield from c.fenced(f"{peer}: {e}")
@@ -63,6 +140,7 @@ class SimReplication:
                 yield from c.clock.sleep(cfg.heartbeat_s)
                 continue
             last_ok = c.now()
+            catchup = self._account(catchup, peer, known, req.nbytes(), changed, kind)
             known, known_epoch = reply.applied_seq, reply.seq_epoch
             if fencing.renews_follower_lease(reply.epoch, epoch, reply.suspecting):
                 c.peer_heard[peer] = max(c.peer_heard.get(peer, sent), sent)
@@ -74,9 +152,11 @@ class SimReplication:
             if isrs.should_readd(logmatch.caught_up(known, matched, c.store.seq), peer in c.isr):
                 c.isr.append(peer)              # conservative first: waits include it at once
                 c.notify()
+                catchup = self._finish_catchup(catchup, known)
                 c.spawn(self.add_to_record(peer, epoch))
 
-    def _build(self, epoch: int, known: int | None, known_epoch: int) -> ReplicateReq:
+    def _build(self, epoch: int, known: int | None, known_epoch: int) -> tuple[ReplicateReq, int, str]:
+        """What to send now: heartbeat, entries, a delta or a snapshot; its changed bytes; its kind."""
         c, store = self.c, self.c.store
 
         def req(entries=(), state: bytes = b"") -> ReplicateReq:
@@ -86,11 +166,38 @@ class SimReplication:
         kind = logmatch.choose_sync(known, known is not None and store.matches(known, known_epoch),
                                     store.seq, store.log.base_seq)
         if kind is SyncKind.HEARTBEAT:
-            return req()
+            return req(), 0, kind.value
         if kind is SyncKind.LOG:
-            return req(store.log.since(known, BATCH_BYTES))
-        state, _ = store.export_state(0 if kind is SyncKind.SNAPSHOT else known)
-        return req(state=state)
+            entries = store.log.since(known, BATCH_BYTES)
+            return req(entries), sum(len(e.payload) for e in entries), kind.value
+        state, changed = store.export_state(0 if kind is SyncKind.SNAPSHOT else known)
+        return req(state=state), changed, kind.value
+
+    def _account(self, catchup: dict | None, peer: str, known: int | None, size: int, changed: int,
+                 kind: str) -> dict | None:
+        """PeerSender._account: what bringing a peer that is out of the ISR back costs."""
+        c = self.c
+        if peer in c.isr or kind == "heartbeat":
+            return catchup
+        if catchup is None:
+            catchup = {"src": c.name, "dst": peer, "shard": c.shard, "from_seq": known or 0, "bytes": 0,
+                       "changed_bytes": 0, "kinds": [], "snapshot_bytes": c.store.state_bytes(),
+                       "started": c.clock.now()}
+        catchup["bytes"] += size
+        catchup["changed_bytes"] += changed
+        if kind not in catchup["kinds"]:
+            catchup["kinds"].append(kind)
+        return catchup
+
+    def _finish_catchup(self, catchup: dict | None, to_seq: int) -> None:
+        """PeerSender._finish_catchup: the "sync" event, once the peer is back in the ISR."""
+        if catchup is None:
+            return None
+        catchup["to_seq"] = to_seq
+        catchup["kind"] = logmatch.catchup_kind(catchup["kinds"]).value
+        catchup["duration_s"] = self.c.clock.now() - catchup.pop("started")
+        self.c.emit("sync", catchup)
+        return None
 
     def add_to_record(self, peer: str, epoch: int) -> Gen:
         """ReplicationManager._reconcile for one peer: retry the etcd add until it lands or is stale."""
@@ -101,6 +208,10 @@ class SimReplication:
             ok = yield from self.change_isr(add=peer, reason="caught up", attempts=1)
             if ok:
                 return
+            if (peer, epoch) not in self.deferred:
+                self.deferred.add((peer, epoch))
+                c.emit("isr-deferred", {"shard": c.shard, "epoch": epoch, "added": peer,
+                                        "reason": "etcd did not take the add; retrying until it does"})
             yield from c.clock.sleep(0.25)
 
     def change_isr(self, add: str | None = None, remove: str | None = None, reason: str = "",
