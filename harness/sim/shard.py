@@ -2,17 +2,11 @@
 
 This is psnodes/node.py's second shell. Where the real node holds a lock and a condition
 variable, a copy here is only touched by one SimPy process at a time, and "notify" is an event
-that waiting processes yield on (`_changed`). Every decision is the core's. The processes that
-drive a copy (senders, elector, keepalive, bootstrap, the checkpoint writer, start and stop)
-are in shard_replication.py, shard_election.py and shard_procs.py; the replicate handler is in
-shard_replication.py and checkpoints in shard_checkpoint.py (mixed in here).
-
-A copy is a process, so it can be killed, stopped, restarted, paused and resumed. Everything it
-runs goes through `_drive`: after each event it waited on, its code goes on only while the copy
-runs, so a paused copy makes no progress (its keepalives stop: etcd expires its lease on time)
-and a call to it gets no answer until it is resumed or the caller's deadline passes
-(DEADLINE_EXCEEDED). `session` moves at every kill and restart: code begun before it never
-touches the new incarnation's state. A killed copy's store stays as it was, for the final state.
+that waiting processes yield on (`_changed`). Every decision is the core's. Here: state, roles,
+the lease bound, and the Push, Pull and Status handlers. Mixed in: process control and the
+calls' server side (shard_procs.ProcessControl), the Replicate handler
+(shard_replication.ReplicaSide) and checkpoints (shard_checkpoint.CopyCheckpoints). The
+processes that drive a copy are in shard_replication.py, shard_election.py and shard_procs.py.
 """
 from __future__ import annotations
 
