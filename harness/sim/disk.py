@@ -38,7 +38,9 @@ from .rpc import Gen
 
 @dataclass(frozen=True)
 class DiskCalibration:
-    """Timing of a node's disk (calibration keys; other keys of the dict are ignored)."""
+    """Timing of a node's disk (calibration keys; other keys of the dict are ignored;
+    `checkpoint_mb_s`, calibration.json's name for the write rate, is read when
+    `disk_write_mb_s` is absent)."""
 
     disk_write_mb_s: float = 400.0    # sequential write throughput, MB/s, fsync included
     disk_fsync_s: float = 0.002       # one fsync of a small file or a folder
@@ -47,7 +49,10 @@ class DiskCalibration:
     def of(cls, cal: "DiskCalibration | Mapping[str, Any] | None") -> "DiskCalibration":
         if cal is None or isinstance(cal, DiskCalibration):
             return cal or cls()
-        got = cls(**{f.name: cal[f.name] for f in fields(cls) if f.name in cal})
+        kw = {f.name: cal[f.name] for f in fields(cls) if f.name in cal}
+        if "disk_write_mb_s" not in kw and "checkpoint_mb_s" in cal:
+            kw["disk_write_mb_s"] = cal["checkpoint_mb_s"]
+        got = cls(**kw)
         if got.disk_write_mb_s <= 0 or got.disk_fsync_s < 0:
             raise ValueError(f"disk calibration {got}: disk_write_mb_s must be > 0 and disk_fsync_s >= 0")
         return got
@@ -198,6 +203,8 @@ class SimDisk:
                 v.update(loadable=False, error=f"{e.__class__.__name__}: {e}")
             out.append(v)
         return out
+
+    scan = checkpoint_scan
 
 
 __all__ = ["DiskCalibration", "Folder", "SimDisk", "local_dir", "shared_dir"]

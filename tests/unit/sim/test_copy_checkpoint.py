@@ -146,3 +146,9 @@ def test_the_next_primary_publishes_at_its_term_and_the_stray_file_stays(killed)
     (shared,) = [v for v in out["end_scan"] if v["dir"] == "checkpoints/shard-0"]
     assert shared["seq"] == later[-1]["value"]["seq"] and shared["loadable"] and shared["size_ok"]
     assert shared["stray_tmp"] == [out["writing"][0].split("/")[-1]]      # swept only after 60 s
+
+
+def test_calibration_json_names_the_write_rate_checkpoint_mb_s() -> None:
+    assert DiskCalibration.of({"checkpoint_mb_s": 200.0}).disk_write_mb_s == 200.0
+    assert DiskCalibration.of({"checkpoint_mb_s": 1, "disk_write_mb_s": 2}).disk_write_mb_s == 2
+    assert DiskCalibration.of(None) == DiskCalibration()
