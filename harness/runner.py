@@ -54,21 +54,32 @@ def process_backend(scenario: Scenario, run_dir: Path, run_id: str, seed: int) -
     return ProcessBackend(scenario.cluster, run_dir, run_id, seed, proxied=scenario.proxied())
 
 
+def sim_backend(scenario: Scenario, run_dir: Path, run_id: str, seed: int) -> Backend:
+    """The SimPy twin: the same scenario in virtual time (harness/sim/backend.py)."""
+    from .sim.backend import SimBackend
+
+    return SimBackend(scenario.cluster, run_dir, run_id, seed)
+
+
+BACKENDS: dict[str, BackendFactory] = {"process": process_backend, "sim": sim_backend}
+
+
 class Runner:
     """Drives one run through the Backend protocol only, on the backend's clock: the schedule,
     the observation and the judging are the same code whatever the backend is."""
 
     def __init__(self, scenario: Scenario, seed: int, out_dir: Path, backend: str = "process",
                  quiet: bool = False, keep_data: bool = False, make_backend: BackendFactory | None = None) -> None:
-        if backend != "process" and make_backend is None:
-            raise HarnessError(f"--backend {backend}: only 'process' is available in this version")
+        if backend not in BACKENDS and make_backend is None:
+            raise HarnessError(f"--backend {backend}: not available in this version; choose one of "
+                               f"{', '.join(BACKENDS)}")
         self.sc, self.seed, self.out, self.backend_name = scenario, seed, out_dir, backend
         self.quiet = quiet
         self.keep_data = keep_data
         self.progress = Progress(scenario.name, scenario.workload.steps, enabled=not quiet)
         self.rng = random.Random(seed)
         self.run_id = f"{scenario.name}-{seed}-{uuid.uuid4().hex[:6]}"
-        self.make_backend = make_backend or process_backend
+        self.make_backend = make_backend or BACKENDS[backend]
         self.backend = self.make_backend(scenario, out_dir / "run", self.run_id, seed)
         self.clock = clock_of(self.backend)
         self.schedule = list(scenario.faults) + (nemesis_schedule(scenario.nemesis, seed) if scenario.nemesis else [])
@@ -108,7 +119,8 @@ class Runner:
                                               "schedule": [f.model_dump() for f in self.schedule],
                                               "expect": {"checks": list(self.sc.expect.checks),
                                                          "metrics": list(self.sc.expect.metrics)},
-                                              "context": self.context()})
+                                              "context": self.context(),
+                                              **self._simulated()})
             self._drive()
             self.progress.update("healing")
             self._heal_all("end of workload")
@@ -329,6 +341,11 @@ class Runner:
         return rep["metrics"]["final_loss"]
 
     # ---------------------------------------------------------------- verdict
+    def _simulated(self) -> dict:
+        """For a simulated run: that it is one, and the calibration file its timings come from."""
+        cal = getattr(self.backend, "cal", None)
+        return {"simulated": {"calibration": cal.path, "measured": cal.measured}} if cal is not None else {}
+
     def context(self) -> dict:
         c, e = self.sc.cluster, self.sc.expect
         return {"replication": c.replication, "max_lag": c.max_lag, "workers": [f"worker-{j}" for j in range(c.workers)],

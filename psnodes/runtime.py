@@ -18,6 +18,9 @@ class Runtime:
     sleep: Callable[[float], None] = time.sleep
     time: Callable[[], float] = time.time            # wall seconds: event times, incarnations
     pid: Callable[[], int] = os.getpid
+    # the time a worker's step computation takes: on a machine it is simply spent; the simulator
+    # charges its calibrated figure in virtual time here (the gradients themselves are computed)
+    compute: Callable[[str], None] = lambda what: None
     pool: Callable[[int, str], Executor] = field(
         default=lambda n, prefix: ThreadPoolExecutor(max_workers=n, thread_name_prefix=prefix))
 

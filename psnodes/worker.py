@@ -82,6 +82,7 @@ class Worker:
         self.task.model.zero_grad(set_to_none=True)
         loss = self.task.loss(b, gathered)
         loss.backward()
+        self.rt.compute("step")
         dense = {n: p.grad.detach().cpu().numpy() for n, p in self.params.items() if p.grad is not None}
         sparse = {t: (uniq, r.grad.detach().cpu().numpy()) for t, r in rows.items()}
         self.client.push(dense, sparse, clock=step)

@@ -25,7 +25,7 @@ import simpy
 
 from harness.errors import HarnessError
 
-HANDOFF_TIMEOUT_S = 600.0      # wall seconds a waiting thread waits for the baton before declaring a stall
+HANDOFF_TIMEOUT_S = 120.0      # wall seconds a waiting thread waits for the baton before declaring a stall
 
 
 class Closed(BaseException):
@@ -36,6 +36,11 @@ class Closed(BaseException):
 class Stalled(HarnessError):
     """Nothing can run: every thread waits and the Environment has no event left, or a thread
     blocked outside the baton."""
+
+
+class SimulationError(HarnessError):
+    """A simulated process crashed (a bug in the twin, never a fault of the scenario): the run
+    stops in the runner's thread with the cause, rather than hanging or going on without it."""
 
 
 class Baton:
@@ -58,7 +63,8 @@ class VirtualTime:
         self._ready: list[tuple[float, int, Baton]] = []
         self._seq = itertools.count()
         self._local = threading.local()
-        self._local.baton = Baton("main")
+        self.main = self._local.baton = Baton("main")
+        self.error: BaseException | None = None
         self._all: list[Baton] = []
         self.closed = False
 
@@ -74,7 +80,7 @@ class VirtualTime:
         """Block this thread until `ev` is processed; its value (or its failure, raised)."""
         me = self.current()
         if not ev.processed:
-            ev.callbacks.append(lambda _e: self._wake(me))
+            ev.callbacks.append(lambda e: self._on_done(e, me))
             self._switch(me)
         if not ev.ok:
             ev.defused = True
@@ -86,27 +92,45 @@ class VirtualTime:
             raise ValueError(f"sleep length must be non-negative, got s={s}")
         self.wait_event(self.env.timeout(s))
 
+    def _on_done(self, ev: simpy.Event, b: Baton) -> None:
+        if not ev.ok:
+            ev.defused = True          # the waiting thread receives the failure (wait_event raises it)
+        self._wake(b)
+
     def _wake(self, b: Baton) -> None:
         heapq.heappush(self._ready, (self.env.now, next(self._seq), b))
 
     def _next(self) -> Baton:
+        """The next thread to run, stepping the Environment until one is ready. A crashed
+        simulated process or a stall hands the baton to the main thread, which raises it."""
         while not self._ready:
+            if self.error is not None:
+                return self.main
             if self.env.peek() == float("inf"):
-                raise Stalled("every thread waits and no simulated event is left: nothing can happen any more")
-            self.env.step()
+                self.error = Stalled("every thread waits and no simulated event is left: nothing can happen any more")
+                return self.main
+            try:
+                self.env.step()
+            except BaseException as e:  # noqa: BLE001 - a simulated process crashed: fatal, see _switch
+                self.error = e
+                return self.main
         return heapq.heappop(self._ready)[2]
 
     def _switch(self, me: Baton) -> None:
         nxt = self._next()
-        if nxt is me:
-            return
-        nxt.go.set()
-        if not me.go.wait(HANDOFF_TIMEOUT_S):
-            raise Stalled(f"{me.name} waited {HANDOFF_TIMEOUT_S:.0f} wall seconds for its turn: a thread "
-                          "blocked outside the virtual clock")
-        me.go.clear()
-        if self.closed:
-            raise Closed()
+        if nxt is not me:
+            nxt.go.set()
+            if not me.go.wait(HANDOFF_TIMEOUT_S):
+                raise Stalled(f"{me.name} waited {HANDOFF_TIMEOUT_S:.0f} wall seconds for its turn: a thread "
+                              "blocked outside the virtual clock")
+            me.go.clear()
+            if self.closed:
+                raise Closed()
+        if self.error is not None and me is self.main:
+            if isinstance(self.error, Stalled):
+                raise self.error
+            raise SimulationError(f"a simulated process crashed: {type(self.error).__name__}: {self.error}") \
+                from self.error
 
     def close(self) -> None:
         """End the simulation: every thread still waiting for its turn unwinds (Closed)."""
@@ -134,11 +158,7 @@ class VirtualTime:
             except BaseException as e:  # noqa: BLE001 - kept for join(), as a thread's would be
                 b.error = e
             b.done.succeed()
-            try:
-                nxt = self._next()
-            except Stalled:
-                return
-            nxt.go.set()
+            self._next().go.set()
 
         threading.Thread(target=run, name=name, daemon=True).start()
         self._wake(b)
@@ -157,4 +177,4 @@ class VirtualTime:
         return self.wait_event(self.env.process(gen))
 
 
-__all__ = ["Baton", "Closed", "Stalled", "VirtualTime"]
+__all__ = ["Baton", "Closed", "SimulationError", "Stalled", "VirtualTime"]

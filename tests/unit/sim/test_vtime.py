@@ -79,3 +79,34 @@ def test_nothing_left_to_happen_is_a_stall_not_a_hang():
     env, vt, clock = world()
     with pytest.raises(Stalled):
         vt.wait_event(env.event())          # never triggered, and nothing else scheduled
+
+
+def test_a_crashed_simulated_process_stops_the_run_in_the_main_thread():
+    from harness.sim.vtime import SimulationError
+
+    env, vt, clock = world()
+
+    def bad():
+        yield env.timeout(1)
+        raise KeyError("bug")
+    env.process(bad())
+    with pytest.raises(SimulationError, match="bug"):
+        clock.sleep(5)
+
+
+def test_a_process_failure_reaches_the_thread_that_waits_for_it():
+    env, vt, clock = world()
+
+    def bad():
+        yield env.timeout(1)
+        raise KeyError("mine")
+    with pytest.raises(KeyError, match="mine"):
+        vt.run_process(bad())
+    clock.sleep(1)                # the simulation goes on: the failure was handled by its waiter
+
+
+def test_a_spawned_thread_that_waits_forever_stalls_the_main_thread_loudly():
+    env, vt, clock = world()
+    h = clock.spawn(lambda: vt.wait_event(env.event()), "stuck")
+    with pytest.raises(Stalled):
+        clock.join(h)

@@ -1,0 +1,238 @@
+"""The SimPy backend: a whole cluster in virtual time behind the harness's Backend protocol.
+
+Shard copies are SimCopy processes (psnodes.core and the real ShardStore), etcd is SimEtcd, every
+directed link is SimNetwork's, and each worker is psnodes' own Worker and PSClient, run in a
+thread under the virtual clock (harness/sim/vtime.py) with the simulator's stubs, etcd and pool
+(harness/sim/transport.py). The runner drives it like any backend: its sleeps are virtual, so a
+scenario takes as long as its computation. Nothing outside the run folder is touched: no process,
+port or file elsewhere. Fault kinds the model cannot express are refused by name.
+"""
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import simpy
+
+from psnodes.config import ClusterConfig, ShardRecord
+from psnodes.events import EventLog
+from psnodes.proto import ps_pb2
+from psnodes.runtime import Runtime
+
+from ..errors import HarnessError
+from ..scenario import ClusterSpec
+from .calibration import Calibration
+from .clock import SimClock
+from .etcd import SimEtcd
+from .eventfiles import EventFiles
+from .network import SimNetwork
+from .rpc import ETCD
+from .shard import SimCopy
+from .shard_procs import CopyProcs
+from .threadclock import ThreadClock
+from .transport import Killed, SimEtcdClient, SimPool, SimStub
+from .vtime import Baton, VirtualTime
+from .workers import SimWorkers
+
+
+class SimBackend:
+    name = "sim"
+    proxied = True          # every directed link is modelled: link faults always apply
+
+    def __init__(self, spec: ClusterSpec, run_dir: Path, run_id: str, seed: int,
+                 calibration: Calibration | None = None, tables: dict[str, int] | None = None) -> None:
+        from psnodes.models import MLPTask, WideDeepTask
+
+        self.spec, self.run_dir, self.run_id, self.seed = spec, run_dir, run_id, seed
+        self.cal = calibration or Calibration.default()
+        tasks = {t.name: dict(t.tables) for t in (MLPTask, WideDeepTask)}
+        self.tables = tasks[spec.model] if tables is None else tables
+        self.env = simpy.Environment()
+        self.rng = random.Random(seed)
+        self.vt = VirtualTime(self.env)
+        self.clock = ThreadClock(self.vt)
+        self.sim_clock = SimClock(self.env)
+        self.hurry = False
+        self.cfg: ClusterConfig | None = None
+        self.copies: dict[str, SimCopy] = {}
+        self.procs: dict[str, CopyProcs] = {}
+        self.files = EventFiles(run_dir / "events", self.clock.now)
+        self.workers_ = SimWorkers(self)
+        self.etcd_down = False
+
+    # ------------------------------------------------------------------ setup
+    def start(self, timeout: float = 30.0, workers_steps: int | None = None, duration: float | None = None,
+              step_delay: float = 0.0) -> None:
+        s = self.spec
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.etcd = SimEtcd(self.env)
+        self.net = SimNetwork(self.env, self.rng, self.cal.network)
+        self.cfg = ClusterConfig(cluster_id=self.run_id, etcd="sim://etcd", shards=s.shards, copies=s.copies,
+                                 workers=s.workers, mode=s.replication, tables=self.tables,
+                                 optimizer={"name": s.optimizer, "lr": s.lr}, seed=self.seed,
+                                 workdir=str(self.run_dir / "work"), checkpoint_interval_s=s.checkpoint_interval_s,
+                                 max_lag=s.max_lag, min_isr=s.min_isr)
+        for n in self.cfg.all_nodes():
+            self._new_copy(n)
+        if workers_steps is not None:
+            self.workers_.start_all(workers_steps, duration, step_delay)
+        ok = self.clock.wait_until(lambda: len(self.routing()) == s.shards, timeout, 0.05)
+        if not ok:
+            raise HarnessError(f"simulated cluster did not elect a primary for every shard in {timeout}s virtual")
+
+    def _new_copy(self, name: str) -> None:
+        self.files.pids[name] = self.files.pids.get(name, 1000 + 10 * len(self.files.pids)) + 1
+        c = SimCopy(self.env, self.sim_clock, self.etcd, self.net, self.cfg, name, self.files)
+        self.copies[name] = c
+        self.procs[name] = CopyProcs(c, self.copies)
+        self.procs[name].start()
+
+    def start_worker(self, name: str, steps: int, duration: float | None = None, step_delay: float = 0.0) -> None:
+        self.workers_.start(name, steps, duration, step_delay)
+
+    def teardown(self) -> None:
+        self.workers_.kill_all()
+        self.vt.close()
+        self.files.close()
+
+    # ------------------------------------------------------------ observation
+    def nodes(self) -> list[str]:
+        return self.cfg.all_nodes() if self.cfg else []
+
+    def shard_nodes(self, shard: int) -> list[str]:
+        return self.cfg.shard_nodes(shard)
+
+    def workers(self) -> list[str]:
+        return self.workers_.names()
+
+    def alive(self, name: str) -> bool:
+        if name == ETCD:
+            return not self.etcd_down
+        if name.startswith("worker-"):
+            return self.workers_.alive(name)
+        c = self.copies.get(name)
+        return c is not None and c.alive
+
+    def routing(self) -> dict[int, ShardRecord]:
+        out = {}
+        for i in range(self.cfg.shards):
+            kv = self.etcd.get(self.cfg.shard_key(i))
+            if kv is not None:
+                out[i] = ShardRecord.from_json(kv.value)
+        return out
+
+    def status(self, name: str, checksum: bool = False, applied: bool = False, timeout: float = 2.0,
+               audit: bool = False) -> Any:
+        c = self.copies.get(name)
+        if c is None or not c.alive or getattr(c, "paused", False):
+            return None
+        return c.status(ps_pb2.StatusRequest(checksum=checksum, applied=applied, audit=audit))
+
+    def final_state(self, name: str) -> dict | None:
+        c = self.copies.get(name)
+        if c is None or not c.alive or getattr(c, "paused", False):
+            return None
+        st = c.final_state()
+        return {k: v for k, v in st.items() if k not in ("node", "shard", "alive")}
+
+    def checkpoint_scan(self) -> list[dict]:
+        disk = getattr(self, "disk", None) or getattr(next(iter(self.copies.values()), None), "disk", None)
+        return disk.scan() if disk is not None and hasattr(disk, "scan") else []
+
+    def events_path(self, name: str) -> Path:
+        return self.files.path(name)
+
+    def event_files(self) -> list[Path]:
+        own = self.events_path("harness")
+        return [p for p in self.files.files() if p != own]
+
+    def discard_data(self) -> None:
+        shutil.rmtree(self.run_dir / "work", ignore_errors=True)
+
+    def workers_running(self) -> bool:
+        return self.workers_.running()
+
+    # ---------------------------------------------------------------- faults
+    def _copy(self, name: str, what: str) -> SimCopy:
+        if name == ETCD:
+            raise HarnessError(f"{what} etcd: the simulated etcd cannot be {what}ed yet; use a partition "
+                               "of `* -> etcd` links instead")
+        c = self.copies.get(name)
+        if c is None:
+            raise HarnessError(f"{what}: no simulated node named {name!r}")
+        return c
+
+    def kill(self, name: str) -> None:
+        if name.startswith("worker-"):
+            self.workers_.kill(name)
+        else:
+            self._copy(name, "kill").kill()
+
+    def stop(self, name: str) -> None:
+        if name.startswith("worker-"):
+            self.workers_.kill(name, graceful=True)
+        else:
+            self._copy(name, "stop").stop()
+
+    def restart(self, name: str) -> None:
+        if self.alive(name):
+            return
+        if name.startswith("worker-"):
+            self.workers_.restart(name)
+            return
+        self._copy(name, "restart")
+        self.files.pids[name] += 1
+        self.copies[name].restart()
+
+    def pause(self, name: str) -> None:
+        self._copy(name, "pause").pause()
+
+    def resume(self, name: str) -> None:
+        self._copy(name, "resume").resume()
+
+    def wipe_data(self, name: str) -> None:
+        self._copy(name, "wipe").wipe_data()
+
+    def checkpoint_writes(self, name: str) -> list[str]:
+        c = self.copies.get(name)
+        return c.checkpoint_writes() if c is not None and hasattr(c, "checkpoint_writes") else []
+
+    # ----------------------------------------------------------------- links
+    def links(self) -> list[tuple[str, str]]:
+        out = []
+        for n in self.nodes():
+            out.append((n, ETCD))
+            shard = int(n.split("-")[1].split("/")[0])
+            out += [(n, p) for p in self.shard_nodes(shard) if p != n]
+        for w in self.workers_.planned():
+            out += [(w, ETCD)] + [(w, n) for n in self.nodes()]
+        return out
+
+    def link_fault(self, kind: str, links: list[tuple[str, str]], params: dict) -> "SimLinkFault":
+        return SimLinkFault(self.net, kind, links, params)
+
+
+class SimLinkFault:
+    """One network fault on the simulated links: the netfaults kinds SimNetwork models."""
+
+    def __init__(self, net: SimNetwork, kind: str, links: list[tuple[str, str]], params: dict) -> None:
+        from .network import SUPPORTED
+
+        if kind not in SUPPORTED:
+            raise HarnessError(f"fault kind {kind!r} is not modelled by the simulator; it models: "
+                               f"{', '.join(SUPPORTED)}")
+        self.net, self.kind, self.links, self.params = net, kind, links, params
+        self.handle: int | None = None
+
+    def inject(self) -> None:
+        self.handle = self.net.add_fault(self.kind, self.links, self.params)
+
+    def heal(self) -> None:
+        if self.handle is not None:
+            self.net.remove_fault(self.handle)
+            self.handle = None
+
+
+__all__ = ["SimBackend", "SimLinkFault"]

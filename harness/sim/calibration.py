@@ -1,0 +1,59 @@
+"""The timing parameters of the twin, measured on real clusters by `pschaos sim calibrate`.
+
+A calibration file is JSON: `network` (harness/sim/network.py NetCalibration: one-way fixed cost
+and per-byte cost of a message, TCP retransmission), `worker_step_s` per model (the compute of one
+training step, charged in virtual time; the gradients themselves are computed for real),
+`apply_s_per_mb` (a shard applying an update), `checkpoint_mb_s` (writing a checkpoint), and
+`measured` (when, where, and with what command). The committed default lives beside this module;
+a run's report names the file it used.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import HarnessError
+
+DEFAULT_PATH = Path(__file__).with_name("calibration.json")
+KEYS = ("network", "worker_step_s", "apply_s_per_mb", "checkpoint_mb_s", "measured")
+
+
+@dataclass
+class Calibration:
+    network: dict[str, Any] = field(default_factory=dict)
+    worker_step_s: dict[str, float] = field(default_factory=lambda: {"mlp": 0.004, "widedeep": 0.008})
+    apply_s_per_mb: float = 0.004
+    checkpoint_mb_s: float = 200.0
+    measured: dict[str, Any] = field(default_factory=dict)
+    path: str = "(built-in defaults)"
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Calibration":
+        p = Path(path)
+        try:
+            data = json.loads(p.read_text())
+        except FileNotFoundError:
+            raise HarnessError(f"calibration file {p} does not exist; write one with `pschaos sim calibrate "
+                               f"--out {p}`") from None
+        except json.JSONDecodeError as e:
+            raise HarnessError(f"calibration file {p} is not JSON: {e}") from None
+        unknown = sorted(set(data) - set(KEYS))
+        if unknown:
+            raise HarnessError(f"calibration file {p}: unknown key(s) {', '.join(unknown)}; known: {', '.join(KEYS)}")
+        return cls(**data, path=str(p))
+
+    @classmethod
+    def default(cls) -> "Calibration":
+        return cls.load(DEFAULT_PATH) if DEFAULT_PATH.exists() else cls()
+
+    def step_s(self, model: str) -> float:
+        return float(self.worker_step_s.get(model, max(self.worker_step_s.values(), default=0.005)))
+
+    def to_json(self) -> dict:
+        return {"network": self.network, "worker_step_s": self.worker_step_s, "apply_s_per_mb": self.apply_s_per_mb,
+                "checkpoint_mb_s": self.checkpoint_mb_s, "measured": self.measured}
+
+
+__all__ = ["Calibration", "DEFAULT_PATH"]

@@ -1,0 +1,126 @@
+"""What the real PS client (psnodes/client.py) dials, in a simulated run: stubs, etcd, thread pool.
+
+psnodes.client.PSClient takes a stub factory, an etcd client and a Runtime; here they carry its
+calls over SimNetwork to the SimCopy handlers in virtual time (harness/sim/vtime.py blocks the
+calling thread meanwhile). A failure reaches the client as a grpc.RpcError with the status code
+the real channel would raise, so the client's retry and error mapping run unchanged.
+"""
+from __future__ import annotations
+
+from concurrent.futures import Executor
+from typing import Any, Callable
+
+import grpc
+
+from psnodes.errors import PSError
+from psnodes.etcd import EtcdError
+from psnodes.proto import ps_pb2
+
+from .network import SimNetwork
+from .rpc import SimRpcError, call, etcd_call
+from .vtime import Baton, VirtualTime
+
+REPLY_BYTES = 48          # a PushReply or StatusReply: small
+
+
+class SimStatusError(grpc.RpcError):
+    """A failed simulated call, as grpc raises it: `code()` and `details()`."""
+
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        super().__init__(details)
+        self._code, self._details = code, details
+
+    def code(self) -> grpc.StatusCode:
+        return self._code
+
+    def details(self) -> str:
+        return self._details
+
+
+class Killed(BaseException):
+    """The simulated process making this call was killed: its thread unwinds (BaseException, so
+    the worker's own `except PSError` does not swallow it)."""
+
+
+class SimStub:
+    """ParameterServerStub of one node: Push, Pull, Status, as generated stubs are called."""
+
+    def __init__(self, world: Any, src: str, dst: str, dead: Callable[[], bool]) -> None:
+        self.w, self.src, self.dst, self.dead = world, src, dst, dead
+
+    def _call(self, handler: Callable[[Any], Any], req: Any, timeout: float | None, reply_bytes) -> Any:
+        if self.dead():
+            raise Killed(self.src)
+        w = self.w
+        copy = w.copies[self.dst]
+        deadline = w.env.now + (timeout or w.cfg.rpc_timeout_s)
+        gen = call(w.net, self.src, self.dst, lambda: copy.alive, lambda: handler(copy, deadline),
+                   req.ByteSize(), reply_bytes, deadline)
+        try:
+            out = w.vt.run_process(gen)
+        except SimRpcError as e:
+            raise SimStatusError(getattr(grpc.StatusCode, e.status), str(e)) from None
+        except PSError as e:
+            raise SimStatusError(e.code, str(e)) from None
+        finally:
+            if self.dead():
+                raise Killed(self.src)
+        return out
+
+    def Push(self, req: ps_pb2.PushRequest, timeout: float | None = None, metadata=None) -> ps_pb2.PushReply:
+        return self._call(lambda c, dl: c.push(req, dl - 0.02), req, timeout, lambda _r: REPLY_BYTES)
+
+    def Pull(self, req: ps_pb2.PullRequest, timeout: float | None = None, metadata=None) -> ps_pb2.PullReply:
+        raw = self._call(lambda c, dl: c.pull(req, dl - 0.02), req, timeout, len)
+        return ps_pb2.PullReply.FromString(raw)
+
+    def Status(self, req: ps_pb2.StatusRequest, timeout: float | None = None, metadata=None) -> ps_pb2.StatusReply:
+        def handler(c, dl):
+            return c.status(req)
+            yield  # noqa: unreachable - a generator like every handler
+        return self._call(handler, req, timeout, lambda r: r.ByteSize())
+
+
+class SimEtcdClient:
+    """psnodes.etcd.Etcd's `get` for a client, over the link src->etcd."""
+
+    def __init__(self, world: Any, src: str, dead: Callable[[], bool]) -> None:
+        self.w, self.src, self.dead = world, src, dead
+
+    def get(self, key: str):
+        if self.dead():
+            raise Killed(self.src)
+        try:
+            return self.w.vt.run_process(etcd_call(self.w.net, self.w.env, self.src, lambda: self.w.etcd.get(key)))
+        except EtcdError:
+            raise
+        except PSError as e:
+            raise EtcdError(str(e)) from None
+
+
+class SimFuture:
+    def __init__(self, vt: VirtualTime, baton: Baton) -> None:
+        self.vt, self.baton = vt, baton
+
+    def result(self, timeout: float | None = None) -> Any:
+        self.vt.join(self.baton)
+        if self.baton.error is not None:
+            raise self.baton.error
+        return self.baton.result
+
+
+class SimPool(Executor):
+    """The client's ThreadPoolExecutor: each task a thread under the virtual clock's baton."""
+
+    def __init__(self, vt: VirtualTime, prefix: str) -> None:
+        self.vt, self.prefix, self.n = vt, prefix, 0
+
+    def submit(self, fn, /, *args, **kwargs) -> SimFuture:  # type: ignore[override]
+        self.n += 1
+        return SimFuture(self.vt, self.vt.spawn(lambda: fn(*args, **kwargs), f"{self.prefix}-{self.n}"))
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pass
+
+
+__all__ = ["Killed", "SimEtcdClient", "SimFuture", "SimPool", "SimStatusError", "SimStub"]

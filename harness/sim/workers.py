@@ -1,0 +1,106 @@
+"""Workers in a simulated run: psnodes' own Worker and PSClient, each in a thread on virtual time.
+
+Only the machine is swapped (psnodes.runtime.Runtime: clocks, sleep, pool, the compute time of a
+step from the calibration) and the client's transport (harness/sim/transport.py). A kill marks
+the incarnation dead: its next wait raises `Killed`, so it stops where a SIGKILL would have left
+it (a call in flight may still land on the server, as a real one can); a restart is a new
+incarnation with the same arguments, as the process backend restarts a worker.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from psnodes.events import EventLog
+from psnodes.runtime import Runtime
+from psnodes.worker import Worker
+
+from .transport import Killed, SimEtcdClient, SimPool, SimStub
+from .vtime import Baton
+
+
+@dataclass
+class Incarnation:
+    name: str
+    n: int
+    args: tuple
+    baton: Baton | None = None
+    dead: bool = False
+    events: EventLog | None = None
+
+
+class SimWorkers:
+    def __init__(self, backend: Any) -> None:
+        self.be = backend
+        self.live: dict[str, Incarnation] = {}
+        self.count: dict[str, int] = {}
+
+    def planned(self) -> list[str]:
+        return sorted({f"worker-{j}" for j in range(self.be.spec.workers)} | set(self.live),
+                      key=lambda n: int(n.split("-")[1]))
+
+    def names(self) -> list[str]:
+        return list(self.live)
+
+    def start_all(self, steps: int, duration: float | None, step_delay: float) -> None:
+        for j in range(self.be.spec.workers):
+            self.start(f"worker-{j}", steps, duration, step_delay)
+
+    def start(self, name: str, steps: int, duration: float | None = None, step_delay: float = 0.0) -> None:
+        n = self.count[name] = self.count.get(name, 0) + 1
+        inc = self.live[name] = Incarnation(name, n, (steps, duration, step_delay))
+        be, clock, vt = self.be, self.be.clock, self.be.vt
+        pid = 50_000 + 100 * int(name.split("-")[1]) + n
+
+        def sleep(s: float) -> None:
+            clock.sleep(s)
+            if inc.dead:
+                raise Killed(name)
+        step_s = be.cal.step_s(be.spec.model)
+        rt = Runtime(monotonic=clock.monotonic, sleep=sleep, time=clock.now, pid=lambda: pid,
+                     pool=lambda k, prefix: SimPool(vt, f"{name}-{prefix}"),
+                     compute=lambda what: sleep(step_s))
+        dead = lambda: inc.dead  # noqa: E731
+        inc.events = EventLog(be.events_path(name), name, runtime=rt)
+        cfg = be.cfg.client_view()
+
+        def run() -> None:
+            torch.set_num_threads(1)
+            from psnodes.client import PSClient
+
+            client = PSClient(cfg, name, None, inc.events, runtime=rt, etcd=SimEtcdClient(be, name, dead),
+                              stub_factory=lambda node: SimStub(be, name, node, dead))
+            w = Worker(cfg, name, be.spec.model, be.spec.training, be.spec.staleness, "cpu", None, inc.events,
+                       step_delay=step_delay, runtime=rt, client=client)
+            try:
+                w.run(steps, duration)
+            except Killed:
+                pass
+        inc.baton = vt.spawn(run, name)
+
+    def alive(self, name: str) -> bool:
+        inc = self.live.get(name)
+        return inc is not None and not inc.dead and inc.baton is not None and not inc.baton.done.triggered
+
+    def running(self) -> bool:
+        return any(self.alive(n) for n in self.live)
+
+    def kill(self, name: str, graceful: bool = False) -> None:
+        inc = self.live.get(name)
+        if inc is not None:
+            inc.dead = True        # graceful or not: a worker has nothing to flush
+
+    def restart(self, name: str) -> None:
+        inc = self.live[name]
+        self.start(name, *inc.args)
+
+    def kill_all(self) -> None:
+        for inc in self.live.values():
+            inc.dead = True
+            if inc.events is not None:
+                inc.events.close()
+
+
+__all__ = ["SimWorkers"]
