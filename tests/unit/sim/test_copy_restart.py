@@ -37,12 +37,14 @@ def run(seed: int) -> tuple[SimShardCluster, dict]:
         out["manifest"] = c2.disk.manifest(local_dir(c2.name))
         yield from cl.clock.sleep(RESTART_T - cl.env.now)
         c2.restart()
+        out["verified2"] = set(c2.verified)
         yield from cl.clock.sleep(WIPE_T - cl.env.now)
         yield c1.stop()
         c1.wipe_data()
         out["wiped"] = c1.disk.manifest(local_dir(c1.name))
         yield from cl.clock.sleep(REWIPED_T - cl.env.now)
         c1.restart()
+        out["verified1"] = set(c1.verified)
 
     cl.env.process(scenario())
     cl.env.run(until=END)
@@ -77,6 +79,7 @@ def test_a_restart_loads_its_checkpoint_and_catches_up_by_a_delta(seeded) -> Non
     seq = ev(cl, "stop", "shard-0/2")[0]["value"]["seq"]
     (load,) = ev(cl, "load", "shard-0/2")
     assert load["t"] == RESTART_T and load["value"] == {"shard": 0, "seq": seq, "source": "local"}
+    assert out["verified2"] == {(1, "shard-0/0")}          # verified.json, beside the checkpoint
     starts = ev(cl, "start", "shard-0/2")
     assert len(starts) == 2 and starts[1]["value"]["seq"] == seq and starts[1]["value"]["role"] == "replica"
     (sync,) = [e for e in ev(cl, "sync", "shard-0/0") if e["value"]["dst"] == "shard-0/2"]
@@ -89,7 +92,7 @@ def test_a_restart_loads_its_checkpoint_and_catches_up_by_a_delta(seeded) -> Non
 
 def test_a_wiped_copy_loads_nothing_and_gets_the_whole_state(seeded) -> None:
     cl, out = seeded
-    assert out["wiped"] is None and not ev(cl, "load", "shard-0/1")
+    assert out["wiped"] is None and not ev(cl, "load", "shard-0/1") and out["verified1"] == set()
     (sync,) = [e for e in ev(cl, "sync", "shard-0/0") if e["value"]["dst"] == "shard-0/1"]
     v = sync["value"]            # seq 0 is a prefix of every history: a "delta" since 0, all of the state
     assert v["from_seq"] == 0 and v["kind"] == "delta" and v["changed_bytes"] == v["snapshot_bytes"]
