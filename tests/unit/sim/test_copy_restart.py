@@ -75,7 +75,7 @@ def test_a_stop_writes_the_local_checkpoint_gives_the_lease_back_and_exits(seede
 
 
 def test_a_restart_loads_its_checkpoint_and_catches_up_by_a_delta(seeded) -> None:
-    cl, _ = seeded
+    cl, out = seeded
     seq = ev(cl, "stop", "shard-0/2")[0]["value"]["seq"]
     (load,) = ev(cl, "load", "shard-0/2")
     assert load["t"] == RESTART_T and load["value"] == {"shard": 0, "seq": seq, "source": "local"}
