@@ -156,6 +156,12 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     return fuzz_main(args)
 
 
+def cmd_sim(args: argparse.Namespace) -> int:
+    from .sim.commands import sim_main
+
+    return sim_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="pschaos", description="Chaos harness for parameter-server training clusters")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -240,6 +246,18 @@ def build_parser() -> argparse.ArgumentParser:
     fz.add_argument("--max-restarts", type=int, default=3,
                     help="fresh clusters after a case left the shard broken, before the run stops (default 3)")
     fz.set_defaults(fn=cmd_fuzz)
+
+    sm = sub.add_parser("sim", help="the SimPy twin: calibrate it on real clusters, validate it against them")
+    smsub = sm.add_subparsers(dest="sim_cmd", required=True)
+    sc = smsub.add_parser("calibrate", help="measure the twin's timings on real processes, write a calibration file")
+    sc.add_argument("--out", help="calibration file to write (default: the committed harness/sim/calibration.json)")
+    sv = smsub.add_parser("validate", help="real scenarios and their sim twins at several seeds: measured vs "
+                                           "predicted, relative errors (exit 0 within targets, 1 outside)")
+    sv.add_argument("--seeds", type=int, default=5, help="seeds per scenario (default 5)")
+    sv.add_argument("--json", action="store_true", help="the comparison as one JSON object")
+    sv.add_argument("--out", default="out/sim-validate", help="run folders and validate.json (default out/sim-validate)")
+    sv.add_argument("--calibration", help="calibration file (default: the committed one)")
+    sm.set_defaults(fn=cmd_sim)
     return ap
 
 

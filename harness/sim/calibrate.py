@@ -1,0 +1,151 @@
+"""`pschaos sim calibrate`: measure on real clusters every timing the twin uses, write a calibration.
+
+Measured here, on this machine, each as the median of repeated trials:
+- the network: Echo round trips of 0 B to 1 MiB on a real node (raw bytes, no protobuf): the
+  one-way fixed cost is half the smallest round trip, the per-byte cost the slope over sizes;
+- a shard's apply: a sync push to a 1-copy shard of 1 MiB and 4 MiB of dense gradient, less the
+  wire's cost for those bytes, per MiB;
+- a worker's step per model: psnodes' own task (batch, forward, backward) on the CPU;
+- a checkpoint's write: psnodes.checkpoint.write_checkpoint of a 4 MiB state, MB/s.
+Heartbeat, suspicion and lease timings are the cluster config's own constants (the twin reads the
+same config), so they are not measured; `pschaos sim validate` compares what they add up to.
+"""
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .calibration import Calibration
+
+SIZES = (0, 16 << 10, 256 << 10, 1 << 20)
+
+
+def _median(fn: Callable[[], None], n: int) -> float:
+    fn()                                            # warm-up
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return statistics.median(out)
+
+
+def network(be, say: Callable[[str], None], n: int = 40) -> dict:
+    from psnodes.servicer import SERVICE
+
+    node = be.routing()[0].primary
+    ch = be.client.stub(node)._channel if hasattr(be.client.stub(node), "_channel") else None
+    from psnodes.channels import dial
+
+    ch = ch or dial(be.cfg.addresses[node], be.cfg.max_message_bytes)
+    echo = ch.unary_unary(f"/{SERVICE}/Echo", request_serializer=None, response_deserializer=None)
+    rtts = []
+    for size in SIZES:
+        blob = bytes(size)
+        rtts.append(_median(lambda: echo(blob, timeout=10, metadata=be.client.md), n))
+        say(f"  echo {size:>8} B: round trip {rtts[-1] * 1e3:.3f} ms")
+    slope = float(np.polyfit(np.array(SIZES, float), np.array(rtts), 1)[0])
+    return {"fixed_s": round(rtts[0] / 2, 7), "per_byte_s": max(0.0, slope / 2)}
+
+
+def apply_cost(be, net: dict, say: Callable[[str], None], n: int = 15) -> float:
+    from psnodes.codec import tensor_to_pb
+    from psnodes.proto import ps_pb2
+
+    per_mb = []
+    for mb in (1, 4):
+        size = mb * (1 << 20) // 4
+        be.client.init_dense({f"cal{mb}": np.zeros(size, np.float32)})
+        push = ps_pb2.PushRequest(shard=0, update=ps_pb2.Update(
+            worker="calibrate", dense=[tensor_to_pb(f"cal{mb}", np.full(size, 1e-3, np.float32))]))
+        rid = iter(range(1, 1 << 40))
+
+        def once() -> None:
+            push.update.req_id = next(rid)
+            be.client.call(0, "Push", lambda ep: (push.__setattr__("epoch", ep), push)[1])
+        t = _median(once, n)
+        wire = 2 * net["fixed_s"] + mb * (1 << 20) * net["per_byte_s"]
+        per_mb.append(max(0.0, t - wire) / mb)
+        say(f"  push {mb} MiB: {t * 1e3:.2f} ms, apply {per_mb[-1] * 1e3:.2f} ms/MiB")
+    return round(statistics.mean(per_mb), 6)
+
+
+def worker_steps(say: Callable[[str], None], n: int = 30) -> dict[str, float]:
+    import torch
+
+    from psnodes.models import make_task
+
+    torch.set_num_threads(1)
+    out = {}
+    for model in ("mlp", "widedeep"):
+        task = make_task(model, 1, torch.device("cpu"))
+        rng = np.random.default_rng(1)
+
+        def step() -> None:
+            b = task.batch(rng)
+            rows = {}
+            if task.tables:
+                uniq, inv = np.unique(b.ids, return_inverse=True)
+                for t, dim in task.tables.items():
+                    r = torch.zeros((uniq.size, dim), requires_grad=True)
+                    rows[t] = r[torch.from_numpy(inv.reshape(b.ids.shape))]
+            task.model.zero_grad(set_to_none=True)
+            task.loss(b, rows).backward()
+        out[model] = round(_median(step, n), 6)
+        say(f"  worker step {model}: {out[model] * 1e3:.2f} ms")
+    return out
+
+
+def checkpoint_rate(say: Callable[[str], None], n: int = 5) -> float:
+    from psnodes.checkpoint import write_checkpoint
+
+    blob = bytes(4 << 20)
+    with tempfile.TemporaryDirectory() as d:
+        seq = iter(range(1, 1 << 30))
+        t = _median(lambda: write_checkpoint(Path(d), blob, next(seq), 1, "calibrate", term=1), n)
+    rate = round(4 * 1.048576 / t, 1)
+    say(f"  checkpoint 4 MiB: {t * 1e3:.1f} ms ({rate} MB/s)")
+    return rate
+
+
+def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
+    from ..backend_process import ProcessBackend
+    from ..scenario import ClusterSpec
+
+    t0 = time.time()
+    say("pschaos sim calibrate: starting a 1-copy cluster of real processes")
+    spec = ClusterSpec(shards=1, copies=1, workers=0, replication="sync", optimizer="sgd", checkpoint_interval_s=3600)
+    with tempfile.TemporaryDirectory(prefix="pschaos-calibrate-") as tmp:
+        be = ProcessBackend(spec, Path(tmp) / "c", f"calibrate-{uuid.uuid4().hex[:6]}", 1)
+        try:
+            be.start()
+            say("network (Echo round trips):")
+            net = network(be, say)
+            say("shard apply (sync pushes):")
+            apply_s = apply_cost(be, net, say)
+        finally:
+            be.teardown()
+    say("worker compute (psnodes' own tasks on the CPU):")
+    steps = worker_steps(say)
+    say("checkpoint writes:")
+    ckpt = checkpoint_rate(say)
+    cal = Calibration(network=net, worker_step_s=steps, apply_s_per_mb=apply_s, checkpoint_mb_s=ckpt,
+                      measured={"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                "host": platform.node(), "python": platform.python_version(),
+                                "command": f"pschaos sim calibrate --out {out}", "took_s": round(time.time() - t0, 1)})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(cal.to_json(), indent=2) + "\n")
+    cal.path = str(out)
+    say(f"pschaos sim calibrate: wrote {out} in {time.time() - t0:.0f}s")
+    return cal
+
+
+__all__ = ["calibrate"]

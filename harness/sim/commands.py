@@ -1,0 +1,22 @@
+"""`pschaos sim calibrate` and `pschaos sim validate`: the command-line side of the twin."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .calibration import DEFAULT_PATH
+
+
+def sim_main(args: argparse.Namespace) -> int:
+    if args.sim_cmd == "calibrate":
+        from .calibrate import calibrate
+
+        calibrate(Path(args.out) if args.out else DEFAULT_PATH, say=lambda m: print(m, file=sys.stderr, flush=True))
+        return 0
+    from .validate import validate_main
+
+    return validate_main(args)
+
+
+__all__ = ["sim_main"]
