@@ -145,8 +145,9 @@ class SimBackend:
         return self.files.path(name)
 
     def event_files(self) -> list[Path]:
+        """Every event file but the runner's own: the copies' (EventFiles) and the workers' (EventLog)."""
         own = self.events_path("harness")
-        return [p for p in self.files.files() if p != own]
+        return sorted(p for p in (self.run_dir / "events").glob("*.jsonl") if p != own)
 
     def discard_data(self) -> None:
         shutil.rmtree(self.run_dir / "work", ignore_errors=True)
