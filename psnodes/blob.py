@@ -62,8 +62,9 @@ def unpack(blob: bytes) -> tuple[dict, dict[str, np.ndarray]]:
         raise ValueError(f"state blob header of {n} bytes runs past the blob's {len(blob)} bytes")
     try:
         head = json.loads(bytes(blob[8:8 + n]))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"state blob header is not JSON: {e}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError, MemoryError) as e:
+        raise ValueError(f"state blob header is not JSON this format can hold: {type(e).__name__}: "
+                         f"{str(e)[:80]}") from None
     if not (isinstance(head, dict) and isinstance(head.get("meta"), dict) and isinstance(head.get("arrays"), list)):
         raise ValueError("state blob header must be {\"meta\": {...}, \"arrays\": [...]}")
     base = 8 + n

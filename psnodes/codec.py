@@ -62,7 +62,7 @@ def tensor_from_pb(t: ps_pb2.Tensor, field: str = "dense", check_finite: bool = 
     check_name(t.name, field, limits)
     where = f"{field}[{t.name!r}]"
     if t.dtype != DTYPE:
-        raise InvalidArgument(f"{where}.dtype={t.dtype!r} is not supported; send float32")
+        raise InvalidArgument(f"{where}.dtype={t.dtype[:40]!r} is not supported; send float32")
     n = check_shape(t.shape, where, limits)
     if n * 4 != len(t.data):
         raise InvalidArgument(f"{where}: shape {list(t.shape)} needs {n * 4} bytes of data, got {len(t.data)}")

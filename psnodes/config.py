@@ -29,9 +29,10 @@ class ClusterConfig:
     mode: str = "sync"
     token: str = field(default_factory=lambda: secrets.token_hex(16))
     # the node-to-node secret: Replicate calls must carry it too, so a client that holds only the
-    # cluster token (a worker: it is given `client_view()`) can never pose as a primary.
-    # "" = no separation (any holder of the cluster token may replicate)
-    peer_token: str = ""
+    # cluster token (a worker: it is given `client_view()`) can never pose as a primary. A config
+    # file without the field loads with "" (no separation: any holder of the cluster token may
+    # replicate), so an older file keeps working; a new config gets a fresh secret
+    peer_token: str = field(default_factory=lambda: secrets.token_hex(16))
     tables: dict[str, int] = field(default_factory=dict)
     optimizer: dict = field(default_factory=lambda: {"name": "adam", "lr": 0.01})
     seed: int = 0
@@ -140,6 +141,7 @@ class ClusterConfig:
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"config file {path}: unknown field(s) {', '.join(unknown)}")
+        data.setdefault("peer_token", "")     # every process reading the file must agree on it
         return cls(**data)
 
 

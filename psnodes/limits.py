@@ -29,6 +29,9 @@ class Limits:
             v = getattr(self, f.name)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
                 raise ConfigError(f"limits.{f.name}={v!r} must be a positive number")
+        if not self.max_abs_grad <= 1e18:
+            raise ConfigError(f"limits.max_abs_grad={self.max_abs_grad} must be finite and at most 1e18 (a larger "
+                              "gradient overflows float32 optimizer state)")
         if self.max_dims > 32:
             raise ConfigError(f"limits.max_dims={self.max_dims} must be at most 32 (numpy allows 64 in all)")
 

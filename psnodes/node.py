@@ -30,7 +30,7 @@ import grpc
 from .checkpoint import read_checkpoint, write_checkpoint
 from .config import ClusterConfig, ShardRecord
 from .core import ack, checkpoints, dedup, fencing, gating, lease, promotion
-from .errors import InvalidArgument, NotPrimary, ReplicationFailed, StaleEpoch, Timeout
+from .errors import InvalidArgument, NotPrimary, ReplicationFailed, StaleEpoch, Timeout, TooLarge
 from .etcd import Etcd
 from .events import EventLog
 from .metrics import NodeMetrics
@@ -41,7 +41,8 @@ from .updatelog import Entry
 from .wire import encode_pull_reply
 
 log = logging.getLogger("psnodes.node")
-VERIFIED = "verified.json"      # beside the local checkpoint: primaries etcd confirmed to this copy
+VERIFIED = "verified.json"
+MAX_WAIT_S = 10.0               # no call waits longer on the server (BSP/SSP pulls wait the longest)      # beside the local checkpoint: primaries etcd confirmed to this copy
 
 
 @dataclass
@@ -64,7 +65,7 @@ class ShardNode:
         self.store = ShardStore(ShardSpec(
             shard=self.shard, num_shards=cfg.shards, tables=dict(cfg.tables),
             optimizer=cfg.optimizer_config(), seed=cfg.seed, workers=cfg.workers,
-            log_entries=cfg.log_entries, limits=cfg.request_limits()))
+            log_entries=cfg.log_entries, limits=cfg.request_limits(), max_reply_bytes=cfg.max_message_bytes))
         self.cond = threading.Condition(threading.Lock())
         self.role = "starting"
         self.epoch = 0
@@ -88,6 +89,7 @@ class ShardNode:
         self.restored_from = ""
         self.verified: set[tuple[int, str]] = set()   # (epoch, primary) pairs etcd's record confirmed
         self.ckpt_lock = threading.Lock()                     # one checkpoint export and write at a time
+        self.snapshot_slot = threading.Lock()                 # one Snapshot call at a time; others are refused
         self.on_promote: Callable[[], None] = lambda: None   # set by the replication manager
         self.on_step_down: Callable[[], None] = lambda: None
         self.metrics.set_role(self.role)
@@ -213,9 +215,9 @@ class ShardNode:
             epoch = self.epoch
             if self.cfg.mode == "async":
                 self._wait_lag(epoch, deadline)
+            dec = self.store.validate(upd)                # a malformed retry is refused too, not "duplicate"
             dup_seq = self.store.duplicate_seq(upd)      # keyed by worker#incarnation, req_id
-            dec = self.store.validate(upd) if dup_seq is None else None
-            noop = dec is not None and self.store.is_noop(dec)
+            noop = dup_seq is None and self.store.is_noop(dec)
             mods = [self.store.dense_mod[n] for n, _ in dec.dense] if noop else []
             d = dedup.decide(dup_seq, noop, mods, self.store.seq)
             seq, duplicate = d.seq, d.duplicate
@@ -305,21 +307,28 @@ class ShardNode:
         that exists only on the wire (2**64-1) moves this copy. Everything sent is checked before
         any of it is taken (ShardStore.take_replicated)."""
         self._check_shard(req.shard, "Replicate")
+        if len(req.primary) > 64:
+            raise InvalidArgument(f"Replicate: primary is {len(req.primary)} characters long; a node name is "
+                                  "shard-<i>/<r>")
+        why = fencing.self_refusal(self.name, req.primary)
+        if why:
+            raise StaleEpoch(why)
         self._check_sender(req)
         with self.cond:
             verdict = fencing.on_replicate(self.epoch, self.role, self.primary, req.epoch, req.primary)
             why = fencing.replicate_refusal(verdict, self.name, self.epoch, req.epoch, req.primary)
             if why:
                 raise StaleEpoch(why)
-            entries = [Entry(e.seq, e.epoch, e.payload) for e in req.entries]
+            if verdict is fencing.Replicate.FOLLOW and (req.epoch, req.primary) not in self.verified:
+                raise NotPrimary(f"replicate from {req.primary} at epoch {req.epoch}: the shard record "
+                                 "changed while it was checked; retry")
+            # everything sent is checked before anything changes, the role included
+            plan = self.store.plan_replicated(req.state, [Entry(e.seq, e.epoch, e.payload) for e in req.entries],
+                                              req.epoch)
             if verdict is fencing.Replicate.FOLLOW:
-                if (req.epoch, req.primary) not in self.verified:
-                    raise NotPrimary(f"replicate from {req.primary} at epoch {req.epoch}: the shard record "
-                                     "changed while it was checked; retry")
                 self.follow(req.epoch, req.primary, req.epoch_start)
             self.last_heard = time.monotonic()
-            self.in_sync = self.store.take_replicated(req.state, entries, req.primary_seq, req.primary_seq_epoch,
-                                                      self.in_sync, req.epoch)
+            self.in_sync = self.store.take_plan(plan, req.primary_seq, req.primary_seq_epoch, self.in_sync)
             self.metrics.seq.set(self.store.seq)
             self.cond.notify_all()
             return ps_pb2.ReplicateReply(applied_seq=self.store.seq, epoch=self.epoch,
@@ -334,7 +343,8 @@ class ShardNode:
             if verdict is not fencing.Replicate.FOLLOW or (req.epoch, req.primary) in self.verified:
                 return
         if self.etcd is None:           # in-process tests without etcd: the wire is all there is
-            self.verified.add((req.epoch, req.primary))
+            with self.cond:
+                self.verified.add((req.epoch, req.primary))
             return
         try:
             kv = self.etcd.get(self.cfg.shard_key(self.shard))
@@ -368,7 +378,12 @@ class ShardNode:
         """The Snapshot RPC: this copy's checkpoint now (the shard's shared one only while etcd
         names it primary: `_may_publish`)."""
         self._check_shard(req.shard, "Snapshot")
-        return self.checkpoint()
+        if not self.snapshot_slot.acquire(blocking=False):     # a storm of Snapshots must not queue up
+            raise TooLarge(f"{self.name} is already taking a snapshot for another call; retry once it is done")
+        try:
+            return self.checkpoint()
+        finally:
+            self.snapshot_slot.release()
 
     def checkpoint(self, shared: bool | None = None) -> dict:
         """Write the local checkpoint, and the shard's shared one when this node is (still) the
@@ -377,27 +392,31 @@ class ShardNode:
         The periodic writer and Snapshot calls take turns (one export and write at a time), and
         the shared folder only ever moves forward (psnodes.checkpoint)."""
         with self.ckpt_lock:
-            with self.cond:
-                blob, _ = self.store.export_state(0)
-                seq, epoch, term, primary = self.store.seq, self.store.seq_epoch, self.epoch, self.role == "primary"
-            local = self.cfg.data_dir(self.name)
-            man, _ = write_checkpoint(local, blob, seq, epoch, self.name, term=term, newer_only=False)
-            self._save_verified(local)
-            man = {**man, "path": str(local)}
-            if not (shared if shared is not None else primary):
-                return man
-            why = self._may_publish(seq, term)
-            if why:
-                self.events.emit("checkpoint-skipped", {"shard": self.shard, "seq": seq, "term": term, "reason": why})
-                return man
-            folder = self.cfg.checkpoint_dir(self.shard)
-            cur, wrote = write_checkpoint(folder, blob, seq, epoch, self.name, term=term)
-            if wrote:
-                self.events.emit("checkpoint", {"shard": self.shard, "seq": seq, "epoch": epoch, "term": term,
-                                                "bytes": len(blob), "written": cur["time"]})
-            if wrote or (cur["seq"], cur.get("term")) == (seq, term):
-                man = {**cur, "path": str(folder)}
+            return self._checkpoint(shared)
+
+    def _checkpoint(self, shared: bool | None) -> dict:
+        """The body of `checkpoint`, ckpt_lock held."""
+        with self.cond:
+            blob, _ = self.store.export_state(0)
+            seq, epoch, term, primary = self.store.seq, self.store.seq_epoch, self.epoch, self.role == "primary"
+        local = self.cfg.data_dir(self.name)
+        man, _ = write_checkpoint(local, blob, seq, epoch, self.name, term=term, newer_only=False)
+        self._save_verified(local)
+        man = {**man, "path": str(local)}
+        if not (shared if shared is not None else primary):
             return man
+        why = self._may_publish(seq, term)
+        if why:
+            self.events.emit("checkpoint-skipped", {"shard": self.shard, "seq": seq, "term": term, "reason": why})
+            return man
+        folder = self.cfg.checkpoint_dir(self.shard)
+        cur, wrote = write_checkpoint(folder, blob, seq, epoch, self.name, term=term)
+        if wrote:
+            self.events.emit("checkpoint", {"shard": self.shard, "seq": seq, "epoch": epoch, "term": term,
+                                            "bytes": len(blob), "written": cur["time"]})
+        if wrote or (cur["seq"], cur.get("term")) == (seq, term):
+            man = {**cur, "path": str(folder)}
+        return man
 
     def _may_publish(self, seq: int, term: int) -> str:
         """Why this node may not write the shard's shared checkpoint of `seq` now ('' if it may).
@@ -437,7 +456,7 @@ class ShardNode:
             man, blob = got
             try:
                 self.store.import_state(blob)
-            except InvalidArgument as e:      # start empty: a snapshot from the primary brings it back
+            except Exception as e:  # noqa: BLE001 - start empty: a snapshot from the primary brings it back
                 self.events.emit("checkpoint-error", {"shard": self.shard, "error": f"local checkpoint: {e}"})
                 log.error("%s: local checkpoint not loaded: %s", self.name, e)
             else:
@@ -486,8 +505,10 @@ class ShardNode:
 
 
 def deadline_of(context: grpc.ServicerContext, default: float) -> float:
+    """When a call must be answered by: the client's deadline, capped at max(default, 10 s), so a
+    client asking for a day (a BSP pull with min_clock 2**63-1) cannot hold a server thread."""
     left = context.time_remaining() if context is not None else None
     if left is None or left > 1e6:
         left = default
-    return time.monotonic() + max(0.0, left - 0.02)
+    return time.monotonic() + max(0.0, min(left, max(default, MAX_WAIT_S)) - 0.02)
 

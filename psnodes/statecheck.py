@@ -19,7 +19,7 @@ F4, I8 = np.dtype("<f4"), np.dtype("<i8")
 
 
 def _int(v, field: str, lo: int = 0) -> int:
-    if not isinstance(v, int) or isinstance(v, bool) or v < lo or v >= 1 << 64:
+    if not isinstance(v, int) or isinstance(v, bool) or v < lo or v >= 1 << 63:
         raise InvalidArgument(f"state.meta.{field}={str(v)[:40]} must be an integer >= {lo}")
     return v
 

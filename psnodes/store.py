@@ -23,7 +23,7 @@ from .embedding import EmbeddingTable
 from .errors import InvalidArgument, NotFound, TooLarge
 from .limits import Limits
 from .optimizers import OptimizerConfig, stepped
-from .placement import audit_name, dense_shard, is_audit, row_shards
+from .placement import AUDIT_SLOTS, audit_name, dense_shard, is_audit, row_shards
 from .proto import ps_pb2
 from .statecheck import check_state
 from .updatelog import Entry, UpdateLog
@@ -43,6 +43,7 @@ class ShardSpec:
     log_entries: int = 4096
     log_bytes: int = 256 << 20
     limits: Limits = field(default_factory=Limits)
+    max_reply_bytes: int = 256 << 20                        # the gRPC message limit of the node
 
 
 @dataclass
@@ -106,6 +107,9 @@ class ShardStore:
             if home != s.shard:
                 raise InvalidArgument(f"dense[{t.name!r}] belongs to shard {home}, not shard {s.shard}; "
                                       "route by psnodes.placement.dense_shard")
+            if is_audit(t.name) and (arr.shape != (AUDIT_SLOTS,)):
+                raise InvalidArgument(f"dense[{t.name!r}]: an audit tensor has shape [{AUDIT_SLOTS}], not "
+                                      f"{list(arr.shape)}")
             if push:
                 if t.name not in have:
                     raise NotFound(f"dense[{t.name!r}] is not initialized on shard {s.shard}; "
@@ -215,12 +219,20 @@ class ShardStore:
         Everything is checked before anything is taken (the blob, then each entry against the
         state it will meet, none from an epoch above the sender's `epoch`), so a refused call
         (InvalidArgument) leaves the copy as it was."""
+        return self.take_plan(self.plan_replicated(state, entries, epoch), primary_seq, primary_seq_epoch, in_sync)
+
+    def plan_replicated(self, state: bytes, entries: Iterable[Entry], epoch: int | None = None) -> tuple:
+        """Check what a primary sent (the blob, then each entry against the state it will meet),
+        changing nothing; the plan `take_plan` carries out. InvalidArgument names what is wrong."""
         entries = list(entries)
         checked = self.check_state(state) if state else None
-        plan = self._check_entries(entries, checked, epoch)
+        return checked, self._check_entries(entries, checked, epoch)
+
+    def take_plan(self, plan: tuple, primary_seq: int, primary_seq_epoch: int, in_sync: bool) -> bool:
+        checked, steps = plan
         if checked is not None:
             self._take_state(*checked)
-        for e, dec in plan:
+        for e, dec in steps:
             self.apply(dec, e.payload, e.epoch)
         return fencing.reached_sync(in_sync, self.seq, self.seq_epoch, primary_seq, primary_seq_epoch)
 
@@ -270,9 +282,13 @@ class ShardStore:
         out = []
         for n in wanted:
             if n not in self.dense:
-                raise NotFound(f"names: dense {n!r} is not on shard {self.spec.shard}")
+                raise NotFound(f"names: dense {n[:80]!r} is not on shard {self.spec.shard}")
             if self.dense_mod[n] > since:
                 out.append((n, self.dense[n]))
+        size = sum(a.nbytes for _, a in out)
+        if size > self.spec.max_reply_bytes:
+            raise TooLarge(f"the pull would return {size} bytes, above the {self.spec.max_reply_bytes}-byte message "
+                           "limit; pull by names, a few at a time")
         return out
 
     def check_pull(self, req: ps_pb2.PullRequest) -> list[np.ndarray]:
@@ -281,6 +297,11 @@ class ShardStore:
         lim = self.spec.limits
         if len(req.names) > lim.max_tensors:
             raise TooLarge(f"names holds {len(req.names)} names; at most limits.max_tensors={lim.max_tensors}")
+        if len(set(req.names)) != len(req.names):
+            raise InvalidArgument("names repeats a name; ask for each dense tensor once")
+        for i, n in enumerate(req.names):
+            if len(n.encode()) > lim.max_name_bytes:
+                raise InvalidArgument(f"names[{i}] is longer than limits.max_name_bytes={lim.max_name_bytes}")
         if sum(len(r.ids) // 8 for r in req.sparse) > lim.max_ids:
             raise TooLarge(f"sparse holds more than limits.max_ids={lim.max_ids} ids in all; split the pull")
         out = []

@@ -110,6 +110,15 @@ def follow_record(record_epoch: int, epoch: int, record_primary: str, me: str) -
     return record_epoch > epoch and record_primary != me
 
 
+def self_refusal(name: str, req_primary: str) -> str:
+    """A replicate call naming this very copy as its sender is forged (a copy never replicates to
+    itself): refused before any verdict, since a copy that stepped down at some epoch would
+    otherwise 'follow' itself at it ('' when the sender is another copy)."""
+    if req_primary == name:
+        return f"replicate naming {name} itself as primary refused: a copy never replicates to itself"
+    return ""
+
+
 def sender_refusal(record_epoch: int | None, record_primary: str | None, req_epoch: int, req_primary: str) -> str:
     """Why a replicate call from `req_primary` at `req_epoch` is not from a primary at all, judged by
     the shard record ('' when the record names exactly that primary at exactly that epoch). Epochs

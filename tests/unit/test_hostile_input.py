@@ -222,3 +222,94 @@ def test_replicate_is_taken_only_from_the_primary_etcd_names_at_that_epoch(tmp_p
     node.etcd.rec = ShardRecord(epoch=4, primary="shard-0/2", isr=["shard-0/2", "shard-0/1"])
     node.replicate(ps_pb2.ReplicateRequest(shard=0, epoch=4, primary="shard-0/2"))
     assert (node.epoch, node.primary) == (4, "shard-0/2")
+
+
+# ---- found by the hostile review of this change --------------------------------------------
+
+
+def test_a_replicate_naming_the_copy_itself_is_refused_even_after_it_stepped_down(tmp_path):
+    rec = ShardRecord(epoch=3, primary="shard-0/1", isr=["shard-0/1", "shard-0/0"])
+    node = replica(tmp_path, rec)
+    node.become_primary(rec)
+    node.lease_lost("test")                          # same epoch, no primary: the old hole
+    before = fingerprint(node.store), node.role, node.epoch
+    blob, _ = ShardStore(node.store.spec).export_state(0)
+    with pytest.raises(StaleEpoch, match="itself"):
+        node.replicate(ps_pb2.ReplicateRequest(shard=0, epoch=3, primary="shard-0/1", state=blob))
+    assert (fingerprint(node.store), node.role, node.epoch) == before
+
+
+def test_a_refused_replicate_from_a_confirmed_new_primary_does_not_move_the_copy(tmp_path):
+    rec = ShardRecord(epoch=3, primary="shard-0/0", isr=["shard-0/0", "shard-0/1"])
+    node = replica(tmp_path, rec)
+    node.etcd.rec = ShardRecord(epoch=4, primary="shard-0/2", isr=["shard-0/2", "shard-0/1"])
+    with pytest.raises(InvalidArgument):
+        node.replicate(ps_pb2.ReplicateRequest(shard=0, epoch=4, primary="shard-0/2", state=b"PSB1junk"))
+    assert (node.epoch, node.primary, node.role) == (3, "shard-0/0", "replica")
+
+
+def test_pull_repeated_names_and_replies_above_the_message_limit_are_refused():
+    s = store()
+    init(s)
+    with pytest.raises(InvalidArgument, match="repeats"):
+        s.check_pull(ps_pb2.PullRequest(names=["w", "w"]))
+    s.spec.max_reply_bytes = 16
+    with pytest.raises(TooLarge, match="message limit"):
+        s.pull_dense(0, [])
+
+
+def test_an_audit_tensor_of_another_shape_is_refused():
+    s = store()
+    u = ps_pb2.Update(kind=ps_pb2.Update.INIT, dense=[tensor_to_pb("__audit__/0", np.zeros(1))])
+    refused(s, u, words="audit tensor has shape [256]")
+
+
+def test_a_deeply_nested_header_is_a_refusal_not_a_crash():
+    s = store()
+    head = b"[" * 200000 + b"]" * 200000
+    bad = b"PSB1" + len(head).to_bytes(4, "little") + head
+    before = fingerprint(s)
+    with pytest.raises(InvalidArgument, match="RecursionError"):
+        s.import_state(bad)
+    assert fingerprint(s) == before
+
+
+def test_a_malformed_retry_of_an_applied_key_is_refused_not_answered_duplicate(tmp_path):
+    import time as _time
+
+    node = replica(tmp_path, None)
+    node.become_primary(ShardRecord(epoch=1, primary="shard-0/1", isr=["shard-0/1"]))
+    node.cfg.mode = "async"
+    node.cfg.min_isr = 1
+    init_u = ps_pb2.Update(kind=ps_pb2.Update.INIT, dense=[tensor_to_pb("w", np.zeros(4))])
+    node.push(ps_pb2.PushRequest(shard=0, update=init_u), _time.monotonic() + 1)
+    good = push_update(1, dense={"w": np.ones(4)})
+    node.push(ps_pb2.PushRequest(shard=0, update=good), _time.monotonic() + 1)
+    bad = push_update(1, dense={"w": np.ones(5)})              # same key, wrong shape
+    with pytest.raises(InvalidArgument):
+        node.push(ps_pb2.PushRequest(shard=0, update=bad), _time.monotonic() + 1)
+
+
+def test_only_one_snapshot_call_at_a_time(tmp_path):
+    node = replica(tmp_path, None)
+    assert node.snapshot_slot.acquire(blocking=False)        # another call is taking one
+    with pytest.raises(TooLarge, match="already taking a snapshot"):
+        node.snapshot(ps_pb2.SnapshotRequest(shard=0))
+    node.snapshot_slot.release()
+    assert node.snapshot(ps_pb2.SnapshotRequest(shard=0))["seq"] == 0
+
+
+def test_server_waits_are_capped_whatever_deadline_the_client_asks():
+    import time as _time
+
+    from psnodes.node import MAX_WAIT_S, deadline_of
+
+    class Ctx:
+        def time_remaining(self):
+            return 1e5
+    assert deadline_of(Ctx(), 2.0) - _time.monotonic() <= MAX_WAIT_S
+
+
+def test_limits_refuse_an_unbounded_gradient_limit():
+    with pytest.raises(ConfigError, match="max_abs_grad"):
+        ClusterConfig(cluster_id="u", etcd="http://127.0.0.1:1", limits={"max_abs_grad": float("inf")})
