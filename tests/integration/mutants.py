@@ -24,6 +24,8 @@ def mutant_copy(dest: Path, patches: dict[str, list[tuple[str, str]]]) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     for pkg in PACKAGES:
         shutil.copytree(REPO / pkg, dest / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    if (REPO / "tools").exists() and not (dest / "tools").exists():
+        (dest / "tools").symlink_to(REPO / "tools")     # Toxiproxy, built once into the real tree
     for rel, edits in patches.items():
         p = dest / rel
         text = p.read_text()
@@ -35,11 +37,12 @@ def mutant_copy(dest: Path, patches: dict[str, list[tuple[str, str]]]) -> Path:
     return dest
 
 
-def run_scenario(root: Path, scenario: Path, out: Path, seed: int = 1, timeout: float = 400) -> tuple[int, dict, str]:
+def run_scenario(root: Path, scenario: Path, out: Path, seed: int = 1, timeout: float = 400,
+                 backend: str = "process") -> tuple[int, dict, str]:
     """`pschaos run` from `root` (its own harness and psnodes); returns exit code, report, output."""
     env = dict(os.environ, PYTHONPATH=str(root))
     p = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(scenario), "--seed", str(seed),
-                        "--out", str(out), "--quiet"], cwd=root, env=env, capture_output=True, text=True,
+                        "--out", str(out), "--quiet", "--backend", backend], cwd=root, env=env, capture_output=True, text=True,
                        timeout=timeout)
     rep = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
     return p.returncode, rep, p.stdout + p.stderr[-3000:]
