@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from psnodes.config import ShardRecord
 from psnodes.core import fencing, isr as isrs, logmatch
 from psnodes.core.logmatch import SyncKind
-from psnodes.errors import NotPrimary, StaleEpoch
+from psnodes.errors import NotPrimary, PSError, StaleEpoch
 from psnodes.updatelog import Entry
 
 from .rpc import Gen, SimRpcError, call
@@ -130,11 +130,12 @@ class SimReplication:
             except StaleEpoch as e:
                 yield from c.fenced(f"{peer}: {e}")
                 break
-            except SimRpcError as e:
+            except PSError as e:     # any other refusal, as PeerSender takes every grpc.RpcError
                 known = None
                 now = c.now()
                 if isrs.should_drop(now, last_ok, cfg.suspect_s, peer in c.isr, next_shrink):
-                    ok = yield from self.change_isr(remove=peer, reason=f"no answer for {cfg.suspect_s}s: {e.status}")
+                    code = e.status if isinstance(e, SimRpcError) else e.code.name
+                    ok = yield from self.change_isr(remove=peer, reason=f"no answer for {cfg.suspect_s}s: {code}")
                     if not ok:
                         next_shrink = now + 1.0
                 yield from c.clock.sleep(cfg.heartbeat_s)
