@@ -379,6 +379,7 @@ class Runner:
                                  "unknown_reasons": {k: v.details.get("reason") or v.details.get("error")
                                                      for k, v in checks.items() if v.valid == "unknown"},
                                  "failover_times": failover_times(hist),
+                                 **self._simulated(),
                                  "history": str(self.out / "history.jsonl"),
                                  "scenario_spec": self.sc.model_dump()})
         report_json.write(rep, self.out)

@@ -29,6 +29,15 @@ svg.plot{width:100%;height:auto;background:#fff;border:1px solid #eee}
 """
 
 
+def _simulated(report: dict) -> str:
+    """A simulated run says so, and names the calibration its timings come from."""
+    sim = report.get("simulated")
+    if not sim:
+        return ""
+    return (f"<p><strong>simulated</strong> in virtual time (SimPy twin); timings from calibration "
+            f"<code>{escape(str(sim.get('calibration')))}</code></p>")
+
+
 def _verdict_class(v) -> str:
     return {True: "pass", False: "fail", "pass": "pass", "fail": "fail"}.get(v, "unknown")
 
@@ -132,6 +141,7 @@ def render(report: dict, history: list[dict]) -> str:
 lost acknowledged updates {m.get('lost_acked_updates')} · failovers {m.get('failovers')}
 (p50 {fo.get('p50')} ms, p99 {fo.get('p99')} ms) · final loss {m.get('final_loss')}</p>
 <p>rerun: <code>{escape(report['rerun'])}</code></p>
+{_simulated(report)}
 {body}
 <h2>Checks</h2><table><tr><th>check</th><th>valid</th><th></th></tr>{''.join(rows)}</table>
 <h2>Metrics</h2><table>{metrics_rows}</table>

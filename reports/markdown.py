@@ -11,6 +11,8 @@ def render(report: dict) -> str:
     fo = m.get("failover_ms", {})
     lines = [f"### pschaos `{report['scenario']}`: {report['verdict'].upper()}", "",
              f"seed {report['seed']}, backend {report['backend']}; rerun: `{report['rerun']}`", "",
+             *([f"**simulated** in virtual time; timings from calibration `{report['simulated']['calibration']}`", ""]
+               if report.get("simulated") else []),
              "| check | result |", "|---|---|"]
     for name, c in report.get("checks", {}).items():
         lines.append(f"| {name} | {MARK.get(c['valid'], 'unknown')} |")
