@@ -17,6 +17,7 @@ from typing import Any
 import simpy
 
 from psnodes.config import ClusterConfig, ShardRecord
+from psnodes.etcd import EtcdError
 from psnodes.events import EventLog
 from psnodes.proto import ps_pb2
 from psnodes.runtime import Runtime
@@ -60,7 +61,7 @@ class SimBackend:
         self.procs: dict[str, CopyProcs] = {}
         self.files = EventFiles(run_dir / "events", self.clock.now)
         self.workers_ = SimWorkers(self)
-        self.etcd_down = False
+        self.etcd_starting = False
 
     # ------------------------------------------------------------------ setup
     def start(self, timeout: float = 30.0, workers_steps: int | None = None, duration: float | None = None,
@@ -109,18 +110,30 @@ class SimBackend:
 
     def alive(self, name: str) -> bool:
         if name == ETCD:
-            return not self.etcd_down
+            return self.etcd.running if self.cfg else False
         if name.startswith("worker-"):
             return self.workers_.alive(name)
         c = self.copies.get(name)
         return c is not None and c.alive
 
     def routing(self) -> dict[int, ShardRecord]:
+        """The routing table from etcd; while etcd is down, as the live copies themselves report it
+        (the process backend's fallback)."""
         out = {}
-        for i in range(self.cfg.shards):
-            kv = self.etcd.get(self.cfg.shard_key(i))
-            if kv is not None:
-                out[i] = ShardRecord.from_json(kv.value)
+        try:
+            for i in range(self.cfg.shards):
+                kv = self.etcd.get(self.cfg.shard_key(i))
+                if kv is not None:
+                    out[i] = ShardRecord.from_json(kv.value)
+            return out
+        except EtcdError:
+            pass
+        for n in self.nodes():
+            st = self.status(n) if self.alive(n) else None
+            if st is not None and st.role == "primary":
+                cur = out.get(st.shard)
+                if cur is None or st.epoch > cur.epoch:
+                    out[st.shard] = ShardRecord(st.epoch, n, list(st.isr))
         return out
 
     def status(self, name: str, checksum: bool = False, applied: bool = False, timeout: float = 2.0,
@@ -158,27 +171,34 @@ class SimBackend:
     # ---------------------------------------------------------------- faults
     def _copy(self, name: str, what: str) -> SimCopy:
         if name == ETCD:
-            raise HarnessError(f"{what} etcd: the simulated etcd cannot be {what}ed yet; use a partition "
-                               "of `* -> etcd` links instead")
+            raise HarnessError(f"{what} etcd: etcd has no data a fault may {what} in the simulator (nor in the "
+                               "process backend's scenarios); target a shard copy")
         c = self.copies.get(name)
         if c is None:
             raise HarnessError(f"{what}: no simulated node named {name!r}")
         return c
 
     def kill(self, name: str) -> None:
-        if name.startswith("worker-"):
+        if name == ETCD:
+            self.etcd.crash()
+        elif name.startswith("worker-"):
             self.workers_.kill(name)
         else:
             self._copy(name, "kill").kill()
 
     def stop(self, name: str) -> None:
-        if name.startswith("worker-"):
+        if name == ETCD:
+            self.etcd.crash()        # etcd on SIGTERM: it exits at once and keeps its data
+        elif name.startswith("worker-"):
             self.workers_.kill(name, graceful=True)
         else:
             self._copy(name, "stop").stop()
 
     def restart(self, name: str) -> None:
         if self.alive(name):
+            return
+        if name == ETCD:
+            self._restart_etcd()
             return
         if name.startswith("worker-"):
             self.workers_.restart(name)
@@ -187,11 +207,33 @@ class SimBackend:
         self.files.pids[name] += 1
         self.copies[name].restart()
 
+    def _restart_etcd(self) -> None:
+        """EtcdServer.start: the same data dir; returns once it serves, `etcd_start_s` (calibration)
+        later, as the process backend's restart blocks until etcd is healthy."""
+        if self.etcd_starting:
+            return
+        self.etcd_starting = True
+        try:
+            self.clock.sleep(self.cal.etcd_start_s)
+            self.etcd.start()
+        finally:
+            self.etcd_starting = False
+
     def pause(self, name: str) -> None:
-        self._copy(name, "pause").pause()
+        if name == ETCD:
+            self.etcd.freeze()
+        elif name.startswith("worker-"):
+            self.workers_.pause(name)
+        else:
+            self._copy(name, "pause").pause()
 
     def resume(self, name: str) -> None:
-        self._copy(name, "resume").resume()
+        if name == ETCD:
+            self.etcd.thaw()
+        elif name.startswith("worker-"):
+            self.workers_.resume(name)
+        else:
+            self._copy(name, "resume").resume()
 
     def wipe_data(self, name: str) -> None:
         self._copy(name, "wipe").wipe_data()

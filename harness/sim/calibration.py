@@ -3,8 +3,10 @@
 A calibration file is JSON: `network` (harness/sim/network.py NetCalibration: one-way fixed cost
 and per-byte cost of a message, TCP retransmission), `worker_step_s` per model (the compute of one
 training step, charged in virtual time; the gradients themselves are computed for real),
-`apply_s_per_mb` (a shard applying an update), `checkpoint_mb_s` (writing a checkpoint), and
-`measured` (when, where, and with what command). The committed default lives beside this module;
+`apply_s_per_mb` (a shard applying an update), `checkpoint_mb_s` (writing a checkpoint),
+`etcd_start_s` (a killed etcd started again until it serves: the process backend's restart
+blocks that long; 0.6 s in the process runs' histories, fault-stop minus fault-start minus the
+outage), and `measured` (when, where, and with what command). The committed default lives beside this module;
 a run's report names the file it used.
 """
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 from ..errors import HarnessError
 
 DEFAULT_PATH = Path(__file__).with_name("calibration.json")
-KEYS = ("network", "worker_step_s", "apply_s_per_mb", "checkpoint_mb_s", "measured")
+KEYS = ("network", "worker_step_s", "apply_s_per_mb", "checkpoint_mb_s", "etcd_start_s", "measured")
 
 
 @dataclass
@@ -26,6 +28,7 @@ class Calibration:
     worker_step_s: dict[str, float] = field(default_factory=lambda: {"mlp": 0.004, "widedeep": 0.008})
     apply_s_per_mb: float = 0.004
     checkpoint_mb_s: float = 200.0
+    etcd_start_s: float = 0.6
     measured: dict[str, Any] = field(default_factory=dict)
     path: str = "(built-in defaults)"
 
@@ -53,7 +56,8 @@ class Calibration:
 
     def to_json(self) -> dict:
         return {"network": self.network, "worker_step_s": self.worker_step_s, "apply_s_per_mb": self.apply_s_per_mb,
-                "checkpoint_mb_s": self.checkpoint_mb_s, "measured": self.measured}
+                "checkpoint_mb_s": self.checkpoint_mb_s, "etcd_start_s": self.etcd_start_s,
+                "measured": self.measured}
 
 
 __all__ = ["Calibration", "DEFAULT_PATH"]

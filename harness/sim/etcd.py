@@ -23,6 +23,16 @@ ignored. One coarsening: etcd's lessor checks deadlines every 500 ms; here a lea
 at once, as the real client does on a refused connection (`revoke` swallows it and `healthy`
 says False, also as the real client does). The server keeps running behind it, so leases go on
 expiring on time: nobody can keep them alive.
+
+The server process itself (the `kill`, `stop` and `pause` faults on `etcd`, as the process
+backend signals its etcd): `crash()` is a killed or stopped server: every call is refused at once
+and no lease expires, since no lessor runs; `start()` brings it back with its data (the keys
+and leases of its data dir), and, as etcd's lessor does when its member becomes leader
+(`Promote(electionTimeout)`), every lease is refreshed to `promote_extend_s` + TTL from then, so
+a holder that keeps it alive from now on keeps it. `freeze()` is SIGSTOP: the server accepts
+connections but answers nothing, so a call waits (`etcd_call`, harness/sim/rpc.py) until
+`thaw()` or its timeout, and no lease expires meanwhile; at `thaw()` the ones past their deadline
+expire at once, before any call is answered.
 """
 from __future__ import annotations
 
@@ -51,15 +61,23 @@ class _Lease:
     keys: set[str] = field(default_factory=set)
 
 
+PROMOTE_EXTEND_S = 0.5      # the harness's etcd: --election-timeout 500 (harness/etcd_server.py)
+
+
 class SimEtcd:
     """etcd's key space and leases over `env`'s virtual time; `changes` records every write."""
 
     endpoint = "sim://etcd"
 
-    def __init__(self, env: simpy.Environment, min_ttl: int = 1, first_lease: int = 1) -> None:
+    def __init__(self, env: simpy.Environment, min_ttl: int = 1, first_lease: int = 1,
+                 promote_extend_s: float = PROMOTE_EXTEND_S) -> None:
         self.env = env
         self.min_ttl = min_ttl
+        self.promote_extend_s = promote_extend_s
         self.available = True
+        self.running = True         # the server process: False once killed or stopped
+        self.frozen = False         # SIGSTOP: alive, answers nothing
+        self.thawed = env.event()   # fires at the next thaw()
         self.revision = 1
         self.changes: list[Change] = []
         self._kv: dict[str, KV] = {}
@@ -69,11 +87,20 @@ class SimEtcd:
     # ------------------------------------------------------------------ plumbing
     def _enter(self, path: str) -> None:
         """Every call: unreachable raises; otherwise leases past their deadline go first."""
+        if not self.running:
+            raise EtcdError(f"etcd at {self.endpoint} unreachable: ConnectionError (the server is down) on {path}")
+        if self.frozen:         # a call that did not wait for the thaw (etcd_call waits): it timed out
+            raise EtcdError(f"etcd at {self.endpoint} unreachable: ReadTimeout (the server is paused) on {path}")
         if not self.available:
             raise EtcdError(f"etcd at {self.endpoint} unreachable: down (simulated) on {path}")
         self._expire_due()
 
+    def _lessor_runs(self) -> bool:
+        return self.running and not self.frozen
+
     def _expire_due(self) -> None:
+        if not self._lessor_runs():
+            return
         now = self.env.now
         for lid in sorted(self._leases, key=lambda i: (self._leases[i].deadline, i)):
             if self._leases[lid].deadline <= now:
@@ -85,10 +112,10 @@ class SimEtcd:
         if lease is not None and lease.deadline == deadline:
             self._expire_due()
 
-    def _arm(self, lid: int) -> None:
+    def _arm(self, lid: int, extend: float = 0.0) -> None:
         lease = self._leases[lid]
-        lease.deadline = self.env.now + lease.ttl
-        ev = self.env.timeout(lease.ttl)
+        lease.deadline = self.env.now + extend + lease.ttl
+        ev = self.env.timeout(extend + lease.ttl)
         ev.callbacks.append(lambda _e, lid=lid, dl=lease.deadline: self._on_deadline(lid, dl))
 
     def _drop_lease(self, lid: int, cause: str) -> None:
@@ -189,7 +216,39 @@ class SimEtcd:
             self._drop_lease(lease, "revoke")
 
     def healthy(self) -> bool:
-        return self.available
+        return self.available and self._lessor_runs()
+
+    # ------------------------------------------------------------------ the server process
+    def crash(self) -> None:
+        """Killed or stopped (SIGKILL or SIGTERM: etcd loses nothing it acknowledged either way). A
+        paused server dies too: the calls waiting on it are refused (their connection reset)."""
+        self.running = False
+        if self.frozen:
+            self.frozen = False
+            ev, self.thawed = self.thawed, self.env.event()
+            ev.succeed()
+
+    def start(self) -> None:
+        """Started again on its data dir: keys and leases as they were; every lease refreshed to
+        `promote_extend_s` + TTL from now, as etcd's lessor does when its member becomes leader."""
+        if self.running:
+            return
+        self.running = True
+        for lid in sorted(self._leases):
+            self._arm(lid, self.promote_extend_s)
+
+    def freeze(self) -> None:
+        """SIGSTOP: calls wait for `thaw` (or their timeout); no lease expires meanwhile."""
+        self.frozen = True
+
+    def thaw(self) -> None:
+        """SIGCONT: leases past their deadline expire first, then the waiting calls are answered."""
+        if not self.frozen:
+            return
+        self.frozen = False
+        self._expire_due()
+        ev, self.thawed = self.thawed, self.env.event()
+        ev.succeed()
 
     def lease_deadline(self, lease: int) -> float | None:
         """When the lease dies in virtual time (None: gone), for tests and reports; not in the

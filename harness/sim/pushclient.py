@@ -47,7 +47,8 @@ class SimPushClient:
         self._ops = itertools.count(1)
 
     def refresh(self) -> Gen:
-        kv = yield from etcd_call(self.net, self.env, self.name, lambda: self.etcd.get(self.cfg.shard_key(self.shard)))
+        kv = yield from etcd_call(self.net, self.env, self.name, lambda: self.etcd.get(self.cfg.shard_key(self.shard)),
+                                  server=self.etcd)
         if kv is not None:
             self.route = ShardRecord.from_json(kv.value)
 

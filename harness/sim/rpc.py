@@ -72,14 +72,20 @@ def call(net: SimNetwork, src: str, dst: str, alive: Callable[[], bool], handler
 
 
 def etcd_call(net: SimNetwork, env: simpy.Environment, src: str, fn: Callable[[], Any],
-              timeout: float = ETCD_TIMEOUT_S) -> Gen:
+              timeout: float = ETCD_TIMEOUT_S, server: Any = None) -> Gen:
     """`out = yield from etcd_call(...)`: one SimEtcd call over the link src->etcd; a lost
     request or answer raises EtcdError as the real client's timeout does (the call may have
-    happened all the same when only the answer was lost)."""
+    happened all the same when only the answer was lost). With `server` (the SimEtcd), a paused
+    (frozen) server holds the request until it is thawed or the call times out (EtcdError); a
+    down one refuses it (SimEtcd raises)."""
     deadline = env.now + timeout
     d = yield net.deliver(src, ETCD, ETCD_MSG_BYTES, deadline)
     if not d.ok:
         raise EtcdError(f"etcd unreachable from {src}: {d.error} ({d.cause})")
+    if server is not None and server.frozen:
+        yield server.thawed | env.timeout(max(0.0, deadline - env.now))
+        if server.frozen:
+            raise EtcdError(f"etcd unreachable from {src}: ReadTimeout (the server is paused)")
     out = fn()
     d = yield net.deliver(ETCD, src, ETCD_MSG_BYTES, deadline, reply=True)
     if not d.ok:

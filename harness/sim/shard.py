@@ -33,6 +33,8 @@ from .shard_checkpoint import CopyCheckpoints
 from .shard_procs import ProcessControl
 from .shard_replication import ReplicateReply, ReplicateReq, ReplicaSide
 
+NODE_ETCD_TIMEOUT_S = 0.5     # psnodes/serve.py: Etcd(..., timeout=0.5)
+
 
 class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
     """One copy `shard-<i>/<r>`: store, role, ISR and lease bound, its RPC handlers, its disk."""
@@ -102,8 +104,10 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
         """What stands for pid and thread in this copy's temporary file names."""
         return f"{self.name.replace('/', '-')}.{self.incarnation}"
 
-    def ecall(self, fn: Callable[[], Any]) -> Gen:
-        return (yield from etcd_call(self.net, self.env, self.name, fn))
+    def ecall(self, fn: Callable[[], Any], timeout: float = NODE_ETCD_TIMEOUT_S) -> Gen:
+        """One etcd call over this copy's link to etcd, with serve.py's client timeout unless the
+        call names its own (as election.py's grant and keepalive do)."""
+        return (yield from etcd_call(self.net, self.env, self.name, fn, timeout=timeout, server=self.etcd))
 
     # ------------------------------------------------------------ roles
     def is_primary(self, epoch: int | None = None) -> bool:

@@ -29,7 +29,7 @@ class SimElector:
     def register(self) -> Gen:
         c, cfg = self.c, self.c.cfg
         sent = c.now()
-        c.lease = yield from c.ecall(lambda: c.etcd.grant(cfg.lease_ttl_s))
+        c.lease = yield from c.ecall(lambda: c.etcd.grant(cfg.lease_ttl_s), timeout=1.0)
         c.renew_lease(sent, cfg.lease_ttl_s)
         yield from self.announce()
 
@@ -46,7 +46,8 @@ class SimElector:
             yield from c.clock.sleep(period)
             sent = c.now()
             try:
-                ttl = yield from c.ecall(lambda: c.etcd.keepalive(c.lease))
+                ttl = yield from c.ecall(lambda: c.etcd.keepalive(c.lease),
+                                         timeout=lease.keepalive_timeout(c.lease_until, sent, cfg.lease_ttl_s))
                 if ttl <= 0:
                     c.lease_lost("the etcd lease expired")
                     yield from self.register()

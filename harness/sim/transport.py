@@ -21,6 +21,7 @@ from .rpc import SimRpcError, call, etcd_call
 from .vtime import Baton, VirtualTime
 
 REPLY_BYTES = 48          # a PushReply or StatusReply: small
+CLIENT_ETCD_TIMEOUT_S = 0.5     # psnodes.client.PSClient: Etcd(..., timeout=0.5)
 
 
 class SimStatusError(grpc.RpcError):
@@ -91,11 +92,15 @@ class SimEtcdClient:
         if self.dead():
             raise Killed(self.src)
         try:
-            return self.w.vt.run_process(etcd_call(self.w.net, self.w.env, self.src, lambda: self.w.etcd.get(key)))
+            return self.w.vt.run_process(etcd_call(self.w.net, self.w.env, self.src, lambda: self.w.etcd.get(key),
+                                                   timeout=CLIENT_ETCD_TIMEOUT_S, server=self.w.etcd))
         except EtcdError:
             raise
         except PSError as e:
             raise EtcdError(str(e)) from None
+        finally:
+            if self.dead():
+                raise Killed(self.src)
 
 
 class SimFuture:

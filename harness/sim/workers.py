@@ -4,7 +4,10 @@ Only the machine is swapped (psnodes.runtime.Runtime: clocks, sleep, pool, the c
 step from the calibration) and the client's transport (harness/sim/transport.py). A kill marks
 the incarnation dead: its next wait raises `Killed`, so it stops where a SIGKILL would have left
 it (a call in flight may still land on the server, as a real one can); a restart is a new
-incarnation with the same arguments, as the process backend restarts a worker.
+incarnation with the same arguments, as the process backend restarts a worker. A pause
+(SIGSTOP) holds every thread of the incarnation at its next wait (a sleep, the compute of a step,
+the end of a call: what a call in flight did on the server stands, its answer waits) until the
+resume or a kill.
 """
 from __future__ import annotations
 
@@ -28,7 +31,9 @@ class Incarnation:
     args: tuple
     baton: Baton | None = None
     dead: bool = False
+    paused: bool = False
     events: EventLog | None = None
+    resumed: Any = None         # a SimPy event: fires at the resume (or kill) of a paused one
 
 
 class SimWorkers:
@@ -54,15 +59,21 @@ class SimWorkers:
         be, clock, vt = self.be, self.be.clock, self.be.vt
         pid = 50_000 + 100 * int(name.split("-")[1]) + n
 
+        def gate() -> bool:
+            """Hold while paused; whether the incarnation is dead (the transports' `dead`)."""
+            while inc.paused and not inc.dead:
+                vt.wait_event(inc.resumed)
+            return inc.dead
+
         def sleep(s: float) -> None:
             clock.sleep(s)
-            if inc.dead:
+            if gate():
                 raise Killed(name)
         step_s = be.cal.step_s(be.spec.model)
         rt = Runtime(monotonic=clock.monotonic, sleep=sleep, time=clock.now, pid=lambda: pid,
                      pool=lambda k, prefix: SimPool(vt, f"{name}-{prefix}"),
                      compute=lambda what: sleep(step_s))
-        dead = lambda: inc.dead  # noqa: E731
+        dead = gate
         inc.events = EventLog(be.events_path(name), name, runtime=rt)
         cfg = be.cfg.client_view()
 
@@ -91,14 +102,28 @@ class SimWorkers:
         inc = self.live.get(name)
         if inc is not None:
             inc.dead = True        # graceful or not: a worker has nothing to flush
+            self.resume(name)      # a paused one dies too (SIGKILL and SIGTERM reach a stopped process)
+
+    def pause(self, name: str) -> None:
+        inc = self.live.get(name)
+        if inc is not None and not inc.dead and not inc.paused:
+            inc.paused = True
+            inc.resumed = self.be.env.event()
+
+    def resume(self, name: str) -> None:
+        inc = self.live.get(name)
+        if inc is not None and inc.paused:
+            inc.paused = False
+            inc.resumed.succeed()
 
     def restart(self, name: str) -> None:
         inc = self.live[name]
         self.start(name, *inc.args)
 
     def kill_all(self) -> None:
-        for inc in self.live.values():
+        for name, inc in self.live.items():
             inc.dead = True
+            self.resume(name)
             if inc.events is not None:
                 inc.events.close()
 
