@@ -17,6 +17,7 @@ from typing import Any
 import simpy
 
 from psnodes.config import ClusterConfig, ShardRecord
+from psnodes.errors import PSError
 from psnodes.etcd import EtcdError
 from psnodes.events import EventLog
 from psnodes.proto import ps_pb2
@@ -26,6 +27,7 @@ from ..errors import HarnessError
 from ..scenario import ClusterSpec
 from .calibration import Calibration
 from .clock import SimClock
+from .disk import SimDisk
 from .etcd import SimEtcd
 from .eventfiles import EventFiles
 from .network import SimNetwork
@@ -70,6 +72,7 @@ class SimBackend:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.etcd = SimEtcd(self.env)
         self.net = SimNetwork(self.env, self.rng, self.cal.network)
+        self.disk = SimDisk(self.env, self.sim_clock, self.cal.to_json())     # checkpoint_mb_s: the write rate
         self.cfg = ClusterConfig(cluster_id=self.run_id, etcd="sim://etcd", shards=s.shards, copies=s.copies,
                                  workers=s.workers, mode=s.replication, tables=self.tables,
                                  optimizer={"name": s.optimizer, "lr": s.lr}, seed=self.seed,
@@ -85,7 +88,7 @@ class SimBackend:
 
     def _new_copy(self, name: str) -> None:
         self.files.pids[name] = self.files.pids.get(name, 1000 + 10 * len(self.files.pids)) + 1
-        c = SimCopy(self.env, self.sim_clock, self.etcd, self.net, self.cfg, name, self.files)
+        c = SimCopy(self.env, self.sim_clock, self.etcd, self.net, self.cfg, name, self.files, disk=self.disk)
         self.copies[name] = c
         self.procs[name] = CopyProcs(c, self.copies)
         self.procs[name].start()
@@ -138,21 +141,27 @@ class SimBackend:
 
     def status(self, name: str, checksum: bool = False, applied: bool = False, timeout: float = 2.0,
                audit: bool = False) -> Any:
+        """The copy's answer to a Status call (SimCopy.serve_status, in virtual time): a paused copy
+        answers nothing, so this waits `timeout` (or until it is resumed) as the process backend's
+        client does; a down or stopping one refuses it at once. None when there is no answer."""
         c = self.copies.get(name)
-        if c is None or not c.alive or getattr(c, "paused", False):
+        if c is None or not c.alive:
             return None
-        return c.status(ps_pb2.StatusRequest(checksum=checksum, applied=applied, audit=audit))
+        req = ps_pb2.StatusRequest(checksum=checksum, applied=applied, audit=audit)
+        try:
+            return self.vt.run_process(c.serve_status(req, self.env.now + timeout))
+        except PSError:
+            return None
 
     def final_state(self, name: str) -> dict | None:
-        c = self.copies.get(name)
-        if c is None or not c.alive or getattr(c, "paused", False):
+        """The process backend's final_state: from the copy's Status answer, None without one."""
+        if self.status(name) is None:
             return None
-        st = c.final_state()
+        st = self.copies[name].final_state()
         return {k: v for k, v in st.items() if k not in ("node", "shard", "alive")}
 
     def checkpoint_scan(self) -> list[dict]:
-        disk = getattr(self, "disk", None) or getattr(next(iter(self.copies.values()), None), "disk", None)
-        return disk.scan() if disk is not None and hasattr(disk, "scan") else []
+        return self.disk.checkpoint_scan() if self.cfg else []
 
     def events_path(self, name: str) -> Path:
         return self.files.path(name)

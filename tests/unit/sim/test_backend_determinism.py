@@ -1,0 +1,63 @@
+"""A library scenario through the runner on --backend sim replays byte for byte from its seed.
+
+kill-primary, shortened (the same cluster, workers and fault, fewer steps, checkpoints more often), runs twice in this
+process and once in a subprocess with another PYTHONHASHSEED: the three history.jsonl files are
+byte-identical, so neither the OS scheduler nor set or dict iteration order over strings leaks
+into a simulated run.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from harness.runner import Runner
+from harness.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[3]
+SEED = 5
+
+
+def short_kill_primary(tmp: Path) -> Path:
+    spec = yaml.safe_load((ROOT / "scenarios" / "kill-primary.yaml").read_text())
+    spec["workload"]["steps"] = 160
+    spec["cluster"]["checkpoint_interval_s"] = 0.5     # a checkpoint before the short run ends
+    spec["faults"][0]["at"] = {"step": 60}
+    path = tmp / "kill-primary-short.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def run_here(path: Path, out: Path) -> dict:
+    return Runner(load_scenario(path), SEED, out, backend="sim", quiet=True).run()
+
+
+RUN_IN_SUBPROCESS = """
+import sys
+from pathlib import Path
+from harness.runner import Runner
+from harness.scenario import load_scenario
+rep = Runner(load_scenario(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), backend="sim", quiet=True).run()
+print(rep["verdict"])
+"""
+
+
+def test_same_seed_same_history_bytes_in_process_and_under_another_hash_seed(tmp_path: Path) -> None:
+    path = short_kill_primary(tmp_path)
+    a, b = run_here(path, tmp_path / "a"), run_here(path, tmp_path / "b")
+    assert a["verdict"] == b["verdict"] == "pass", (a["checks"], a.get("unknown_reasons"))
+    ha, hb = (tmp_path / "a" / "history.jsonl").read_bytes(), (tmp_path / "b" / "history.jsonl").read_bytes()
+    assert ha == hb
+    assert b'"f": "promote"' in ha and b'"f": "fault-start"' in ha      # it did fail over
+
+    hash_seed = "4242" if os.environ.get("PYTHONHASHSEED") != "4242" else "4343"
+    env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+    done = subprocess.run([sys.executable, "-c", RUN_IN_SUBPROCESS, str(path), str(SEED), str(tmp_path / "c")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == "pass"
+    assert (tmp_path / "c" / "history.jsonl").read_bytes() == ha
+

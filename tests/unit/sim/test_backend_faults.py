@@ -1,0 +1,114 @@
+"""SimBackend's process faults and its refusals: etcd killed and started again, a paused copy's
+Status, a paused worker, and a fault kind the twin does not model (refused by name: the run is
+`unknown` and says which kind, never a silent pass)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+import harness.runner
+import harness.scenario
+from harness.errors import HarnessError
+from harness.runner import Runner
+from harness.scenario import ClusterSpec, load_scenario
+from harness.sim.backend import SimBackend
+from netfaults.faults import LINK_FAULTS
+from psnodes.config import ShardRecord
+from netfaults.faults.base import ToxicFault
+
+
+@pytest.fixture
+def backend(tmp_path: Path):
+    be = SimBackend(ClusterSpec(shards=1, copies=3, workers=1), tmp_path / "run", "t-1", seed=3)
+    try:
+        yield be
+    finally:
+        be.teardown()
+
+
+def test_etcd_killed_refuses_routing_falls_back_to_the_copies_and_restart_takes_etcd_start_s(backend) -> None:
+    be = backend
+    be.start(timeout=10)
+    before = be.routing()
+    be.kill("etcd")
+    assert not be.alive("etcd")
+    rec = before[0]                       # as the live primary reports it (its Status has no start_seq)
+    assert be.routing() == {0: ShardRecord(rec.epoch, rec.primary, rec.isr)}
+    t0 = be.clock.monotonic()
+    be.restart("etcd")
+    assert be.alive("etcd") and be.clock.monotonic() - t0 == pytest.approx(be.cal.etcd_start_s)
+    assert be.routing() == before
+
+
+def test_a_paused_copy_answers_no_status_until_the_callers_timeout_and_answers_once_resumed(backend) -> None:
+    be = backend
+    be.start(timeout=10)
+    node = be.routing()[0].primary
+    be.pause(node)
+    t0 = be.clock.monotonic()
+    assert be.status(node, timeout=0.3) is None
+    assert be.clock.monotonic() - t0 == pytest.approx(0.3, abs=0.05)     # waited, as a real client does
+    assert be.final_state(node) is None
+    be.resume(node)
+    assert be.status(node).node == node and be.final_state(node) is not None
+
+
+def test_a_paused_worker_makes_no_step_until_resumed(tmp_path: Path) -> None:
+    be = SimBackend(ClusterSpec(shards=1, copies=2, workers=1), tmp_path / "run", "t-2", seed=3)
+    try:
+        be.start(timeout=10, workers_steps=400)
+        steps = lambda: (tmp_path / "run" / "events" / "worker-0.jsonl").read_text().count('"train-step"')  # noqa: E731
+        be.clock.sleep(0.5)
+        be.pause("worker-0")
+        be.clock.sleep(0.05)                  # a step in progress finishes its current wait
+        held = steps()
+        be.clock.sleep(1.0)
+        assert steps() == held and be.alive("worker-0")
+        be.resume("worker-0")
+        be.clock.sleep(0.5)
+        assert steps() > held
+    finally:
+        be.teardown()
+
+
+def test_the_link_fault_of_a_kind_the_sim_does_not_model_is_refused_by_name(backend) -> None:
+    be = backend
+    be.start(timeout=10)
+    with pytest.raises(HarnessError, match="'duplicate' is not modelled by the simulator"):
+        be.link_fault("duplicate", [("worker-0", "shard-0/0")], {})
+
+
+class Duplicate(ToxicFault):
+    """A network fault kind netfaults might gain one day and the twin does not model."""
+
+    kind = "duplicate"
+    toxic_type = "duplicate"
+    params_spec = {"percent": (float, 10.0)}
+
+    def attributes(self) -> dict:
+        return {"percent": self.params["percent"]}
+
+
+def test_a_scenario_with_an_unmodelled_kind_runs_unknown_and_names_it(tmp_path: Path, monkeypatch) -> None:
+    """As if netfaults had a `duplicate` kind: the scenario is valid, the process backend could
+    run it, and the simulator refuses it at its time: the fault-error names the kind, the run is
+    unknown (exit code 3), never pass."""
+    monkeypatch.setitem(LINK_FAULTS, "duplicate", Duplicate)
+    for mod in (harness.scenario, harness.runner):
+        monkeypatch.setattr(mod, "LINK_KINDS", (*mod.LINK_KINDS, "duplicate"))
+    monkeypatch.setattr(harness.scenario, "ALL_KINDS", (*harness.scenario.ALL_KINDS, "duplicate"))
+    spec = {"name": "sim-unmodelled", "cluster": {"shards": 1, "copies": 2, "workers": 1},
+            "workload": {"steps": 120},
+            "faults": [{"at": {"step": 20}, "kind": "duplicate", "target": "workers -> nodes",
+                        "params": {"percent": 5}, "duration_s": 0.5}],
+            "expect": {"checks": ["no-lost-acks", "exactly-once"]}}
+    path = tmp_path / "sim-unmodelled.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    rep = Runner(load_scenario(path), 1, tmp_path / "out", backend="sim", quiet=True).run()
+    assert rep["verdict"] == "unknown"
+    why = rep["unknown_reasons"]["scenario-ran"]
+    assert "duplicate" in why and "not modelled by the simulator" in why
+    history = (tmp_path / "out" / "history.jsonl").read_text()
+    assert '"f": "fault-error"' in history and '"f": "fault-start"' in history     # recorded as partial
