@@ -80,22 +80,27 @@ def test_the_link_fault_of_a_kind_the_sim_does_not_model_is_refused_by_name(back
         be.link_fault("duplicate", [("worker-0", "shard-0/0")], {})
 
 
-class Duplicate(ToxicFault):
-    """A network fault kind netfaults might gain one day and the twin does not model."""
+def register_duplicate(monkeypatch) -> type[ToxicFault]:
+    """A network fault kind netfaults might gain one day and the twin does not model. A LinkFault
+    subclass registers itself in LINK_FAULTS when defined, so the entry is taken by monkeypatch
+    first: it is gone again after the test."""
+    monkeypatch.setitem(LINK_FAULTS, "duplicate", None)
 
-    kind = "duplicate"
-    toxic_type = "duplicate"
-    params_spec = {"percent": (float, 10.0)}
+    class Duplicate(ToxicFault):
+        kind = "duplicate"
+        toxic_type = "duplicate"
+        params_spec = {"percent": (float, 10.0)}
 
-    def attributes(self) -> dict:
-        return {"percent": self.params["percent"]}
+        def attributes(self) -> dict:
+            return {"percent": self.params["percent"]}
+    return Duplicate
 
 
 def test_a_scenario_with_an_unmodelled_kind_runs_unknown_and_names_it(tmp_path: Path, monkeypatch) -> None:
     """As if netfaults had a `duplicate` kind: the scenario is valid, the process backend could
     run it, and the simulator refuses it at its time: the fault-error names the kind, the run is
     unknown (exit code 3), never pass."""
-    monkeypatch.setitem(LINK_FAULTS, "duplicate", Duplicate)
+    register_duplicate(monkeypatch)
     for mod in (harness.scenario, harness.runner):
         monkeypatch.setattr(mod, "LINK_KINDS", (*mod.LINK_KINDS, "duplicate"))
     monkeypatch.setattr(harness.scenario, "ALL_KINDS", (*harness.scenario.ALL_KINDS, "duplicate"))
