@@ -5,7 +5,12 @@ directed link is SimNetwork's, and each worker is psnodes' own Worker and PSClie
 thread under the virtual clock (harness/sim/vtime.py) with the simulator's stubs, etcd and pool
 (harness/sim/transport.py). The runner drives it like any backend: its sleeps are virtual, so a
 scenario takes as long as its computation. Nothing outside the run folder is touched: no process,
-port or file elsewhere. Fault kinds the model cannot express are refused by name.
+port or file elsewhere.
+
+Process faults act on copies, workers and etcd as the process backend's signals do (etcd: SimEtcd's
+crash, start, freeze and thaw); link faults are SimNetwork's. A fault kind the model cannot
+express is refused by name when it comes due (a HarnessError the runner records as a fault-error,
+so the run is `unknown` and says which kind): fail closed, never skipped.
 """
 from __future__ import annotations
 
@@ -123,6 +128,8 @@ class SimBackend:
         """The routing table from etcd; while etcd is down, as the live copies themselves report it
         (the process backend's fallback)."""
         out = {}
+        if self.etcd.frozen:        # a paused etcd: the process backend's client waits up to 1 s
+            self.vt.wait_event(self.etcd.thawed | self.env.timeout(1.0))
         try:
             for i in range(self.cfg.shards):
                 kv = self.etcd.get(self.cfg.shard_key(i))
@@ -180,8 +187,8 @@ class SimBackend:
     # ---------------------------------------------------------------- faults
     def _copy(self, name: str, what: str) -> SimCopy:
         if name == ETCD:
-            raise HarnessError(f"{what} etcd: etcd has no data a fault may {what} in the simulator (nor in the "
-                               "process backend's scenarios); target a shard copy")
+            raise HarnessError(f"{what} etcd: only a shard copy's data can be wiped; etcd keeps its data dir "
+                               "across a kill, in the simulator as in the process backend")
         c = self.copies.get(name)
         if c is None:
             raise HarnessError(f"{what}: no simulated node named {name!r}")

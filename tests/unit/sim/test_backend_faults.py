@@ -42,6 +42,19 @@ def test_etcd_killed_refuses_routing_falls_back_to_the_copies_and_restart_takes_
     assert be.routing() == before
 
 
+def test_etcd_paused_routing_waits_the_clients_second_then_asks_the_copies(backend) -> None:
+    be = backend
+    be.start(timeout=10)
+    rec = be.routing()[0]
+    be.pause("etcd")
+    assert be.alive("etcd")                 # SIGSTOP: the process lives
+    t0 = be.clock.monotonic()
+    assert be.routing() == {0: ShardRecord(rec.epoch, rec.primary, rec.isr)}
+    assert be.clock.monotonic() - t0 == pytest.approx(1.0)
+    be.resume("etcd")
+    assert be.routing()[0].epoch >= rec.epoch
+
+
 def test_a_paused_copy_answers_no_status_until_the_callers_timeout_and_answers_once_resumed(backend) -> None:
     be = backend
     be.start(timeout=10)
