@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from .parts import (AUDIT, DENSE, MAX_I64, MAX_U64, NEVER, Part, floats, ids_bytes, packed, rec, rows,
+from .parts import (AUDIT, BIG, DENSE, MAX_I64, MAX_U64, NEVER, Part, floats, ids_bytes, packed, rec, rows,
                     tensor, unknown_field, unknowns)
 from .protowire import LEN, VARINT, Msg, Sym
 
@@ -38,7 +38,8 @@ def update(draw) -> Part:
     else:
         k = draw(st.sampled_from(BAD_KINDS))
         p = Part(rec(1, VARINT, k), bad=(f"kind={k}",))
-    worker = draw(st.sampled_from(WORKERS + (("",) * 4 if kind == "init" else ())))
+    # mostly plain names: a worker that is not UTF-8 makes the whole request unparseable
+    worker = draw(st.sampled_from(("fz-w",) * 8 + ("worker-0",) * 4 + WORKERS + (("",) * 4 if kind == "init" else ())))
     if worker or draw(st.booleans()):
         p += _worker(worker, kind)
     elif kind == "push":
@@ -89,7 +90,7 @@ def legit_update(draw) -> Part:
             rec(4, LEN, floats(n * 8, draw(st.sampled_from(["ok", "ok", "denormal"])), draw(st.integers(0, 99))))
         p += Part(rec(6, LEN, r), (), (f"rows n={n}",))
     for f in draw(st.lists(st.sampled_from([8, 9, 16, 2047]), max_size=2)):
-        p += draw(unknown_field((f,), legal=True))
+        p += draw(unknown_field((f,)))
     if draw(st.booleans()):
         p = Part(Msg(tuple(reversed(p.msg.fields))), p.bad, p.notes + ("reversed",))
     return p
@@ -120,29 +121,38 @@ def bad_update(draw) -> Part:
 
 EPOCHS = {"none": None, "current": Sym("epoch"), "now": Sym("epoch"), "older": Sym("epoch", -1),
           "newer": Sym("epoch", 1), "max": MAX_U64}
+WRONG_SHARDS = (1, -1, (1 << 31) - 1)
 
 
 def _shard_epoch(draw, clean: bool = False) -> Part:
-    """Shard and client epoch; `clean` keeps both acceptable (so the update decides)."""
+    """Shard and client epoch; `clean` keeps both acceptable (so the request's content decides),
+    else one of them (or both) is one the node turns away before it reads the content."""
     p = Part(Msg())
-    shard = draw(st.sampled_from([None, 0] if clean else [None] * 5 + [0, 0, 1, -1, (1 << 31) - 1]))
+    if clean:
+        shard, e = draw(st.sampled_from([None, None, 0])), draw(st.sampled_from(["none", "current", "older"]))
+    else:
+        shard, e = draw(st.sampled_from([None, 0, *WRONG_SHARDS])), draw(st.sampled_from(list(EPOCHS)))
     if shard is not None:
         p += Part(rec(1, VARINT, shard), (f"shard={shard}",) if shard else ())
-    e = draw(st.sampled_from(["none", "current", "older"] if clean else list(EPOCHS)))
     if EPOCHS[e] is not None:
         p += Part(rec(2, VARINT, EPOCHS[e]), (f"client epoch {e}",) if e in ("newer", "max") else (),
                   (f"epoch {e}",))
     return p
 
 
+def _clean(draw) -> bool:
+    """Most envelopes are acceptable, so the content is what the node judges."""
+    return draw(st.integers(0, 7)) != 0
+
+
 @st.composite
 def push_request(draw) -> Part:
     """A PushRequest: its update once (mostly), missing, or twice (two field-3 records, which a
     protobuf parser merges), around hostile shard and epoch values and unknown fields."""
-    clean = draw(st.booleans())       # half the envelopes are acceptable, so updates get judged
-    p = _shard_epoch(draw, clean)
-    times = draw(st.sampled_from([1] * 8 + [0, 2]))
-    ups = [draw(update() if draw(st.integers(0, 2)) == 0 else legit_update()) for _ in range(times)]
+    p = _shard_epoch(draw, _clean(draw))
+    times = draw(st.sampled_from([1] * 10 + [0, 2]))
+    pick = [update(), update(), legit_update(), legit_update(), bad_update()]
+    ups = [draw(draw(st.sampled_from(pick))) for _ in range(times)]
     if times == 0:
         p += Part(Msg(), ("no update",))
     for u in ups:
@@ -151,30 +161,33 @@ def push_request(draw) -> Part:
     if times == 2:
         p += Part(Msg(), (), ("update twice",))
     for _ in range(draw(st.integers(0, 2))):
-        p += draw(unknown_field((4, 5, 15, 100), legal=clean))
+        p += draw(unknown_field((4, 5, 15, 100)))
     return p
+
+
+PULL_NAMES = (*DENSE, *DENSE, BIG[0], AUDIT[0], *NEVER, "", "n" * 300)
 
 
 @st.composite
 def pull_request(draw) -> tuple[Part, float]:
     """A PullRequest and the deadline to send it with (short when it asks to wait for a clock)."""
-    p = _shard_epoch(draw)
-    since = draw(st.sampled_from([None, None, 0, Sym("seq"), Sym("seq", 1), MAX_U64]))
+    p = _shard_epoch(draw, _clean(draw))
+    since = draw(st.sampled_from([None, None, 0, Sym("seq"), Sym("seq", 1), Sym("seq", -3), MAX_U64]))
     if since is not None:
         p += Part(rec(3, VARINT, since), (), ("since",))
-    for name in draw(st.lists(st.sampled_from([*DENSE, AUDIT[0], *NEVER, "", "n" * 300]), max_size=3)):
+    for name in draw(st.lists(st.sampled_from(PULL_NAMES), max_size=3)):
         p += Part(rec(4, LEN, name), ("unknown name",) if name in NEVER or name == "" else (),
                   (f"names[{name[:12]!r}]",))
     for r in draw(st.lists(rows(pull=True), max_size=2)):
         p += Part(rec(5, LEN, r.msg), r.bad, r.notes)
-    clock = draw(st.sampled_from([None, -1, -1, 0, 3, MAX_I64, -(1 << 63)]))
+    clock = draw(st.sampled_from([None, None, -1, -1, 0, 3, MAX_I64, -(1 << 63)]))
     deadline = 2.0
     if clock is not None:
         p += Part(rec(6, VARINT, clock), (), (f"min_clock={clock}",))
         if clock > 0:
             deadline = 0.5
     p += Part(rec(7, LEN, draw(st.sampled_from(WORKERS[:6]))))
-    if draw(st.booleans()):
+    if draw(st.integers(0, 3)) == 0:
         p += Part(rec(8, VARINT, draw(st.sampled_from([1, 2, MAX_U64]))), (), ("no_dense",))
     p += draw(unknowns((9, 10, 100)))
     return p, deadline

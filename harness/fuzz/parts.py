@@ -18,6 +18,10 @@ from hypothesis import strategies as st
 from .protowire import EGROUP, I32, I64, LEN, SGROUP, VARINT, Msg, varint
 
 DENSE: dict[str, tuple[int, ...]] = {"fz/scalar": (), "fz/vec": (4,), "fz/mat": (3, 5)}
+#: the largest parameter (64 KiB): pulled, never pushed (its gradients would make every case large)
+BIG = ("fz/big", (128, 128))
+#: the audit tensor of shard 0; the runner does NOT create it, so the first INITs of it (wrong
+#: shapes, 4M elements, then the right one: harness/fuzz/cases.SPECIALS) meet a shard without one
 AUDIT = ("__audit__/0", (256,))
 TABLE, DIM = "emb", 8
 NEW_NAMES = ("fz/new0", "fz/new1", "fz/new2")          # INIT may create these; a PUSH may then find them
@@ -62,12 +66,22 @@ LEGAL_WIRE = ("varint", "fixed64", "fixed32", "len", "group", "empty-group")
 
 
 @st.composite
-def unknown_field(draw, fields: tuple[int, ...], legal: bool = False) -> Part:
-    """One record of a field number the schema does not have, of any wire type (groups too);
-    the malformed ones (a stray end-group, wire types 6/7, field 0, an 11-byte varint) are bad
-    and left out with `legal`."""
+def unknown_field(draw, fields: tuple[int, ...], legal: bool = True) -> Part:
+    """One record of a field number the schema does not have, of any legal wire type (groups
+    too). With `legal=False` it may also be malformed (a stray end-group, wire types 6/7, field 0,
+    an 11-byte varint): then the message does not parse, so structured requests take their broken
+    records from `broken_wire` once per case (harness/fuzz/cases.py) and parse otherwise."""
     f = draw(st.sampled_from(fields + ((1 << 29) - 1,)))
-    kind = draw(st.sampled_from(LEGAL_WIRE if legal else LEGAL_WIRE * 3 + BROKEN_WIRE))
+    return _wire_record(draw, f, draw(st.sampled_from(LEGAL_WIRE if legal else LEGAL_WIRE * 3 + BROKEN_WIRE)))
+
+
+@st.composite
+def broken_wire(draw, fields: tuple[int, ...]) -> Part:
+    """One malformed record: the message holding it does not parse."""
+    return _wire_record(draw, draw(st.sampled_from(fields + ((1 << 29) - 1,))), draw(st.sampled_from(BROKEN_WIRE)))
+
+
+def _wire_record(draw, f: int, kind: str) -> Part:
     if kind == "varint":
         return Part(rec(f, VARINT, draw(st.sampled_from([0, 1, 300, MAX_U64]))), notes=(f"unknown {f}:varint",))
     if kind == "fixed64":
@@ -89,6 +103,7 @@ def unknown_field(draw, fields: tuple[int, ...], legal: bool = False) -> Part:
 
 
 def unknowns(fields: tuple[int, ...], most: int = 2):
+    """Up to `most` unknown fields, all of legal wire types (the message still parses)."""
     return st.lists(unknown_field(fields), max_size=most).map(lambda ps: sum(ps, Part(Msg())))
 
 
@@ -96,8 +111,10 @@ def unknowns(fields: tuple[int, ...], most: int = 2):
 @st.composite
 def tensor(draw, kind: str) -> Part:
     """A Tensor for an update of `kind` ("push", "init" or "other"), valid or hostile."""
-    names = {"push": [*DENSE, AUDIT[0], *NEW_NAMES, *NEVER, *ODD_NAMES, ""],
-             "init": [*DENSE, AUDIT[0], *NEW_NAMES, *ODD_NAMES, ""]}.get(kind, [*DENSE, *NEVER, ""])
+    # INITs of the audit tensor come from cases.SPECIALS only (the wrong shapes first, while the
+    # shard has none); a push of it is NOT_FOUND until then, an SGD count after
+    names = {"push": [*DENSE, *DENSE, AUDIT[0], *NEW_NAMES, *NEVER, *ODD_NAMES, ""],
+             "init": [*DENSE, *NEW_NAMES, *NEW_NAMES, *ODD_NAMES, ""]}.get(kind, [*DENSE, *NEVER, ""])
     name = draw(st.sampled_from(names))
     bad: list[str] = []
     notes: list[str] = [f"dense[{name[:20]!r}]"]

@@ -34,7 +34,7 @@ class Sym:
 @dataclass(frozen=True)
 class Big:
     """A large payload made at send time: `ids` (n int64 ids), `rows` (n float32 values),
-    `bytes` (n random bytes); `neg` puts one negative id among the ids."""
+    `bytes` (n random bytes), `zeros` (n zero bytes); `neg` puts one negative id among the ids."""
 
     kind: str
     n: int
@@ -115,6 +115,8 @@ def expand(b: Big) -> bytes:
         return ids.astype("<i8").tobytes()
     if b.kind == "rows":
         return rng.standard_normal(b.n).astype("<f4").tobytes()
+    if b.kind == "zeros":
+        return bytes(b.n)
     return rng.integers(0, 256, size=b.n, dtype=np.uint8).tobytes()
 
 

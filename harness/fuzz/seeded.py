@@ -87,13 +87,16 @@ def _via_given(strategy: SearchStrategy, s: int) -> Any:
 _OVERRUN = object()
 
 
-def draws(strategy: SearchStrategy, seed_of: Callable[[int, int], int], n: int) -> Iterator[Any]:
-    """`n` values, value i drawn with the random seeded by `seed_of(i, attempt)`."""
+def draws(strategy: SearchStrategy | Callable[[int], SearchStrategy], seed_of: Callable[[int, int], int],
+          n: int) -> Iterator[Any]:
+    """`n` values, value i drawn from `strategy` (or `strategy(i)`) with the random seeded by
+    `seed_of(i, attempt)`."""
     one = _direct() or _via_given
+    pick = strategy if callable(strategy) and not isinstance(strategy, SearchStrategy) else lambda i: strategy
     with seed_only():
         for i in range(n):
             for attempt in range(ATTEMPTS):
-                v = one(strategy, seed_of(i, attempt))
+                v = one(pick(i), seed_of(i, attempt))
                 if v is not _OVERRUN:
                     break
             else:
