@@ -30,6 +30,9 @@ from .updatelog import Entry, UpdateLog
 from .wire import parse
 
 
+MAX_CLOCK = 1 << 62       # a clock at or above it would not survive a snapshot (statecheck: below 2**63)
+
+
 @dataclass
 class ShardSpec:
     """What a shard needs to know to check and apply updates."""
@@ -83,6 +86,8 @@ class ShardStore:
         push = upd.kind == ps_pb2.Update.PUSH
         if push and not upd.worker:
             raise InvalidArgument("update.worker is empty; every push names its worker (idempotency key)")
+        if upd.clock >= MAX_CLOCK:
+            raise InvalidArgument(f"update.clock={upd.clock} must be below 2**62 (a training step count)")
         if len(upd.worker.encode()) > lim.max_name_bytes:
             raise InvalidArgument(f"update.worker is longer than limits.max_name_bytes={lim.max_name_bytes}")
         if len(upd.dense) > lim.max_tensors:
