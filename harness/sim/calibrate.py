@@ -9,6 +9,8 @@ Measured here, on this machine, each as the median of repeated trials:
 - a checkpoint's write: psnodes.checkpoint.write_checkpoint of a 4 MiB state, MB/s.
 Heartbeat, suspicion and lease timings are the cluster config's own constants (the twin reads the
 same config), so they are not measured; `pschaos sim validate` compares what they add up to.
+Not measured here either: `worker_overhead_s` (a real step's time beyond compute and wire, which
+needs a training run of real workers); the file gets calibration.py's default (OVERHEAD_S).
 """
 from __future__ import annotations
 

@@ -3,6 +3,11 @@
 A calibration file is JSON: `network` (harness/sim/network.py NetCalibration: one-way fixed cost
 and per-byte cost of a message, TCP retransmission), `worker_step_s` per model (the compute of one
 training step, charged in virtual time; the gradients themselves are computed for real),
+`worker_overhead_s` per model (what a real step costs beyond that compute and the modelled wire:
+the client's and the nodes' Python, protobuf and numpy work on pulls and pushes and the gRPC
+stack's CPU, charged once per step with the compute; without it a simulated step takes under half
+a real one, and a fault given at a step meets a workload that ends seconds early: it is a real
+step's time, from the train-step events of process runs, less a simulated step's without it),
 `apply_s_per_mb` (a shard applying an update), `checkpoint_mb_s` (writing a checkpoint),
 `etcd_start_s` (a killed etcd started again until it serves: the process backend's restart
 blocks that long; 0.6 s in the process runs' histories, fault-stop minus fault-start minus the
@@ -19,13 +24,19 @@ from typing import Any
 from ..errors import HarnessError
 
 DEFAULT_PATH = Path(__file__).with_name("calibration.json")
-KEYS = ("network", "worker_step_s", "apply_s_per_mb", "checkpoint_mb_s", "etcd_start_s", "measured")
+# Real step (median, 2 shards x 3 copies, 2 workers, an idle 2-core machine: mlp sync ~10 ms over
+# the process runs' histories, widedeep async ~14.5-15 ms in a run of async-kill-primary) less the
+# simulated step with the measured compute and no overhead (mlp 4.1 ms, widedeep 4.5 ms).
+OVERHEAD_S = {"mlp": 0.006, "widedeep": 0.010}
+KEYS = ("network", "worker_step_s", "worker_overhead_s", "apply_s_per_mb", "checkpoint_mb_s", "etcd_start_s",
+        "measured")
 
 
 @dataclass
 class Calibration:
     network: dict[str, Any] = field(default_factory=dict)
     worker_step_s: dict[str, float] = field(default_factory=lambda: {"mlp": 0.004, "widedeep": 0.008})
+    worker_overhead_s: dict[str, float] = field(default_factory=lambda: dict(OVERHEAD_S))
     apply_s_per_mb: float = 0.004
     checkpoint_mb_s: float = 200.0
     etcd_start_s: float = 0.6
@@ -52,10 +63,14 @@ class Calibration:
         return cls.load(DEFAULT_PATH) if DEFAULT_PATH.exists() else cls()
 
     def step_s(self, model: str) -> float:
-        return float(self.worker_step_s.get(model, max(self.worker_step_s.values(), default=0.005)))
+        """Virtual seconds one training step of `model` costs its worker: compute plus overhead."""
+        compute = self.worker_step_s.get(model, max(self.worker_step_s.values(), default=0.005))
+        overhead = self.worker_overhead_s.get(model, max(self.worker_overhead_s.values(), default=0.0))
+        return float(compute) + float(overhead)
 
     def to_json(self) -> dict:
-        return {"network": self.network, "worker_step_s": self.worker_step_s, "apply_s_per_mb": self.apply_s_per_mb,
+        return {"network": self.network, "worker_step_s": self.worker_step_s,
+                "worker_overhead_s": self.worker_overhead_s, "apply_s_per_mb": self.apply_s_per_mb,
                 "checkpoint_mb_s": self.checkpoint_mb_s, "etcd_start_s": self.etcd_start_s,
                 "measured": self.measured}
 

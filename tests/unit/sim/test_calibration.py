@@ -1,0 +1,33 @@
+"""harness.sim.calibration: a step costs compute plus the per-step overhead, and the committed file
+says where each figure comes from."""
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.sim.calibration import DEFAULT_PATH, OVERHEAD_S, Calibration
+
+
+def test_a_step_costs_compute_plus_overhead_per_model() -> None:
+    cal = Calibration(worker_step_s={"mlp": 0.001, "widedeep": 0.002},
+                      worker_overhead_s={"mlp": 0.005, "widedeep": 0.01})
+    assert cal.step_s("mlp") == pytest.approx(0.006) and cal.step_s("widedeep") == pytest.approx(0.012)
+    assert cal.step_s("other") == pytest.approx(0.012)          # unknown model: the largest of each
+
+
+def test_a_file_without_overhead_gets_the_default_and_unknown_keys_are_refused(tmp_path: Path) -> None:
+    p = tmp_path / "cal.json"
+    p.write_text(json.dumps({"worker_step_s": {"mlp": 0.001}}))
+    assert Calibration.load(p).worker_overhead_s == OVERHEAD_S
+    p.write_text(json.dumps({"worker_overhead": {"mlp": 0.001}}))
+    with pytest.raises(HarnessError, match="unknown key"):
+        Calibration.load(p)
+
+
+def test_the_committed_file_loads_round_trips_and_a_simulated_step_is_a_real_ones_length() -> None:
+    cal = Calibration.load(DEFAULT_PATH)
+    assert Calibration(**cal.to_json()).to_json() == cal.to_json()
+    assert set(cal.worker_overhead_s) == set(cal.worker_step_s) == {"mlp", "widedeep"}
+    # compute alone is a fraction of a millisecond; a real step of these tasks is ~10-15 ms
+    assert 0.005 < cal.step_s("mlp") < 0.015 and 0.008 < cal.step_s("widedeep") < 0.02
