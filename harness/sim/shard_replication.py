@@ -64,6 +64,9 @@ class ReplicaSide:
         """A new sender confirmed by etcd's record (remembered in `verified`), the fencing verdict,
         then ShardStore.take_replicated: everything checked before anything is taken."""
         self._check_shard(req.shard, "Replicate")
+        why = fencing.self_refusal(self.name, req.primary)
+        if why:
+            raise StaleEpoch(why)
         verdict = fencing.on_replicate(self.epoch, self.role, self.primary, req.epoch, req.primary)
         if verdict is fencing.Replicate.FOLLOW and (req.epoch, req.primary) not in self.verified:
             try:
@@ -81,14 +84,15 @@ class ReplicaSide:
         why = fencing.replicate_refusal(verdict, self.name, self.epoch, req.epoch, req.primary)
         if why:
             raise StaleEpoch(why)
+        if verdict is fencing.Replicate.FOLLOW and (req.epoch, req.primary) not in self.verified:
+            raise NotPrimary(f"replicate from {req.primary} at epoch {req.epoch}: the shard record "
+                             "changed while it was checked; retry")
+        # as node.py: everything sent is checked before anything changes, the role included
+        plan = self.store.plan_replicated(req.state, req.entries, req.epoch)
         if verdict is fencing.Replicate.FOLLOW:
-            if (req.epoch, req.primary) not in self.verified:
-                raise NotPrimary(f"replicate from {req.primary} at epoch {req.epoch}: the shard record "
-                                 "changed while it was checked; retry")
             self.follow(req.epoch, req.primary, req.epoch_start)
         self.last_heard = self.now()
-        self.in_sync = self.store.take_replicated(req.state, req.entries, req.primary_seq,
-                                                  req.primary_seq_epoch, self.in_sync, req.epoch)
+        self.in_sync = self.store.take_plan(plan, req.primary_seq, req.primary_seq_epoch, self.in_sync)
         self.notify()
         return ReplicateReply(self.store.seq, self.epoch, fencing.suspecting(self.suspecting, req.epoch),
                               self.store.seq_epoch)
