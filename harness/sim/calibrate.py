@@ -118,6 +118,51 @@ def checkpoint_rate(say: Callable[[str], None], n: int = 5) -> float:
     return rate
 
 
+STEP_SCENARIO = """\
+name: calibrate-steps-{model}
+cluster: {{shards: 2, copies: 3, workers: 2, replication: sync, training: async, model: {model}}}
+workload: {{steps: 300}}
+expect: {{checks: [no-lost-acks]}}
+"""
+
+
+def _median_step(run_dir: Path) -> float:
+    """The median time between a worker's consecutive train-step events, over both workers."""
+    from ..history import read_events
+
+    by: dict[str, list[float]] = {}
+    for e in read_events(run_dir / "history.jsonl"):
+        if e["f"] == "train-step":
+            by.setdefault(e["node"], []).append(e["t"])
+    gaps = [b - a for ts in by.values() for a, b in zip(ts, ts[1:])]
+    return statistics.median(gaps) if gaps else 0.0
+
+
+def worker_overheads(steps: dict[str, float], say: Callable[[str], None]) -> dict[str, float]:
+    """Per model: a real step (2 shards x 3 copies, 2 workers, sync) less the simulated step with
+    the measured compute and no overhead: what the client's and nodes' CPU add per step."""
+    from ..runner import Runner
+    from ..scenario import load_scenario
+    from .backend import SimBackend
+
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="pschaos-calibrate-") as tmp:
+        for model in ("mlp", "widedeep"):
+            f = Path(tmp) / f"{model}.yaml"
+            f.write_text(STEP_SCENARIO.format(model=model))
+            sc = load_scenario(f)
+            Runner(sc, 1, Path(tmp) / f"real-{model}", "process", quiet=True).run()
+            real = _median_step(Path(tmp) / f"real-{model}")
+            bare = Calibration(worker_step_s=steps, worker_overhead_s={model: 0.0})
+            Runner(sc, 1, Path(tmp) / f"sim-{model}", "sim", quiet=True,
+                   make_backend=lambda s, d, rid, seed: SimBackend(s.cluster, d, rid, seed, calibration=bare)).run()
+            sim0 = _median_step(Path(tmp) / f"sim-{model}")
+            out[model] = round(max(0.0, real - sim0), 6)
+            say(f"  step {model}: real {real * 1e3:.2f} ms, simulated without overhead {sim0 * 1e3:.2f} ms "
+                f"-> overhead {out[model] * 1e3:.2f} ms")
+    return out
+
+
 def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
     from ..backend_process import ProcessBackend
     from ..scenario import ClusterSpec
@@ -139,7 +184,10 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
     steps = worker_steps(say)
     say("checkpoint writes:")
     ckpt = checkpoint_rate(say)
-    cal = Calibration(network=net, worker_step_s=steps, apply_s_per_mb=apply_s, checkpoint_mb_s=ckpt,
+    say("worker step overhead (a real 2x3 cluster with 2 workers, then its twin; about a minute):")
+    overhead = worker_overheads(steps, say)
+    cal = Calibration(network=net, worker_step_s=steps, worker_overhead_s=overhead, apply_s_per_mb=apply_s,
+                      checkpoint_mb_s=ckpt,
                       measured={"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                 "host": platform.node(), "python": platform.python_version(),
                                 "command": f"pschaos sim calibrate --out {out}", "took_s": round(time.time() - t0, 1)})

@@ -30,4 +30,4 @@ def test_the_committed_file_loads_round_trips_and_a_simulated_step_is_a_real_one
     assert Calibration(**cal.to_json()).to_json() == cal.to_json()
     assert set(cal.worker_overhead_s) == set(cal.worker_step_s) == {"mlp", "widedeep"}
     # compute alone is a fraction of a millisecond; a real step of these tasks is ~10-15 ms
-    assert 0.005 < cal.step_s("mlp") < 0.015 and 0.008 < cal.step_s("widedeep") < 0.02
+    assert 0.005 < cal.step_s("mlp") < 0.03 and 0.008 < cal.step_s("widedeep") < 0.05
