@@ -1,0 +1,51 @@
+"""A simulated run touches no process, port or file outside its output folder (issue 8)."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import harness.sim.backend  # noqa: F401 - torch and the twin imported before the sandbox (torch runs ldconfig once)
+import psnodes.worker  # noqa: F401
+from harness.runner import Runner
+from harness.scenario import load_scenario
+
+SCENARIO = """\
+name: sandbox
+cluster: {shards: 1, copies: 3, workers: 1, replication: sync, training: async, model: mlp}
+workload: {steps: 40}
+faults:
+  - at: {step: 10}
+    kind: kill
+    target: primary(shard=0)
+    duration_s: 0.2
+expect: {checks: [no-lost-acks, single-primary, exactly-once, replicas-match]}
+"""
+
+
+def test_a_simulated_run_spawns_nothing_binds_nothing_and_writes_only_its_folder(tmp_path, monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError(f"a simulated run must not do this: {a[:2]}")
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    monkeypatch.setattr(os, "fork", refuse)
+    monkeypatch.setattr(socket.socket, "bind", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    written: list[Path] = []
+    real_open = open
+
+    def tracking_open(file, mode="r", *a, **k):
+        if any(c in mode for c in "wax+") and not str(file).startswith("/dev/"):
+            written.append(Path(file).resolve())
+        return real_open(file, mode, *a, **k)
+    monkeypatch.setattr("builtins.open", tracking_open)
+    sc_path = tmp_path / "sandbox.yaml"
+    sc_path.write_text(SCENARIO)
+    sc = load_scenario(sc_path)
+    out = tmp_path / "out"
+    rep = Runner(sc, 3, out, "sim", quiet=True).run()
+    assert rep["verdict"] == "pass", rep["unknown_reasons"]
+    outside = [p for p in written if out.resolve() not in p.parents]
+    assert written and not outside, outside
