@@ -208,7 +208,9 @@ class SimBackend:
         elif name.startswith("worker-"):
             self.workers_.kill(name, graceful=True)
         else:
-            self._copy(name, "stop").stop()
+            exited = self._copy(name, "stop").stop()
+            if exited is not None:          # Proc.stop returns once the process exited: so does this
+                self.vt.wait_event(exited)
 
     def restart(self, name: str) -> None:
         if self.alive(name):

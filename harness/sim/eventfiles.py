@@ -16,6 +16,7 @@ class EventFiles:
         self.folder, self.now = folder, now
         self.folder.mkdir(parents=True, exist_ok=True)
         self._files: dict[str, TextIO] = {}
+        self.closed = False
         self.pids: dict[str, int] = {}
 
     def path(self, name: str) -> Path:
@@ -26,6 +27,8 @@ class EventFiles:
         ev = {"t": self.now(), "node": node, "type": type_, "f": f, "value": value, "pid": self.pids.get(node, 0)}
         if op_id is not None:
             ev["op_id"] = op_id
+        if self.closed:               # the run ended: nothing more reaches the history
+            return ev
         fh = self._files.get(node)
         if fh is None:
             fh = self._files[node] = open(self.path(node), "a", buffering=1)
@@ -36,6 +39,7 @@ class EventFiles:
         return sorted(self.path(n) for n in self._files)
 
     def close(self) -> None:
+        self.closed = True
         for fh in self._files.values():
             fh.close()
         self._files.clear()

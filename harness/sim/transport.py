@@ -18,7 +18,7 @@ from psnodes.proto import ps_pb2
 
 from .network import SimNetwork
 from .rpc import SimRpcError, call, etcd_call
-from .vtime import Baton, VirtualTime
+from .vtime import Baton, Closed, VirtualTime
 
 REPLY_BYTES = 48          # a PushReply or StatusReply: small
 CLIENT_ETCD_TIMEOUT_S = 0.5     # psnodes.client.PSClient: Etcd(..., timeout=0.5)
@@ -59,13 +59,15 @@ class SimStub:
                    req.ByteSize(), reply_bytes, deadline)
         try:
             out = w.vt.run_process(gen)
-        except SimRpcError as e:
-            raise SimStatusError(getattr(grpc.StatusCode, e.status), str(e)) from None
-        except PSError as e:
-            raise SimStatusError(e.code, str(e)) from None
-        finally:
+        except (SimRpcError, PSError) as e:
             if self.dead():
-                raise Killed(self.src)
+                raise Killed(self.src) from None
+            code = getattr(grpc.StatusCode, e.status) if isinstance(e, SimRpcError) else e.code
+            raise SimStatusError(code, str(e)) from None
+        except Closed:
+            raise                           # the simulation ended: unwind, never as a kill
+        if self.dead():
+            raise Killed(self.src)
         return out
 
     def Push(self, req: ps_pb2.PushRequest, timeout: float | None = None, metadata=None) -> ps_pb2.PushReply:
@@ -92,15 +94,19 @@ class SimEtcdClient:
         if self.dead():
             raise Killed(self.src)
         try:
-            return self.w.vt.run_process(etcd_call(self.w.net, self.w.env, self.src, lambda: self.w.etcd.get(key),
-                                                   timeout=CLIENT_ETCD_TIMEOUT_S, server=self.w.etcd))
+            out = self.w.vt.run_process(etcd_call(self.w.net, self.w.env, self.src, lambda: self.w.etcd.get(key),
+                                                  timeout=CLIENT_ETCD_TIMEOUT_S, server=self.w.etcd))
         except EtcdError:
+            if self.dead():
+                raise Killed(self.src) from None
             raise
         except PSError as e:
-            raise EtcdError(str(e)) from None
-        finally:
             if self.dead():
-                raise Killed(self.src)
+                raise Killed(self.src) from None
+            raise EtcdError(str(e)) from None
+        if self.dead():
+            raise Killed(self.src)
+        return out
 
 
 class SimFuture:

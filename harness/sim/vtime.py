@@ -25,7 +25,7 @@ import simpy
 
 from harness.errors import HarnessError
 
-HANDOFF_TIMEOUT_S = 120.0      # wall seconds a waiting thread waits for the baton before declaring a stall
+HANDOFF_TIMEOUT_S = 1800.0      # wall seconds a waiting thread waits for the baton before declaring a stall
 
 
 class Closed(BaseException):
@@ -103,6 +103,8 @@ class VirtualTime:
     def _next(self) -> Baton:
         """The next thread to run, stepping the Environment until one is ready. A crashed
         simulated process or a stall hands the baton to the main thread, which raises it."""
+        if self.closed:
+            raise Closed()
         while not self._ready:
             if self.error is not None:
                 return self.main
@@ -120,7 +122,9 @@ class VirtualTime:
         nxt = self._next()
         if nxt is not me:
             nxt.go.set()
-            if not me.go.wait(HANDOFF_TIMEOUT_S):
+            # only the runner's thread gives up waiting (a thread blocked outside the baton would
+            # stall the run); any other thread waits for its turn however long the simulation takes
+            if not me.go.wait(HANDOFF_TIMEOUT_S if me is self.main else None):
                 raise Stalled(f"{me.name} waited {HANDOFF_TIMEOUT_S:.0f} wall seconds for its turn: a thread "
                               "blocked outside the virtual clock")
             me.go.clear()
@@ -157,6 +161,8 @@ class VirtualTime:
                 return
             except BaseException as e:  # noqa: BLE001 - kept for join(), as a thread's would be
                 b.error = e
+            if self.closed:              # the run ended meanwhile: never step the simulation again
+                return
             b.done.succeed()
             self._next().go.set()
 

@@ -11,6 +11,7 @@ resume or a kill.
 """
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ class Incarnation:
     paused: bool = False
     events: EventLog | None = None
     resumed: Any = None         # a SimPy event: fires at the resume (or kill) of a paused one
+    worker: Any = None          # the psnodes Worker (a SIGTERM sets its stop flag)
 
 
 class SimWorkers:
@@ -83,12 +85,19 @@ class SimWorkers:
 
             client = PSClient(cfg, name, None, inc.events, runtime=rt, etcd=SimEtcdClient(be, name, dead),
                               stub_factory=lambda node: SimStub(be, name, node, dead))
-            w = Worker(cfg, name, be.spec.model, be.spec.training, be.spec.staleness, "cpu", None, inc.events,
-                       step_delay=step_delay, runtime=rt, client=client)
+            w = inc.worker = Worker(cfg, name, be.spec.model, be.spec.training, be.spec.staleness, "cpu", None,
+                                    inc.events, step_delay=step_delay, runtime=rt, client=client)
             try:
                 w.run(steps, duration)
             except Killed:
                 pass
+            except Exception:  # noqa: BLE001 - a crashed worker, as a process's: its traceback in its log
+                log = be.run_dir / "logs" / f"{name}.log"
+                log.parent.mkdir(parents=True, exist_ok=True)
+                with open(log, "a") as f:
+                    f.write(f"{name} (incarnation {n}) crashed at virtual t={clock.monotonic():.3f}:\n"
+                            + traceback.format_exc())
+                raise
         inc.baton = vt.spawn(run, name)
 
     def alive(self, name: str) -> bool:
@@ -99,10 +108,18 @@ class SimWorkers:
         return any(self.alive(n) for n in self.live)
 
     def kill(self, name: str, graceful: bool = False) -> None:
+        """SIGKILL; `graceful`: SIGTERM, as psnodes/worker.py takes it (the step in progress ends,
+        train-done is written), then a kill if it has not ended within 5 s, as Proc.stop does."""
         inc = self.live.get(name)
-        if inc is not None:
-            inc.dead = True        # graceful or not: a worker has nothing to flush
-            self.resume(name)      # a paused one dies too (SIGKILL and SIGTERM reach a stopped process)
+        if inc is None:
+            return
+        self.resume(name)          # a paused one is reached too (SIGKILL and SIGTERM reach a stopped process)
+        worker = getattr(inc, "worker", None)
+        if graceful and worker is not None and not inc.dead:
+            worker.stop = True
+            if self.be.vt.join(inc.baton, 5.0):
+                return
+        inc.dead = True
 
     def pause(self, name: str) -> None:
         inc = self.live.get(name)

@@ -1,0 +1,20 @@
+"""pschaos sim validate judges on evidence: a targeted metric missing on either side fails."""
+from harness.sim.validate import compare, pooled
+
+
+def test_a_missing_targeted_metric_fails_and_informational_ones_do_not_count():
+    c = compare({"failover_p50_ms": 500.0, "acked_per_s": 100.0}, {"failover_p50_ms": None, "acked_per_s": 105.0},
+                ("failover_p50_ms", "acked_per_s"))
+    assert c["failover_p50_ms"]["holds"] is False
+    assert c["acked_per_s"]["holds"] is True and abs(c["acked_per_s"]["rel_error"] - 0.05) < 1e-9
+    assert c["catchup_s"]["holds"] is None and c["catchup_s"]["target"] is None
+
+
+def test_pooled_failovers_take_percentiles_over_every_seed_and_drop_nothing_finite():
+    runs = [{"failover_ms": [400.0, 600.0], "acked_per_s": 10.0, "catchup_bytes": None, "catchup_s": None,
+             "lag": None, "final_loss": 0.1},
+            {"failover_ms": [500.0], "acked_per_s": 20.0, "catchup_bytes": 5, "catchup_s": 0.0, "lag": 1.0,
+             "final_loss": 0.3}]
+    p = pooled(runs)
+    assert p["failovers"] == 3 and p["failover_p50_ms"] == 500.0 and p["failover_p99_ms"] == 600.0
+    assert p["acked_per_s"] == 15.0 and p["final_loss_band"] == [0.1, 0.3]
