@@ -42,6 +42,8 @@ proto: $(STAMP)
 test: install
 	$(BIN)/pschaos doctor
 	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider tests scenarios
+	# the whole scenario library again, in the SimPy twin (virtual time, same checkers)
+	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider scenarios --backend sim
 
 unit: install
 	$(BIN)/python -m pytest -q tests/unit
