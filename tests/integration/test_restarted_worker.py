@@ -10,7 +10,7 @@ from .mutants import mutant_copy, run_scenario
 
 pytestmark = pytest.mark.integration
 
-NO_INCARNATION = {"psnodes/client.py": [("self.incarnation = time.time_ns() // 1000",
+NO_INCARNATION = {"psnodes/client.py": [("self.incarnation = int(runtime.time() * 1e6)",
                                           "self.incarnation = 0   # planted: ids restart with the process")]}
 
 
