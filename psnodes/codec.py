@@ -48,9 +48,9 @@ def check_magnitude(arr: np.ndarray, where: str, limits: Limits = DEFAULT) -> No
     """Finite and within limits.max_abs_grad, so no optimizer step can overflow float32."""
     if not arr.size:
         return
-    if not np.isfinite(arr).all():
+    big = float(np.abs(arr).max())            # one pass: the max is NaN when any value is (NaN propagates)
+    if not math.isfinite(big):
         raise InvalidArgument(f"{where} holds NaN or Inf values; clip or skip the gradient before pushing")
-    big = float(np.abs(arr).max())
     if big > limits.max_abs_grad:
         raise InvalidArgument(f"{where} holds a component of magnitude {big:.3g} above limits.max_abs_grad="
                               f"{limits.max_abs_grad:g}; clip the gradient before pushing")

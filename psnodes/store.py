@@ -104,7 +104,7 @@ class ShardStore:
         dense: list[tuple[str, np.ndarray]] = []
         seen: set[str] = set()
         for t in upd.dense:
-            arr = tensor_from_pb(t, limits=lim)
+            arr = tensor_from_pb(t, check_finite=not push, limits=lim)   # a push's: check_magnitude below
             if t.name in seen:
                 raise InvalidArgument(f"dense[{t.name!r}] appears twice in one update; send each name once")
             seen.add(t.name)
