@@ -20,6 +20,7 @@ from psnodes.config import ClusterConfig, ShardRecord
 from psnodes.etcd import Etcd, EtcdError
 
 from . import registry
+from .backend_common import routes_from_copies, scan_entry
 from .errors import HarnessError
 from netfaults.faults import LINK_FAULTS, NetContext
 from netfaults.links import LinkTable
@@ -204,13 +205,7 @@ class ProcessBackend:
             return out
         except EtcdError:
             pass
-        for n in self.nodes():
-            st = self.status(n) if self.alive(n) else None
-            if st is not None and st.role == "primary":
-                cur = out.get(st.shard)
-                if cur is None or st.epoch > cur.epoch:
-                    out[st.shard] = ShardRecord(st.epoch, n, list(st.isr))
-        return out
+        return routes_from_copies(self.nodes(), self.alive, self.status)
 
     def status(self, name: str, checksum: bool = False, applied: bool = False, timeout: float = 2.0,
                audit: bool = False):
@@ -229,24 +224,12 @@ class ProcessBackend:
 
     def checkpoint_scan(self) -> list[dict]:
         """Every checkpoint folder under the work dir: does its manifest name a whole, loadable file?"""
-        from psnodes.blob import unpack
         from psnodes.checkpoint import MANIFEST
 
         work = Path(self.cfg.workdir)
-        out = []
-        for man in sorted(work.glob(f"**/{MANIFEST}")):
-            d = man.parent
-            v = {"dir": str(d.relative_to(work)), "stray_tmp": sorted(p.name for p in d.glob("*.tmp"))}
-            try:
-                m = json.loads(man.read_text())
-                blob = (d / m["file"]).read_bytes()
-                v.update(seq=m["seq"], file=m["file"], size_ok=len(blob) == m["bytes"])
-                unpack(blob)
-                v["loadable"] = True
-            except Exception as e:  # noqa: BLE001 - what is wrong is the finding
-                v.update(loadable=False, error=f"{e.__class__.__name__}: {e}")
-            out.append(v)
-        return out
+        return [scan_entry(str(man.parent.relative_to(work)), sorted(p.name for p in man.parent.glob("*.tmp")),
+                           man.read_text(), lambda name, d=man.parent: (d / name).read_bytes())
+                for man in sorted(work.glob(f"**/{MANIFEST}"))]
 
     def workers_running(self) -> bool:
         return any(self.procs[w].alive() for w in self.workers())

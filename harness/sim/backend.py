@@ -28,6 +28,7 @@ from psnodes.events import EventLog
 from psnodes.proto import ps_pb2
 from psnodes.runtime import Runtime
 
+from ..backend_common import routes_from_copies
 from ..errors import HarnessError
 from ..scenario import ClusterSpec
 from .calibration import Calibration
@@ -138,13 +139,7 @@ class SimBackend:
             return out
         except EtcdError:
             pass
-        for n in self.nodes():
-            st = self.status(n) if self.alive(n) else None
-            if st is not None and st.role == "primary":
-                cur = out.get(st.shard)
-                if cur is None or st.epoch > cur.epoch:
-                    out[st.shard] = ShardRecord(st.epoch, n, list(st.isr))
-        return out
+        return routes_from_copies(self.nodes(), self.alive, self.status)
 
     def status(self, name: str, checksum: bool = False, applied: bool = False, timeout: float = 2.0,
                audit: bool = False) -> Any:

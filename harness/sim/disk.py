@@ -27,11 +27,11 @@ from typing import Any, Mapping
 
 import simpy
 
-from psnodes.blob import unpack
 from psnodes.checkpoint import MANIFEST, STALE_TMP_S
 from psnodes.core.checkpoints import keeps_current
 from psnodes.placement import parse_node_name
 
+from ..backend_common import scan_entry
 from .clock import SimClock
 from .rpc import Gen
 
@@ -190,21 +190,16 @@ class SimDisk:
         for d in sorted((d for d, f in self.folders.items() if MANIFEST in f.files),
                         key=lambda d: PurePosixPath(d, MANIFEST).parts):
             f = self.folders[d]
-            v: dict[str, Any] = {"dir": d, "stray_tmp": sorted(f.tmp)}
-            try:
-                m = json.loads(f.files[MANIFEST])
-                if m["file"] not in f.files:
-                    raise FileNotFoundError(f"[Errno 2] No such file or directory: '{d}/{m['file']}'")
-                blob = f.files[m["file"]]
-                v.update(seq=m["seq"], file=m["file"], size_ok=len(blob) == m["bytes"])
-                unpack(blob)
-                v["loadable"] = True
-            except Exception as e:  # noqa: BLE001 - what is wrong is the finding
-                v.update(loadable=False, error=f"{e.__class__.__name__}: {e}")
-            out.append(v)
+            out.append(scan_entry(d, sorted(f.tmp), f.files[MANIFEST], lambda name, f=f, d=d: _read(f, d, name)))
         return out
 
     scan = checkpoint_scan
+
+
+def _read(f: "Folder", d: str, name: str) -> bytes:
+    if name not in f.files:
+        raise FileNotFoundError(f"[Errno 2] No such file or directory: '{d}/{name}'")
+    return f.files[name]
 
 
 __all__ = ["DiskCalibration", "Folder", "SimDisk", "local_dir", "shared_dir"]
