@@ -4,11 +4,13 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 TOOLS   := tools/bin
 STAMP   := $(VENV)/.installed-stamp
-TOXI    := $(TOOLS)/toxiproxy-server
+TOXI_VERSION := 2.12.0
+# the stamp names the version: a binary built without it (it printed `version git`) is rebuilt once
+TOXI    := $(TOOLS)/.toxiproxy-server-$(TOXI_VERSION)
 XDIST   ?= -n 2
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 
-.PHONY: install system-deps test unit integration demo bench doctor clean proto
+.PHONY: install system-deps docker-engine test unit integration demo bench doctor clean proto
 
 install: system-deps $(STAMP) $(TOXI)
 
@@ -28,18 +30,26 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
-# Toxiproxy, the real server, built from the Go module proxy into an ignored folder.
+# Toxiproxy, the real server, built from the Go module proxy into an ignored folder, with its
+# version stamped (the module's `toxiproxy.Version` is "git" unless the linker sets it).
 $(TOXI):
 	mkdir -p $(TOOLS)
-	GOBIN=$(abspath $(TOOLS)) $(GO) install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0
-	mv $(TOOLS)/server $@
+	GOBIN=$(abspath $(TOOLS)) $(GO) install \
+	  -ldflags "-X github.com/Shopify/toxiproxy/v2.Version=$(TOXI_VERSION)" \
+	  github.com/Shopify/toxiproxy/v2/cmd/server@v$(TOXI_VERSION)
+	mv $(TOOLS)/server $(TOOLS)/toxiproxy-server
+	touch $@
+
+# A Docker engine for the docker backend's tests: installed from Debian and started when none answers.
+docker-engine:
+	.ci/docker-engine
 
 proto: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -Ipsnodes/proto --python_out=psnodes/proto \
 	  --grpc_python_out=psnodes/proto --pyi_out=psnodes/proto psnodes/proto/ps.proto
 	sed -i 's/^import ps_pb2 as ps__pb2/from . import ps_pb2 as ps__pb2/' psnodes/proto/ps_pb2_grpc.py
 
-test: install
+test: install docker-engine
 	$(BIN)/pschaos doctor
 	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider tests scenarios
 	# the whole scenario library again, in the SimPy twin (virtual time, same checkers)

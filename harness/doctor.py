@@ -5,10 +5,11 @@ import importlib.metadata as md
 import json
 import sys
 
+from .docker.engine import server_version
 from .tools import INSTALL, version
 
-PARTS = [("etcd", "etcd"), ("toxiproxy-server", "toxiproxy-server"), ("nft", "nft"), ("docker", "docker")]
-PY = ["torch", "grpcio", "protobuf", "numpy", "pydantic", "prometheus-client", "pytest", "hypothesis"]
+PARTS = [("etcd", "etcd"), ("toxiproxy-server", "toxiproxy-server"), ("nft", "nft"), ("docker-cli", "docker")]
+PY = ["torch", "grpcio", "protobuf", "numpy", "pydantic", "prometheus-client", "pytest", "hypothesis", "docker"]
 REQUIRED = {"etcd", "torch", "grpcio", "protobuf", "numpy", "pydantic"}
 
 
@@ -18,6 +19,9 @@ def collect() -> list[dict]:
         v = version(tool)
         rows.append({"part": name, "version": v, "ok": v is not None, "required": name in REQUIRED,
                      "install": None if v else INSTALL[tool]})
+    engine, why = server_version()      # the engine itself (its API), not only the client binary
+    rows.append({"part": "docker-engine", "version": engine, "ok": engine is not None, "required": False,
+                 "install": why})
     for pkg in PY:
         try:
             v = md.version(pkg)
