@@ -5,7 +5,7 @@ keeps, so a client bug cannot hide a server one.
 """
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 from .base import Verdict, by_f, op_key, unknown
 
@@ -114,13 +114,26 @@ def staleness(history: list[dict], ctx: dict) -> Verdict:
     workers = sorted({e["value"]["worker"] for e in steps} | set(invokes))
     if len(workers) < 2:
         return unknown(f"{len(workers)} worker(s) trained: staleness needs at least two to compare")
+    # per worker: invoke times in order and the highest clock invoked up to each, so "the newest
+    # clock another worker had started before t" is one bisection, not a scan of its invokes
+    seen: dict[str, tuple[list[float], list[int]]] = {}
+    for w, inv in invokes.items():
+        inv.sort(key=lambda tc: tc[0])
+        ts, best, top = [], [], -1
+        for t, c in inv:
+            top = max(top, c)
+            ts.append(t)
+            best.append(top)
+        seen[w] = (ts, best)
     worst, bad = 0, []
     for e in steps:
         w, s = e["value"]["worker"], e["value"]["step"]
         for other in workers:
             if other == w:
                 continue
-            done = max((c for t, c in invokes.get(other, []) if t < e["t"]), default=-1)
+            ts, best = seen.get(other, ([], []))
+            k = bisect_left(ts, e["t"])           # invokes strictly before the step's end
+            done = best[k - 1] if k else -1
             lead = s - done - 1
             worst = max(worst, lead)
             if lead > tau:
