@@ -257,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--json", action="store_true", help="the comparison as one JSON object")
     sv.add_argument("--out", default="out/sim-validate", help="run folders and validate.json (default out/sim-validate)")
     sv.add_argument("--calibration", help="calibration file (default: the committed one)")
+    sv.add_argument("--calibrate", action="store_true",
+                    help="measure a fresh calibration on this machine first (OUT/calibration.json, ~30 s) and "
+                         "predict with it: real timings here move with the machine's load")
     sm.set_defaults(fn=cmd_sim)
     return ap
 

@@ -76,7 +76,7 @@ class SimBackend:
               step_delay: float = 0.0) -> None:
         s = self.spec
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.etcd = SimEtcd(self.env)
+        self.etcd = SimEtcd(self.env, read_s=self.cal.etcd_read_s, write_s=self.cal.etcd_write_s)
         self.net = SimNetwork(self.env, self.rng, self.cal.network)
         self.disk = SimDisk(self.env, self.sim_clock, self.cal.to_json())     # checkpoint_mb_s: the write rate
         self.cfg = ClusterConfig(cluster_id=self.run_id, etcd="sim://etcd", shards=s.shards, copies=s.copies,

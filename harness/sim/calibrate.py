@@ -6,11 +6,12 @@ Measured here, on this machine, each as the median of repeated trials:
 - a shard's apply: a sync push to a 1-copy shard of 1 MiB and 4 MiB of dense gradient, less the
   wire's cost for those bytes, per MiB;
 - a worker's step per model: psnodes' own task (batch, forward, backward) on the CPU;
-- a checkpoint's write: psnodes.checkpoint.write_checkpoint of a 4 MiB state, MB/s.
+- a checkpoint's write: psnodes.checkpoint.write_checkpoint of a 4 MiB state, MB/s;
+- etcd: psnodes' own client's get and put on the real server, less the modelled wire.
 Heartbeat, suspicion and lease timings are the cluster config's own constants (the twin reads the
 same config), so they are not measured; `pschaos sim validate` compares what they add up to.
-Not measured here either: `worker_overhead_s` (a real step's time beyond compute and wire, which
-needs a training run of real workers); the file gets calibration.py's default (OVERHEAD_S).
+Last, `worker_overhead_s`: a real step's time beyond compute and the modelled wire, from a real
+2-shard x 3-copy training run per model less its twin's step without overhead.
 """
 from __future__ import annotations
 
@@ -78,6 +79,22 @@ def apply_cost(be, net: dict, say: Callable[[str], None], n: int = 15) -> float:
         per_mb.append(max(0.0, t - wire) / mb)
         say(f"  push {mb} MiB: {t * 1e3:.2f} ms, apply {per_mb[-1] * 1e3:.2f} ms/MiB")
     return round(statistics.mean(per_mb), 6)
+
+
+def etcd_ops(be, net: dict, say: Callable[[str], None], n: int = 40) -> tuple[float, float]:
+    """The real etcd's answer time for a read and for a write (a put: through the WAL and its
+    fsync), through psnodes' own client, less the modelled wire both ways."""
+    from psnodes.etcd import Etcd
+
+    etcd = Etcd(be.cfg.etcd, timeout=5.0)
+    key = f"/pschaos-calibrate/{uuid.uuid4().hex[:8]}"
+    vals = iter(range(1 << 30))
+    write = _median(lambda: etcd.put(key, str(next(vals))), n)
+    read = _median(lambda: etcd.get(key), n)
+    etcd.delete(key)
+    wire = 2 * net["fixed_s"]
+    say(f"  etcd read {read * 1e3:.2f} ms, write {write * 1e3:.2f} ms (round trips, wire included)")
+    return round(max(0.0, read - wire), 6), round(max(0.0, write - wire), 6)
 
 
 def worker_steps(say: Callable[[str], None], n: int = 30) -> dict[str, float]:
@@ -178,6 +195,8 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
             net = network(be, say)
             say("shard apply (sync pushes):")
             apply_s = apply_cost(be, net, say)
+            say("etcd (reads and writes through the real server):")
+            etcd_read, etcd_write = etcd_ops(be, net, say)
         finally:
             be.teardown()
     say("worker compute (psnodes' own tasks on the CPU):")
@@ -187,7 +206,7 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
     say("worker step overhead (a real 2x3 cluster with 2 workers, then its twin; about a minute):")
     overhead = worker_overheads(steps, say)
     cal = Calibration(network=net, worker_step_s=steps, worker_overhead_s=overhead, apply_s_per_mb=apply_s,
-                      checkpoint_mb_s=ckpt,
+                      checkpoint_mb_s=ckpt, etcd_read_s=etcd_read, etcd_write_s=etcd_write,
                       measured={"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                 "host": platform.node(), "python": platform.python_version(),
                                 "command": f"pschaos sim calibrate --out {out}", "took_s": round(time.time() - t0, 1)})

@@ -9,7 +9,9 @@ stack's CPU, charged once per step with the compute; without it a simulated step
 a real one, and a fault given at a step meets a workload that ends seconds early: it is a real
 step's time, from the train-step events of process runs, less a simulated step's without it),
 `apply_s_per_mb` (a shard applying an update), `checkpoint_mb_s` (writing a checkpoint),
-`etcd_start_s` (a killed etcd started again until it serves: the process backend's restart
+`etcd_read_s` and `etcd_write_s` (the real etcd's time to answer a read, and a write or lease
+grant that goes through its log, beyond the modelled wire: its HTTP gateway, the client's
+JSON and, for a write, the WAL's fsync), `etcd_start_s` (a killed etcd started again until it serves: the process backend's restart
 blocks that long; 0.6 s in the process runs' histories, fault-stop minus fault-start minus the
 outage), and `measured` (when, where, and with what command). The committed default lives beside this module;
 a run's report names the file it used.
@@ -28,8 +30,8 @@ DEFAULT_PATH = Path(__file__).with_name("calibration.json")
 # the process runs' histories, widedeep async ~14.5-15 ms in a run of async-kill-primary) less the
 # simulated step with the measured compute and no overhead (mlp 4.1 ms, widedeep 4.5 ms).
 OVERHEAD_S = {"mlp": 0.006, "widedeep": 0.010}
-KEYS = ("network", "worker_step_s", "worker_overhead_s", "apply_s_per_mb", "checkpoint_mb_s", "etcd_start_s",
-        "measured")
+KEYS = ("network", "worker_step_s", "worker_overhead_s", "apply_s_per_mb", "checkpoint_mb_s", "etcd_read_s",
+        "etcd_write_s", "etcd_start_s", "measured")
 
 
 @dataclass
@@ -39,6 +41,8 @@ class Calibration:
     worker_overhead_s: dict[str, float] = field(default_factory=lambda: dict(OVERHEAD_S))
     apply_s_per_mb: float = 0.004
     checkpoint_mb_s: float = 200.0
+    etcd_read_s: float = 0.0
+    etcd_write_s: float = 0.0
     etcd_start_s: float = 0.6
     measured: dict[str, Any] = field(default_factory=dict)
     path: str = "(built-in defaults)"
@@ -71,7 +75,8 @@ class Calibration:
     def to_json(self) -> dict:
         return {"network": self.network, "worker_step_s": self.worker_step_s,
                 "worker_overhead_s": self.worker_overhead_s, "apply_s_per_mb": self.apply_s_per_mb,
-                "checkpoint_mb_s": self.checkpoint_mb_s, "etcd_start_s": self.etcd_start_s,
+                "checkpoint_mb_s": self.checkpoint_mb_s, "etcd_read_s": self.etcd_read_s,
+                "etcd_write_s": self.etcd_write_s, "etcd_start_s": self.etcd_start_s,
                 "measured": self.measured}
 
 

@@ -16,7 +16,11 @@ etcd, --election-timeout 500) to that minimum, and so does `min_ttl` here.
 Calls are instantaneous: no time passes inside SimEtcd, so a call made from a SimPy process
 returns in the same instant. Delay, loss and timeouts between a node and etcd are the simulated
 network's job (harness/sim/network.py): a shell delivers the request on its link to `etcd`, calls
-SimEtcd, then delivers the reply. `timeout=` arguments are accepted for the same signatures and
+SimEtcd, holds the reply for the server's service time (`service_s`: `write_s` for a call that
+went through the log (a write, a lease grant or revoke: etcd fsyncs its WAL before answering),
+`read_s` for any other; both measured on the real etcd by `pschaos sim calibrate`), then
+delivers the reply. One coarsening: the write is visible to others from the start of that
+service time, where the real server applies it after the fsync. `timeout=` arguments are accepted for the same signatures and
 ignored. One coarsening: etcd's lessor checks deadlines every 500 ms; here a lease dies on time.
 
 `available = False` models etcd unreachable from every client: each call raises `EtcdError`
@@ -70,8 +74,10 @@ class SimEtcd:
     endpoint = "sim://etcd"
 
     def __init__(self, env: simpy.Environment, min_ttl: int = 1, first_lease: int = 1,
-                 promote_extend_s: float = PROMOTE_EXTEND_S) -> None:
+                 promote_extend_s: float = PROMOTE_EXTEND_S, read_s: float = 0.0, write_s: float = 0.0) -> None:
         self.env = env
+        self.read_s, self.write_s = float(read_s), float(write_s)
+        self._logged = 0            # calls that went through the log: writes, lease grants and revokes
         self.min_ttl = min_ttl
         self.promote_extend_s = promote_extend_s
         self.available = True
@@ -85,6 +91,14 @@ class SimEtcd:
         self._next_lease = first_lease
 
     # ------------------------------------------------------------------ plumbing
+    def mark(self) -> tuple[int, int]:
+        """Where the log stands: compare with `service_s` after a call."""
+        return self.revision, self._logged
+
+    def service_s(self, before: tuple[int, int]) -> float:
+        """The server's time for the call made since `mark()` returned `before`."""
+        return self.write_s if self.mark() != before else self.read_s
+
     def _enter(self, path: str) -> None:
         """Every call: unreachable raises; otherwise leases past their deadline go first."""
         if not self.running:
@@ -194,6 +208,7 @@ class SimEtcd:
         self._enter("/lease/grant")
         lid, self._next_lease = self._next_lease, self._next_lease + 1
         self._leases[lid] = _Lease(ttl=max(int(ttl), self.min_ttl), deadline=0.0)
+        self._logged += 1
         self._arm(lid)
         return lid
 
@@ -212,6 +227,7 @@ class SimEtcd:
             self._enter("/kv/lease/revoke")
         except EtcdError:
             return
+        self._logged += 1
         if lease in self._leases:
             self._drop_lease(lease, "revoke")
 

@@ -86,7 +86,12 @@ def etcd_call(net: SimNetwork, env: simpy.Environment, src: str, fn: Callable[[]
         yield server.thawed | env.timeout(max(0.0, deadline - env.now))
         if server.frozen:
             raise EtcdError(f"etcd unreachable from {src}: ReadTimeout (the server is paused)")
+    before = server.mark() if server is not None else None
     out = fn()
+    if server is not None:
+        service = server.service_s(before)
+        if service > 0:
+            yield env.timeout(service)
     d = yield net.deliver(ETCD, src, ETCD_MSG_BYTES, deadline, reply=True)
     if not d.ok:
         raise EtcdError(f"etcd answer to {src} lost: {d.error} ({d.cause})")

@@ -116,6 +116,19 @@ def _run(path: Path, backend: str, seed: int, out: Path, cal: str | None) -> Pat
 def validate_main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     seeds = range(1, args.seeds + 1)
+    if args.seeds < 1:
+        print(f"pschaos sim validate: --seeds={args.seeds}; give at least 1 (the targets ask for 5)", file=sys.stderr)
+        return 2
+    if getattr(args, "calibrate", False):
+        if args.calibration:
+            print("pschaos sim validate: --calibrate measures its own calibration; drop --calibration or --calibrate",
+                  file=sys.stderr)
+            return 2
+        from .calibrate import calibrate
+
+        cal_path = out / "calibration.json"
+        calibrate(cal_path, say=lambda m: print(m, file=sys.stderr, flush=True))
+        args.calibration = str(cal_path)
     result: dict = {"seeds": list(seeds), "scenarios": {}, "calibration": args.calibration or "default"}
     t0 = time.time()
     unknown = False
