@@ -143,41 +143,58 @@ expect: {{checks: [no-lost-acks]}}
 """
 
 
-def _median_step(run_dir: Path) -> float:
-    """The median time between a worker's consecutive train-step events, over both workers."""
+def _step_gaps(run_dir: Path) -> list[float]:
+    """The times between a worker's consecutive train-step events, over every worker."""
     from ..history import read_events
 
     by: dict[str, list[float]] = {}
     for e in read_events(run_dir / "history.jsonl"):
         if e["f"] == "train-step":
             by.setdefault(e["node"], []).append(e["t"])
-    gaps = [b - a for ts in by.values() for a, b in zip(ts, ts[1:])]
+    return [b - a for ts in by.values() for a, b in zip(ts, ts[1:])]
+
+
+def _median_step(run_dir: Path) -> float:
+    gaps = _step_gaps(run_dir)
     return statistics.median(gaps) if gaps else 0.0
 
 
-def worker_overheads(steps: dict[str, float], say: Callable[[str], None]) -> dict[str, float]:
+def _log_spread(gaps: list[float]) -> float:
+    """The standard deviation of log(step time), the slowest 5% left out (a GC pause or a step
+    that met a retry is not the spread of ordinary steps)."""
+    xs = sorted(g for g in gaps if g > 0)
+    xs = xs[:max(2, int(len(xs) * 0.95))]
+    return round(statistics.pstdev(np.log(xs).tolist()), 4) if len(xs) >= 2 else 0.0
+
+
+def worker_overheads(base: Calibration, say: Callable[[str], None]) -> tuple[dict[str, float], dict[str, float]]:
     """Per model: a real step (2 shards x 3 copies, 2 workers, sync) less the simulated step with
-    the measured compute and no overhead: what the client's and nodes' CPU add per step."""
+    everything else measured (`base`: compute, wire, etcd) and no overhead: what the client's and
+    nodes' CPU add per step; and the real steps' spread (`_log_spread`)."""
+    from dataclasses import replace
+
     from ..runner import Runner
     from ..scenario import load_scenario
     from .backend import SimBackend
 
-    out = {}
+    out, spread = {}, {}
     with tempfile.TemporaryDirectory(prefix="pschaos-calibrate-") as tmp:
         for model in ("mlp", "widedeep"):
             f = Path(tmp) / f"{model}.yaml"
             f.write_text(STEP_SCENARIO.format(model=model))
             sc = load_scenario(f)
             Runner(sc, 1, Path(tmp) / f"real-{model}", "process", quiet=True).run()
-            real = _median_step(Path(tmp) / f"real-{model}")
-            bare = Calibration(worker_step_s=steps, worker_overhead_s={model: 0.0})
+            gaps = _step_gaps(Path(tmp) / f"real-{model}")
+            real = statistics.median(gaps) if gaps else 0.0
+            bare = replace(base, worker_overhead_s={model: 0.0}, worker_step_jitter={})
             Runner(sc, 1, Path(tmp) / f"sim-{model}", "sim", quiet=True,
                    make_backend=lambda s, d, rid, seed: SimBackend(s.cluster, d, rid, seed, calibration=bare)).run()
             sim0 = _median_step(Path(tmp) / f"sim-{model}")
             out[model] = round(max(0.0, real - sim0), 6)
-            say(f"  step {model}: real {real * 1e3:.2f} ms, simulated without overhead {sim0 * 1e3:.2f} ms "
-                f"-> overhead {out[model] * 1e3:.2f} ms")
-    return out
+            spread[model] = _log_spread(gaps)
+            say(f"  step {model}: real {real * 1e3:.2f} ms (log-sd {spread[model]:.3f}), simulated without "
+                f"overhead {sim0 * 1e3:.2f} ms -> overhead {out[model] * 1e3:.2f} ms")
+    return out, spread
 
 
 def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
@@ -204,12 +221,13 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
     say("checkpoint writes:")
     ckpt = checkpoint_rate(say)
     say("worker step overhead (a real 2x3 cluster with 2 workers, then its twin; about a minute):")
-    overhead = worker_overheads(steps, say)
-    cal = Calibration(network=net, worker_step_s=steps, worker_overhead_s=overhead, apply_s_per_mb=apply_s,
+    cal = Calibration(network=net, worker_step_s=steps, apply_s_per_mb=apply_s,
                       checkpoint_mb_s=ckpt, etcd_read_s=etcd_read, etcd_write_s=etcd_write,
                       measured={"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                 "host": platform.node(), "python": platform.python_version(),
-                                "command": f"pschaos sim calibrate --out {out}", "took_s": round(time.time() - t0, 1)})
+                                "command": f"pschaos sim calibrate --out {out}"})
+    cal.worker_overhead_s, cal.worker_step_jitter = worker_overheads(cal, say)
+    cal.measured["took_s"] = round(time.time() - t0, 1)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(cal.to_json(), indent=2) + "\n")
     cal.path = str(out)

@@ -8,7 +8,11 @@ the client's and the nodes' Python, protobuf and numpy work on pulls and pushes 
 stack's CPU, charged once per step with the compute; without it a simulated step takes under half
 a real one, and a fault given at a step meets a workload that ends seconds early: it is a real
 step's time, from the train-step events of process runs, less a simulated step's without it),
-`apply_s_per_mb` (a shard applying an update), `checkpoint_mb_s` (writing a checkpoint),
+`worker_step_jitter` per model (the spread of a real step's time: the standard deviation of its
+logarithm over a real run's steps, outliers above the 95th percentile left out; each simulated
+step is the calibrated time times exp(jitter x a standard normal draw from the run's seed), so
+its median stays the calibrated one and workers drift apart as real ones do, which is what SSP
+staleness and the interleaving of pushes depend on), `apply_s_per_mb` (a shard applying an update), `checkpoint_mb_s` (writing a checkpoint),
 `etcd_read_s` and `etcd_write_s` (the real etcd's time to answer a read, and a write or lease
 grant that goes through its log, beyond the modelled wire: its HTTP gateway, the client's
 JSON and, for a write, the WAL's fsync), `etcd_start_s` (a killed etcd started again until it serves: the process backend's restart
@@ -30,7 +34,7 @@ DEFAULT_PATH = Path(__file__).with_name("calibration.json")
 # the process runs' histories, widedeep async ~14.5-15 ms in a run of async-kill-primary) less the
 # simulated step with the measured compute and no overhead (mlp 4.1 ms, widedeep 4.5 ms).
 OVERHEAD_S = {"mlp": 0.006, "widedeep": 0.010}
-KEYS = ("network", "worker_step_s", "worker_overhead_s", "apply_s_per_mb", "checkpoint_mb_s", "etcd_read_s",
+KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "apply_s_per_mb", "checkpoint_mb_s", "etcd_read_s",
         "etcd_write_s", "etcd_start_s", "measured")
 
 
@@ -39,6 +43,7 @@ class Calibration:
     network: dict[str, Any] = field(default_factory=dict)
     worker_step_s: dict[str, float] = field(default_factory=lambda: {"mlp": 0.004, "widedeep": 0.008})
     worker_overhead_s: dict[str, float] = field(default_factory=lambda: dict(OVERHEAD_S))
+    worker_step_jitter: dict[str, float] = field(default_factory=dict)
     apply_s_per_mb: float = 0.004
     checkpoint_mb_s: float = 200.0
     etcd_read_s: float = 0.0
@@ -72,9 +77,14 @@ class Calibration:
         overhead = self.worker_overhead_s.get(model, max(self.worker_overhead_s.values(), default=0.0))
         return float(compute) + float(overhead)
 
+    def jitter(self, model: str) -> float:
+        """The log-sd of a step's time for `model` (0: every step takes the calibrated time)."""
+        return float(self.worker_step_jitter.get(model, max(self.worker_step_jitter.values(), default=0.0)))
+
     def to_json(self) -> dict:
         return {"network": self.network, "worker_step_s": self.worker_step_s,
-                "worker_overhead_s": self.worker_overhead_s, "apply_s_per_mb": self.apply_s_per_mb,
+                "worker_overhead_s": self.worker_overhead_s, "worker_step_jitter": self.worker_step_jitter,
+                "apply_s_per_mb": self.apply_s_per_mb,
                 "checkpoint_mb_s": self.checkpoint_mb_s, "etcd_read_s": self.etcd_read_s,
                 "etcd_write_s": self.etcd_write_s, "etcd_start_s": self.etcd_start_s,
                 "measured": self.measured}

@@ -6,7 +6,8 @@ the relative error are printed, pooled over the seeds:
 - failover p50 and p99 (ms, every failover of every seed pooled),
 - acknowledged pushes per second (training throughput),
 - catch-up bytes and time (`sync` events), replication lag (samples: primary seq minus replica seq),
-- SSP staleness where the scenario trains SSP, the final loss (the sim's mean must fall in the
+- SSP staleness where the scenario trains SSP (the largest lead of a worker over another, in
+  clocks, from the staleness check; mean over seeds), the final loss (the sim's mean must fall in the
   real runs' band, widened by 10%).
 Targets (issue 8): failover p50 within 10%, p99 within 20%, throughput within 10%, catch-up bytes
 within 5%. Exit 0 when every target holds, 1 when one does not, 3 when a run gave no evidence.
@@ -27,7 +28,8 @@ from ..tools import REPO
 # each scenario and the targeted metrics it must produce on both backends (missing = the target fails)
 SCENARIOS = {"kill-primary": ("failover_p50_ms", "failover_p99_ms", "acked_per_s", "catchup_bytes"),
              "replica-restart-catchup": ("acked_per_s", "catchup_bytes"),
-             "async-kill-primary": ("failover_p50_ms", "failover_p99_ms", "acked_per_s", "catchup_bytes")}
+             "async-kill-primary": ("failover_p50_ms", "failover_p99_ms", "acked_per_s", "catchup_bytes"),
+             "ssp-kill-primary": ("failover_p50_ms", "failover_p99_ms", "acked_per_s")}
 TARGETS = {"failover_p50_ms": 0.10, "failover_p99_ms": 0.20, "acked_per_s": 0.10, "catchup_bytes": 0.05}
 
 
@@ -64,6 +66,7 @@ def observe(run_dir: Path) -> dict:
             "catchup_bytes": sum(s.get("bytes", 0) for s in syncs) if syncs else None,
             "catchup_s": sum(s.get("duration_s", 0.0) for s in syncs) if syncs else None,
             "lag": statistics.mean(lags) if lags else None,
+            "ssp_lead": ((rep["checks"].get("staleness") or {}).get("details") or {}).get("max_lead"),
             "final_loss": rep["metrics"].get("final_loss"), "wall_s": rep.get("wall_s")}
 
 
@@ -75,7 +78,7 @@ def pooled(runs: list[dict]) -> dict:
     losses = [r["final_loss"] for r in runs if r.get("final_loss") is not None]
     return {"failover_p50_ms": _pct(fo, 0.5), "failover_p99_ms": _pct(fo, 0.99), "acked_per_s": mean("acked_per_s"),
             "catchup_bytes": mean("catchup_bytes"), "catchup_s": mean("catchup_s"), "replication_lag": mean("lag"),
-            "final_loss": mean("final_loss"), "final_loss_band": [min(losses), max(losses)] if losses else None,
+            "ssp_max_lead": mean("ssp_lead"), "final_loss": mean("final_loss"), "final_loss_band": [min(losses), max(losses)] if losses else None,
             "failovers": len(fo)}
 
 
@@ -83,7 +86,8 @@ def compare(real: dict, sim: dict, targeted: tuple[str, ...] = ()) -> dict:
     """Per metric: measured, predicted, relative error; `holds` for a targeted metric is False when
     either side has no value (no evidence is never a pass), None for an informational one."""
     out = {}
-    for k in ("failover_p50_ms", "failover_p99_ms", "acked_per_s", "catchup_bytes", "catchup_s", "replication_lag"):
+    for k in ("failover_p50_ms", "failover_p99_ms", "acked_per_s", "catchup_bytes", "catchup_s", "replication_lag",
+              "ssp_max_lead"):
         m, p = real.get(k), sim.get(k)
         err = abs(p - m) / abs(m) if m not in (None, 0) and p is not None else None
         target = TARGETS.get(k) if k in targeted else None

@@ -11,6 +11,8 @@ resume or a kill.
 """
 from __future__ import annotations
 
+import math
+import random
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -71,10 +73,14 @@ class SimWorkers:
             clock.sleep(s)
             if gate():
                 raise Killed(name)
-        step_s = be.cal.step_s(be.spec.model)
+        step_s, jitter = be.cal.step_s(be.spec.model), be.cal.jitter(be.spec.model)
+        # one stream per incarnation, from the run's seed: a worker's draws never shift another's
+        draws = random.Random(f"pschaos-step:{be.seed}:{name}:{n}")
+
+        def compute(what: str) -> None:
+            sleep(step_s * math.exp(jitter * draws.gauss(0.0, 1.0)) if jitter else step_s)
         rt = Runtime(monotonic=clock.monotonic, sleep=sleep, time=clock.now, pid=lambda: pid,
-                     pool=lambda k, prefix: SimPool(vt, f"{name}-{prefix}"),
-                     compute=lambda what: sleep(step_s))
+                     pool=lambda k, prefix: SimPool(vt, f"{name}-{prefix}"), compute=compute)
         dead = gate
         inc.events = EventLog(be.events_path(name), name, runtime=rt)
         cfg = be.cfg.client_view()
