@@ -162,6 +162,10 @@ class ProcessBackend:
         for j in range(self.spec.workers):
             self.start_worker(f"worker-{j}", steps, duration, step_delay)
 
+    def worker_device(self) -> str:
+        """The `--device` a worker is given (a container backend may translate it)."""
+        return self.spec.device
+
     def start_worker(self, name: str, steps: int, duration: float | None = None, step_delay: float = 0.0) -> None:
         if self.closing:
             return
@@ -170,7 +174,7 @@ class ProcessBackend:
             self.add_links([name])                      # a worker added by scale-out gets its links too
         args = [*self._link_args(name), "--config", str(self.client_config_path), "--name", name, "--model", s.model,
                 "--mode", s.training,
-                "--staleness", str(s.staleness), "--steps", str(steps), "--device", s.device,
+                "--staleness", str(s.staleness), "--steps", str(steps), "--device", self.worker_device(),
                 "--events", str(self.events_path(name)), "--step-delay", str(step_delay)]
         if duration:
             args += ["--duration", str(duration)]
@@ -224,12 +228,17 @@ class ProcessBackend:
 
     def checkpoint_scan(self) -> list[dict]:
         """Every checkpoint folder under the work dir: does its manifest name a whole, loadable file?"""
+        work = Path(self.cfg.workdir)
+        return self.scan_tree(work, work)
+
+    @staticmethod
+    def scan_tree(root: Path, rel_to: Path) -> list[dict]:
+        """`scan_entry` for every manifest below `root`, its folder named relative to `rel_to`."""
         from psnodes.checkpoint import MANIFEST
 
-        work = Path(self.cfg.workdir)
-        return [scan_entry(str(man.parent.relative_to(work)), sorted(p.name for p in man.parent.glob("*.tmp")),
+        return [scan_entry(str(man.parent.relative_to(rel_to)), sorted(p.name for p in man.parent.glob("*.tmp")),
                            man.read_text(), lambda name, d=man.parent: (d / name).read_bytes())
-                for man in sorted(work.glob(f"**/{MANIFEST}"))]
+                for man in sorted(root.glob(f"**/{MANIFEST}"))]
 
     def workers_running(self) -> bool:
         return any(self.procs[w].alive() for w in self.workers())
@@ -267,8 +276,13 @@ class ProcessBackend:
         proc = self.etcd_server.proc if name == "etcd" else self.procs[name]
         proc.signal(signal.SIGCONT)
 
+    def data_path(self, name: str) -> Path:
+        """Where a copy's local data is, as this process reads it (the node's own path here; a
+        container backend may keep it on a volume)."""
+        return Path(self.cfg.data_dir(name))
+
     def wipe_data(self, name: str) -> None:
-        shutil.rmtree(self.cfg.data_dir(name), ignore_errors=True)
+        shutil.rmtree(self.data_path(name), ignore_errors=True)
 
     def checkpoint_writes(self, name: str) -> list[str]:
         """The `*.tmp` files in the node's data folder and its shard's checkpoint folder (none for a
@@ -276,7 +290,7 @@ class ProcessBackend:
         if not name.startswith("shard-"):
             return []
         shard = int(name.split("-")[1].split("/")[0])
-        dirs = [Path(self.cfg.data_dir(name)), Path(self.cfg.checkpoint_dir(shard))]
+        dirs = [self.data_path(name), Path(self.cfg.checkpoint_dir(shard))]
         return [str(tmp) for d in dirs if d.exists() for tmp in d.glob("*.tmp")]
 
     # ------------------------------------------------------------------ links

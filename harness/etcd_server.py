@@ -7,15 +7,18 @@ from psnodes.etcd import Etcd
 
 from .errors import HarnessError
 from .ports import free_ports
-from .procs import Proc, wait_until
+from .procs import Proc, Signals, Spawn, wait_until
 from .tools import need
 
 
 class EtcdServer:
-    def __init__(self, run_dir: Path, run_id: str, owner: int | None = None, detach: bool = False) -> None:
+    def __init__(self, run_dir: Path, run_id: str, owner: int | None = None, detach: bool = False,
+                 spawn: Spawn | None = None) -> None:
         self.run_dir, self.run_id, self.owner, self.detach = run_dir, run_id, owner, detach
         self.client_port, self.peer_port = free_ports(2)
-        self.proc: Proc | None = None
+        self.proc: Signals | None = None
+        # how the program is started: a local process, or a container (harness/backend_docker.py)
+        self.spawn: Spawn = spawn or (lambda name, argv, log: Proc(name, argv, log, run_id, owner, detach))
 
     @property
     def url(self) -> str:
@@ -29,7 +32,7 @@ class EtcdServer:
                 "--listen-peer-urls", p, "--initial-advertise-peer-urls", p,
                 "--initial-cluster", f"etcd={p}", "--heartbeat-interval", "50", "--election-timeout", "500",
                 "--log-level", "warn", "--logger", "zap"]
-        self.proc = Proc("etcd", argv, self.run_dir / "logs" / "etcd.log", self.run_id, self.owner, self.detach)
+        self.proc = self.spawn("etcd", argv, self.run_dir / "logs" / "etcd.log")
         client = Etcd(self.url, timeout=0.5)
         if not wait_until(client.healthy, timeout):
             self.stop()

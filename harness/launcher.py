@@ -100,20 +100,35 @@ class Zygote:
         self._log.close()
 
 
-class Launcher:
-    """Starts named processes, through the zygote when it is enabled and alive.
+class Keeper:
+    """What every launcher shares: it keeps every handle it ever gave out, so teardown can stop
+    them all, including one a fault thread restarted behind the backend's back; once `closing` is
+    set it starts nothing more (harness/docker/containers.py's launcher is the other one)."""
 
-    It keeps every handle it ever gave out, so teardown can stop them all, including one a fault
-    thread restarted behind the backend's back; once `closing` is set it starts nothing more.
-    """
-
-    def __init__(self, run_dir: Path, run_id: str, owner: int | None, detach: bool, use_zygote: bool) -> None:
-        self.run_dir, self.run_id, self.owner, self.detach = run_dir, run_id, owner, detach
-        self.zygote: Zygote | None = None
-        self.use_zygote = use_zygote
+    def __init__(self) -> None:
         self.handles: list[Signals] = []
         self.closing = False
         self._lock = threading.Lock()
+
+    def _keep(self, h: Signals) -> Signals:
+        """Called under the lock: remember `h`, forget handles whose process is gone."""
+        self.handles = [x for x in self.handles if x.alive() and x is not h] + [h]
+        return h
+
+    def begin_close(self) -> None:
+        """From now on spawn refuses; a spawn in progress finishes first (its handle is in `handles`)."""
+        with self._lock:
+            self.closing = True
+
+
+class Launcher(Keeper):
+    """Starts named processes, through the zygote when it is enabled and alive."""
+
+    def __init__(self, run_dir: Path, run_id: str, owner: int | None, detach: bool, use_zygote: bool) -> None:
+        super().__init__()
+        self.run_dir, self.run_id, self.owner, self.detach = run_dir, run_id, owner, detach
+        self.zygote: Zygote | None = None
+        self.use_zygote = use_zygote
 
     def start(self) -> None:
         with self._lock:
@@ -130,13 +145,7 @@ class Launcher:
                 h: Signals = self.zygote.spawn(name, module, argv, log)
             else:
                 h = Proc(name, python_module(module, *argv), log, self.run_id, self.owner, self.detach)
-            self.handles = [x for x in self.handles if x.alive()] + [h]
-            return h
-
-    def begin_close(self) -> None:
-        """From now on spawn refuses; a spawn in progress finishes first (its handle is in `handles`)."""
-        with self._lock:
-            self.closing = True
+            return self._keep(h)
 
     def close(self) -> None:
         self.begin_close()

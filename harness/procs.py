@@ -208,6 +208,9 @@ class Proc(Signals):
         self._log.close()
 
 
+Spawn = Callable[[str, list[str], Path], Signals]     # (name, argv, log) -> a started handle
+
+
 def python_module(module: str, *args: str) -> list[str]:
     return [sys.executable, "-m", module, *args]
 

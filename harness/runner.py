@@ -61,7 +61,16 @@ def sim_backend(scenario: Scenario, run_dir: Path, run_id: str, seed: int) -> Ba
     return SimBackend(scenario.cluster, run_dir, run_id, seed)
 
 
-BACKENDS: dict[str, BackendFactory] = {"process": process_backend, "sim": sim_backend}
+def docker_backend(scenario: Scenario, run_dir: Path, run_id: str, seed: int) -> Backend:
+    """Every node, worker, etcd and Toxiproxy as a container (harness/backend_docker.py)."""
+    from .backend_docker import DockerBackend
+
+    kinds = [f.kind for f in scenario.faults] + (scenario.nemesis.kinds if scenario.nemesis else [])
+    return DockerBackend(scenario.cluster, run_dir, run_id, seed, proxied=scenario.proxied(),
+                         data_volumes="disk-full" in kinds)
+
+
+BACKENDS: dict[str, BackendFactory] = {"process": process_backend, "docker": docker_backend, "sim": sim_backend}
 
 
 class Runner:
@@ -268,7 +277,8 @@ class Runner:
                                                 **({"cut_short": True} if cut_short else {}),
                                                 **{k: v for k, v in o.fault.info.items()
                                                    if k == "packets_dropped"}})
-        self.faults_done.append({"kind": o.kind, "target": o.target, "start_s": o.start_t, "end_s": ev["t"]})
+        self.faults_done.append({"kind": o.kind, "target": o.target, "start_s": o.start_t, "end_s": ev["t"],
+                                 **({"reason": o.fault.info["reason"]} if "reason" in o.fault.info else {})})
 
     def _heal_all(self, why: str) -> None:
         now = self.clock.monotonic() - self.t0_drive

@@ -38,6 +38,7 @@ class ClusterSpec(Strict):
     staleness: int = Field(2, ge=0)
     model: Literal["mlp", "widedeep"] = "mlp"
     device: str = "auto"
+    gpus: int | list[str] | None = None          # docker: GPUs per worker, a count or ids (None: all)
     optimizer: Literal["sgd", "adagrad", "adam"] = "adam"
     lr: float = Field(0.01, gt=0)
     checkpoint_interval_s: float = Field(2.0, gt=0)

@@ -7,15 +7,17 @@ from netfaults.toxiproxy import ToxiproxyClient, wait_healthy
 
 from .errors import HarnessError
 from .ports import free_ports
-from .procs import Proc
+from .procs import Proc, Signals, Spawn
 from .tools import need
 
 
 class ToxiproxyServer:
-    def __init__(self, run_dir: Path, run_id: str, seed: int, owner: int | None = None, detach: bool = False) -> None:
+    def __init__(self, run_dir: Path, run_id: str, seed: int, owner: int | None = None, detach: bool = False,
+                 spawn: Spawn | None = None) -> None:
         self.run_dir, self.run_id, self.seed, self.owner, self.detach = run_dir, run_id, seed, owner, detach
         self.port = free_ports(1)[0]
-        self.proc: Proc | None = None
+        self.proc: Signals | None = None
+        self.spawn: Spawn = spawn or (lambda name, argv, log: Proc(name, argv, log, run_id, owner, detach))
 
     @property
     def api(self) -> str:
@@ -23,8 +25,8 @@ class ToxiproxyServer:
 
     def start(self, timeout: float = 15.0) -> ToxiproxyClient:
         exe = need("toxiproxy-server")
-        self.proc = Proc("toxiproxy", [exe, "-host", "127.0.0.1", "-port", str(self.port), "-seed", str(self.seed)],
-                         self.run_dir / "logs" / "toxiproxy.log", self.run_id, self.owner, self.detach)
+        self.proc = self.spawn("toxiproxy", [exe, "-host", "127.0.0.1", "-port", str(self.port), "-seed",
+                                             str(self.seed)], self.run_dir / "logs" / "toxiproxy.log")
         client = ToxiproxyClient(self.api)
         if not wait_healthy(client, timeout):
             self.stop()

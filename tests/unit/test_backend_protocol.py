@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.backend import Backend
+from harness.backend_docker import DockerBackend
 from harness.backend_process import ProcessBackend
 from harness.clock import WALL, Clock, WallClock, clock_of
 from harness.scenario import ClusterSpec
@@ -34,7 +35,7 @@ def test_protocol_names_what_the_runner_needs():
         assert (getattr(Backend, name).__doc__ or "").strip(), f"Backend.{name} has no docstring"
 
 
-@pytest.mark.parametrize("cls", [ProcessBackend, FakeBackend])
+@pytest.mark.parametrize("cls", [ProcessBackend, DockerBackend, FakeBackend])
 def test_backend_implements_every_protocol_method_with_its_signature(cls):
     for name, sig in protocol_methods().items():
         impl = getattr(cls, name, None)

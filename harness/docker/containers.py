@@ -1,0 +1,227 @@
+"""The run's containers: one handle per node, worker, etcd or Toxiproxy, with the same methods as
+a process handle (harness/procs.Signals), so the process backend's start, stop and teardown code
+drives containers unchanged.
+
+Signals map to the engine: SIGKILL is `docker kill`, SIGTERM is `docker kill -s TERM` (a stop
+with its timeout is `docker stop -t`), SIGSTOP/SIGCONT are `docker pause`/`unpause` (the cgroup
+freezer: the whole container stops, not only its first process). A restart starts the same
+container again (same name, argv, mounts and limits). Liveness reads the container's first
+process through a pidfd (procs.ProcessRef), not the API: the runner polls it every 20 ms.
+
+Containers share the host's PID namespace (pid_mode=host), as they share its network: a node is
+then no PID 1 (which would ignore SIGTERM without a handler, unlike the process it stands for),
+and each incarnation has its own pid, which the history pairs operations by (a restarted worker
+counts its op ids from 1 again; as PID 1 every incarnation would look the same).
+
+Every container carries `pschaos.run=<run id>` and its owner (pid and start time), so teardown
+removes exactly its run's containers and `pschaos clean` finds a dead run's (harness/reaper.py).
+"""
+from __future__ import annotations
+
+import re
+import signal
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import HarnessError
+from ..launcher import Keeper
+from ..procs import ProcessRef, Signals, python_module, start_time, wait_until
+from .engine import LABEL_KIND, LABEL_RUN, sdk
+from .image import environment, mounts
+
+LABEL_NODE, LABEL_OWNER, LABEL_OWNER_START = "pschaos.node", "pschaos.owner", "pschaos.owner_start"
+
+
+def container_name(run_id: str, name: str) -> str:
+    """`pschaos-<run id>-shard-0-1`: unique per run, readable in `docker ps`."""
+    return re.sub(r"[^a-zA-Z0-9_.-]", "-", f"pschaos-{run_id}-{name}")
+
+
+def kind_of(name: str) -> str:
+    return name.split("-")[0] if name.startswith(("shard-", "worker-")) else name
+
+
+class ContainerHandle(Signals):
+    """One container, named as the node it runs (`shard-0/1`)."""
+
+    def __init__(self, name: str, container: Any, log: Path) -> None:
+        self.name, self.container, self.log_path = name, container, log
+        self.paused = False
+        self.ref: ProcessRef | None = None
+        self.pid = 0
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Follow the container's first process (a new one after every start)."""
+        self.container.reload()
+        st = self.container.attrs["State"]
+        pid = int(st.get("Pid") or 0)
+        if pid and st.get("Running"):
+            t = start_time(pid)
+            self.pid, self.ref = pid, (ProcessRef(pid, t) if t is not None else None)
+        else:
+            self.pid, self.ref = 0, None
+
+    def alive(self) -> bool:
+        """Running or paused (a frozen container is alive, as a SIGSTOPped process is)."""
+        return self.ref is not None and self.ref.alive()
+
+    def state(self) -> dict:
+        """The engine's record of the container (Status, ExitCode, OOMKilled, ...)."""
+        self.container.reload()
+        return dict(self.container.attrs["State"])
+
+    def _send(self, sig: int) -> None:
+        if not self.alive():
+            return
+        if sig == signal.SIGSTOP:
+            self.container.pause()
+        elif sig == signal.SIGCONT:
+            if self.paused:
+                self.container.unpause()
+        elif sig == signal.SIGKILL:
+            self.container.kill()
+            self._wait_exit(10)
+        else:
+            self.container.kill(signal=signal.Signals(sig).name)
+
+    def _wait_exit(self, timeout: float) -> bool:
+        """Until the process is gone and the engine calls the container exited (a start before
+        that would be refused as 'already running')."""
+        ok = wait_until(lambda: not self.alive(), timeout, 0.01)
+        if ok:
+            self.container.wait(timeout=timeout, condition="not-running")
+        return ok
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+
+    def stop(self, timeout: float = 5.0) -> int | None:
+        """`docker stop -t`: SIGTERM, SIGKILL after `timeout` (a paused container is thawed first)."""
+        if self.alive():
+            if self.paused:
+                self.signal(signal.SIGCONT)
+            self.container.stop(timeout=max(1, int(round(timeout))))
+            self._wait_exit(5)
+        self.paused = False
+        return self.state().get("ExitCode")
+
+    def start(self) -> None:
+        self.container.start()
+        self._refresh()
+        self.paused = False
+
+    def release(self) -> None:
+        if self.ref is not None and not self.alive():
+            self.ref.close()
+
+
+class ContainerLauncher(Keeper):
+    """Starts named containers (the process backend's Launcher, for containers): `spawn` for a
+    Python module, `run` for any program. It keeps every handle it gave out; `close` removes
+    every container and volume carrying the run's label, whoever started it."""
+
+    def __init__(self, client: Any, image: str, run_dir: Path, run_id: str, owner: int,
+                 extra: Callable[[str], dict] | None = None, before_remove: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self.client, self.image, self.run_dir, self.run_id, self.owner = client, image, run_dir, run_id, owner
+        self.extra = extra or (lambda name: {})     # per-name create options (volumes, GPUs)
+        self.before_remove = before_remove          # last look at the run's volumes (keep their data)
+        self.by_name: dict[str, ContainerHandle] = {}
+
+    def labels(self, name: str) -> dict[str, str]:
+        started = start_time(self.owner) if self.owner > 0 else None
+        return {LABEL_RUN: self.run_id, LABEL_NODE: name, LABEL_KIND: kind_of(name), LABEL_OWNER: str(self.owner),
+                LABEL_OWNER_START: repr(started)}
+
+    def start(self) -> None:
+        if self.closing:
+            raise HarnessError("the run is being torn down; nothing more is started")
+
+    def spawn(self, name: str, module: str, argv: list[str], log: Path) -> ContainerHandle:
+        return self.run(name, python_module(module, *argv), log)
+
+    def run(self, name: str, argv: list[str], log: Path) -> ContainerHandle:
+        """Start `name`'s container: the existing one again when it has the same argv (a restart),
+        else a new one. stdout and stderr go to `log` on the host, appended, as a process's do."""
+        with self._lock:
+            if self.closing:
+                raise HarnessError(f"not starting {name}: the run is being torn down")
+            old = self.by_name.get(name)
+            if old is not None and old.container.attrs["Config"]["Cmd"][4:] == argv:
+                old.start()
+                return self._keep(old)
+            if old is not None:
+                old.container.remove(force=True)
+            log.parent.mkdir(parents=True, exist_ok=True)
+            opts = dict(self.extra(name))
+            opts["volumes"] = {**mounts(self.run_dir), **opts.get("volumes", {})}
+            c = self.client.containers.run(
+                self.image, ["/bin/sh", "-c", 'exec "$@" >>"$PSCHAOS_LOG" 2>&1', "sh", *argv],
+                name=container_name(self.run_id, name), labels=self.labels(name), network_mode="host",
+                pid_mode="host",
+                environment={**environment(), "PSCHAOS_LOG": str(log)}, working_dir=str(self.run_dir),
+                detach=True, stdin_open=False, **opts)
+            h = ContainerHandle(name, c, log)
+            self.by_name[name] = h
+            return self._keep(h)
+
+    def close(self) -> None:
+        """Remove every container and volume of the run (by label; force: a paused or running one
+        too), in parallel: teardown time does not grow with the cluster."""
+        self.begin_close()
+        try:
+            if self.before_remove is not None:
+                self.before_remove()
+        finally:
+            remove_run(self.client, self.run_id)
+
+
+def run_containers(client: Any, run_id: str | None = None) -> list[Any]:
+    """Containers of `run_id` (or of any pschaos run), running or not."""
+    label = f"{LABEL_RUN}={run_id}" if run_id else LABEL_RUN
+    return client.containers.list(all=True, filters={"label": label})
+
+
+def run_volumes(client: Any, run_id: str | None = None) -> list[Any]:
+    label = f"{LABEL_RUN}={run_id}" if run_id else LABEL_RUN
+    return client.volumes.list(filters={"label": label})
+
+
+def run_images(client: Any, run_id: str | None = None) -> list[Any]:
+    """Images made for a run (labelled with it); the shared, content-addressed base is not one."""
+    label = f"{LABEL_RUN}={run_id}" if run_id else LABEL_RUN
+    return client.images.list(filters={"label": label})
+
+
+def remove_run(client: Any, run_id: str, containers: list[Any] | None = None) -> list[str]:
+    """Remove a run's containers (force), then its volumes and run images; returns what went."""
+    docker = sdk()
+    gone: list[str] = []
+    cs = run_containers(client, run_id) if containers is None else containers
+
+    def rm(c: Any) -> None:
+        try:
+            c.remove(force=True)
+            gone.append(f"container {c.name}")
+        except docker.errors.NotFound:
+            pass
+    threads = [threading.Thread(target=rm, args=(c,), daemon=True) for c in cs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for v in run_volumes(client, run_id):
+        try:
+            v.remove(force=True)
+            gone.append(f"volume {v.name}")
+        except docker.errors.NotFound:
+            pass
+    for im in run_images(client, run_id):
+        try:
+            client.images.remove(im.id, force=True)
+            gone.append(f"image {im.id[:19]}")
+        except docker.errors.NotFound:
+            pass
+    return gone
