@@ -6,12 +6,16 @@ from netfaults.faults import LINK_FAULTS
 from netfaults.faults.base import ToxicFault, check_params
 
 from .base import Fault, FaultContext
+from .cpu_throttle import CpuThrottle
+from .disk_full import DiskFull
 from .flap import Flap
 from .link import LinkFaultAdapter
+from .memory_limit import MemoryLimit
 from .process import Kill, Pause, Restart, Stop
 from .scale import ScaleIn, ScaleOut
 
-PROCESS: dict[str, type[Fault]] = {c.kind: c for c in (Kill, Stop, Restart, Pause, Flap, ScaleOut, ScaleIn)}
+PROCESS: dict[str, type[Fault]] = {c.kind: c for c in (Kill, Stop, Restart, Pause, Flap, ScaleOut, ScaleIn,
+                                                        CpuThrottle, MemoryLimit, DiskFull)}
 PROCESS_KINDS = tuple(PROCESS)
 LINK_KINDS = tuple(LINK_FAULTS)
 ALL_KINDS = PROCESS_KINDS + LINK_KINDS
