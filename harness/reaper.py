@@ -1,10 +1,12 @@
 """`pschaos clean`: reap what killed runs left behind: processes (etcd, nodes, workers, Toxiproxy
-with all its proxies) by their run tag, and nftables tables by the run registry."""
+with all its proxies) by their run tag, nftables tables by the run registry, and a docker run's
+containers, volumes and run images by their labels (harness/docker/reap.py)."""
 from __future__ import annotations
 
 from netfaults import nft
 
 from . import registry
+from .docker.reap import reap_engine
 from .procs import orphaned, owner_alive, reap, tagged_processes
 
 
@@ -27,8 +29,12 @@ def clean(all_runs: bool = False) -> int:
                 print(f"deleted nftables table inet {t}")
             except Exception as e:  # noqa: BLE001 - report and go on with the rest
                 print(f"could not delete table {t}: {e}")
+    engine = reap_engine(all_runs)
+    for line in engine:
+        print(f"removed {line}")
     for r in registry.runs():
         if all_runs or not _owner_alive(r):
             registry.unregister(r["run_id"])
-    print(f"pschaos clean: {len(done)} process(es) reaped, {len(dropped)} nftables table(s) deleted")
+    print(f"pschaos clean: {len(done)} process(es) reaped, {len(dropped)} nftables table(s) deleted, "
+          f"{len(engine)} container(s), volume(s) and image(s) removed")
     return 0

@@ -1,0 +1,45 @@
+"""What `pschaos clean` removes from the engine: every container, volume and run image whose run
+has no live owner (their labels name the run and its owner by pid and start time, as a process's
+environment does), or of every run with `--all`. Without an engine there is nothing to remove."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..procs import owner_alive
+from .containers import LABEL_OWNER, LABEL_OWNER_START, remove_run, run_containers, run_images, run_volumes
+from .engine import LABEL_RUN
+
+
+def _dead(labels: dict[str, str]) -> bool:
+    try:
+        owner = int(labels.get(LABEL_OWNER, "0"))
+        started = float(labels[LABEL_OWNER_START]) if labels.get(LABEL_OWNER_START) not in (None, "None") else None
+    except ValueError:
+        return True
+    return not owner_alive(owner, started)
+
+
+def reap_engine(all_runs: bool = False) -> list[str]:
+    """Remove what dead runs left on the engine; returns a line per thing removed."""
+    try:
+        import docker
+    except ImportError:
+        return []
+    try:
+        client: Any = docker.from_env(timeout=30)
+        client.ping()
+    except docker.errors.DockerException:
+        return []
+    try:
+        owners: dict[str, dict[str, str]] = {}
+        for thing in [*run_containers(client), *run_volumes(client), *run_images(client)]:
+            labels = (thing.attrs.get("Labels") if hasattr(thing, "attrs") and "Labels" in thing.attrs
+                      else thing.labels) or {}
+            owners.setdefault(labels[LABEL_RUN], labels)
+        gone: list[str] = []
+        for run_id, labels in sorted(owners.items()):
+            if all_runs or _dead(labels):
+                gone += remove_run(client, run_id)
+        return gone
+    finally:
+        client.close()
