@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import metrics as run_metrics
 from .checkers import CHECKERS, Verdict, compose, run_check
-from .checkers.base import by_f
+from .checkers.base import History, by_f
 from .checkers.evidence import nodes_back, scenario_ran
 from .errors import HarnessError
 from .history import read_events
@@ -45,6 +45,7 @@ def run_start(history: list[dict]) -> dict:
 
 def judge(history: list[dict]) -> Judgement:
     """The checks the scenario named, the evidence check, the metric bounds, and the verdict."""
+    history = History(history)
     start = run_start(history)
     ctx, expect = start["context"], start["expect"]
     checks: dict[str, Verdict] = {}

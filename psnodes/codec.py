@@ -32,14 +32,17 @@ def check_name(name: str, field: str, limits: Limits = DEFAULT) -> None:
 
 def check_shape(shape, where: str, limits: Limits = DEFAULT) -> int:
     """The element count of `shape` after checking it against the limits (Python ints)."""
-    if len(shape) > limits.max_dims:
-        raise InvalidArgument(f"{where}.shape has {len(shape)} dimensions; at most limits.max_dims="
+    dims = [int(d) for d in shape]
+    if len(dims) > limits.max_dims:
+        raise InvalidArgument(f"{where}.shape has {len(dims)} dimensions; at most limits.max_dims="
                               f"{limits.max_dims} are allowed")
-    if any(d < 0 for d in shape):
-        raise InvalidArgument(f"{where}.shape={list(shape)} has a negative dimension")
-    n = math.prod(int(d) for d in shape)
-    if n > limits.max_elements or any(d > limits.max_elements for d in shape):
-        raise TooLarge(f"{where}.shape={list(shape)} exceeds limits.max_elements={limits.max_elements} "
+    if not dims:
+        return 1
+    if min(dims) < 0:
+        raise InvalidArgument(f"{where}.shape={dims} has a negative dimension")
+    n = math.prod(dims)
+    if n > limits.max_elements or max(dims) > limits.max_elements:
+        raise TooLarge(f"{where}.shape={dims} exceeds limits.max_elements={limits.max_elements} "
                        "elements per tensor; split the parameter or raise the limit in the cluster config")
     return n
 
@@ -66,7 +69,7 @@ def tensor_from_pb(t: ps_pb2.Tensor, field: str = "dense", check_finite: bool = 
     n = check_shape(t.shape, where, limits)
     if n * 4 != len(t.data):
         raise InvalidArgument(f"{where}: shape {list(t.shape)} needs {n * 4} bytes of data, got {len(t.data)}")
-    arr = np.frombuffer(t.data, dtype=np.float32).reshape(tuple(int(d) for d in t.shape))
+    arr = np.frombuffer(t.data, dtype=np.float32).reshape(tuple(t.shape))
     if check_finite and not np.isfinite(arr).all():
         raise InvalidArgument(f"{where} holds NaN or Inf values; clip or skip the gradient before pushing")
     return arr

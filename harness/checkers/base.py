@@ -56,7 +56,28 @@ def run_check(fn: Callable[[list[dict], dict], Verdict], history: list[dict], ct
     return v
 
 
+class History(list):
+    """A run's events, with an index by (f, type) built on first use: the checkers and metrics
+    filter one history some fifty times, and a 30 s soak's holds some 10^5 events. The index is
+    rebuilt whenever the length changed (the judge never edits a history in place)."""
+
+    def select(self, f: str, type_: str | None) -> list[dict]:
+        idx = self.__dict__.get("_index")
+        if idx is None or self.__dict__.get("_indexed") != len(self):
+            idx = {}
+            for e in self:
+                g, t = e.get("f"), e.get("type")
+                idx.setdefault((g, None), []).append(e)        # type_=None: every type
+                if t is not None:
+                    idx.setdefault((g, t), []).append(e)
+            self.__dict__.update(_index=idx, _indexed=len(self))
+        return list(idx.get((f, type_), ()))
+
+
 def by_f(history: list[dict], f: str, type_: str | None = None) -> list[dict]:
+    """The events of kind `f` (and type `type_`), in history order."""
+    if isinstance(history, History):
+        return history.select(f, type_)
     return [e for e in history if e.get("f") == f and (type_ is None or e.get("type") == type_)]
 
 
