@@ -208,6 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--steps", type=int, default=1000)
     cl.add_argument("--seed", type=int, default=1)
     cl.add_argument("--dir", default=".pschaos/cluster", help="where the cluster keeps its state")
+    cl.add_argument("--backend", default="process", choices=["process", "docker"],
+                    help="local processes, or containers on the host network (up only)")
     cl.set_defaults(fn=cmd_cluster)
 
     b = sub.add_parser("bench", help="benchmarks, measured as ratios in one run")

@@ -33,7 +33,13 @@ def up(args) -> int:
     spec = ClusterSpec(shards=args.shards, copies=args.replicas + 1, workers=args.workers,
                        replication=args.mode, model=args.model)
     run_id = f"cluster-{uuid.uuid4().hex[:6]}"
-    be = ProcessBackend(spec, d, run_id, args.seed, owner=DETACHED_OWNER, detach=True)
+    backend = getattr(args, "backend", "process")
+    if backend == "docker":           # containers outlive this command by nature; labels name the run
+        from .backend_docker import DockerBackend
+
+        be: ProcessBackend = DockerBackend(spec, d, run_id, args.seed, owner=DETACHED_OWNER, detach=True)
+    else:
+        be = ProcessBackend(spec, d, run_id, args.seed, owner=DETACHED_OWNER, detach=True)
     try:
         be.start()
         be.start_workers(args.steps)
@@ -41,7 +47,7 @@ def up(args) -> int:
         be.teardown()
         shutil.rmtree(d, ignore_errors=True)
         raise
-    _state_path(d).write_text(json.dumps({"run_id": run_id, "pids": be.pids(), "config": str(be.client_config_path),
+    _state_path(d).write_text(json.dumps({"run_id": run_id, "backend": backend, "pids": be.pids(), "config": str(be.client_config_path),
                                           "etcd": be.cfg.etcd, "started": time.time()}, indent=2))
     print(f"cluster {run_id} up in {d}: etcd {be.cfg.etcd}, {spec.shards} shards x {spec.copies} copies, "
           f"{spec.workers} workers ({spec.model}, {spec.replication} replication)")
@@ -98,6 +104,8 @@ def down(args) -> int:
         print(f"no cluster in {d}")
         return 0
     state = json.loads(_state_path(d).read_text())
+    if state.get("backend") == "docker":
+        return _down_containers(d, state)
     procs = []
     for name, pid in state["pids"].items():
         try:
@@ -115,4 +123,24 @@ def down(args) -> int:
     reap(alive)
     shutil.rmtree(d, ignore_errors=True)
     print(f"cluster {state['run_id']} down: {len(procs)} process(es) stopped, {d} removed")
+    return 0
+
+
+def _down_containers(d: Path, state: dict) -> int:
+    """Stop the run's containers gracefully (nodes write their checkpoints), then remove them and
+    its volumes by label."""
+    from .docker import engine
+    from .docker.containers import remove_run, run_containers
+
+    client = engine.client()
+    try:
+        cs = run_containers(client, state["run_id"])
+        for c in cs:
+            if c.status == "running":
+                c.stop(timeout=5)
+        remove_run(client, state["run_id"], cs)
+    finally:
+        client.close()
+    shutil.rmtree(d, ignore_errors=True)
+    print(f"cluster {state['run_id']} down: {len(cs)} container(s) removed, {d} removed")
     return 0
