@@ -9,6 +9,10 @@ TOXI_VERSION := 2.12.0
 TOXI    := $(TOOLS)/.toxiproxy-server-$(TOXI_VERSION)
 XDIST   ?= -n 2
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+# the library core and the faults only containers have, run again as containers (issue 9)
+DOCKER_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-primary replica-restart-catchup \
+  loss-5-worker-links partition-primary-replicas all-copies-lost cpu-throttle-primary memory-limit-primary \
+  disk-full-primary))
 
 .PHONY: install system-deps docker-engine test unit integration demo bench doctor clean proto
 
@@ -54,6 +58,8 @@ test: install docker-engine
 	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider tests scenarios
 	# the whole scenario library again, in the SimPy twin (virtual time, same checkers)
 	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider scenarios --backend sim
+	# the library core and the container-only faults on --backend docker (real engine, real containers)
+	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider $(DOCKER_SCENARIOS) --backend docker
 
 unit: install
 	$(BIN)/python -m pytest -q tests/unit
