@@ -2,7 +2,8 @@
 
 A single green run says little about a chaos scenario: the nemesis and the thread timing change
 with the seed. Soak runs `pschaos run SCENARIO --seed S --quiet` for N seeds (PAR at a time, each
-a subprocess in its own session, so one crash or hang costs one run, not the soak), optionally
+a process in its own session, so one crash or hang costs one run, not the soak; on the sim
+backend forked from a warm process, harness/soak_fork.py), optionally
 each seed K times (`--repeat`), and aggregates the report.json files: pass rate, verdict counts,
 lost acknowledged updates in total and per seed, failover p50/p99 pooled across runs, flaky seeds
 (a seed that both passes and fails). Fail closed: a run without a report.json (crash, timeout) is
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .metrics import failover_stats
+from .soak_fork import ForkedRun
 
 SCHEMA = "pschaos.soak/1"
 INTERRUPT_GRACE_S = 60.0      # a run sent SIGINT gets this long to tear down before SIGKILL
@@ -135,7 +137,7 @@ def _command(scenario: Path, seed: int, backend: str, d: Path) -> list[str]:
             "--seed", str(seed), "--out", str(d), "--quiet"]
 
 
-def _stop(p: subprocess.Popen, grace: float = INTERRUPT_GRACE_S) -> None:
+def _stop(p: subprocess.Popen | ForkedRun, grace: float = INTERRUPT_GRACE_S) -> None:
     """SIGINT (the harness tears its cluster down), then SIGKILL of the group if it hangs."""
     try:
         os.killpg(p.pid, signal.SIGINT)
@@ -154,7 +156,7 @@ def execute(scenario: Path, plan: list[tuple[int, int]], out: Path, par: int, ba
     root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     pending = list(plan)
-    running: list[tuple[RunResult, subprocess.Popen, float]] = []
+    running: list[tuple[RunResult, subprocess.Popen | ForkedRun, float]] = []
     done: list[RunResult] = []
     try:
         while pending or running:
@@ -163,9 +165,14 @@ def execute(scenario: Path, plan: list[tuple[int, int]], out: Path, par: int, ba
                 d = _run_dir(out, seed, k, repeats)
                 d.mkdir(parents=True, exist_ok=True)
                 (d / "report.json").unlink(missing_ok=True)          # never read a stale verdict
-                with open(d / "soak-run.log", "wb") as log:
-                    p = subprocess.Popen(_command(scenario, seed, backend, d), stdout=log, stderr=subprocess.STDOUT,
-                                         env=env, start_new_session=True)
+                argv = _command(scenario, seed, backend, d)
+                if backend == "sim":         # warm forks: see harness/soak_fork.py
+                    (d / "soak-run.log").write_bytes(b"")
+                    p = ForkedRun(argv[3:], d / "soak-run.log")
+                else:
+                    with open(d / "soak-run.log", "wb") as log:
+                        p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                             start_new_session=True)
                 running.append((RunResult(seed, k, d), p, time.monotonic()))
             time.sleep(0.2)
             for item in list(running):
