@@ -114,8 +114,7 @@ class ProcessBackend:
         if workers_steps is not None:
             self.start_workers(workers_steps, duration, step_delay)
         self.etcd_server.start()
-        for n in nodes:
-            self.start_node(n)
+        self.start_nodes(nodes)
         self.client = PSClient(self.cfg.client_view(), "harness", retry_budget=5.0)
         try:
             self.client.wait_ready(timeout)
@@ -149,6 +148,11 @@ class ProcessBackend:
 
     def _link_args(self, name: str) -> list[str]:
         return ["--links", str(self.links_path(name))] if self.proxied else []
+
+    def start_nodes(self, names: list[str]) -> None:
+        """Start these copies (one after another: a fork from the zygote takes milliseconds)."""
+        for n in names:
+            self.start_node(n)
 
     def start_node(self, name: str) -> None:
         if self.closing:

@@ -149,21 +149,24 @@ class ContainerLauncher(Keeper):
             if self.closing:
                 raise HarnessError(f"not starting {name}: the run is being torn down")
             old = self.by_name.get(name)
-            if old is not None and old.container.attrs["Config"]["Cmd"][4:] == argv:
-                old.start()
+        if old is not None and old.container.attrs["Config"]["Cmd"][4:] == argv:
+            old.start()
+            with self._lock:
                 return self._keep(old)
-            if old is not None:
-                old.container.remove(force=True)
-            log.parent.mkdir(parents=True, exist_ok=True)
-            opts = dict(self.extra(name))
-            opts["volumes"] = {**mounts(self.run_dir), **opts.get("volumes", {})}
-            c = self.client.containers.run(
-                self.image, ["/bin/sh", "-c", 'exec "$@" >>"$PSCHAOS_LOG" 2>&1', "sh", *argv],
-                name=container_name(self.run_id, name), labels=self.labels(name), network_mode="host",
-                pid_mode="host",
-                environment={**environment(), "PSCHAOS_LOG": str(log)}, working_dir=str(self.run_dir),
-                detach=True, stdin_open=False, **opts)
-            h = ContainerHandle(name, c, log)
+        if old is not None:
+            old.container.remove(force=True)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        opts = dict(self.extra(name))
+        opts["volumes"] = {**mounts(self.run_dir), **opts.get("volumes", {})}
+        # outside the lock: the engine creates containers in parallel (teardown removes by label,
+        # so one created while it began is removed all the same)
+        c = self.client.containers.run(
+            self.image, ["/bin/sh", "-c", 'exec "$@" >>"$PSCHAOS_LOG" 2>&1', "sh", *argv],
+            name=container_name(self.run_id, name), labels=self.labels(name), network_mode="host",
+            pid_mode="host", environment={**environment(), "PSCHAOS_LOG": str(log)},
+            working_dir=str(self.run_dir), detach=True, stdin_open=False, **opts)
+        h = ContainerHandle(name, c, log)
+        with self._lock:
             self.by_name[name] = h
             return self._keep(h)
 

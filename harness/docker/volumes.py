@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import shutil
 import sys
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,6 +28,7 @@ class DataVolumes:
         self.client, self.launcher, self.nodes, self.data_dir = client, launcher, nodes, data_dir
         self.log_dir, self.size_mb = log_dir, size_mb
         self.ready = False
+        self._lock = threading.Lock()          # copies start in parallel; the first one creates
         self._mountpoints: dict[str, Path] = {}
 
     def volume_name(self, node: str) -> str:
@@ -34,14 +36,16 @@ class DataVolumes:
 
     def ensure(self) -> None:
         """Create the volumes and start the holder, once (before the first copy starts)."""
-        if self.ready:
-            return
-        for n in self.nodes:
-            self.client.volumes.create(name=self.volume_name(n), driver="local", labels=self.launcher.labels(n),
-                                       driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"size={self.size_mb}m"})
-        self.launcher.run("volumes", [sys.executable, "-c", "import signal; signal.pause()"],
-                          self.log_dir / "volumes.log")
-        self.ready = True
+        with self._lock:
+            if self.ready:
+                return
+            for n in self.nodes:
+                self.client.volumes.create(name=self.volume_name(n), driver="local", labels=self.launcher.labels(n),
+                                           driver_opts={"type": "tmpfs", "device": "tmpfs",
+                                                        "o": f"size={self.size_mb}m"})
+            self.launcher.run("volumes", [sys.executable, "-c", "import signal; signal.pause()"],
+                              self.log_dir / "volumes.log")
+            self.ready = True
 
     def mounts(self, name: str) -> dict[str, dict[str, str]]:
         """The create option `volumes` for `name` (the holder gets every one)."""
