@@ -69,3 +69,12 @@ def test_cpu_throttle_and_memory_limit_go_through_the_backend():
 def test_library_scenarios_for_each_container_kind():
     found = {k for p in (REPO / "scenarios").glob("*.yaml") for k in container_kinds_of(load_scenario(p))}
     assert found == set(CONTAINER_KINDS)
+
+
+def test_the_nemesis_draws_container_kinds():
+    from harness.nemesis import schedule
+    from harness.scenario import Nemesis
+
+    drawn = schedule(Nemesis(kinds=list(CONTAINER_KINDS), interval_s=1.0, stop_s=30), 7)
+    assert {f.kind for f in drawn} == set(CONTAINER_KINDS)
+    assert all(f.target == "replica(shard=any)" for f in drawn)
