@@ -249,6 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="fresh clusters after a case left the shard broken, before the run stops (default 3)")
     fz.set_defaults(fn=cmd_fuzz)
 
+    from .hunt.commands import add_parser as add_hunt
+    add_hunt(sub)
     sm = sub.add_parser("sim", help="the SimPy twin: calibrate it on real clusters, validate it against them")
     smsub = sm.add_subparsers(dest="sim_cmd", required=True)
     sc = smsub.add_parser("calibrate", help="measure the twin's timings on real processes, write a calibration file")

@@ -1,0 +1,113 @@
+"""The space of fault schedules a hunt draws from, and how one schedule is drawn.
+
+A schedule is a short list of explicit faults (`harness.scenario.Fault`: kind, target, time,
+duration, params), the same objects a scenario file holds, so a schedule that fails is written
+back as a scenario without translation. The menu of targets is Jepsen's vocabulary applied to a
+parameter server: crash, stop or freeze a primary, a replica or etcd; cut a primary from its
+replicas, from one replica only, or from etcd only; cut the workers from a primary; slow or
+lossy links between workers and a shard or between a primary and its replicas. Two faults may
+overlap in time (a pause during a partition), but never more process faults at once than a
+shard can lose and keep its data (copies - 1): losing every copy is a known, accounted loss
+(the all-copies-lost scenario), not a bug to hunt.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..faults import LINK_KINDS
+from ..nemesis import DEFAULT_PARAMS
+from ..scenario import At, Fault
+
+PROCESS_MENU = ("kill", "stop", "pause", "restart")
+DEFAULT_KINDS = ("kill", "pause", "stop", "partition", "link-down", "loss", "latency")
+HUNT_PARAMS: dict[str, dict[str, Any]] = {**DEFAULT_PARAMS, "loss": {"percent": 30.0},
+                                          "latency": {"latency_ms": 150, "jitter_ms": 50}}
+
+
+@dataclass(frozen=True)
+class FaultSpace:
+    """What a hunt may break (`kinds`), on a cluster of `shards` x `copies` with `workers`, with
+    fault starts in [start_s, stop_s] of the run and durations in [min_duration_s, max_duration_s]."""
+
+    shards: int
+    copies: int
+    workers: int
+    kinds: tuple[str, ...] = DEFAULT_KINDS
+    start_s: float = 2.0
+    stop_s: float = 14.0
+    max_faults: int = 3
+    min_duration_s: float = 0.3
+    max_duration_s: float = 3.0
+    params: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        bad = [k for k in self.kinds if k not in PROCESS_MENU + LINK_KINDS]
+        if bad:
+            raise ValueError(f"kinds: {bad} cannot be hunted; choose from {', '.join(PROCESS_MENU + LINK_KINDS)}")
+        if not self.kinds:
+            raise ValueError("kinds: give at least one fault kind to hunt with")
+        if not 0 <= self.start_s < self.stop_s:
+            raise ValueError(f"start_s={self.start_s}, stop_s={self.stop_s}: need 0 <= start_s < stop_s")
+        if not 0 < self.min_duration_s <= self.max_duration_s:
+            raise ValueError(f"durations {self.min_duration_s}..{self.max_duration_s}: need 0 < min <= max")
+        if self.max_faults < 1:
+            raise ValueError(f"max_faults={self.max_faults}: at least 1")
+
+    # ------------------------------------------------------------ targets
+    def targets(self, kind: str) -> list[str]:
+        """Every target this kind may hit on this cluster (selectors, resolved at fault time)."""
+        shards = range(self.shards)
+        if kind in PROCESS_MENU:
+            out = [f"{role}(shard={s})" for s in shards for role in ("primary", "replica")
+                   if role == "primary" or self.copies > 1]
+            return out + ["etcd"] if kind in ("pause", "kill", "stop") else out
+        if kind in ("partition", "link-down"):
+            out = []
+            for s in shards:
+                if self.copies > 1:
+                    out += [f"primary(shard={s})<->replicas(shard={s})", f"primary(shard={s})<->replica(shard={s})"]
+                out += [f"primary(shard={s})<->etcd", f"workers->primary(shard={s})"]
+            return out
+        out = [f"workers->shard({s})" for s in shards]
+        return out + ([f"primary(shard={s})->replicas(shard={s})" for s in shards] if self.copies > 1 else [])
+
+    def params_for(self, kind: str) -> dict[str, Any]:
+        return dict(self.params.get(kind, HUNT_PARAMS.get(kind, {})))
+
+    # ------------------------------------------------------------ drawing
+    def draw(self, rng: random.Random) -> list[Fault]:
+        """One schedule: 1..max_faults faults, in time order, within the window and the rule on
+        concurrent process faults (module docstring)."""
+        n = rng.randint(1, self.max_faults)
+        out: list[Fault] = []
+        for _ in range(n * 4):                      # a few tries per wanted fault; fewer is fine
+            if len(out) == n:
+                break
+            kind = rng.choice(self.kinds)
+            t = round(rng.uniform(self.start_s, self.stop_s), 2)
+            dur = round(rng.uniform(self.min_duration_s, self.max_duration_s), 2)
+            f = make_fault(kind, rng.choice(self.targets(kind)), t, dur, self.params_for(kind))
+            if self.admits(out + [f]):
+                out.append(f)
+        return sorted(out, key=lambda f: f.at.time)
+
+    def admits(self, faults: list[Fault]) -> bool:
+        """At most copies - 1 process faults (and at most one on etcd) open at any instant."""
+        spans = [(f.at.time, f.at.time + (f.duration_s or 0.0), f.target == "etcd")
+                 for f in faults if f.kind in PROCESS_MENU and f.kind != "restart"]
+        for t, _, _ in spans:
+            open_ = [s for s in spans if s[0] <= t < s[1]]
+            if len(open_) > max(1, self.copies - 1) or sum(1 for s in open_ if s[2]) > 1:
+                return False
+        return True
+
+
+def make_fault(kind: str, target: str, t: float, duration: float | None, params: dict[str, Any]) -> Fault:
+    """A validated Fault (the scenario model's own checks: kind, target shape, params)."""
+    return Fault(at=At(time=t), kind=kind, target=target, params=params,
+                 duration_s=None if kind == "restart" else duration)
+
+
+__all__ = ["DEFAULT_KINDS", "FaultSpace", "make_fault"]
