@@ -386,3 +386,6 @@ def test_nodes_back():
     gone = [START, *kill_c, final("shard-0/1", 0, "", 0, 0, {}, alive=False)]
     assert nodes_back(gone, CTX).valid is False
     assert nodes_back([START], CTX).valid is True                 # no process fault: nothing to be back from
+    oom = [START, fault_start(1, "memory-limit", "shard-0/1", index=2), fault_stop(2, "memory-limit", "shard-0/1", index=2),
+           final("shard-0/1", 0, "", 0, 0, {}, alive=False)]
+    assert nodes_back(oom, CTX).valid is False                    # OOM-killed and not back after the heal
