@@ -11,6 +11,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -38,12 +39,17 @@ class ProcessRef:
     them (Linux 5.3+): the fd names that one process for as long as we keep it, and a signal sent
     through it can never reach another. Without pidfds, the start time is compared before every
     signal and every liveness check.
+
+    One handle is shared by threads (the runner's sampler, a fault, the teardown): the fd is used
+    and closed under a lock, so no thread signals or polls an fd another one just closed (the
+    kernel may already have given that number to another file), and it is closed exactly once.
     """
 
     MATCH_S = 0.005      # start times are in clock ticks (10 ms): equal, or another process
 
     def __init__(self, pid: int, create_time: float) -> None:
         self.pid, self.create_time = pid, create_time
+        self._lock = threading.RLock()
         self.fd: int | None = None
         self.gone = False
         opener = getattr(os, "pidfd_open", None)
@@ -67,6 +73,10 @@ class ProcessRef:
 
     def alive(self) -> bool:
         """Running (or stopped); False once it exited, was reaped, or its pid belongs to another."""
+        with self._lock:
+            return self._alive()
+
+    def _alive(self) -> bool:
         if self.gone:
             return False
         if self.fd is not None:
@@ -87,7 +97,11 @@ class ProcessRef:
 
     def send(self, sig: int) -> bool:
         """Deliver `sig` to this process only; False (and nothing sent) when it is not alive."""
-        if not self.alive():
+        with self._lock:
+            return self._send(sig)
+
+    def _send(self, sig: int) -> bool:
+        if not self._alive():
             return False
         try:
             if self.fd is not None:
@@ -101,14 +115,15 @@ class ProcessRef:
         return True
 
     def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        with self._lock:
+            fd, self.fd = self.fd, None
+            if fd is not None:
+                os.close(fd)
 
     def __del__(self) -> None:
         try:
             self.close()
-        except OSError:
+        except (OSError, AttributeError):     # AttributeError: __init__ never got as far as the lock
             pass
 
 

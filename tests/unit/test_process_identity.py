@@ -111,3 +111,41 @@ def test_owner_with_a_recycled_pid_is_dead(stranger):
     assert not owner_alive(stranger.pid, t - 3.0)
     assert owner_alive(stranger.pid, None)           # an old tag without a start time: pid only
     assert owner_alive(-1, None) and not owner_alive(0, None)
+
+
+def test_threads_racing_on_one_handle_close_its_pidfd_once_and_never_signal_a_closed_fd(monkeypatch):
+    """The runner's sampler and a fault thread share handles: one sees the process gone and closes
+    the pidfd while another is about to use it. A second close of the same number (which the
+    kernel may already have handed to another file) or a signal through it must never happen."""
+    import threading
+
+    import harness.procs as procs
+
+    if getattr(os, "pidfd_open", None) is None:
+        pytest.skip("no os.pidfd_open on this Python/kernel: the handle uses start times, no fd to race on")
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    ref = ProcessRef(p.pid, start_time(p.pid))
+    p.wait()
+    assert ref.fd is not None
+    real_close, closed, errors = os.close, [], []
+
+    def slow_close(fd):             # widen the window between closing the fd and forgetting it
+        closed.append(fd)
+        time.sleep(0.05)
+        real_close(fd)
+    monkeypatch.setattr(procs.os, "close", slow_close)
+    go = threading.Barrier(8)
+
+    def use():
+        go.wait()
+        try:
+            ref.alive()
+            ref.send(signal.SIGCONT)
+        except Exception as e:      # noqa: BLE001 - what the race used to raise (EBADF)
+            errors.append(e)
+    ts = [threading.Thread(target=use) for _ in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert errors == [] and len(closed) == 1 and ref.fd is None and not ref.alive()
