@@ -265,6 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="measure a fresh calibration on this machine first (OUT/calibration.json, ~30 s) and "
                          "predict with it: real timings here move with the machine's load")
     sm.set_defaults(fn=cmd_sim)
+
+    from .selftest import add_parser as add_selftest     # the bug zoo's mutation score (issue 10)
+    add_selftest(sub)
     return ap
 
 

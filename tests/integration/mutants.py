@@ -3,38 +3,20 @@
 The product never switches a bug on: a test copies the code, patches the copy (each patch must
 match exactly once, so a refactor that moves the code breaks the test loudly instead of
 silently testing nothing) and runs the harness from the copy, whose nodes and workers import
-the patched psnodes.
+the patched psnodes. The copy and the patch are harness/mutation.py's, shared with the bug zoo
+(tests/zoo/registry.py) and `pschaos selftest`.
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from harness.tools import REPO
+from harness.mutation import PACKAGES, PatchError, mutant_copy
 
-PACKAGES = ("harness", "psnodes", "netfaults", "reports", "scenarios")
-
-
-def mutant_copy(dest: Path, patches: dict[str, list[tuple[str, str]]]) -> Path:
-    """Copy the packages to `dest` and apply {relative path: [(old, new), ...]} there."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for pkg in PACKAGES:
-        shutil.copytree(REPO / pkg, dest / pkg, ignore=shutil.ignore_patterns("__pycache__"))
-    if (REPO / "tools").exists() and not (dest / "tools").exists():
-        (dest / "tools").symlink_to(REPO / "tools")     # Toxiproxy, built once into the real tree
-    for rel, edits in patches.items():
-        p = dest / rel
-        text = p.read_text()
-        for old, new in edits:
-            if text.count(old) != 1:
-                raise AssertionError(f"patch for {rel} matches {text.count(old)} times, not once: {old!r}")
-            text = text.replace(old, new)
-        p.write_text(text)
-    return dest
+__all__ = ["PACKAGES", "PatchError", "mutant_copy", "run_scenario"]
 
 
 def run_scenario(root: Path, scenario: Path, out: Path, seed: int = 1, timeout: float = 400,

@@ -1,0 +1,240 @@
+"""The bug zoo: classic parameter-server and replicated-store bugs, each a small patch of psnodes.
+
+`pschaos selftest` runs the default suite against a temporary copy of the code with each patch
+applied and counts the mutants the checkers kill (the mutation score). Nothing in the product
+switches a bug on. Every `old` text must occur exactly once in its file (tests/unit/test_zoo.py
+checks it against the current tree), so a refactor that moves the code breaks the zoo loudly.
+
+Where the decision lives in psnodes/core, or in a module both backends run (ShardStore,
+EmbeddingTable, the PS client and the worker: the twin runs them as they are), one patch
+mutates both backends (`sim="core"`). Where it lives in a shell (psnodes/replication.py,
+node.py, checkpoint.py), the mutant carries the same edit of the twin's port
+(harness/sim/shard_replication.py, shard_checkpoint.py, disk.py) so the two backends can be
+compared mutant by mutant (`sim="shell"`).
+"""
+from __future__ import annotations
+
+from harness.mutation import Mutant
+
+PLANTED = "  # planted by the bug zoo"
+
+SYNC_EARLY_ACK = Mutant(
+    name="sync-early-ack",
+    description="sync mode acks a push before every in-sync replica applied it",
+    models="a leader that acks on its own write (Kafka acks=1 behind an acks=all promise): an ack lost on failover",
+    patch={"psnodes/core/ack.py": [(
+        "    return all(r.peer_seq.get(p, 0) >= seq for p in r.isr if p != r.me)",
+        "    return r.mode == \"sync\" or all(r.peer_seq.get(p, 0) >= seq for p in r.isr if p != r.me)" + PLANTED)]},
+    checker="no-lost-acks",
+    scenarios=("partition-primary-replicas", "kill-primary", "pause-primary"),
+)
+
+NO_EPOCH_FENCING = Mutant(
+    name="no-epoch-fencing",
+    description="a replica takes replication from a primary of an older epoch instead of refusing it",
+    models="missing fencing tokens: a deposed leader that wakes up is still obeyed by its followers and keeps acking",
+    patch={"psnodes/core/fencing.py": [(
+        "    if req_epoch < epoch:\n        return Replicate.REFUSE_STALE",
+        "    if req_epoch < epoch:\n        return Replicate.ACCEPT" + PLANTED)]},
+    checker="single-primary",
+    scenarios=("partition-primary-replicas", "pause-primary", "async-partition-primary", "split-brain-restore"),
+)
+
+RETRY_APPLIED_TWICE = Mutant(
+    name="retry-applied-twice",
+    description="a retried push is applied again: the idempotency key is never looked up",
+    models="at-least-once delivery taken for exactly-once: a client retry after a lost reply doubles a gradient",
+    patch={"psnodes/store.py": [(
+        "        if not self.applied.contains(key, upd.req_id):",
+        "        if True:" + PLANTED)]},
+    checker="exactly-once",
+    scenarios=("split-brain-restore", "loss-20-worker-links", "kill-primary"),
+)
+
+DELTA_GET_AND_CLEAR = Mutant(
+    name="delta-get-and-clear",
+    description="the keys a delta pull returns come from a changed-set read and cleared at every pull, "
+                "not from each key's change seq: keys changed before another worker's pull are lost",
+    models="a dirty set tracked by get-and-clear, shared by every reader: one reader's sync empties it for all",
+    patch={"psnodes/store.py": [
+        ("            if self.dense_mod[n] > since:",
+         "            if self.dense_mod[n] > (max(since, getattr(self, \"_cleared\", 0)) if since else 0):" + PLANTED),
+        ("        size = sum(a.nbytes for _, a in out)",
+         "        self._cleared = self.seq" + PLANTED + "\n        size = sum(a.nbytes for _, a in out)")]},
+    checker="delta-complete",
+    scenarios=("kill-primary", "kill-replica", "partition-worker-shard"),
+)
+
+LOG_OVERFLOW_DROPS = Mutant(
+    name="log-overflow-drops",
+    description="the bounded update log drops its oldest entries without moving its base, so a lagging "
+                "peer it no longer reaches is sent the entries that are left instead of a delta",
+    models="a ring buffer that overwrites silently: the follower should get a snapshot, gets a log with a hole",
+    patch={"psnodes/updatelog.py": [
+        ("            self.base_seq, self.base_epoch = old.seq, old.epoch",
+         "            pass" + PLANTED),
+        ("        start = seq + 1 - self.entries[0].seq",
+         "        start = max(0, seq + 1 - self.entries[0].seq)" + PLANTED)],
+        # sizes, not the bug: the log must be shorter than the lag a peer catches up by log, or it
+        # never overflows under a catch-up (4096 entries against 64 in the product)
+        "psnodes/config.py": [("    log_entries: int = 4096", "    log_entries: int = 32" + PLANTED)],
+        "psnodes/core/logmatch.py": [("LOG_CATCHUP_MAX = 64", "LOG_CATCHUP_MAX = 4096" + PLANTED)]},
+    checker="replicas-match",
+    scenarios=("kill-replica", "replica-restart-catchup", "async-kill-primary"),
+    notes="with the product's sizes (a 4096-entry log, catch-up by log only within 64 entries) a log that "
+          "overflows is never read by a catch-up; the mutant makes the log shorter than that window so "
+          "that the bug, not the sizes, is what the suite meets",
+)
+
+MANIFEST_BEFORE_DATA = Mutant(
+    name="manifest-before-data",
+    description="a checkpoint's manifest is written (and renamed into place) before its data file",
+    models="a commit record written before the data it names: a crash in between leaves a manifest naming a "
+           "missing or torn file",
+    patch={
+        "psnodes/checkpoint.py": [
+            ("    state_tmp = _write_aside(directory / name, blob)     # the slow part, outside the lock",
+             "    state_tmp = directory / f\"{name}.zoo.tmp\"" + PLANTED),
+            ("            os.replace(state_tmp, directory / name)\n            os.replace(man_tmp, directory / MANIFEST)",
+             "            os.replace(man_tmp, directory / MANIFEST)" + PLANTED +
+             "\n            state_tmp = _write_aside(directory / name, blob)\n"
+             "            os.replace(state_tmp, directory / name)")],
+        "harness/sim/disk.py": [
+            ("        self.folder(d).tmp[state_tmp] = self.env.now\n",
+             "        self.folder(d).tmp[state_tmp] = self.env.now\n"
+             "        if not keeps_current(self.manifest(d), manifest, newer_only, True):" + PLANTED + "\n"
+             "            self.folder(d).files[MANIFEST] = json.dumps({**manifest, \"time\": self.clock.now()}).encode()\n")]},
+    checker="checkpoints-atomic",
+    scenarios=("kill-during-checkpoint", "stale-checkpoint-writer", "all-copies-lost"),
+    sim="shell",
+)
+
+SSP_OFF_BY_ONE = Mutant(
+    name="ssp-off-by-one",
+    description="SSP lets a worker run staleness + 1 clocks ahead of the slowest, not staleness",
+    models="an off-by-one in the stale-synchronous-parallel bound (< for <=): staleness silently grows by one",
+    patch={"psnodes/core/gating.py": [(
+        "        return max(0, step - staleness)",
+        "        return max(0, step - staleness - 1)" + PLANTED)]},
+    checker="staleness",
+    scenarios=("ssp-straggler", "ssp-kill-primary"),
+)
+
+VERSION_ACROSS_EPOCH = Mutant(
+    name="version-across-epoch",
+    description="a worker keeps its pulled version (seq cursor) across an epoch change and pulls "
+                "'since' it from the new primary, whose history may differ after that seq",
+    models="a client cache keyed by offset alone, not (term, offset): after a failover it skips state it never saw",
+    patch={"psnodes/client.py": [(
+        "            sent[\"since\"] = last_seq if last_epoch == ep else 0",
+        "            sent[\"since\"] = last_seq" + PLANTED)]},
+    checker="delta-complete",
+    scenarios=("async-kill-primary", "all-copies-lost", "async-pause-primary", "stale-checkpoint-writer"),
+)
+
+OUT_OF_ORDER_APPLY = Mutant(
+    name="out-of-order-apply",
+    description="a replica applies a batch of replicated entries in reverse order",
+    models="a follower that applies a batch in the wrong order (a stack for a queue): non-commutative optimizer "
+           "steps leave the copy silently diverged",
+    patch={"psnodes/store.py": [(
+        "        for e, dec in steps:",
+        "        for e, dec in steps[::-1]:" + PLANTED)]},
+    checker="replicas-match",
+    scenarios=("kill-primary", "latency-primary-replica", "replica-restart-catchup"),
+)
+
+ISR_DROP_LOCAL_ONLY = Mutant(
+    name="isr-drop-local-only",
+    description="a primary drops a silent replica from its own ISR and acks without it, but never "
+                "removes it from the ISR in etcd",
+    models="membership changed locally before (or instead of) the coordinator: a replica that misses acked "
+           "writes stays electable",
+    patch={
+        "psnodes/replication.py": [(
+            "        with self.isr_lock:\n            if add and add not in node.isr:\n                return False",
+            "        with self.isr_lock:\n            if remove:" + PLANTED + "\n"
+            "                with node.cond:\n"
+            "                    if remove in node.isr:\n"
+            "                        node.isr.remove(remove)\n"
+            "                    node.cond.notify_all()\n"
+            "                return True\n"
+            "            if add and add not in node.isr:\n                return False")],
+        "harness/sim/shard_replication.py": [(
+            "        if add and add not in c.isr:\n            return False\n        key = cfg.shard_key(c.shard)",
+            "        if remove:" + PLANTED + "\n"
+            "            if remove in c.isr:\n"
+            "                c.isr.remove(remove)\n"
+            "            c.notify()\n"
+            "            return True\n"
+            "        if add and add not in c.isr:\n            return False\n        key = cfg.shard_key(c.shard)")]},
+    checker="no-lost-acks",
+    scenarios=("async-partition-primary", "split-brain-restore", "partition-primary-replicas", "kill-replica"),
+    sim="shell",
+)
+
+_ZERO_STEPS = ("_steps = (dict(self.store.dense_steps), {n: t.steps.copy() for n, t in self.store.tables.items()})"
+               + PLANTED + "\n"
+               "            self.store.dense_steps.update({k: 0 for k in _steps[0]})\n"
+               "            for _t in self.store.tables.values():\n"
+               "                _t.steps[:] = 0\n"
+               "            blob, _ = self.store.export_state(0)\n"
+               "            self.store.dense_steps.update(_steps[0])\n"
+               "            for _n, _t in self.store.tables.items():\n"
+               "                _t.steps = _steps[1][_n]")
+
+ADAM_STEP_NOT_PERSISTED = Mutant(
+    name="adam-step-not-persisted",
+    description="checkpoints store every optimizer step counter as 0 (Adam's t, per dense tensor and "
+                "per embedding row): a copy that loads one restarts its bias correction",
+    models="optimizer state saved without its step count (the classic Adam resume bug): the moments are "
+           "back, t is not, and the restored copy differs from the others",
+    patch={"psnodes/node.py": [("blob, _ = self.store.export_state(0)", _ZERO_STEPS)],
+           "harness/sim/shard_checkpoint.py": [("blob, _ = self.store.export_state(0)", _ZERO_STEPS)]},
+    checker="replicas-match",
+    scenarios=("replica-restart-catchup", "kill-replica", "all-copies-lost"),
+    sim="shell",
+)
+
+ROWS_CREATED_ON_READ = Mutant(
+    name="rows-created-on-read",
+    description="pulling an embedding row that was never pushed creates it in the table",
+    models="a read that writes (get-or-create on the read path): only the copy that served the read has the "
+           "row, so copies diverge though no update was logged",
+    patch={"psnodes/embedding.py": [(
+        "        pos = self._positions(ids, create=False)\n        out = np.empty",
+        "        pos = self._positions(ids, create=True)" + PLANTED + "\n        out = np.empty")]},
+    checker="replicas-match",
+    scenarios=("replica-restart-catchup", "async-kill-primary", "kill-during-checkpoint"),
+)
+
+INCARNATION_IGNORED = Mutant(
+    name="incarnation-ignored",
+    description="the idempotency key names the worker, not the worker process: a restarted worker's "
+                "request ids collide with its predecessor's",
+    models="dedup by (client, request id) where request ids restart with the process: new writes acked as "
+           "duplicates and never applied",
+    patch={"psnodes/client.py": [(
+        "self.incarnation = int(runtime.time() * 1e6)",
+        "self.incarnation = 0" + PLANTED)]},
+    checker="no-lost-acks",
+    scenarios=("kill-restart-worker",),
+)
+
+NO_LEASE_BOUND = Mutant(
+    name="no-lease-bound",
+    description="a primary acks whether or not its etcd lease may have expired",
+    models="leader lease not checked before serving (no lease-based fencing): a primary cut off from the "
+           "coordinator acks while another copy restores the shard",
+    patch={"psnodes/core/lease.py": [(
+        "    return now < lease_until",
+        "    return True" + PLANTED)]},
+    checker="single-primary",
+    scenarios=("split-brain-restore", "stale-checkpoint-writer", "pause-primary"),
+)
+
+MUTANTS: list[Mutant] = [
+    SYNC_EARLY_ACK, NO_EPOCH_FENCING, RETRY_APPLIED_TWICE, DELTA_GET_AND_CLEAR, LOG_OVERFLOW_DROPS,
+    MANIFEST_BEFORE_DATA, SSP_OFF_BY_ONE, VERSION_ACROSS_EPOCH, OUT_OF_ORDER_APPLY, ISR_DROP_LOCAL_ONLY,
+    ADAM_STEP_NOT_PERSISTED, ROWS_CREATED_ON_READ, INCARNATION_IGNORED, NO_LEASE_BOUND,
+]
