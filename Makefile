@@ -72,6 +72,7 @@ demo: install
 
 bench: install
 	$(BIN)/pschaos bench ps --json
+	$(BIN)/pschaos bench sim
 
 doctor: install
 	$(BIN)/pschaos doctor

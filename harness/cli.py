@@ -133,6 +133,10 @@ def cmd_cluster(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.what == "sim":
+        from .bench_sim import bench_sim
+
+        return bench_sim(args)
     from .bench import bench_ps
 
     return bench_ps(args)
@@ -213,12 +217,16 @@ def build_parser() -> argparse.ArgumentParser:
     cl.set_defaults(fn=cmd_cluster)
 
     b = sub.add_parser("bench", help="benchmarks, measured as ratios in one run")
-    b.add_argument("what", choices=["ps"])
+    b.add_argument("what", choices=["ps", "sim"], help="ps: throughput and failover against baselines; sim: the "
+                                                    "simulator's wall time against real processes")
     b.add_argument("--json", action="store_true")
     b.add_argument("--kills", type=int, default=20)
     b.add_argument("--mb", type=float, default=4.0)
     b.add_argument("--seconds", type=float, default=2.0, help="measuring time per throughput figure and round")
     b.add_argument("--rounds", type=int, default=5, help="interleaved rounds; medians are reported")
+    b.add_argument("--scenarios", help="sim: comma-separated library scenarios (default: six of the core)")
+    b.add_argument("--seed", type=int, default=1, help="sim: the seed of every run (default 1)")
+    b.add_argument("--soak-seeds", type=int, default=3, help="sim: nemesis-soak seeds timed on sim (default 3; 0 skips)")
     b.set_defaults(fn=cmd_bench)
 
     sk = sub.add_parser("soak", help="one scenario over many seeds: pass rate, lost acks, failover, flaky seeds "
