@@ -95,6 +95,7 @@ class SimBackend:
     def _new_copy(self, name: str) -> None:
         self.files.pids[name] = self.files.pids.get(name, 1000 + 10 * len(self.files.pids)) + 1
         c = SimCopy(self.env, self.sim_clock, self.etcd, self.net, self.cfg, name, self.files, disk=self.disk)
+        c.start_delay_s = self.cal.node_start_s
         self.copies[name] = c
         self.procs[name] = CopyProcs(c, self.copies)
         self.procs[name].start()

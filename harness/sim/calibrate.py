@@ -7,7 +7,8 @@ Measured here, on this machine, each as the median of repeated trials:
   wire's cost for those bytes, per MiB;
 - a worker's step per model: psnodes' own task (batch, forward, backward) on the CPU;
 - a checkpoint's write: psnodes.checkpoint.write_checkpoint of a 4 MiB state, MB/s;
-- etcd: psnodes' own client's get and put on the real server, less the modelled wire.
+- etcd: psnodes' own client's get and put on the real server, less the modelled wire;
+- a copy's start: kill and restart, until its server answers a Status.
 Heartbeat, suspicion and lease timings are the cluster config's own constants (the twin reads the
 same config), so they are not measured; `pschaos sim validate` compares what they add up to.
 Last, `worker_overhead_s`: a real step's time beyond compute and the modelled wire, from a real
@@ -97,6 +98,23 @@ def etcd_ops(be, net: dict, say: Callable[[str], None], n: int = 40) -> tuple[fl
     return round(max(0.0, read - wire), 6), round(max(0.0, write - wire), 6)
 
 
+def node_start(be, say: Callable[[str], None], n: int = 5) -> float:
+    """A copy's start: from the backend's restart (a fork from the zygote) until its gRPC server
+    answers a Status, the median of `n` kill-and-restart trials of the cluster's one copy."""
+    node = be.nodes()[0]
+    out = []
+    for _ in range(n):
+        be.kill(node)
+        t0 = time.perf_counter()
+        be.restart(node)
+        while be.status(node, timeout=0.2) is None and time.perf_counter() - t0 < 30:
+            time.sleep(0.002)
+        out.append(time.perf_counter() - t0)
+    s = statistics.median(out)
+    say(f"  node start: {s * 1e3:.0f} ms (median of {n}: {', '.join(f'{x * 1e3:.0f}' for x in out)})")
+    return round(s, 4)
+
+
 def worker_steps(say: Callable[[str], None], n: int = 30) -> dict[str, float]:
     import torch
 
@@ -137,7 +155,7 @@ def checkpoint_rate(say: Callable[[str], None], n: int = 5) -> float:
 
 STEP_SCENARIO = """\
 name: calibrate-steps-{model}
-cluster: {{shards: 2, copies: 3, workers: 2, replication: sync, training: async, model: {model}}}
+cluster: {{shards: 2, copies: 3, workers: 2, replication: {mode}, training: async, model: {model}}}
 workload: {{steps: 300}}
 expect: {{checks: [no-lost-acks]}}
 """
@@ -168,7 +186,8 @@ def _log_spread(gaps: list[float]) -> float:
 
 
 def worker_overheads(base: Calibration, say: Callable[[str], None]) -> tuple[dict[str, float], dict[str, float]]:
-    """Per model: a real step (2 shards x 3 copies, 2 workers, sync) less the simulated step with
+    """Per model and replication mode (keys `mlp`, `widedeep` for sync, `mlp/async`, `widedeep/async`):
+    a real step (2 shards x 3 copies, 2 workers) less the simulated step with
     everything else measured (`base`: compute, wire, etcd) and no overhead: what the client's and
     nodes' CPU add per step; and the real steps' spread (`_log_spread`)."""
     from dataclasses import replace
@@ -179,21 +198,22 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]) -> tuple[dic
 
     out, spread = {}, {}
     with tempfile.TemporaryDirectory(prefix="pschaos-calibrate-") as tmp:
-        for model in ("mlp", "widedeep"):
-            f = Path(tmp) / f"{model}.yaml"
-            f.write_text(STEP_SCENARIO.format(model=model))
+        for model, mode in (("mlp", "sync"), ("widedeep", "sync"), ("mlp", "async"), ("widedeep", "async")):
+            key = model if mode == "sync" else f"{model}/{mode}"
+            f = Path(tmp) / f"{model}-{mode}.yaml"
+            f.write_text(STEP_SCENARIO.format(model=model, mode=mode))
             sc = load_scenario(f)
-            Runner(sc, 1, Path(tmp) / f"real-{model}", "process", quiet=True).run()
-            gaps = _step_gaps(Path(tmp) / f"real-{model}")
+            Runner(sc, 1, Path(tmp) / f"real-{key}", "process", quiet=True).run()
+            gaps = _step_gaps(Path(tmp) / f"real-{key}")
             real = statistics.median(gaps) if gaps else 0.0
-            bare = replace(base, worker_overhead_s={model: 0.0}, worker_step_jitter={})
-            Runner(sc, 1, Path(tmp) / f"sim-{model}", "sim", quiet=True,
+            bare = replace(base, worker_overhead_s={key: 0.0}, worker_step_jitter={})
+            Runner(sc, 1, Path(tmp) / f"sim-{key}", "sim", quiet=True,
                    make_backend=lambda s, d, rid, seed: SimBackend(s.cluster, d, rid, seed, calibration=bare)).run()
-            sim0 = _median_step(Path(tmp) / f"sim-{model}")
-            out[model] = round(max(0.0, real - sim0), 6)
-            spread[model] = _log_spread(gaps)
-            say(f"  step {model}: real {real * 1e3:.2f} ms (log-sd {spread[model]:.3f}), simulated without "
-                f"overhead {sim0 * 1e3:.2f} ms -> overhead {out[model] * 1e3:.2f} ms")
+            sim0 = _median_step(Path(tmp) / f"sim-{key}")
+            out[key] = round(max(0.0, real - sim0), 6)
+            spread[key] = _log_spread(gaps)
+            say(f"  step {model} ({mode} replication): real {real * 1e3:.2f} ms (log-sd {spread[key]:.3f}), "
+                f"simulated without overhead {sim0 * 1e3:.2f} ms -> overhead {out[key] * 1e3:.2f} ms")
     return out, spread
 
 
@@ -214,15 +234,18 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
             apply_s = apply_cost(be, net, say)
             say("etcd (reads and writes through the real server):")
             etcd_read, etcd_write = etcd_ops(be, net, say)
+            say("node start (kill and restart, until it answers):")
+            start_s = node_start(be, say)
         finally:
             be.teardown()
     say("worker compute (psnodes' own tasks on the CPU):")
     steps = worker_steps(say)
     say("checkpoint writes:")
     ckpt = checkpoint_rate(say)
-    say("worker step overhead (a real 2x3 cluster with 2 workers, then its twin; about a minute):")
+    say("worker step overhead (real 2x3 clusters with 2 workers, sync and async replication per model, then "
+        "their twins; about a minute):")
     cal = Calibration(network=net, worker_step_s=steps, apply_s_per_mb=apply_s,
-                      checkpoint_mb_s=ckpt, etcd_read_s=etcd_read, etcd_write_s=etcd_write,
+                      checkpoint_mb_s=ckpt, node_start_s=start_s, etcd_read_s=etcd_read, etcd_write_s=etcd_write,
                       measured={"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                 "host": platform.node(), "python": platform.python_version(),
                                 "command": f"pschaos sim calibrate --out {out}"})

@@ -13,6 +13,9 @@ logarithm over a real run's steps, outliers above the 95th percentile left out; 
 step is the calibrated time times exp(jitter x a standard normal draw from the run's seed), so
 its median stays the calibrated one and workers drift apart as real ones do, which is what SSP
 staleness and the interleaving of pushes depend on), `apply_s_per_mb` (a shard applying an update), `checkpoint_mb_s` (writing a checkpoint),
+`node_start_s` (a shard copy's start, from the harness's spawn until its gRPC server takes
+calls: the process, its ShardNode and its local checkpoint; a simulated copy refuses calls that
+long after each start, so a restarted replica misses as many pushes as a real one),
 `etcd_read_s` and `etcd_write_s` (the real etcd's time to answer a read, and a write or lease
 grant that goes through its log, beyond the modelled wire: its HTTP gateway, the client's
 JSON and, for a write, the WAL's fsync), `etcd_start_s` (a killed etcd started again until it serves: the process backend's restart
@@ -34,8 +37,8 @@ DEFAULT_PATH = Path(__file__).with_name("calibration.json")
 # the process runs' histories, widedeep async ~14.5-15 ms in a run of async-kill-primary) less the
 # simulated step with the measured compute and no overhead (mlp 4.1 ms, widedeep 4.5 ms).
 OVERHEAD_S = {"mlp": 0.006, "widedeep": 0.010}
-KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "apply_s_per_mb", "checkpoint_mb_s", "etcd_read_s",
-        "etcd_write_s", "etcd_start_s", "measured")
+KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "apply_s_per_mb", "checkpoint_mb_s",
+        "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s", "measured")
 
 
 @dataclass
@@ -46,6 +49,7 @@ class Calibration:
     worker_step_jitter: dict[str, float] = field(default_factory=dict)
     apply_s_per_mb: float = 0.004
     checkpoint_mb_s: float = 200.0
+    node_start_s: float = 0.0
     etcd_read_s: float = 0.0
     etcd_write_s: float = 0.0
     etcd_start_s: float = 0.6
@@ -71,21 +75,26 @@ class Calibration:
     def default(cls) -> "Calibration":
         return cls.load(DEFAULT_PATH) if DEFAULT_PATH.exists() else cls()
 
-    def step_s(self, model: str) -> float:
-        """Virtual seconds one training step of `model` costs its worker: compute plus overhead."""
+    def step_s(self, model: str, replication: str = "sync") -> float:
+        """Virtual seconds one training step of `model` costs its worker: compute plus overhead.
+        The overhead is keyed `model/replication` where the calibration measured that mode (an
+        async primary answers before its replicas apply, so a real step costs less), else `model`."""
         compute = self.worker_step_s.get(model, max(self.worker_step_s.values(), default=0.005))
-        overhead = self.worker_overhead_s.get(model, max(self.worker_overhead_s.values(), default=0.0))
+        over = self.worker_overhead_s
+        overhead = over.get(f"{model}/{replication}", over.get(model, max(over.values(), default=0.0)))
         return float(compute) + float(overhead)
 
-    def jitter(self, model: str) -> float:
+    def jitter(self, model: str, replication: str = "sync") -> float:
         """The log-sd of a step's time for `model` (0: every step takes the calibrated time)."""
-        return float(self.worker_step_jitter.get(model, max(self.worker_step_jitter.values(), default=0.0)))
+        j = self.worker_step_jitter
+        return float(j.get(f"{model}/{replication}", j.get(model, max(j.values(), default=0.0))))
 
     def to_json(self) -> dict:
         return {"network": self.network, "worker_step_s": self.worker_step_s,
                 "worker_overhead_s": self.worker_overhead_s, "worker_step_jitter": self.worker_step_jitter,
                 "apply_s_per_mb": self.apply_s_per_mb,
-                "checkpoint_mb_s": self.checkpoint_mb_s, "etcd_read_s": self.etcd_read_s,
+                "checkpoint_mb_s": self.checkpoint_mb_s, "node_start_s": self.node_start_s,
+                "etcd_read_s": self.etcd_read_s,
                 "etcd_write_s": self.etcd_write_s, "etcd_start_s": self.etcd_start_s,
                 "measured": self.measured}
 

@@ -52,6 +52,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
         self._resumed = env.event()
         self.procs: list[simpy.Process] = []
         self.on_promote: Callable[[], None] = lambda: None          # shard_procs: start senders
+        self.start_delay_s = 0.0    # calibration node_start_s: a (re)start's time until it serves
         self.on_start: Callable[[], None] = lambda: None            # shard_procs: serve.py's start
         self.on_stop: Callable[[float], simpy.Process] | None = None  # shard_procs: serve.py's SIGTERM
         self._fresh()

@@ -176,11 +176,18 @@ class CopyProcs(SimReplication, SimElector):
         c = self.c
         self.announced, self.orphan_since, self.posted, self.deferred = ("", False), None, None, set()
         self.exited = None
-        c.load_local()
+        if c.start_delay_s > 0:
+            c.accepting = False              # no gRPC server yet: calls are refused, as by a starting process
+        else:
+            c.load_local()
         self.main_proc = c.spawn(self.main())
 
     def main(self) -> Gen:
         c = self.c
+        if c.start_delay_s > 0:              # serve.py up to server.start(): the process, ShardNode, load_local
+            yield c.env.timeout(c.start_delay_s)
+            c.load_local()
+            c.accepting = True
         while True:
             try:
                 yield from self.register()

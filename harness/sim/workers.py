@@ -73,7 +73,8 @@ class SimWorkers:
             clock.sleep(s)
             if gate():
                 raise Killed(name)
-        step_s, jitter = be.cal.step_s(be.spec.model), be.cal.jitter(be.spec.model)
+        mode = (be.spec.model, be.spec.replication)
+        step_s, jitter = be.cal.step_s(*mode), be.cal.jitter(*mode)
         # one stream per incarnation, from the run's seed: a worker's draws never shift another's
         draws = random.Random(f"pschaos-step:{be.seed}:{name}:{n}")
 
