@@ -123,10 +123,27 @@ class DockerBackend(ProcessBackend):
                 if h is not None and h.alive()}
 
     # ---------------------------------------------------- container-only faults
-    def limit_cpu(self, name: str, cpus: float | None) -> None:
-        """A CPU quota on a running container (`cpus` CPUs' worth of time per 100 ms), or none."""
+    def limit_cpu(self, name: str, cpus: float | None) -> int:
+        """A CPU quota on a running container (`cpus` CPUs' worth of time per 100 ms), or none
+        (-1). Returns the quota in force, read back from the engine: an update the engine answered
+        with `Warnings` (no CPU controller, say) or that left another quota is a HarnessError,
+        so a throttle that did not happen makes the run unknown instead of a straggler-free pass."""
         period = 100_000
-        self.handle(name).container.update(cpu_period=period, cpu_quota=-1 if cpus is None else int(cpus * period))
+        quota = -1 if cpus is None else int(round(cpus * period))
+        if cpus is not None and not 1000 <= quota:
+            raise HarnessError(f"cpu-throttle {name}: params.cpus={cpus} is a quota of {quota} us per "
+                               f"{period} us; the kernel takes at least 1000 us (cpus >= 0.01)")
+        h = self.handle(name)
+        answer = h.container.update(cpu_period=period, cpu_quota=quota) or {}
+        if answer.get("Warnings"):
+            raise HarnessError(f"cpu-throttle {name}: the engine did not apply a CPU quota of {quota} us: "
+                               f"{'; '.join(answer['Warnings'])} (does dockerd have the cpu cgroup controller?)")
+        h.container.reload()
+        got = h.container.attrs["HostConfig"].get("CpuQuota")
+        if got != quota:
+            raise HarnessError(f"cpu-throttle {name}: asked the engine for a CPU quota of {quota} us per "
+                               f"{period} us, it reports {got!r}: the container is not throttled as written")
+        return got
 
     def oom_kill(self, name: str, headroom_mb: int, timeout: float = 15.0) -> dict:
         """A memory limit just above what the container uses, then memory pressure inside it: the

@@ -39,3 +39,9 @@ class Fault:
 
     def heal(self) -> None:
         """Undo the fault; a no-op when nothing is left to undo."""
+
+    @classmethod
+    def params_problem(cls, params: dict) -> str | None:
+        """Why `params` (types and defaults already checked) cannot mean what the kind promises,
+        or None: ranges beyond `>= 0` that a kind needs (a zero CPU quota is no quota at all)."""
+        return None

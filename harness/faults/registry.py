@@ -26,7 +26,9 @@ def params_error(kind: str, params: dict) -> str | None:
     """Why `params` do not fit `kind`, or None."""
     try:
         if kind in PROCESS:
-            check_params(kind, PROCESS[kind].params_spec, params)
+            problem = PROCESS[kind].params_problem(check_params(kind, PROCESS[kind].params_spec, params))
+            if problem:
+                return problem
         else:
             cls = LINK_FAULTS[kind]
             spec = dict(cls.params_spec)
@@ -41,5 +43,9 @@ def params_error(kind: str, params: dict) -> str | None:
 def build(kind: str, ctx: FaultContext, target: str, params: dict) -> Fault:
     if kind in PROCESS:
         cls = PROCESS[kind]
-        return cls(ctx, target, check_params(kind, cls.params_spec, params), {"kind": kind})
+        checked = check_params(kind, cls.params_spec, params)
+        problem = cls.params_problem(checked)
+        if problem:
+            raise NetFaultError(problem)
+        return cls(ctx, target, checked, {"kind": kind})
     return LinkFaultAdapter(ctx, target, dict(params), {"kind": kind})
