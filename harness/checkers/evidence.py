@@ -65,7 +65,7 @@ def scenario_ran(history: list[dict], ctx: dict) -> Verdict:
     return Verdict(True, details)
 
 
-PROCESS_FAULTS = ("kill", "stop", "pause", "restart", "memory-limit")   # memory-limit: OOM-killed, healed by a restart
+PROCESS_FAULTS = ("kill", "stop", "pause", "restart", "memory-limit", "disk-full")   # memory-limit: OOM-killed, healed by a restart; disk-full: must keep serving
 
 
 def nodes_back(history: list[dict], ctx: dict) -> Verdict:

@@ -52,3 +52,89 @@ def test_engine_warnings_fail_the_throttle():
 def test_a_quota_the_engine_does_not_report_fails_the_throttle():
     with pytest.raises(HarnessError, match="reports 0"):
         DockerBackend.limit_cpu(backend(FakeContainer(applies=False)), "shard-0/0", 0.1)
+
+
+# ------------------------------------------------------------------ disk-full evidence
+class DiskBackend:
+    """What disk-full asks of a backend: the volume's path, filling, the node's event file."""
+
+    name = "docker"
+    container_kinds = ("disk-full",)
+
+    def __init__(self, tmp_path, events: list[dict]) -> None:
+        self.data = tmp_path / "data"
+        self.data.mkdir()
+        self.events = tmp_path / "events.jsonl"
+        self.events.write_text("".join(__import__("json").dumps(e) + "\n" for e in events))
+        self.spec = SimpleNamespace(checkpoint_interval_s=0.1)
+        self.freed = False
+
+    def fill_disk(self, name):
+        return 0
+
+    def free_disk(self, name):
+        self.freed = True
+
+    def data_path(self, name):
+        return self.data
+
+    def events_path(self, name):
+        return self.events
+
+
+def disk_fault(be):
+    import random
+
+    from harness.clock import WALL
+    from harness.faults import FaultContext, build
+
+    return build("disk-full", FaultContext(be, random.Random(1), lambda f, v: v, clock=WALL), "shard-0/0", {})
+
+
+def full_disk(monkeypatch):
+    import harness.faults.disk_full as m
+
+    monkeypatch.setattr(m.os, "statvfs", lambda p: SimpleNamespace(f_bavail=0))
+
+
+def test_disk_full_refuses_a_volume_that_is_not_full(tmp_path):
+    f = disk_fault(DiskBackend(tmp_path, []))          # a plain folder: fill_disk filled nothing
+    with pytest.raises(HarnessError, match="still has .* free block"):
+        f.inject()
+    f.heal()
+
+
+def test_disk_full_without_an_enospc_write_is_no_evidence(tmp_path, monkeypatch):
+    full_disk(monkeypatch)
+    be = DiskBackend(tmp_path, [])
+    f = disk_fault(be)
+    f.inject()
+    with pytest.raises(HarnessError, match="no checkpoint write hit ENOSPC"):
+        f.heal()
+    assert be.freed
+
+
+def test_disk_full_with_an_enospc_write_in_the_window(tmp_path, monkeypatch):
+    import time
+
+    full_disk(monkeypatch)
+    be = DiskBackend(tmp_path, [{"t": time.time() - 60, "f": "checkpoint-error",        # before: no evidence
+                                 "value": {"error": "[Errno 28] No space left on device"}}])
+    f = disk_fault(be)
+    f.inject()
+    with be.events.open("a") as fh:
+        fh.write(__import__("json").dumps({"t": time.time(), "f": "checkpoint-error",
+                                           "value": {"error": "[Errno 28] No space left on device: 'x'"}}) + "\n")
+    with pytest.raises(HarnessError, match="no local checkpoint"):      # evidence seen; no checkpoint to keep
+        f.heal()
+    assert f.info["enospc_errors"] == 1
+
+
+def test_nodes_back_holds_disk_full_to_its_promise():
+    from harness.checkers.evidence import nodes_back
+
+    h = [{"t": 0, "f": "run-start", "value": {}},
+         {"t": 1, "f": "fault-start", "value": {"kind": "disk-full", "target": "shard-0/0"}},
+         {"t": 2, "f": "fault-stop", "value": {"kind": "disk-full", "target": "shard-0/0"}},
+         {"t": 3, "f": "final-state", "value": {"node": "shard-0/0", "alive": False}}]
+    assert nodes_back(h, {}).valid is False
