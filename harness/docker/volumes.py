@@ -10,16 +10,19 @@ on the host at the volume's mount point (the engine mounts it in the host's name
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from ..errors import HarnessError
 from .containers import ContainerLauncher, container_name
 
 FILLER = ".pschaos-disk-full"
 SIZE_MB = 64           # a checkpoint of the library's models is well under this
+SIZE_SLACK = 0.05      # how far statvfs' total may be from size_mb (tmpfs rounds to pages)
 
 
 class DataVolumes:
@@ -58,9 +61,27 @@ class DataVolumes:
             self._mountpoints[node] = Path(self.client.volumes.get(self.volume_name(node)).attrs["Mountpoint"])
         return self._mountpoints[node]
 
+    def checked_path(self, node: str) -> Path:
+        """The volume's mount point, after checking it is the volume: a mount point in this mount
+        namespace whose size is `size_mb`. Filling or wiping trusts the engine's `Mountpoint`; an
+        engine in another mount namespace (rootless, a VM, a remote host) names a path that here is
+        a plain folder on the host's disk, and filling that would fill the host's disk."""
+        path = self.host_path(node)
+        if not os.path.ismount(path):
+            raise HarnessError(f"{node}: the engine mounts its data volume at {path}, which is no mount point "
+                               "here (the engine runs in another mount namespace?); refusing to fill or wipe a "
+                               "folder of the host's disk: run dockerd on this machine (.ci/docker-engine)")
+        st = os.statvfs(path)
+        size = st.f_blocks * st.f_frsize
+        want = self.size_mb << 20
+        if abs(size - want) > want * SIZE_SLACK:
+            raise HarnessError(f"{node}: the mount at {path} is {size >> 20} MiB, not the {self.size_mb} MiB tmpfs "
+                               "volume the run created; refusing to fill or wipe it")
+        return path
+
     def fill(self, node: str) -> int:
         """Fill the volume to the last byte; returns how many bytes that took."""
-        path = self.host_path(node) / FILLER
+        path = self.checked_path(node) / FILLER
         written = 0
         with open(path, "ab", buffering=0) as f:
             for chunk in (1 << 20, 4096, 1):
@@ -79,7 +100,7 @@ class DataVolumes:
 
     def wipe(self, node: str) -> None:
         """A lost disk: everything on the volume goes (the mount point itself stays)."""
-        root = self.host_path(node)
+        root = self.checked_path(node)
         for p in root.iterdir():
             shutil.rmtree(p) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
 

@@ -138,3 +138,29 @@ def test_nodes_back_holds_disk_full_to_its_promise():
          {"t": 2, "f": "fault-stop", "value": {"kind": "disk-full", "target": "shard-0/0"}},
          {"t": 3, "f": "final-state", "value": {"node": "shard-0/0", "alive": False}}]
     assert nodes_back(h, {}).valid is False
+
+
+# ------------------------------------------------------------------ fill only our tmpfs
+def volumes_at(path):
+    from harness.docker.volumes import DataVolumes
+
+    client = SimpleNamespace(volumes=SimpleNamespace(get=lambda n: SimpleNamespace(attrs={"Mountpoint": str(path)})))
+    launcher = SimpleNamespace(run_id="r1")
+    return DataVolumes(client, launcher, ["shard-0/0"], lambda n: path, path)
+
+
+def test_fill_refuses_a_mountpoint_that_is_a_plain_folder(tmp_path):
+    v = volumes_at(tmp_path)
+    with pytest.raises(HarnessError, match="no mount point here"):
+        v.fill("shard-0/0")
+    with pytest.raises(HarnessError, match="no mount point here"):
+        v.wipe("shard-0/0")
+    assert list(tmp_path.iterdir()) == []          # nothing written
+
+
+def test_fill_refuses_a_mount_of_another_size():
+    import os
+
+    with pytest.raises(HarnessError, match="not the 64 MiB tmpfs"):
+        volumes_at("/").fill("shard-0/0")          # a mount point, but the root file system
+    assert not os.path.exists("/.pschaos-disk-full")
