@@ -318,30 +318,49 @@ class ProcessBackend:
         gone, so they sit in retries), then every node the same way (SIGTERM, SIGKILL after the
         grace), etcd, the zygote, and last any process still carrying this run's tag (one a fault
         thread or an interrupted spawn started where no handle saw it).
+
+        Each step runs whatever the one before raised (an engine error stopping one container
+        must not leave the rest running, etcd up and the run registered); the first error is
+        raised once every step has run.
         """
         self.closing = True
         self.launcher.begin_close()
         grace = self._grace
-        if self.net is not None or self.proxied:
-            NftTable(self.run_id).destroy(force=True)
-            if self.net is not None:
-                self.net.nft.created = False
+        errors: list[BaseException] = []
+
+        def step(fn) -> None:
+            try:
+                fn()
+            except BaseException as e:  # noqa: BLE001 - every later step still runs; re-raised below
+                errors.append(e)
+
+        def nft() -> None:
+            if self.net is not None or self.proxied:
+                NftTable(self.run_id).destroy(force=True)
+                if self.net is not None:
+                    self.net.nft.created = False
+        step(nft)
         if self.toxiproxy is not None:
-            self.toxiproxy.stop(timeout=grace(2.0))        # its proxies and toxics go with it
+            step(lambda: self.toxiproxy.stop(timeout=grace(2.0)))       # its proxies and toxics go with it
         handles = {id(h): h for h in [*self.launcher.handles, *self.procs.values()]}
         workers = [h for h in handles.values() if getattr(h, "name", "").startswith("worker-")]
-        stop_all(workers, grace=grace(1.0), kill_wait=2.0, hurry=lambda: self.hurry)
-        stop_all([h for h in handles.values() if h not in workers], grace=grace(3.0), kill_wait=3.0,
-                 hurry=lambda: self.hurry)
-        self.etcd_server.stop(timeout=grace(3.0))
-        self.launcher.close()
-        left = [p for p in tagged_processes(self.run_id) if p.pid != os.getpid()]
-        if left:
-            reap(left)
-        registry.unregister(self.run_id)
+        step(lambda: stop_all(workers, grace=grace(1.0), kill_wait=2.0, hurry=lambda: self.hurry))
+        step(lambda: stop_all([h for h in handles.values() if h not in workers], grace=grace(3.0), kill_wait=3.0,
+                              hurry=lambda: self.hurry))
+        step(lambda: self.etcd_server.stop(timeout=grace(3.0)))
+        step(self.launcher.close)
+
+        def leftovers() -> None:
+            left = [p for p in tagged_processes(self.run_id) if p.pid != os.getpid()]
+            if left:
+                reap(left)
+        step(leftovers)
+        step(lambda: registry.unregister(self.run_id))
         if self.client is not None:
-            self.client.close()
+            step(self.client.close)
             self.client = None
+        if errors:
+            raise errors[0]
 
     def _grace(self, full: float) -> float:
         return 0.2 if self.hurry else full

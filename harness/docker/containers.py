@@ -31,6 +31,8 @@ from .engine import LABEL_KIND, LABEL_RUN, sdk
 from .image import environment, mounts
 
 LABEL_NODE, LABEL_OWNER, LABEL_OWNER_START = "pschaos.node", "pschaos.owner", "pschaos.owner_start"
+# 409 answers that mean "already in the state asked for" (the engine's wording since 1.13)
+_ALREADY = re.compile(r"is not running|is not paused|is already paused|is already in progress", re.I)
 
 
 def container_name(run_id: str, name: str) -> str:
@@ -68,47 +70,79 @@ class ContainerHandle(Signals):
         return self.ref is not None and self.ref.alive()
 
     def state(self) -> dict:
-        """The engine's record of the container (Status, ExitCode, OOMKilled, ...)."""
-        self.container.reload()
+        """The engine's record of the container (Status, ExitCode, OOMKilled, ...); a container
+        already removed (teardown, `pschaos clean`) reads as exited with no code."""
+        try:
+            self.container.reload()
+        except sdk().errors.NotFound:
+            return {"Status": "removed", "Running": False, "ExitCode": None}
         return dict(self.container.attrs["State"])
+
+    def _engine(self, call: Callable[..., Any], *args: Any, **kw: Any) -> bool:
+        """One engine call on the container; False when the engine says it is already in the state
+        asked for (removed, 409 'is not running', 'is not paused', 'is already paused'). A node may
+        exit on its own between our liveness check and the call (at a stop's grace deadline, say);
+        that is what was wanted, not an error that stops teardown half-way."""
+        docker = sdk()
+        try:
+            call(*args, **kw)
+            return True
+        except docker.errors.NotFound:
+            return False
+        except docker.errors.APIError as e:
+            if e.status_code == 409 and _ALREADY.search(str(e.explanation or e)):
+                return False
+            raise
 
     def _send(self, sig: int) -> None:
         if not self.alive():
             return
         if sig == signal.SIGSTOP:
-            self.container.pause()
+            self._engine(self.container.pause)
         elif sig == signal.SIGCONT:
             if self.paused:
-                self.container.unpause()
+                self._engine(self.container.unpause)
         elif sig == signal.SIGKILL:
-            self.container.kill()
-            self._wait_exit(10)
+            if self._engine(self.container.kill):
+                self._wait_exit(10)
         else:
-            self.container.kill(signal=signal.Signals(sig).name)
+            self._engine(self.container.kill, signal=signal.Signals(sig).name)
 
     def _wait_exit(self, timeout: float) -> bool:
         """Until the process is gone and the engine calls the container exited (a start before
         that would be refused as 'already running')."""
         ok = wait_until(lambda: not self.alive(), timeout, 0.01)
         if ok:
-            self.container.wait(timeout=timeout, condition="not-running")
+            self._engine(self.container.wait, timeout=timeout, condition="not-running")
         return ok
 
     def kill(self) -> None:
         self.signal(signal.SIGKILL)
 
     def stop(self, timeout: float = 5.0) -> int | None:
-        """`docker stop -t`: SIGTERM, SIGKILL after `timeout` (a paused container is thawed first)."""
+        """`docker stop -t`: SIGTERM, SIGKILL after `timeout` (a paused container is thawed first).
+        The engine takes whole seconds: `timeout` is rounded, and at least 1 s."""
         if self.alive():
             if self.paused:
                 self.signal(signal.SIGCONT)
-            self.container.stop(timeout=max(1, int(round(timeout))))
+            self._engine(self.container.stop, timeout=max(1, int(round(timeout))))
             self._wait_exit(5)
         self.paused = False
         return self.state().get("ExitCode")
 
     def start(self) -> None:
-        self.container.start()
+        """Start the container again; one still frozen (409 'paused') is thawed instead, and a
+        container the engine no longer has is a HarnessError naming it (nothing to restart)."""
+        docker = sdk()
+        try:
+            self.container.start()
+        except docker.errors.NotFound:
+            raise HarnessError(f"{self.name}: its container is gone from the engine (removed by teardown or "
+                               "`pschaos clean`?); it cannot be started again") from None
+        except docker.errors.APIError as e:
+            if not (e.status_code == 409 and "paused" in str(e.explanation or e)):
+                raise
+            self._engine(self.container.unpause)
         self._refresh()
         self.paused = False
 

@@ -164,3 +164,84 @@ def test_fill_refuses_a_mount_of_another_size():
     with pytest.raises(HarnessError, match="not the 64 MiB tmpfs"):
         volumes_at("/").fill("shard-0/0")          # a mount point, but the root file system
     assert not os.path.exists("/.pschaos-disk-full")
+
+
+# ------------------------------------------------------------------ teardown goes on
+def api_error(code: int, text: str):
+    import docker
+    import requests
+
+    r = requests.Response()
+    r.status_code, r.url, r.reason = code, "http+docker://localhost/v1.41/containers/3f2/kill", ""
+    return docker.errors.APIError(text, response=r, explanation=text)
+
+
+class ExitedContainer:
+    """A container whose node exited between our liveness check and the engine call."""
+
+    def __init__(self, err) -> None:
+        self.err, self.called = err, False
+        self.attrs = {"State": {"Status": "exited", "Running": False, "ExitCode": 0}}
+
+    def kill(self, **kw):
+        self.called = True          # the engine saw it exited: so does the pidfd from now on
+        raise self.err
+
+    stop = pause = unpause = kill
+
+    def wait(self, **kw):
+        return {"StatusCode": 0}
+
+    def reload(self):
+        pass
+
+
+def exited_handle(err):
+    from harness.docker.containers import ContainerHandle
+
+    h = ContainerHandle.__new__(ContainerHandle)
+    h.name, h.container, h.paused, h.pid = "shard-0/0", ExitedContainer(err), False, 1
+    h.ref = SimpleNamespace(alive=lambda: not h.container.called, close=lambda: None)
+    return h
+
+
+@pytest.mark.parametrize("err", ["Container 3f2 is not running", "Container 3f2 is not paused", "not found"])
+def test_a_container_that_already_exited_is_no_error(err):
+    import signal
+
+    import docker
+
+    e = docker.errors.NotFound(err) if err == "not found" else api_error(409, err)
+    for act in (lambda h: h.signal(signal.SIGKILL), lambda h: h.terminate(), lambda h: h.signal(signal.SIGSTOP),
+                lambda h: h.stop(0.5)):
+        h = exited_handle(e)
+        act(h)
+        assert h.container.called
+
+
+def test_other_engine_errors_still_raise():
+    import docker
+
+    with pytest.raises(docker.errors.APIError):
+        exited_handle(api_error(500, "driver failed")).terminate()
+
+
+def test_teardown_runs_every_step_after_an_error(monkeypatch):
+    import harness.backend_process as bp
+
+    done: list[str] = []
+
+    def boom(*a, **kw):
+        done.append("stop_all")
+        raise api_error(500, "engine broke")
+    monkeypatch.setattr(bp, "stop_all", boom)
+    monkeypatch.setattr(bp.registry, "unregister", lambda run_id: done.append("unregister"))
+    launcher = SimpleNamespace(begin_close=lambda: None, handles=[], close=lambda: done.append("remove_run"))
+    be = SimpleNamespace(closing=False, launcher=launcher, _grace=lambda full: full, net=None, proxied=False,
+                         toxiproxy=None, procs={}, hurry=False, run_id="pschaos-test-none", client=None,
+                         etcd_server=SimpleNamespace(stop=lambda timeout: done.append("etcd")))
+    import docker
+
+    with pytest.raises(docker.errors.APIError, match="engine broke"):
+        bp.ProcessBackend.teardown(be)
+    assert done == ["stop_all", "stop_all", "etcd", "remove_run", "unregister"]
