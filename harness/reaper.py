@@ -29,12 +29,15 @@ def clean(all_runs: bool = False) -> int:
                 print(f"deleted nftables table inet {t}")
             except Exception as e:  # noqa: BLE001 - report and go on with the rest
                 print(f"could not delete table {t}: {e}")
-    engine = reap_engine(all_runs)
+    engine, problems = reap_engine(all_runs)
     for line in engine:
         print(f"removed {line}")
+    for line in problems:
+        print(f"could not remove: {line}")
     for r in registry.runs():
         if all_runs or not _owner_alive(r):
             registry.unregister(r["run_id"])
     print(f"pschaos clean: {len(done)} process(es) reaped, {len(dropped)} nftables table(s) deleted, "
-          f"{len(engine)} container(s), volume(s) and image(s) removed")
-    return 0
+          f"{len(engine)} container(s), volume(s) and image(s) removed"
+          + (f", {len(problems)} run(s) left on the engine" if problems else ""))
+    return 1 if problems else 0

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import signal
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -232,33 +232,45 @@ def run_images(client: Any, run_id: str | None = None) -> list[Any]:
     return client.images.list(filters={"label": label})
 
 
+REMOVE_ROUNDS = 3      # one retry of what failed, and one more listing for what appeared meanwhile
+
+
 def remove_run(client: Any, run_id: str, containers: list[Any] | None = None) -> list[str]:
-    """Remove a run's containers (force), then its volumes and run images; returns what went."""
+    """Remove a run's containers (force, in parallel), then its volumes and run images; returns
+    what went. It lists again after each round until a listing is empty (a container created
+    while teardown began shows up only then) and retries what failed; whatever is still there
+    after REMOVE_ROUNDS is one HarnessError naming each thing and its last error: a run that
+    leaves debris must say so, not pass quietly."""
     docker = sdk()
     gone: list[str] = []
-    cs = run_containers(client, run_id) if containers is None else containers
+    errors: dict[str, str] = {}
 
-    def rm(c: Any) -> None:
+    def rm(what: str, remove: Callable[[], Any]) -> None:
         try:
-            c.remove(force=True)
-            gone.append(f"container {c.name}")
+            remove()
+            gone.append(what)
+            errors.pop(what, None)
         except docker.errors.NotFound:
-            pass
-    threads = [threading.Thread(target=rm, args=(c,), daemon=True) for c in cs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    for v in run_volumes(client, run_id):
-        try:
-            v.remove(force=True)
-            gone.append(f"volume {v.name}")
-        except docker.errors.NotFound:
-            pass
-    for im in run_images(client, run_id):
-        try:
-            client.images.remove(im.id, force=True)
-            gone.append(f"image {im.id[:19]}")
-        except docker.errors.NotFound:
-            pass
+            errors.pop(what, None)
+        except Exception as e:  # noqa: BLE001 - collected, retried, then raised together
+            errors[what] = f"{e.__class__.__name__}: {e}"
+
+    for n in range(REMOVE_ROUNDS):
+        cs = containers if n == 0 and containers is not None else run_containers(client, run_id)
+        vs, ims = run_volumes(client, run_id), run_images(client, run_id)
+        if n > 0 and not (cs or vs or ims):
+            return gone
+        with ThreadPoolExecutor(max_workers=max(1, min(16, len(cs)))) as pool:
+            list(pool.map(lambda c: rm(f"container {c.name}", lambda: c.remove(force=True)), cs))
+        for v in run_volumes(client, run_id):          # listed after the containers that held them went
+            rm(f"volume {v.name}", lambda v=v: v.remove(force=True))
+        for im in run_images(client, run_id):
+            rm(f"image {im.id[:19]}", lambda im=im: client.images.remove(im.id, force=True))
+    left = ([f"container {c.name}" for c in run_containers(client, run_id)]
+            + [f"volume {v.name}" for v in run_volumes(client, run_id)]
+            + [f"image {im.id[:19]}" for im in run_images(client, run_id)])
+    if left:
+        raise HarnessError(f"run {run_id}: {len(left)} thing(s) still on the engine after {REMOVE_ROUNDS} rounds of "
+                           "removal: " + "; ".join(f"{w} ({errors.get(w, 'listed again')})" for w in left)
+                           + "; remove them with: pschaos clean --all")
     return gone

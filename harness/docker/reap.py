@@ -1,10 +1,12 @@
 """What `pschaos clean` removes from the engine: every container, volume and run image whose run
 has no live owner (their labels name the run and its owner by pid and start time, as a process's
-environment does), or of every run with `--all`. Without an engine there is nothing to remove."""
+environment does), or of every run with `--all`. Without an engine there is nothing to remove,
+and clean says so."""
 from __future__ import annotations
 
 from typing import Any
 
+from ..errors import HarnessError
 from ..procs import owner_alive
 from .containers import LABEL_OWNER, LABEL_OWNER_START, remove_run, run_containers, run_images, run_volumes
 from .engine import LABEL_RUN
@@ -19,17 +21,19 @@ def _dead(labels: dict[str, str]) -> bool:
     return not owner_alive(owner, started)
 
 
-def reap_engine(all_runs: bool = False) -> list[str]:
-    """Remove what dead runs left on the engine; returns a line per thing removed."""
+def reap_engine(all_runs: bool = False) -> tuple[list[str], list[str]]:
+    """Remove what dead runs left on the engine. Returns (a line per thing removed, a line per
+    problem): a run whose removal failed is reported and the others are still reaped."""
     try:
         import docker
     except ImportError:
-        return []
+        return [], []
     try:
         client: Any = docker.from_env(timeout=30)
         client.ping()
     except docker.errors.DockerException:
-        return []
+        return [], []
+    problems: list[str] = []
     try:
         owners: dict[str, dict[str, str]] = {}
         for thing in [*run_containers(client), *run_volumes(client), *run_images(client)]:
@@ -39,7 +43,10 @@ def reap_engine(all_runs: bool = False) -> list[str]:
         gone: list[str] = []
         for run_id, labels in sorted(owners.items()):
             if all_runs or _dead(labels):
-                gone += remove_run(client, run_id)
-        return gone
+                try:
+                    gone += remove_run(client, run_id)
+                except HarnessError as e:       # one stuck run must not keep the others
+                    problems.append(str(e))
+        return gone, problems
     finally:
         client.close()

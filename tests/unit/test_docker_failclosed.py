@@ -245,3 +245,74 @@ def test_teardown_runs_every_step_after_an_error(monkeypatch):
     with pytest.raises(docker.errors.APIError, match="engine broke"):
         bp.ProcessBackend.teardown(be)
     assert done == ["stop_all", "stop_all", "etcd", "remove_run", "unregister"]
+
+
+# ------------------------------------------------------------------ removal says what is left
+class FakeEngine:
+    """Containers by name; `stuck` ones refuse removal every time, `flaky` ones once; `late` is
+    created when the first listing has been answered (one started while teardown began)."""
+
+    def __init__(self, names, stuck=(), flaky=(), late=()) -> None:
+        import docker
+
+        self.alive = set(names)
+        self.stuck, self.flaky, self.late, self.listings = set(stuck), set(flaky), list(late), 0
+        engine = self
+
+        class C:
+            def __init__(self, name):
+                self.name = name
+
+            def remove(self, force):
+                if self.name in engine.stuck or self.name in engine.flaky:
+                    engine.flaky.discard(self.name)
+                    raise docker.errors.APIError("device or resource busy")
+                engine.alive.discard(self.name)
+
+        def listing(all, filters):
+            self.listings += 1
+            out = [C(n) for n in sorted(self.alive)]
+            if self.listings == 1:
+                self.alive |= set(self.late)
+            return out
+        self.containers = SimpleNamespace(list=listing)
+        self.volumes = SimpleNamespace(list=lambda filters: [])
+        self.images = SimpleNamespace(list=lambda filters: [])
+
+
+def test_remove_run_retries_and_finds_a_late_container():
+    from harness.docker.containers import remove_run
+
+    e = FakeEngine(["a", "b"], flaky=["b"], late=["c"])
+    gone = remove_run(e, "r1")
+    assert sorted(gone) == ["container a", "container b", "container c"] and not e.alive
+
+
+def test_remove_run_raises_naming_what_is_left():
+    from harness.docker.containers import remove_run
+
+    e = FakeEngine(["a", "b"], stuck=["b"])
+    with pytest.raises(HarnessError, match=r"1 thing\(s\) still on the engine.*container b \(APIError: device or"):
+        remove_run(e, "r1")
+    assert e.alive == {"b"}
+
+
+def test_clean_goes_on_past_a_run_it_cannot_remove(monkeypatch):
+    import docker
+
+    import harness.docker.reap as reap
+
+    things = [SimpleNamespace(attrs={"Labels": {"pschaos.run": r, "pschaos.owner": "1", "pschaos.owner_start": "1"}})
+              for r in ("ra", "rb")]
+    client = SimpleNamespace(ping=lambda: True, close=lambda: None,
+                             containers=SimpleNamespace(list=lambda all, filters: things),
+                             volumes=SimpleNamespace(list=lambda filters: []),
+                             images=SimpleNamespace(list=lambda filters: []))
+    monkeypatch.setattr(docker, "from_env", lambda timeout: client)
+
+    def remove_run(c, run_id):
+        if run_id == "ra":
+            raise HarnessError("run ra: 1 thing(s) still on the engine")
+        return ["container rb-0"]
+    monkeypatch.setattr(reap, "remove_run", remove_run)
+    assert reap.reap_engine(all_runs=True) == (["container rb-0"], ["run ra: 1 thing(s) still on the engine"])
