@@ -13,8 +13,12 @@ from .engine import LABEL_RUN
 
 
 def _dead(labels: dict[str, str]) -> bool:
+    """Whether the run that made a thing is gone. A thing with no owner label is not ours to
+    judge (made by hand or by another tool with our run label): foreign, kept unless `--all`."""
+    if LABEL_OWNER not in labels:
+        return False
     try:
-        owner = int(labels.get(LABEL_OWNER, "0"))
+        owner = int(labels[LABEL_OWNER])
         started = float(labels[LABEL_OWNER_START]) if labels.get(LABEL_OWNER_START) not in (None, "None") else None
     except ValueError:
         return True

@@ -316,3 +316,22 @@ def test_clean_goes_on_past_a_run_it_cannot_remove(monkeypatch):
         return ["container rb-0"]
     monkeypatch.setattr(reap, "remove_run", remove_run)
     assert reap.reap_engine(all_runs=True) == (["container rb-0"], ["run ra: 1 thing(s) still on the engine"])
+
+
+# ------------------------------------------------------------------ Compose is not ours to reap
+def test_compose_objects_carry_no_run_label():
+    import yaml
+
+    from harness.tools import REPO
+
+    doc = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())
+    labelled = [*doc["services"].values(), *doc["volumes"].values()]
+    assert all("pschaos.run" not in (x.get("labels") or {}) for x in labelled)
+    assert all((x.get("labels") or {}).get("pschaos.compose") == "true" for x in labelled)
+
+
+def test_a_thing_without_an_owner_label_is_foreign():
+    from harness.docker.reap import _dead
+
+    assert _dead({"pschaos.run": "compose"}) is False
+    assert _dead({"pschaos.run": "r1", "pschaos.owner": "999999999", "pschaos.owner_start": "1.0"}) is True
