@@ -41,8 +41,16 @@ class DockerBackend(ProcessBackend):
                  detach: bool = False, tables: dict[str, int] | None = None, proxied: bool = False,
                  data_volumes: bool = False) -> None:
         run_dir = Path(run_dir).resolve()        # containers see the run folder at the same absolute path
+        why = engine.network_rule_violation()           # before anything is started or connected
+        if why:
+            raise HarnessError(f"--backend docker refused: {why}")
+        client = engine.client()
+        why = engine.network_rule_violation(client)
+        if why:
+            client.close()
+            raise HarnessError(f"--backend docker refused: {why}")
         super().__init__(spec, run_dir, run_id, seed, owner, detach, tables, proxied, zygote=False)
-        self.engine = engine.client()
+        self.engine = client
         info = self.engine.info()
         self.device, self.device_requests = worker_requests(spec.device, spec.gpus, info)
         owner_pid = owner if owner is not None else os.getpid()

@@ -5,7 +5,7 @@ import importlib.metadata as md
 import json
 import sys
 
-from .docker.engine import server_version
+from .docker.engine import network_status, server_version
 from .tools import INSTALL, version
 
 PARTS = [("etcd", "etcd"), ("toxiproxy-server", "toxiproxy-server"), ("nft", "nft"), ("docker-cli", "docker")]
@@ -22,6 +22,10 @@ def collect() -> list[dict]:
     engine, why = server_version()      # the engine itself (its API), not only the client binary
     rows.append({"part": "docker-engine", "version": engine, "ok": engine is not None, "required": False,
                  "install": why})
+    if engine is not None:              # the network rule: loopback only, no bridge (harness/docker/engine.py)
+        broken = network_status()
+        rows.append({"part": "docker-network", "version": None if broken else "host network only, no bridge",
+                     "ok": broken is None, "required": False, "install": broken})
     for pkg in PY:
         try:
             v = md.version(pkg)

@@ -335,3 +335,56 @@ def test_a_thing_without_an_owner_label_is_foreign():
 
     assert _dead({"pschaos.run": "compose"}) is False
     assert _dead({"pschaos.run": "r1", "pschaos.owner": "999999999", "pschaos.owner_start": "1.0"}) is True
+
+
+# ------------------------------------------------------------------ the network rule
+def networks(*nets):
+    return SimpleNamespace(networks=SimpleNamespace(list=lambda names: [
+        SimpleNamespace(name=n, attrs={"IPAM": {"Config": [{"Subnet": s}] if s else []}}) for n, s in nets]))
+
+
+def test_an_engine_with_a_bridge_breaks_the_network_rule(monkeypatch):
+    from harness.docker.engine import network_rule_violation
+
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    assert network_rule_violation(networks(("host", None), ("none", None))) is None
+    assert network_rule_violation(networks(("bridge-ish", "10.9.0.0/16"))) is None     # a substring match only
+    why = network_rule_violation(networks(("bridge", "172.17.0.0/16")))
+    assert "172.17.0.0/16" in why and '"bridge": "none"' in why and "daemon.json" in why
+
+
+def test_the_docker_backend_refuses_a_remote_engine(monkeypatch, tmp_path):
+    from harness.scenario import ClusterSpec
+
+    monkeypatch.setenv("DOCKER_HOST", "tcp://192.0.2.1:2375")
+    with pytest.raises(HarnessError, match="DOCKER_HOST=tcp://192.0.2.1:2375 is not a local unix socket"):
+        DockerBackend(ClusterSpec(), tmp_path, "r1", 1)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_doctor_reports_an_engine_whose_version_call_fails(monkeypatch):
+    import harness.docker.engine as eng
+
+    def broken():
+        raise RuntimeError("500 Server Error")
+    monkeypatch.setattr(eng, "client", lambda timeout=30.0: SimpleNamespace(version=broken, close=lambda: None))
+    v, why = eng.server_version()
+    assert v is None and "500 Server Error" in why
+
+
+def test_ci_engine_script_merges_the_rule_into_daemon_json(tmp_path):
+    import json
+    import subprocess
+
+    from harness.tools import REPO
+
+    cfg = tmp_path / "daemon.json"
+    cfg.write_text(json.dumps({"log-level": "warn", "bridge": "docker0", "iptables": True}))
+    script = REPO / ".ci" / "docker-engine"
+    fn = f'source <(sed -n "/^write_daemon_json()/,/^}}/p" {script}); DAEMON_JSON={cfg}; write_daemon_json'
+    subprocess.run(["bash", "-c", fn], check=True, timeout=30)
+    assert json.loads(cfg.read_text()) == {"log-level": "warn", "bridge": "none", "iptables": False,
+                                           "ip6tables": False}
+    text = script.read_text()
+    assert text.index("\nwrite_daemon_json\n") < text.index("apt-get install")     # before anything installs
+    assert "--bridge=none" not in text.split("setsid dockerd")[1].splitlines()[0]   # no key twice: dockerd refuses
