@@ -73,6 +73,20 @@ def docker_backend(scenario: Scenario, run_dir: Path, run_id: str, seed: int) ->
 BACKENDS: dict[str, BackendFactory] = {"process": process_backend, "docker": docker_backend, "sim": sim_backend}
 
 
+RUN_MARKER = ".pschaos-run"      # in every run folder the runner makes: a reused --out deletes only those
+SYSTEM_DIRS = {"/", "/usr", "/etc", "/var", "/run", "/proc", "/sys", "/dev", "/boot", "/bin", "/lib", "/lib64",
+               "/sbin"}
+
+
+def refuse_out(out_dir: Path) -> None:
+    """An --out that is `/` or a top-level system folder is refused: the run folder OUT/run is
+    deleted on reuse and bind-mounted writable into containers (`--out /` made it /run)."""
+    resolved = Path(os.path.abspath(out_dir)).resolve()
+    if str(resolved) in SYSTEM_DIRS:
+        raise HarnessError(f"--out {out_dir}: {resolved} is a system folder; give a folder of its own, "
+                           "e.g. --out out/my-run")
+
+
 class Runner:
     """Drives one run through the Backend protocol only, on the backend's clock: the schedule,
     the observation and the judging are the same code whatever the backend is."""
@@ -82,6 +96,7 @@ class Runner:
         if backend not in BACKENDS and make_backend is None:
             raise HarnessError(f"--backend {backend}: not available in this version; choose one of "
                                f"{', '.join(BACKENDS)}")
+        refuse_out(out_dir)
         self.sc, self.seed, self.out, self.backend_name = scenario, seed, out_dir, backend
         self.quiet = quiet
         self.keep_data = keep_data
@@ -109,9 +124,14 @@ class Runner:
         for stale in ("run", "history.jsonl", "report.json"):   # a reused --out starts clean
             p = self.out / stale
             if p.is_dir():
+                if not (p / RUN_MARKER).is_file():   # only a folder a run made: never someone's /run
+                    raise HarnessError(f"--out {self.out}: {p} exists and no pschaos run made it (no {RUN_MARKER} "
+                                       "in it); choose another --out, or remove that folder yourself")
                 shutil.rmtree(p)
             elif p.exists():
                 p.unlink()
+        (self.out / "run").mkdir(parents=True, exist_ok=True)
+        (self.out / "run" / RUN_MARKER).write_text(self.run_id + "\n")
         self.history = History(self.backend.events_path("harness"), self.clock)
         t_start = time.time()       # wall_s: what the run cost in real time, whatever its clock
         self.baseline_loss = self._baseline()

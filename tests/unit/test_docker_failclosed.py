@@ -388,3 +388,38 @@ def test_ci_engine_script_merges_the_rule_into_daemon_json(tmp_path):
     text = script.read_text()
     assert text.index("\nwrite_daemon_json\n") < text.index("apt-get install")     # before anything installs
     assert "--bridge=none" not in text.split("setsid dockerd")[1].splitlines()[0]   # no key twice: dockerd refuses
+
+
+# ------------------------------------------------------------------ a reused --out deletes only a run folder
+def tiny_runner(out):
+    from harness.runner import Runner
+    from harness.scenario import load_scenario
+    from harness.tools import REPO
+
+    sc = load_scenario(REPO / "scenarios" / "kill-primary.yaml")
+
+    def no_backend(*a):
+        raise RuntimeError("started")          # reaching the backend means the --out checks passed
+    return Runner(sc, 1, out, backend="sim", quiet=True, make_backend=lambda *a: SimpleNamespace(
+        events_path=no_backend))
+
+
+@pytest.mark.parametrize("out", ["/", "/run/..", "/usr", "/etc/", "/var"])
+def test_a_system_folder_is_no_out(out):
+    with pytest.raises(HarnessError, match="is a system folder"):
+        tiny_runner(__import__("pathlib").Path(out))
+
+
+def test_an_existing_run_folder_without_the_marker_is_kept(tmp_path):
+    from harness.runner import RUN_MARKER
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "docker.sock").write_text("someone's")
+    r = tiny_runner(tmp_path)
+    with pytest.raises(HarnessError, match="no pschaos run made it"):
+        r.run()
+    assert (tmp_path / "run" / "docker.sock").exists()
+    (tmp_path / "run" / RUN_MARKER).write_text("x\n")             # one a run made is cleaned
+    with pytest.raises(RuntimeError, match="started"):
+        tiny_runner(tmp_path).run()
+    assert [p.name for p in (tmp_path / "run").iterdir()] == [RUN_MARKER]
