@@ -135,7 +135,7 @@ class VirtualTime:
             if self.closed:
                 raise Closed()
         if self.error is not None and me is self.main:
-            if isinstance(self.error, Stalled):
+            if isinstance(self.error, (Stalled, KeyboardInterrupt, SystemExit)):
                 raise self.error
             raise SimulationError(f"a simulated process crashed: {type(self.error).__name__}: {self.error}") \
                 from self.error
@@ -158,12 +158,19 @@ class VirtualTime:
         b.done = self.env.event()
         self._all.append(b)
 
-        def run() -> None:
+        def run(*_: Any) -> None:
+            # *_: a greenlet first entered by another one's return (see the end) receives its value
             if self.closed:
                 return
             try:
                 b.result = fn()
             except (Closed, greenlet.GreenletExit):
+                return
+            except (KeyboardInterrupt, SystemExit) as e:
+                # Ctrl-C (or the runner's SIGTERM handler) lands in whichever greenlet runs; it is
+                # the run's to handle, not this simulated thread's: the main greenlet raises it
+                b.error = self.error = e
+                b.glet.parent = self.main.glet
                 return
             except BaseException as e:  # noqa: BLE001 - kept for join(), as a thread's would be
                 b.error = e

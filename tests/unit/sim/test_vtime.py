@@ -110,3 +110,42 @@ def test_a_spawned_thread_that_waits_forever_stalls_the_main_thread_loudly():
     h = clock.spawn(lambda: vt.wait_event(env.event()), "stuck")
     with pytest.raises(Stalled):
         clock.join(h)
+
+
+def test_a_thread_that_ends_at_once_hands_the_baton_to_one_that_never_ran():
+    """A greenlet that returns without waiting passes the baton by ending: the next one may not
+    have started yet (a pool task that finds its worker dead returns at once)."""
+    env, vt, clock = world()
+    order = []
+    a = clock.spawn(lambda: order.append("a") or 1, "a")
+    b = clock.spawn(lambda: order.append("b") or 2, "b")
+    assert clock.join(a) and clock.join(b) and order == ["a", "b"] and (a.result, b.result) == (1, 2)
+
+
+def test_ctrl_c_inside_a_simulated_thread_stops_the_run_in_the_main_one():
+    env, vt, clock = world()
+
+    def worker():
+        clock.sleep(1)
+        raise KeyboardInterrupt        # what the SIGINT handler raises in whichever greenlet runs
+    clock.spawn(worker, "w")
+    clock.spawn(lambda: [clock.sleep(0.1) for _ in range(100)], "busy")
+    with pytest.raises(KeyboardInterrupt):
+        clock.sleep(50)
+    assert env.now == pytest.approx(1.0)
+
+
+def test_closing_unwinds_every_waiting_thread_and_runs_its_finally():
+    env, vt, clock = world()
+    unwound = []
+
+    def waiter(name):
+        try:
+            clock.sleep(100)
+        finally:
+            unwound.append(name)
+    for n in ("x", "y"):
+        clock.spawn(lambda n=n: waiter(n), n)
+    clock.sleep(1)
+    vt.close()
+    assert sorted(unwound) == ["x", "y"]
