@@ -157,6 +157,12 @@ class DockerBackend(ProcessBackend):
         """A memory limit just above what the container uses, then memory pressure inside it: the
         kernel's OOM killer takes the node (its oom_score_adj is raised first, so it is the one the
         kernel picks over the allocator that pushed it). Returns the engine's verdict."""
+        need = (2 * headroom_mb + 64) << 20            # what the hog below allocates at most
+        free = psutil.virtual_memory().available
+        if need > free // 2:
+            raise HarnessError(f"memory-limit {name}: params.headroom_mb={headroom_mb} needs about {need >> 20} MiB "
+                               f"of pressure and this machine has {free >> 20} MiB available; use a smaller "
+                               "headroom_mb (16 is plenty), or the host's OOM killer could pick another process")
         h = self.handle(name)
         used = h.container.stats(stream=False, one_shot=True)["memory_stats"]["usage"]   # one_shot: no 1 s sample wait
         limit = int(used + headroom_mb * 2**20)

@@ -255,10 +255,15 @@ class ProcessBackend:
             self.procs[name].kill()
 
     def stop(self, name: str) -> None:
+        self.stop_within(name, 5.0)
+
+    def stop_within(self, name: str, timeout: float) -> None:
+        """SIGTERM, SIGKILL after `timeout` s: the stop fault's `timeout_s`. Beside the Backend
+        protocol, which the simulator implements without a grace period to set."""
         if name == "etcd":
-            self.etcd_server.stop()
+            self.etcd_server.stop(timeout)
         else:
-            self.procs[name].stop()
+            self.procs[name].stop(timeout)
 
     def restart(self, name: str) -> None:
         """Start a stopped or killed process again (same name, same address, same data folder)."""

@@ -29,7 +29,9 @@ def clean(all_runs: bool = False) -> int:
                 print(f"deleted nftables table inet {t}")
             except Exception as e:  # noqa: BLE001 - report and go on with the rest
                 print(f"could not delete table {t}: {e}")
-    engine, problems = reap_engine(all_runs)
+    engine, problems, unchecked = reap_engine(all_runs)
+    if unchecked:
+        print(f"docker: {unchecked}")
     for line in engine:
         print(f"removed {line}")
     for line in problems:

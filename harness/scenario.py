@@ -46,6 +46,18 @@ class ClusterSpec(Strict):
     min_isr: int = Field(0, ge=0, le=9)          # 0: 2 when copies >= 3, else 1
     network: Literal["auto", "proxied", "direct"] = "auto"   # auto: proxied when a link fault is scheduled
 
+    @field_validator("gpus")
+    @classmethod
+    def some_gpus(cls, v: int | list[str] | None) -> int | list[str] | None:
+        """A request for no GPU (0, an empty list) or a negative count other than -1 is no GPU
+        request the engine can serve: refused here, not at container start."""
+        if isinstance(v, int) and not (v == -1 or v >= 1):
+            raise ValueError(f"gpus={v}: give a count of at least 1, -1 for every GPU, or device ids "
+                             "(e.g. [\"0\", \"2\"]); leave gpus out for all")
+        if isinstance(v, list) and (not v or any(not str(g).strip() for g in v)):
+            raise ValueError(f"gpus={v!r}: give at least one device id (e.g. [\"0\"]), or leave gpus out for all")
+        return v
+
 
 class Workload(Strict):
     steps: int = Field(300, ge=1, le=1_000_000)

@@ -12,7 +12,9 @@ REPO = Path(__file__).resolve().parent.parent
 INSTALL = {
     "etcd": "apt-get install -y etcd-server   (or: make install)",
     "nft": "apt-get install -y nftables   (or: make install)",
-    "toxiproxy-server": "make install   (go install github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0 into tools/bin)",
+    "toxiproxy-server": ("make install   (GOBIN=tools/bin go install -ldflags \"-X github.com/Shopify/toxiproxy/v2.Version=2.12.0\" "
+                         "github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0, then mv tools/bin/server "
+                         "tools/bin/toxiproxy-server; without -ldflags it reports version git)"),
     "docker": "apt-get install -y docker.io, then start dockerd",
 }
 

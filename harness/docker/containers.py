@@ -176,9 +176,12 @@ class ContainerLauncher(Keeper):
     def spawn(self, name: str, module: str, argv: list[str], log: Path) -> ContainerHandle:
         return self.run(name, python_module(module, *argv), log)
 
-    def run(self, name: str, argv: list[str], log: Path) -> ContainerHandle:
+    def run(self, name: str, argv: list[str], log: Path, keep: bool = True) -> ContainerHandle:
         """Start `name`'s container: the existing one again when it has the same argv (a restart),
-        else a new one. stdout and stderr go to `log` on the host, appended, as a process's do."""
+        else a new one. stdout and stderr go to `log` on the host, appended, as a process's do.
+        `keep=False`: teardown's stop_all does not stop it; `close` removes it after `before_remove`
+        (the volume holder: its tmpfs volumes vanish when it stops, so they are saved first, after
+        the nodes wrote their last checkpoints)."""
         with self._lock:
             if self.closing:
                 raise HarnessError(f"not starting {name}: the run is being torn down")
@@ -186,7 +189,7 @@ class ContainerLauncher(Keeper):
         if old is not None and old.container.attrs["Config"]["Cmd"][4:] == argv:
             old.start()
             with self._lock:
-                return self._keep(old)
+                return self._keep(old) if keep else old
         if old is not None:
             old.container.remove(force=True)
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -202,7 +205,7 @@ class ContainerLauncher(Keeper):
         h = ContainerHandle(name, c, log)
         with self._lock:
             self.by_name[name] = h
-            return self._keep(h)
+            return self._keep(h) if keep else h
 
     def close(self) -> None:
         """Remove every container and volume of the run (by label; force: a paused or running one

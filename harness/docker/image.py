@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..errors import HarnessError
 from ..tools import REPO
 from .engine import LABEL_KIND
 
@@ -55,9 +56,26 @@ def image_tag(tar: bytes | None = None) -> str:
     return f"{REPOSITORY}:{digest[:16]}"
 
 
+def merged_usr_problem(root: str = "/") -> str | None:
+    """Why this host cannot lend its /usr to the skeleton, or None. The skeleton's /bin, /sbin,
+    /lib and /lib64 are links into the bind-mounted /usr (a merged /usr, as Debian 12 has): on a
+    host where /bin is a real folder, /bin/sh and the loader would be missing in every container."""
+    for name in ("bin", "lib"):
+        p = os.path.join(root, name)
+        if not (os.path.islink(p) and os.readlink(p).rstrip("/") in (f"usr/{name}", f"/usr/{name}")):
+            return (f"{p} is not a link to usr/{name}: the docker backend's image borrows the host's /usr and "
+                    "needs a merged /usr (Debian 12 and later, Ubuntu 22.04 and later); on this host build "
+                    "docker/Dockerfile instead (see docs/docker.md)")
+    return None
+
+
 def ensure_image(client: Any) -> str:
     """The image's tag, importing it when this engine lacks it. A file lock keeps two runs
-    starting at once (pytest -n 2) from importing it twice (the loser's copy would dangle)."""
+    starting at once (pytest -n 2) from importing it twice (the loser's copy would dangle).
+    A host without a merged /usr is refused first (HarnessError naming the fix)."""
+    why = merged_usr_problem()
+    if why:
+        raise HarnessError(why)
     docker = sys.modules["docker"]
     tar = skeleton_tar()
     tag = image_tag(tar)

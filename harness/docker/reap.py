@@ -25,18 +25,20 @@ def _dead(labels: dict[str, str]) -> bool:
     return not owner_alive(owner, started)
 
 
-def reap_engine(all_runs: bool = False) -> tuple[list[str], list[str]]:
+def reap_engine(all_runs: bool = False) -> tuple[list[str], list[str], str | None]:
     """Remove what dead runs left on the engine. Returns (a line per thing removed, a line per
-    problem): a run whose removal failed is reported and the others are still reaped."""
+    problem, why the engine was not checked at all): a run whose removal failed is reported and
+    the others are still reaped; no SDK or no engine answering is said, not read as "0 removed"."""
     try:
         import docker
     except ImportError:
-        return [], []
+        return [], [], "the Docker SDK is not installed: no containers or volumes checked"
     try:
         client: Any = docker.from_env(timeout=30)
         client.ping()
-    except docker.errors.DockerException:
-        return [], []
+    except docker.errors.DockerException as e:
+        return [], [], (f"no Docker engine answers ({e.__class__.__name__}): containers and volumes not checked; "
+                        "if a docker run left some, start the engine (.ci/docker-engine) and run pschaos clean again")
     problems: list[str] = []
     try:
         owners: dict[str, dict[str, str]] = {}
@@ -51,6 +53,6 @@ def reap_engine(all_runs: bool = False) -> tuple[list[str], list[str]]:
                     gone += remove_run(client, run_id)
                 except HarnessError as e:       # one stuck run must not keep the others
                     problems.append(str(e))
-        return gone, problems
+        return gone, problems, None
     finally:
         client.close()

@@ -47,7 +47,7 @@ class DataVolumes:
                                            driver_opts={"type": "tmpfs", "device": "tmpfs",
                                                         "o": f"size={self.size_mb}m"})
             self.launcher.run("volumes", [sys.executable, "-c", "import signal; signal.pause()"],
-                              self.log_dir / "volumes.log")
+                              self.log_dir / "volumes.log", keep=False)     # outlives the nodes: see save
             self.ready = True
 
     def mounts(self, name: str) -> dict[str, dict[str, str]]:
@@ -106,7 +106,9 @@ class DataVolumes:
 
     def save(self) -> None:
         """Copy every volume's content to the node's folder on the host, before the volumes go:
-        a kept run (--keep-data) has its data where the process backend leaves it."""
+        a kept run (--keep-data) has its data where the process backend leaves it. Teardown calls
+        it after the nodes stopped (their last checkpoints are in) and before the holder goes (a
+        tmpfs volume is empty once no container mounts it)."""
         for n in self.nodes:
             try:
                 src = self.host_path(n)

@@ -315,7 +315,7 @@ def test_clean_goes_on_past_a_run_it_cannot_remove(monkeypatch):
             raise HarnessError("run ra: 1 thing(s) still on the engine")
         return ["container rb-0"]
     monkeypatch.setattr(reap, "remove_run", remove_run)
-    assert reap.reap_engine(all_runs=True) == (["container rb-0"], ["run ra: 1 thing(s) still on the engine"])
+    assert reap.reap_engine(all_runs=True) == (["container rb-0"], ["run ra: 1 thing(s) still on the engine"], None)
 
 
 # ------------------------------------------------------------------ Compose is not ours to reap
@@ -423,3 +423,102 @@ def test_an_existing_run_folder_without_the_marker_is_kept(tmp_path):
     with pytest.raises(RuntimeError, match="started"):
         tiny_runner(tmp_path).run()
     assert [p.name for p in (tmp_path / "run").iterdir()] == [RUN_MARKER]
+
+
+# ------------------------------------------------------------------ smaller checks (item 9)
+@pytest.mark.parametrize("gpus", [0, -2, [], [""]])
+def test_gpus_that_request_no_gpu_are_refused(gpus):
+    from pydantic import ValidationError
+
+    from harness.scenario import ClusterSpec
+
+    with pytest.raises(ValidationError, match="gpus="):
+        ClusterSpec(gpus=gpus)
+    for ok in (None, -1, 1, ["0", "2"]):
+        ClusterSpec(gpus=ok)
+
+
+def test_memory_limit_headroom_is_bounded():
+    import psutil
+
+    assert "params.headroom_mb" in params_error("memory-limit", {"headroom_mb": 0})
+    huge = psutil.virtual_memory().total >> 20
+    assert "params.headroom_mb" in params_error("memory-limit", {"headroom_mb": huge})
+    assert params_error("memory-limit", {"headroom_mb": 16}) is None
+
+
+def test_stop_passes_its_timeout_and_refuses_one_a_backend_cannot_take():
+    import random
+
+    from harness.clock import WALL
+    from harness.faults import FaultContext, build
+
+    calls = []
+    timed = SimpleNamespace(name="process", stop=lambda name: calls.append((name,)),
+                            stop_within=lambda name, timeout: calls.append((name, timeout)))
+    untimed = SimpleNamespace(name="sim", stop=lambda name: calls.append((name,)))
+    build("stop", FaultContext(timed, random.Random(1), lambda f, v: v, clock=WALL), "shard-0/0",
+          {"timeout_s": 0.5}).inject()
+    build("stop", FaultContext(untimed, random.Random(1), lambda f, v: v, clock=WALL), "shard-0/0", {}).inject()
+    assert calls == [("shard-0/0", 0.5), ("shard-0/0",)]
+    with pytest.raises(HarnessError, match="params.timeout_s=0.5: the sim backend's stop takes no timeout"):
+        build("stop", FaultContext(untimed, random.Random(1), lambda f, v: v, clock=WALL), "shard-0/0",
+              {"timeout_s": 0.5}).inject()
+
+
+def test_clean_says_when_no_engine_answers(monkeypatch):
+    import docker
+
+    import harness.docker.reap as reap
+
+    def refuse(timeout):
+        raise docker.errors.DockerException("connection refused")
+    monkeypatch.setattr(docker, "from_env", refuse)
+    gone, problems, unchecked = reap.reap_engine()
+    assert gone == [] and problems == [] and "no Docker engine answers" in unchecked
+
+
+def test_docs_and_hints_point_at_what_exists():
+    import netfaults.toxiproxy as tp
+    from harness.tools import INSTALL, REPO
+
+    for ref in __import__("re").findall(r"docs/[\w.-]+\.md", tp.__doc__):
+        assert (REPO / ref).exists(), ref
+    assert "-ldflags" in INSTALL["toxiproxy-server"] and "v2.Version=2.12.0" in INSTALL["toxiproxy-server"]
+
+
+def test_compose_has_no_constant_peer_token():
+    from harness.tools import REPO
+
+    text = (REPO / "docker" / "compose.yaml").read_text()
+    assert "compose-peer-token" not in text and "secrets.token_hex" in text and "PSCHAOS_PEER_TOKEN" in text
+
+
+def test_a_host_without_merged_usr_is_refused(tmp_path):
+    from harness.docker.image import merged_usr_problem
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "lib").symlink_to("usr/lib")
+    assert "bin is not a link to usr/bin" in merged_usr_problem(str(tmp_path))
+    (tmp_path / "bin").rmdir()
+    (tmp_path / "bin").symlink_to("usr/bin")
+    assert merged_usr_problem(str(tmp_path)) is None
+
+
+def test_the_volume_holder_outlives_the_nodes_at_teardown(tmp_path):
+    """--keep-data: the holder is not among the handles stop_all stops (its tmpfs volumes would be
+    empty before they are saved); close saves, then removes it by label."""
+    from harness.docker.containers import ContainerLauncher
+
+    made = []
+
+    class Containers:
+        def run(self, *a, **kw):
+            c = SimpleNamespace(attrs={"State": {"Pid": 0, "Running": False}, "Config": {"Cmd": []}},
+                                reload=lambda: None, name=kw["name"])
+            made.append(c)
+            return c
+    la = ContainerLauncher(SimpleNamespace(containers=Containers()), "img", tmp_path, "r1", 0)
+    la.run("volumes", ["python"], tmp_path / "logs" / "volumes.log", keep=False)
+    la.run("shard-0/0", ["python"], tmp_path / "logs" / "s.log")
+    assert [h.name for h in la.handles] == ["shard-0/0"] and "volumes" in la.by_name
