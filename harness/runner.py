@@ -105,6 +105,7 @@ class Runner:
         # a simulated run touches nothing shared, so its id comes from the seed alone (byte-identical replays)
         self.run_id = f"{scenario.name}-{seed}-" + ("sim" if backend == "sim" else uuid.uuid4().hex[:6])
         self.make_backend = make_backend or BACKENDS[backend]
+        self._fresh_out()      # before the backend exists: a backend may create its run folder at once
         self.backend = self.make_backend(scenario, out_dir / "run", self.run_id, seed)
         self.clock = clock_of(self.backend)
         self.schedule = list(scenario.faults) + (nemesis_schedule(scenario.nemesis, seed) if scenario.nemesis else [])
@@ -114,13 +115,9 @@ class Runner:
         self.watch: StepWatcher | None = None
         self.t0_drive = self.clock.monotonic()
 
-    def say(self, msg: str) -> None:
-        self.progress.note(msg)
-
-    # ------------------------------------------------------------------ main
-    def run(self) -> dict:
+    def _fresh_out(self) -> None:
+        """A reused --out starts clean, deleting only a run folder a run made (RUN_MARKER)."""
         self.out.mkdir(parents=True, exist_ok=True)
-        self.baseline_loss = None
         for stale in ("run", "history.jsonl", "report.json"):   # a reused --out starts clean
             p = self.out / stale
             if p.is_dir():
@@ -132,6 +129,14 @@ class Runner:
                 p.unlink()
         (self.out / "run").mkdir(parents=True, exist_ok=True)
         (self.out / "run" / RUN_MARKER).write_text(self.run_id + "\n")
+
+    def say(self, msg: str) -> None:
+        self.progress.note(msg)
+
+    # ------------------------------------------------------------------ main
+    def run(self) -> dict:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.baseline_loss = None
         self.history = History(self.backend.events_path("harness"), self.clock)
         t_start = time.time()       # wall_s: what the run cost in real time, whatever its clock
         self.baseline_loss = self._baseline()
