@@ -121,7 +121,8 @@ class Runner:
         for stale in ("run", "history.jsonl", "report.json"):   # a reused --out starts clean
             p = self.out / stale
             if p.is_dir():
-                if not (p / RUN_MARKER).is_file():   # only a folder a run made: never someone's /run
+                # only a folder a run made (its marker; before markers, its events/ folder): never someone's /run
+                if not ((p / RUN_MARKER).is_file() or (p / "events").is_dir()):
                     raise HarnessError(f"--out {self.out}: {p} exists and no pschaos run made it (no {RUN_MARKER} "
                                        "in it); choose another --out, or remove that folder yourself")
                 shutil.rmtree(p)
