@@ -143,11 +143,9 @@ def run_mutants(mutants: list[Mutant], suite: list[str], seeds: list[int], backe
         r = results[o.mutant]
         r.runs.append(o)
         r.wall_s = sum(x.wall_s for x in r.runs)
-        left = len(queues[o.mutant])
         _progress(f"{o.mutant}: {o.scenario} seed={o.seed} {o.verdict.upper()} ({o.wall_s:.0f} s)"
                   + (f" -> KILLED ({', '.join(o.failed_checks)})" if o.verdict == "fail" else
                      f": {o.reason}" if o.verdict == "unknown" else "")
-                  + ("" if o.verdict == "fail" or left else f" -> {r.status.upper()}")
                   + f"  [{time.monotonic() - t0:.0f} s]")
         return "queue" if o.verdict == "fail" else None
 

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 SCHEMA = "pschaos.selftest/1"
+EVIDENCE_CHECK = "scenario-ran"     # harness.judge: every fault fired, injected and healed
 
 
 @dataclass
@@ -48,6 +49,14 @@ def outcome_from_report(o: RunOutcome, report: dict | None, reason: str | None =
     o.failed_checks = sorted(n for n, c in checks.items() if c.get("valid") is False)
     o.unknown_checks = sorted(n for n, c in checks.items() if c.get("valid") not in (True, False))
     o.rerun = report.get("rerun")
+    ran = checks.get(EVIDENCE_CHECK, {}).get("valid")
+    if o.verdict == "fail" and ran is not True and not set(o.failed_checks) - {"metric-bounds"}:
+        # a checker's False is evidence from the history itself, but a metric bound alone (such as
+        # failovers >= 1) fails whenever a fault did not fire as written: no evidence, no kill
+        o.verdict = "unknown"
+        o.reason = (f"only metric-bounds failed and {EVIDENCE_CHECK} is {ran!r}: the scenario did not run as "
+                    "written, so its failure is no kill")
+        return o
     if o.verdict == "fail" and not o.failed_checks:
         o.reason = "report says fail but names no failed check"
     elif o.verdict != "pass":

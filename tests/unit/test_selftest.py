@@ -30,13 +30,24 @@ def rep_of(checks: dict, verdict: str) -> dict:
 
 def test_outcome_takes_failed_and_undecided_checks_from_the_report():
     o = outcome_from_report(run("unknown"), rep_of({"no-lost-acks": False, "converged": "unknown",
-                                                    "exactly-once": True}, "fail"))
+                                                    "exactly-once": True, "scenario-ran": True}, "fail"))
     assert (o.verdict, o.failed_checks, o.unknown_checks, o.rerun) == ("fail", ["no-lost-acks"], ["converged"],
                                                                         "pschaos run x")
     o = outcome_from_report(run("pass"), None, "timed out after 600 s")
     assert o.verdict == "unknown" and o.reason == "timed out after 600 s"
     o = outcome_from_report(run("pass"), {"verdict": "weird"})
     assert o.verdict == "unknown"
+
+
+def test_a_metric_bound_alone_without_evidence_that_the_scenario_ran_is_no_kill():
+    o = outcome_from_report(run("unknown"), rep_of({"scenario-ran": "unknown", "metric-bounds": False}, "fail"))
+    assert o.verdict == "unknown" and "scenario-ran" in o.reason
+    o = outcome_from_report(run("unknown"), rep_of({"scenario-ran": True, "metric-bounds": False}, "fail"))
+    assert o.verdict == "fail" and o.failed_checks == ["metric-bounds"]
+    # a checker's False is evidence of its own, whether or not every fault ran its full time
+    o = outcome_from_report(run("unknown"), rep_of({"scenario-ran": "unknown", "metric-bounds": False,
+                                                    "no-lost-acks": False}, "fail"))
+    assert o.verdict == "fail" and o.failed_checks == ["metric-bounds", "no-lost-acks"]
 
 
 def test_only_a_failing_run_kills_and_an_unknown_one_is_reported_as_such():
@@ -121,7 +132,7 @@ def fake_command(verdicts: dict[str, str]):
     """`pschaos run` stand-ins: write a report.json with the scenario's verdict ('sleep': hang)."""
     def command(task: Task, backend: str) -> list[str]:
         v = verdicts[task.scenario]
-        rep = json.dumps(rep_of({"no-lost-acks": v != "fail"}, v)) if v in ("pass", "fail") else ""
+        rep = json.dumps(rep_of({"no-lost-acks": v != "fail", "scenario-ran": True}, v)) if v in ("pass", "fail") else ""
         code = ("import sys, time, pathlib\n"
                 + ("time.sleep(60)\n" if v == "sleep" else "")
                 + (f"pathlib.Path({str(task.dir / 'report.json')!r}).write_text({rep!r})\n" if rep else "")

@@ -223,12 +223,13 @@ INCARNATION_IGNORED = Mutant(
 
 NO_LEASE_BOUND = Mutant(
     name="no-lease-bound",
-    description="a primary acks whether or not its etcd lease may have expired",
-    models="leader lease not checked before serving (no lease-based fencing): a primary cut off from the "
-           "coordinator acks while another copy restores the shard",
-    patch={"psnodes/core/lease.py": [(
-        "    return now < lease_until",
-        "    return True" + PLANTED)]},
+    description="a primary ignores its etcd lease: it acks whether or not the lease may have expired, and "
+                "does not step down when etcd stops confirming it",
+    models="leader lease not enforced (no lease-based fencing): a primary cut off from the coordinator acks "
+           "on while another copy restores the shard",
+    patch={"psnodes/core/lease.py": [
+        ("    return now < lease_until", "    return True" + PLANTED),
+        ("    return now - lease_seen > ttl", "    return False" + PLANTED)]},
     checker="single-primary",
     scenarios=("split-brain-restore", "stale-checkpoint-writer", "pause-primary"),
 )
