@@ -38,6 +38,9 @@ NO_EPOCH_FENCING = Mutant(
         "    if req_epoch < epoch:\n        return Replicate.ACCEPT" + PLANTED)]},
     checker="single-primary",
     scenarios=("partition-primary-replicas", "pause-primary", "async-partition-primary", "split-brain-restore"),
+    notes="survives the twin: a deposed primary is fenced first by the new primary's higher epoch, its ISR "
+          "change refused by etcd's record, or its lease; killed on processes when load starts an unplanned "
+          "election (README, bug zoo)",
 )
 
 RETRY_APPLIED_TWICE = Mutant(
@@ -130,6 +133,8 @@ VERSION_ACROSS_EPOCH = Mutant(
         "            sent[\"since\"] = last_seq" + PLANTED)]},
     checker="delta-complete",
     scenarios=("async-kill-primary", "all-copies-lost", "async-pause-primary", "stale-checkpoint-writer"),
+    notes="survives both backends: the history shows the carried cursor (a pull at the new epoch whose since is "
+          "above the reply's seq), but delta-complete judges only the window the pull states",
 )
 
 OUT_OF_ORDER_APPLY = Mutant(
@@ -206,6 +211,8 @@ ROWS_CREATED_ON_READ = Mutant(
         "        pos = self._positions(ids, create=True)" + PLANTED + "\n        out = np.empty")]},
     checker="replicas-match",
     scenarios=("replica-restart-catchup", "async-kill-primary", "kill-during-checkpoint"),
+    notes="survives the twin: every row a worker reads it pushes right after, and a restarted worker replays "
+          "the same batches, so no read is left without its write; no scenario has a read-only client",
 )
 
 INCARNATION_IGNORED = Mutant(
