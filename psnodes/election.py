@@ -24,9 +24,13 @@ import threading
 import time
 
 from .config import ShardRecord
+from .etcd import EtcdError
 from .core import fencing, lease, promotion
 from .core.promotion import Position
 from .node import ShardNode
+
+
+BOOTSTRAP_RETRY_S = 0.2       # as serve.py waits for etcd before register()
 
 
 class Elector(threading.Thread):
@@ -82,18 +86,27 @@ class Elector(threading.Thread):
 
     # ------------------------------------------------------------ bootstrap
     def bootstrap(self) -> None:
-        """Create the shard record if absent (slot 0 only), then follow whatever it says."""
+        """Create the shard record if absent (slot 0 only), then follow whatever it says. An etcd
+        that does not answer (a timeout under load, an outage) is waited for, as register() does:
+        a node must not die of it. A create whose answer was lost is safe to retry: the record
+        then names this node, which follows it without acting as primary (as a restarted one
+        does), and the replicas elect one."""
         node, cfg = self.node, self.node.cfg
         key = cfg.shard_key(node.shard)
         while not node.stopping.is_set():
-            kv = node.etcd.get(key)
-            if kv is None and node.slot == 0:
-                rec = ShardRecord(epoch=1, primary=node.name, isr=cfg.shard_nodes(node.shard),
-                                  start_seq=node.store.seq)
-                if node.etcd.cas(key, 0, rec.to_json(), also_put=[(cfg.leader_key(node.shard), node.name,
-                                                                    node.lease)]):
-                    node.become_primary(rec)
-                    return
+            try:
+                kv = node.etcd.get(key)
+                if kv is None and node.slot == 0:
+                    rec = ShardRecord(epoch=1, primary=node.name, isr=cfg.shard_nodes(node.shard),
+                                      start_seq=node.store.seq)
+                    if node.etcd.cas(key, 0, rec.to_json(), also_put=[(cfg.leader_key(node.shard), node.name,
+                                                                        node.lease)]):
+                        node.become_primary(rec)
+                        return
+                    continue
+            except EtcdError as e:
+                node.events.emit("election-error", {"shard": node.shard, "error": f"bootstrap: {e}"})
+                time.sleep(BOOTSTRAP_RETRY_S)
                 continue
             if kv is None:
                 time.sleep(0.05)

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 from psnodes.config import ShardRecord
 from psnodes.core import fencing, lease, promotion
 from psnodes.core.promotion import Position
+from psnodes.election import BOOTSTRAP_RETRY_S
+from psnodes.etcd import EtcdError
 
 from .rpc import Gen
 
@@ -63,14 +65,19 @@ class SimElector:
         c, cfg = self.c, self.c.cfg
         key = cfg.shard_key(c.shard)
         while c.alive:
-            kv = yield from c.ecall(lambda: c.etcd.get(key))
-            if kv is None and c.slot == 0:
-                rec = ShardRecord(epoch=1, primary=c.name, isr=cfg.shard_nodes(c.shard), start_seq=c.store.seq)
-                ok = yield from c.ecall(lambda: c.etcd.cas(key, 0, rec.to_json(), also_put=[
-                    (cfg.leader_key(c.shard), c.name, c.lease)]))
-                if ok:
-                    c.become_primary(rec)
-                    return
+            try:
+                kv = yield from c.ecall(lambda: c.etcd.get(key))
+                if kv is None and c.slot == 0:
+                    rec = ShardRecord(epoch=1, primary=c.name, isr=cfg.shard_nodes(c.shard), start_seq=c.store.seq)
+                    ok = yield from c.ecall(lambda: c.etcd.cas(key, 0, rec.to_json(), also_put=[
+                        (cfg.leader_key(c.shard), c.name, c.lease)]))
+                    if ok:
+                        c.become_primary(rec)
+                        return
+                    continue
+            except EtcdError as e:          # Elector.bootstrap waits for etcd, as register does
+                c.emit("election-error", {"shard": c.shard, "error": f"bootstrap: {e}"})
+                yield from c.clock.sleep(BOOTSTRAP_RETRY_S)
                 continue
             if kv is None:
                 yield from c.clock.sleep(0.05)
