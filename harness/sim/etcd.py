@@ -17,9 +17,12 @@ Calls are instantaneous: no time passes inside SimEtcd, so a call made from a Si
 returns in the same instant. Delay, loss and timeouts between a node and etcd are the simulated
 network's job (harness/sim/network.py): a shell delivers the request on its link to `etcd`, calls
 SimEtcd, holds the reply for the server's service time (`service_s`: `write_s` for a call that
-went through the log (a write, a lease grant or revoke: etcd fsyncs its WAL before answering),
-`read_s` for any other; both measured on the real etcd by `pschaos sim calibrate`), then
-delivers the reply. One coarsening: the write is visible to others from the start of that
+goes through the raft log (put, delete, txn, even one whose compare failed, lease grant and
+revoke: etcd fsyncs its WAL before answering), `read_s` for a range or a keepalive; both
+measured on the real etcd by `pschaos sim calibrate`), then delivers the reply. A server that
+goes down during that time answers nothing: the caller gets EtcdError though the call may have
+been applied (an indeterminate write, as a real client sees it); one that freezes answers after
+the thaw or not at all. One coarsening: the write is visible to others from the start of that
 service time, where the real server applies it after the fsync. `timeout=` arguments are accepted for the same signatures and
 ignored. One coarsening: etcd's lessor checks deadlines every 500 ms; here a lease dies on time.
 
@@ -65,6 +68,7 @@ class _Lease:
     keys: set[str] = field(default_factory=set)
 
 
+LOGGED = ("/kv/put", "/kv/deleterange", "/kv/txn", "/lease/grant", "/kv/lease/revoke")   # through raft + WAL
 PROMOTE_EXTEND_S = 0.5      # the harness's etcd: --election-timeout 500 (harness/etcd_server.py)
 
 
@@ -77,7 +81,7 @@ class SimEtcd:
                  promote_extend_s: float = PROMOTE_EXTEND_S, read_s: float = 0.0, write_s: float = 0.0) -> None:
         self.env = env
         self.read_s, self.write_s = float(read_s), float(write_s)
-        self._logged = 0            # calls that went through the log: writes, lease grants and revokes
+        self.last_path: str | None = None     # the API path of the last call (its service time)
         self.min_ttl = min_ttl
         self.promote_extend_s = promote_extend_s
         self.available = True
@@ -91,16 +95,13 @@ class SimEtcd:
         self._next_lease = first_lease
 
     # ------------------------------------------------------------------ plumbing
-    def mark(self) -> tuple[int, int]:
-        """Where the log stands: compare with `service_s` after a call."""
-        return self.revision, self._logged
-
-    def service_s(self, before: tuple[int, int]) -> float:
-        """The server's time for the call made since `mark()` returned `before`."""
-        return self.write_s if self.mark() != before else self.read_s
+    def service_s(self) -> float:
+        """The server's time to answer its last call: a write through the log, or a read."""
+        return self.write_s if self.last_path in LOGGED else self.read_s
 
     def _enter(self, path: str) -> None:
         """Every call: unreachable raises; otherwise leases past their deadline go first."""
+        self.last_path = path
         if not self.running:
             raise EtcdError(f"etcd at {self.endpoint} unreachable: ConnectionError (the server is down) on {path}")
         if self.frozen:         # a call that did not wait for the thaw (etcd_call waits): it timed out
@@ -208,7 +209,6 @@ class SimEtcd:
         self._enter("/lease/grant")
         lid, self._next_lease = self._next_lease, self._next_lease + 1
         self._leases[lid] = _Lease(ttl=max(int(ttl), self.min_ttl), deadline=0.0)
-        self._logged += 1
         self._arm(lid)
         return lid
 
@@ -227,7 +227,6 @@ class SimEtcd:
             self._enter("/kv/lease/revoke")
         except EtcdError:
             return
-        self._logged += 1
         if lease in self._leases:
             self._drop_lease(lease, "revoke")
 

@@ -86,12 +86,21 @@ def etcd_call(net: SimNetwork, env: simpy.Environment, src: str, fn: Callable[[]
         yield server.thawed | env.timeout(max(0.0, deadline - env.now))
         if server.frozen:
             raise EtcdError(f"etcd unreachable from {src}: ReadTimeout (the server is paused)")
-    before = server.mark() if server is not None else None
-    out = fn()
     if server is not None:
-        service = server.service_s(before)
+        server.last_path = None
+    out = fn()
+    if server is not None and server.last_path is not None:
+        serving = server.running
+        service = server.service_s()
         if service > 0:
             yield env.timeout(service)
+        if serving and not server.running:
+            raise EtcdError(f"etcd unreachable from {src}: connection reset (the server went down while answering; "
+                            "the call may have been applied)")
+        if server.frozen:
+            yield server.thawed | env.timeout(max(0.0, deadline - env.now))
+            if server.frozen:
+                raise EtcdError(f"etcd unreachable from {src}: ReadTimeout (the server is paused)")
     d = yield net.deliver(ETCD, src, ETCD_MSG_BYTES, deadline, reply=True)
     if not d.ok:
         raise EtcdError(f"etcd answer to {src} lost: {d.error} ({d.cause})")

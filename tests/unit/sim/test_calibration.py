@@ -28,6 +28,23 @@ def test_a_file_without_overhead_gets_the_default_and_unknown_keys_are_refused(t
 def test_the_committed_file_loads_round_trips_and_a_simulated_step_is_a_real_ones_length() -> None:
     cal = Calibration.load(DEFAULT_PATH)
     assert Calibration(**cal.to_json()).to_json() == cal.to_json()
-    assert set(cal.worker_overhead_s) == set(cal.worker_step_s) == {"mlp", "widedeep"}
+    assert set(cal.worker_step_s) == {"mlp", "widedeep"}
+    assert set(cal.worker_overhead_s) == {"mlp", "widedeep", "mlp/async", "widedeep/async"}
     # compute alone is a fraction of a millisecond; a real step of these tasks is ~10-15 ms
     assert 0.005 < cal.step_s("mlp") < 0.03 and 0.008 < cal.step_s("widedeep") < 0.05
+
+
+def test_the_committed_calibration_has_every_timing_the_twin_uses():
+    """A key missing from the default file silently defaults to 0 (no start time, no etcd time,
+    no step spread): the committed file must carry them all, measured."""
+    import json
+
+    from harness.sim.calibration import DEFAULT_PATH, KEYS, Calibration
+
+    data = json.loads(DEFAULT_PATH.read_text())
+    assert set(data) == set(KEYS), set(KEYS) - set(data)
+    cal = Calibration.default()
+    assert cal.node_start_s > 0 and cal.etcd_read_s > 0 and cal.etcd_write_s > 0
+    for model in ("mlp", "widedeep"):
+        assert cal.jitter(model) > 0 and f"{model}/async" in cal.worker_overhead_s
+
