@@ -61,7 +61,13 @@ def judge(history: list[dict]) -> Judgement:
     m["baseline_loss"] = ctx.get("baseline_loss")
     bounds = run_metrics.check_bounds(m, expect.get("metrics", []))
     if bounds:
-        checks["metric-bounds"] = bounds_verdict(bounds)
+        v = bounds_verdict(bounds)
+        if v.valid is False and checks[EVIDENCE_CHECK].valid is not True:
+            # e.g. `failovers >= 1` when the kill was refused: the bound judged a run that did not happen
+            v = Verdict("unknown", {"reason": "a metric bound does not hold, but the scenario did not run as "
+                                              f"written ({EVIDENCE_CHECK} is {checks[EVIDENCE_CHECK].valid})",
+                                    "bounds": bounds})
+        checks["metric-bounds"] = v
     return Judgement(checks, m, VERDICTS[compose(checks)], ctx, expect)
 
 

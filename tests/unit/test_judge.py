@@ -50,3 +50,16 @@ def test_check_exit_codes(tmp_path, capsys):
 def test_an_empty_check_list_is_unknown():
     j = judge(_history([]))
     assert j.verdict == "unknown" and j.checks["checks"].valid == "unknown"
+
+
+def test_a_failed_metric_bound_of_a_run_whose_fault_never_fired_is_unknown_not_fail():
+    """The fault was refused (a kind the backend cannot do): `failovers >= 1` fails, but it
+    judges a run that did not happen, so the verdict is unknown, never fail (nor pass)."""
+    h = _history(["no-lost-acks"])
+    h[0]["value"]["context"]["scheduled_faults"] = 1
+    h[0]["value"]["expect"]["metrics"] = ["failovers >= 1"]
+    h.insert(1, ev(0.05, "fault-error", {"kind": "memory-limit", "selector": "primary(shard=0)", "index": 0,
+                                         "error": "HarnessError: not on this backend"}))
+    j = judge(h)
+    assert j.checks["scenario-ran"].valid == "unknown"
+    assert j.checks["metric-bounds"].valid == "unknown" and j.verdict == "unknown"
