@@ -31,9 +31,10 @@ def _context() -> multiprocessing.context.BaseContext:
     return _ctx
 
 
-def _child(argv: list[str], log: str) -> None:
+def _child(argv: list[str], log: str, in_session) -> None:
     """One run, in a fresh session, its output in `log`; exits with `pschaos run`'s code."""
     os.setsid()
+    in_session.set()                 # only now may the soak signal the run's process group
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -45,6 +46,8 @@ def _child(argv: list[str], log: str) -> None:
     rc = 1
     try:
         rc = main(argv)
+    except SystemExit as e:           # argparse's refusal: 2, as the command line's own would be
+        rc = e.code if isinstance(e.code, int) else 1
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -56,9 +59,15 @@ class ForkedRun:
     drives both kinds of run the same way."""
 
     def __init__(self, argv: list[str], log: Path) -> None:
-        self.proc = _context().Process(target=_child, args=(argv, str(log)), daemon=False)
+        ctx = _context()
+        in_session = ctx.Event()
+        self.proc = ctx.Process(target=_child, args=(argv, str(log), in_session), daemon=False)
         self.proc.start()
         self.pid = self.proc.pid
+        # a Ctrl-C or a timeout signals the run's process group: wait until it has one, as
+        # Popen(start_new_session=True) has before it returns
+        while not in_session.wait(0.05) and self.proc.exitcode is None:
+            pass
 
     @property
     def returncode(self) -> int | None:

@@ -75,6 +75,8 @@ def hunt_main(args: argparse.Namespace) -> int:
         for f in s.faults:
             print(f"  {f.kind} {f.target} at {f.at.time}s" + (f" for {f.duration_s}s" if f.duration_s else ""))
         print(f"  scenario: {res.scenario_file}\n  replay:   {res.replay}")
+        if res.replayed:
+            print(f"  replayed: {str(res.replayed['verdict']).upper()} {res.replayed['failed']}")
         if res.confirmed:
             print(f"  on {res.confirmed['backend']}: {str(res.confirmed['verdict']).upper()} {res.confirmed['failed']}")
     if res.found is not None:

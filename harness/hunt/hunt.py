@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -39,8 +39,20 @@ class Trial:
     seed: int
     faults: list[Fault]
     verdict: str
-    failed: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)       # the safety checks that failed
     wall_s: float = 0.0
+    error: str | None = None                               # the run raised: unknown, with this reason
+    unknown: list[str] = field(default_factory=list)       # the checks that could not decide
+
+
+def safe_run(run: "Run", sc: Scenario, seed: int, out: Path) -> tuple[dict, str | None]:
+    """One run whose crash is evidence, not the end of the hunt: (report, error)."""
+    try:
+        return run(sc, seed, out), None
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:  # noqa: BLE001 - a run that raised (no primary elected, a twin bug) is unknown
+        return {"verdict": "unknown"}, f"{type(e).__name__}: {e}"
 
 
 def hunt_scenario(base: Scenario, faults: list[Fault], cluster: ClusterSpec | None = None,
@@ -58,7 +70,13 @@ def hunt_scenario(base: Scenario, faults: list[Fault], cluster: ClusterSpec | No
 
 
 def failed_checks(report: dict) -> list[str]:
-    return sorted(k for k, v in (report.get("checks") or {}).items() if v.get("valid") is False)
+    """The safety checks the run failed: only a broken guarantee counts as a finding (nodes-back,
+    the judge's own evidence check, fails for reasons a random schedule can cause by design)."""
+    return sorted(k for k, v in (report.get("checks") or {}).items() if v.get("valid") is False and k in SAFETY)
+
+
+def unknown_checks(report: dict) -> list[str]:
+    return sorted(k for k, v in (report.get("checks") or {}).items() if v.get("valid") == "unknown")
 
 
 def run_in_process(backend: str) -> Run:
@@ -78,7 +96,7 @@ def to_yaml(sc: Scenario, seed: int, found: str, command: str) -> str:
             "faults": [f.model_dump(exclude_none=True, exclude_defaults=True) | {"at": f.at.model_dump(exclude_none=True)}
                        for f in sc.faults],
             "expect": {"checks": list(sc.expect.checks)}}
-    head = (f"# Found by `{found}`.\n# Replay (fails again on the simulator, byte for byte): {command}\n"
+    head = (f"# Found by `{found}`.\n# Replay (the simulator replays a seed deterministically): {command}\n"
             f"# seed: {seed}\n")
     return head + yaml.safe_dump(data, sort_keys=False, width=100)
 
@@ -90,6 +108,7 @@ class HuntResult:
     shrunk: Shrunk | None = None
     scenario_file: Path | None = None
     replay: str | None = None
+    replayed: dict | None = None
     confirmed: dict | None = None
     wall_s: float = 0.0
     find_s: float = 0.0
@@ -108,9 +127,12 @@ class HuntResult:
                     "faults": fj(self.shrunk.faults), "cluster": self.shrunk.cluster.model_dump(),
                     "runs": self.shrunk.runs, "steps": self.shrunk.steps, "budget_exhausted": self.shrunk.exhausted},
                 "scenario_file": str(self.scenario_file) if self.scenario_file else None, "replay": self.replay,
-                "confirmed": self.confirmed, "wall_s": round(self.wall_s, 1), "find_s": round(self.find_s, 1),
+                "replayed": self.replayed, "confirmed": self.confirmed, "wall_s": round(self.wall_s, 1), "find_s": round(self.find_s, 1),
                 "shrink_s": round(self.shrink_s, 1),
-                "unknown_trials": [{"trial": t.index, "seed": t.seed} for t in self.trials if t.verdict == "unknown"]}
+                "unknown_trials": [{"trial": t.index, "seed": t.seed, **({"error": t.error} if t.error else {})}
+                                   for t in self.trials if t.verdict == "unknown"],
+                "failed_other": [{"trial": t.index, "seed": t.seed} for t in self.trials
+                                 if t.verdict == "fail" and not t.failed]}
 
 
 def hunt(base: Scenario, space: FaultSpace, budget: int, seed: int, out: Path, run: Run,
@@ -126,14 +148,15 @@ def hunt(base: Scenario, space: FaultSpace, budget: int, seed: int, out: Path, r
         run_seed = seed * 1000 + i
         sc = hunt_scenario(base, faults, duration_s=duration_s)
         t1 = time.monotonic()
-        rep = run(sc, run_seed, out / "trials" / f"trial-{i}")
+        rep, err = safe_run(run, sc, run_seed, out / "trials" / f"trial-{i}")
         trial = Trial(i, run_seed, faults, rep.get("verdict", "unknown"), failed_checks(rep),
-                      round(time.monotonic() - t1, 1))
+                      round(time.monotonic() - t1, 1), err, unknown_checks(rep))
         res.trials.append(trial)
         say(f"trial {i + 1}/{budget} (seed {run_seed}, {len(faults)} fault(s): "
             + ", ".join(f"{f.kind} {f.target} @{f.at.time}s" for f in faults)
-            + f"): {trial.verdict.upper()}" + (f" {trial.failed}" if trial.failed else "") + f" ({trial.wall_s:.0f}s)")
-        if trial.verdict == "fail":
+            + f"): {trial.verdict.upper()}" + (f" {trial.failed}" if trial.failed else "")
+            + (f" (run raised {err})" if err else "") + f" ({trial.wall_s:.0f}s)")
+        if trial.verdict == "fail" and trial.failed:
             res.found = trial
             break
     res.find_s = time.monotonic() - t0
@@ -141,17 +164,22 @@ def hunt(base: Scenario, space: FaultSpace, budget: int, seed: int, out: Path, r
         res.wall_s = time.monotonic() - t0
         (out / "hunt.json").write_text(json.dumps(res.to_json(), indent=2))
         return res
-    want = set(res.found.failed)
+    want, decided = set(res.found.failed), set(res.found.unknown)
     n = [0]
 
     def still_fails(faults: list[Fault], cluster: ClusterSpec) -> bool:
+        """The same broken guarantee, on a schedule the space admits for this cluster, and no
+        check that decided before now unknown (a regression test must stay decisive)."""
         n[0] += 1
         try:
             sc = hunt_scenario(base, faults, cluster, duration_s)
         except ValueError:
             return False                       # not a valid scenario (e.g. a check the cluster cannot have)
-        rep = run(sc, res.found.seed, out / "shrink" / f"run-{n[0]}")
-        return rep.get("verdict") == "fail" and bool(want & set(failed_checks(rep)))
+        if not replace(space, shards=cluster.shards, copies=cluster.copies, workers=cluster.workers).admits(faults):
+            return False
+        rep, err = safe_run(run, sc, res.found.seed, out / "shrink" / f"run-{n[0]}")
+        return (err is None and rep.get("verdict") == "fail" and bool(want & set(failed_checks(rep)))
+                and set(unknown_checks(rep)) <= decided)
     t1 = time.monotonic()
     res.shrunk = shrink(res.found.faults, base.cluster, still_fails, shrink_budget,
                         window_start=1.0, say=say)
@@ -167,11 +195,18 @@ def hunt(base: Scenario, space: FaultSpace, budget: int, seed: int, out: Path, r
                                          f"pschaos hunt {base.name} --budget {budget} --seed {seed} --backend {backend}",
                                          res.replay))
     say(f"shrunk to {len(res.shrunk.faults)} fault(s) in {res.shrunk.runs} run(s): {res.scenario_file}")
+    from ..scenario import load_scenario
+
+    written = load_scenario(res.scenario_file)          # what a user commits is what is replayed
+    rep, err = safe_run(run, written, res.found.seed, out / "replay")
+    res.replayed = {"backend": backend, "verdict": rep.get("verdict"), "failed": failed_checks(rep),
+                    "same_failure": bool(want & set(failed_checks(rep))), **({"error": err} if err else {})}
+    say(f"replayed {res.scenario_file.name} on {backend}: {str(rep.get('verdict')).upper()} {failed_checks(rep)}")
     if confirm is not None:
         say(f"confirming on --backend {confirm_backend} ...")
-        rep = confirm(final, res.found.seed, out / "confirm")
+        rep, err = safe_run(confirm, written, res.found.seed, out / "confirm")
         res.confirmed = {"backend": confirm_backend, "verdict": rep.get("verdict"), "failed": failed_checks(rep),
-                         "same_failure": bool(want & set(failed_checks(rep)))}
+                         "same_failure": bool(want & set(failed_checks(rep))), **({"error": err} if err else {})}
         say(f"on {confirm_backend}: {str(rep.get('verdict')).upper()} {failed_checks(rep)}")
     res.wall_s = time.monotonic() - t0
     (out / "hunt.json").write_text(json.dumps(res.to_json(), indent=2))

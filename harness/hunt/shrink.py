@@ -47,8 +47,8 @@ def _smaller_clusters(c: ClusterSpec, faults: list[Fault]) -> list[tuple[str, Cl
         out.append((f"workers {c.workers} -> {c.workers - 1}", c.model_copy(update={"workers": c.workers - 1})))
     if c.shards > 1 and not any(_names_shard(f, c.shards - 1) for f in faults):
         out.append((f"shards {c.shards} -> {c.shards - 1}", c.model_copy(update={"shards": c.shards - 1})))
-    needs_replica = any("replica" in f.target for f in faults)
-    if c.copies > (2 if needs_replica else 1) and not any(f"/{c.copies - 1}" in f.target for f in faults):
+    # never below 2 copies: a 1-copy shard that loses its copy loses acked updates by design
+    if c.copies > 2 and not any(f"/{c.copies - 1}" in f.target for f in faults):
         smaller = c.model_copy(update={"copies": c.copies - 1, "min_isr": min(c.min_isr, c.copies - 1)})
         out.append((f"copies {c.copies} -> {c.copies - 1}", smaller))
     return out
@@ -112,12 +112,16 @@ def shrink(faults: list[Fault], cluster: ClusterSpec, fails: Oracle, budget: int
                     f"{f.kind} {f.target} lasts {d:.2f}s, not {f.duration_s:.2f}s"), min_duration_s, f.duration_s):
                 changed = True
         for f in list(cur.faults):                                       # 3. earliest
-            def earlier(t: float, f: Fault = f) -> bool:
-                i = cur.faults.index(next(g for g in cur.faults if g.kind == f.kind and g.target == f.target
-                                          and g.duration_s == f.duration_s))
-                g = cur.faults[i]
-                return attempt(cur.faults[:i] + [_moved(g, time=t)] + cur.faults[i + 1:], cur.cluster,
-                               f"{g.kind} {g.target} at {t:.2f}s, not {g.at.time:.2f}s")
+            ref = [f]                   # the fault as it stands now (a move replaces the object)
+
+            def earlier(t: float, ref: list[Fault] = ref) -> bool:
+                i = next(k for k, g in enumerate(cur.faults) if g is ref[0])
+                m = _moved(ref[0], time=t)
+                ok = attempt(cur.faults[:i] + [m] + cur.faults[i + 1:], cur.cluster,
+                             f"{m.kind} {m.target} at {t:.2f}s, not {ref[0].at.time:.2f}s")
+                if ok:
+                    ref[0] = m
+                return ok
             if bisect_down(earlier, window_start, f.at.time):
                 changed = True
         for what, cl in _smaller_clusters(cur.cluster, cur.faults):      # 4. fewest nodes

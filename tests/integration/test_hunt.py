@@ -35,6 +35,7 @@ def test_a_hunt_finds_and_shrinks_a_planted_bug_into_a_scenario_that_replays_it(
     assert 1 <= len(doc["shrunk"]["faults"]) <= len(doc["found"]["faults"]) and doc["shrunk"]["runs"] <= 10
     path = tmp_path / "hunt" / f"hunt-kill-primary-{doc['found']['seed']}.yaml"
     assert doc["scenario_file"] == str(path) and load_scenario(path).faults
+    assert doc["replayed"]["same_failure"] is True                       # the hunt replayed the file it wrote
     seed = doc["found"]["seed"]
     code, rep, out = run_scenario(root, path, tmp_path / "replay", seed=seed, backend="sim")
     assert code == 1 and rep["verdict"] == "fail", out                 # the bug, replayed from the file
