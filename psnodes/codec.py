@@ -32,10 +32,10 @@ def check_name(name: str, field: str, limits: Limits = DEFAULT) -> None:
 
 def check_shape(shape, where: str, limits: Limits = DEFAULT) -> int:
     """The element count of `shape` after checking it against the limits (Python ints)."""
-    dims = [int(d) for d in shape]
-    if len(dims) > limits.max_dims:
-        raise InvalidArgument(f"{where}.shape has {len(dims)} dimensions; at most limits.max_dims="
+    if len(shape) > limits.max_dims:           # before any per-dimension work: a hostile shape may be long
+        raise InvalidArgument(f"{where}.shape has {len(shape)} dimensions; at most limits.max_dims="
                               f"{limits.max_dims} are allowed")
+    dims = [int(d) for d in shape]
     if not dims:
         return 1
     if min(dims) < 0:
