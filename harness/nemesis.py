@@ -31,6 +31,9 @@ def schedule(nem: Nemesis, seed: int) -> list[Fault]:
             return out
         kind = rng.choice(nem.kinds)
         default = DEFAULT_LINK_TARGET if kind in LINK_KINDS else DEFAULT_TARGETS.get(kind, "replica(shard=any)")
-        out.append(Fault(at=At(time=round(t, 3)), kind=kind, target=nem.targets.get(kind, default),
+        target = nem.targets.get(kind, default)
+        if isinstance(target, list):          # a list: one drawn per fault (e.g. the partition shapes)
+            target = rng.choice(target)
+        out.append(Fault(at=At(time=round(t, 3)), kind=kind, target=target,
                          params=nem.params.get(kind, DEFAULT_PARAMS.get(kind, {})), duration_s=nem.duration_s))
         t += nem.duration_s        # one nemesis fault at a time: the next starts after this one heals

@@ -124,8 +124,22 @@ class Nemesis(Strict):
     duration_s: float = Field(1.5, gt=0)             # each fault heals after this
     start_s: float = Field(2.0, ge=0)
     stop_s: float = Field(60.0, gt=0)                # no new fault after this
-    targets: dict[str, str] = Field(default_factory=dict)
+    targets: dict[str, str | list[str]] = Field(default_factory=dict)   # a list: one drawn per fault
     params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def targets_fit(self) -> "Nemesis":
+        for kind, ts in self.targets.items():
+            for t in ([ts] if isinstance(ts, str) else ts):
+                if not valid_target(t):
+                    raise ValueError(f"targets.{kind}: {t!r} is not a target (a node, a selector, 'A -> B', or a "
+                                     "partition shape: halves(shard=N), bridge(shard=N), majorities-ring(shard=N))")
+                if (kind in LINK_KINDS) != is_link_target(t):
+                    raise ValueError(f"targets.{kind}: {t!r} does not fit a {kind} fault (a link fault needs "
+                                     "'A -> B' or a shape, a process fault a node)")
+            if isinstance(ts, list) and not ts:
+                raise ValueError(f"targets.{kind}: an empty list; give at least one target")
+        return self
 
     @field_validator("kinds")
     @classmethod

@@ -5,7 +5,8 @@ duration, params), the same objects a scenario file holds, so a schedule that fa
 back as a scenario without translation. The menu of targets is Jepsen's vocabulary applied to a
 parameter server: crash, stop or freeze a primary, a replica or etcd; cut a primary from its
 replicas, from one replica only, or from etcd only; cut the workers from a primary; slow or
-lossy links between workers and a shard or between a primary and its replicas. Two faults may
+lossy links between workers and a shard or between a primary and its replicas; and Jepsen's
+partition shapes over a shard's copies and etcd (random halves, a bridge, a majorities ring). Two faults may
 overlap in time (a pause during a partition), but never more process faults at once on one
 shard than it can lose and keep its data (copies - 1; so none on a 1-copy shard), nor two on
 etcd: losing every copy is a known, accounted loss (the all-copies-lost scenario), not a bug
@@ -71,6 +72,8 @@ class FaultSpace:
                 if self.copies > 1:
                     out += [f"primary(shard={s})<->replicas(shard={s})", f"primary(shard={s})<->replica(shard={s})"]
                 out += [f"primary(shard={s})<->etcd", f"workers->primary(shard={s})"]
+                if kind == "partition":          # Jepsen's shapes over the shard's copies and etcd
+                    out += [f"{shape}(shard={s})" for shape in ("halves", "bridge", "majorities-ring")]
             return out
         out = [f"workers->shard({s})" for s in shards]
         return out + ([f"primary(shard={s})->replicas(shard={s})" for s in shards] if self.copies > 1 else [])
