@@ -21,7 +21,9 @@ DEFAULT_PARAMS = {"latency": {"latency_ms": 100, "jitter_ms": 20}, "bandwidth": 
 
 
 def schedule(nem: Nemesis, seed: int) -> list[Fault]:
-    """Faults at seeded times: exponential gaps of mean `interval_s`, each healed after `duration_s`."""
+    """Faults at seeded times: exponential gaps of mean `interval_s`, each healed after `duration_s`;
+    one at a time, or with `overlap` two or more at once (a pause during a partition) whenever a
+    gap is shorter than a fault."""
     rng = random.Random(f"nemesis-{seed}")
     out: list[Fault] = []
     t = nem.start_s
@@ -36,4 +38,5 @@ def schedule(nem: Nemesis, seed: int) -> list[Fault]:
             target = rng.choice(target)
         out.append(Fault(at=At(time=round(t, 3)), kind=kind, target=target,
                          params=nem.params.get(kind, DEFAULT_PARAMS.get(kind, {})), duration_s=nem.duration_s))
-        t += nem.duration_s        # one nemesis fault at a time: the next starts after this one heals
+        if not nem.overlap:
+            t += nem.duration_s    # one nemesis fault at a time: the next starts after this one heals

@@ -124,6 +124,7 @@ class Nemesis(Strict):
     duration_s: float = Field(1.5, gt=0)             # each fault heals after this
     start_s: float = Field(2.0, ge=0)
     stop_s: float = Field(60.0, gt=0)                # no new fault after this
+    overlap: bool = False                            # a fault may start before the last one healed
     targets: dict[str, str | list[str]] = Field(default_factory=dict)   # a list: one drawn per fault
     params: dict[str, dict[str, Any]] = Field(default_factory=dict)
 

@@ -71,3 +71,12 @@ def test_a_nemesis_draws_one_of_its_listed_targets_per_fault_and_refuses_misfits
     with pytest.raises(ValueError, match="targets.partition"):
         Nemesis(kinds=["partition"], targets={"partition": ["nowhere"]})
     assert is_link_target("bridge(shard=any)") and valid_target("majorities-ring(shard=3)")
+
+
+def test_an_overlapping_nemesis_lets_a_fault_start_before_the_last_one_healed():
+    kw = dict(kinds=["partition", "pause"], interval_s=1.0, duration_s=1.5, start_s=1, stop_s=40,
+              targets={"partition": "halves(shard=any)", "pause": "primary(shard=any)"})
+    one = schedule(Nemesis(**kw), 3)
+    many = schedule(Nemesis(**kw, overlap=True), 3)
+    gaps = lambda fs: [b.at.time - a.at.time for a, b in zip(fs, fs[1:])]   # noqa: E731
+    assert min(gaps(one)) >= 1.5 and min(gaps(many)) < 1.5
