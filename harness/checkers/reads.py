@@ -15,11 +15,6 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
 
     Only pushes acked before the pull was invoked and at the pull's epoch are held against it:
     those are certainly in the state it read.
-
-    A cursor is a version (epoch, seq), not a seq: a pull whose `since` > 0 must continue a pull
-    the same worker incarnation got from that shard at the same epoch, up to that seq. One
-    carried over from another epoch (whose history may differ after it) names a window the
-    worker never read: everything before it at this epoch is missed, whatever the window holds.
     """
     invoked = {op_key(e): e["t"] for e in by_f(history, "pull", "invoke") if "op_id" in e}
     acks = sorted(((e["t"], e["value"]) for e in by_f(history, "push", "ok")), key=lambda a: a[0])
@@ -37,15 +32,6 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
         order.append(i)
     pulls = by_f(history, "pull", "ok")
     missing, checked = [], 0
-    stale, read_to = [], {}            # (pid, worker, shard) -> (epoch, seq) of its last pull
-    for e in sorted(pulls, key=lambda e: e["t"]):
-        v = e["value"]
-        who = (e.get("pid"), v["worker"], v["shard"])
-        last = read_to.get(who)
-        if v.get("since", 0) > 0 and (last is None or last[0] != v["epoch"] or last[1] < v["since"]):
-            stale.append({"pull": e.get("op_id"), "worker": v["worker"], "shard": v["shard"], "epoch": v["epoch"],
-                          "since": v["since"], "seq": v["seq"], "last_read": last})
-        read_to[who] = (v["epoch"], v["seq"])
     for e in pulls:
         v = e["value"]
         t_inv = invoked.get(op_key(e), e["t"])
@@ -61,14 +47,10 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
             if lost:
                 missing.append({"pull": e.get("op_id"), "worker": v["worker"], "shard": v["shard"],
                                 "since": v["since"], "seq": v["seq"], "push_seq": p["seq"], "keys": lost})
-    if stale:
-        return Verdict(False, {"pairs_checked": checked, "missing": missing[:10], "missing_count": len(missing),
-                               "stale_cursors": stale[:10], "stale_cursor_count": len(stale)})
     if not checked:
         return unknown("no (pull, acked push) pair to check: no pull read past a push it must contain",
                        pulls=len(pulls), acks=len(acks))
-    return Verdict(not missing, {"pairs_checked": checked, "missing": missing[:10], "missing_count": len(missing),
-                                 "stale_cursor_count": 0})
+    return Verdict(not missing, {"pairs_checked": checked, "missing": missing[:10], "missing_count": len(missing)})
 
 
 def _undone(pulls: list[tuple[float, dict]], promotes: list[tuple[float, dict]],

@@ -133,8 +133,8 @@ VERSION_ACROSS_EPOCH = Mutant(
         "            sent[\"since\"] = last_seq" + PLANTED)]},
     checker="delta-complete",
     scenarios=("async-kill-primary", "all-copies-lost", "async-pause-primary", "stale-checkpoint-writer"),
-    notes="delta-complete holds each pull's `since` to the worker's last read of that shard at the same "
-          "epoch (a cursor is (epoch, seq)); before that rule it survived both backends",
+    notes="survives both backends: the history shows the carried cursor (a pull at the new epoch whose since is "
+          "above the reply's seq), but delta-complete judges only the window the pull states",
 )
 
 OUT_OF_ORDER_APPLY = Mutant(
