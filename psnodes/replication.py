@@ -12,6 +12,7 @@ could not take (it was down) is retried until it lands, or the peer would never 
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -48,15 +49,19 @@ class PeerSender(threading.Thread):
         known: int | None = None
         known_epoch = 0
         last_ok = time.monotonic()
+        last_sent = -math.inf
         while not self.stop.is_set() and node.is_primary(self.epoch) and not node.stopping.is_set():
             with node.cond:
-                if known is not None and known >= node.store.seq:
-                    node.cond.wait(cfg.heartbeat_s)
-                if not node.is_primary(self.epoch):
+                while node.is_primary(self.epoch) and not self.stop.is_set():
+                    wait = logmatch.idle_wait(known, node.store.seq, last_sent, time.monotonic(), cfg.heartbeat_s)
+                    if wait <= 0:
+                        break
+                    node.cond.wait(wait)
+                if not node.is_primary(self.epoch) or self.stop.is_set():
                     break
                 req, changed, kind = self._build(known, known_epoch)
             size = len(req)
-            sent = time.monotonic()
+            sent = last_sent = time.monotonic()
             try:
                 reply = self.replicate(req, timeout=cfg.rpc_timeout_s, metadata=self.md)
             except grpc.RpcError as e:

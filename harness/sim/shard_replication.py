@@ -9,6 +9,8 @@ that caught up joins the primary's ISR at once and etcd's after, retried until i
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -118,14 +120,18 @@ class SimReplication:
         known_epoch = 0
         catchup: dict | None = None
         last_ok = c.now()
+        last_sent = -math.inf
         next_shrink = 0.0
         while c.is_primary(epoch):
-            if known is not None and known >= c.store.seq:
-                yield from c.wait_change(cfg.heartbeat_s)
+            while c.is_primary(epoch):
+                wait = logmatch.idle_wait(known, c.store.seq, last_sent, c.now(), cfg.heartbeat_s)
+                if wait <= 0:
+                    break
+                yield from c.wait_change(wait)
             if not c.is_primary(epoch):
                 break
             req, changed, kind = self._build(epoch, known, known_epoch)
-            sent = c.now()
+            sent = last_sent = c.now()
             dst = self.peers[peer]
             try:
                 reply = yield from call(c.net, c.name, peer, lambda: dst.alive,

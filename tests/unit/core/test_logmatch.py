@@ -1,4 +1,5 @@
 """psnodes.core.logmatch: positions, prefixes and what a peer is sent."""
+from psnodes.core import logmatch
 from psnodes.core.logmatch import (LOG_CATCHUP_MAX, SyncKind, catchup_kind, caught_up, choose_sync, epoch_of,
                                    matches)
 
@@ -48,3 +49,15 @@ def test_a_catchup_is_named_by_its_costliest_call():
     assert catchup_kind(["log", "snapshot", "delta"]) is SyncKind.SNAPSHOT
     assert catchup_kind(["log", "delta"]) is SyncKind.DELTA
     assert catchup_kind(["log"]) is SyncKind.LOG and catchup_kind([]) is SyncKind.LOG
+
+
+def test_a_sender_sends_at_once_while_the_peer_lacks_entries_or_is_unknown():
+    assert logmatch.idle_wait(None, 5, last_sent=10.0, now=10.0, heartbeat_s=0.05) == 0
+    assert logmatch.idle_wait(4, 5, last_sent=10.0, now=10.0, heartbeat_s=0.05) == 0
+
+
+def test_an_idle_sender_waits_out_its_heartbeat_period_whatever_wakes_it():
+    # woken 10 ms after its last call (a sibling's reply notified the condition): 40 ms to go
+    assert abs(logmatch.idle_wait(5, 5, last_sent=10.0, now=10.01, heartbeat_s=0.05) - 0.04) < 1e-9
+    assert logmatch.idle_wait(5, 5, last_sent=10.0, now=10.06, heartbeat_s=0.05) == 0
+    assert logmatch.idle_wait(5, 5, last_sent=float("-inf"), now=0.0, heartbeat_s=0.05) == 0
