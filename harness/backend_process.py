@@ -15,7 +15,9 @@ from pathlib import Path
 
 import grpc
 
+from psnodes.channels import dial
 from psnodes.client import PSClient
+from psnodes.proto import ps_pb2, ps_pb2_grpc
 from psnodes.config import ClusterConfig, ShardRecord
 from psnodes.etcd import Etcd, EtcdError
 
@@ -221,6 +223,20 @@ class ProcessBackend:
             return self.client.status(name, checksum=checksum, applied=applied, timeout=timeout, audit=audit)
         except grpc.RpcError:
             return None
+
+    def status_when_up(self, name: str, timeout: float) -> object | None:
+        """The first Status answer of a copy that is starting, as soon as its server listens: the
+        call waits for the connection (wait_for_ready, a fresh channel, so no reconnect backoff
+        left by the copy's death delays it) rather than failing until it connects. A moment right
+        after a start (a catch-up, milliseconds long on loopback) is seen this way, or never."""
+        ch = dial(self.client.links[name], self.cfg.max_message_bytes)
+        try:
+            return ps_pb2_grpc.ParameterServerStub(ch).Status(ps_pb2.StatusRequest(), timeout=timeout,
+                                                              wait_for_ready=True, metadata=self.client.md)
+        except grpc.RpcError:
+            return None
+        finally:
+            ch.close()
 
     def final_state(self, name: str) -> dict | None:
         st = self.status(name, checksum=True, applied=True, audit=True)

@@ -36,7 +36,10 @@ def schedule(nem: Nemesis, seed: int) -> list[Fault]:
         target = nem.targets.get(kind, default)
         if isinstance(target, list):          # a list: one drawn per fault (e.g. the partition shapes)
             target = rng.choice(target)
-        out.append(Fault(at=At(time=round(t, 3)), kind=kind, target=target,
-                         params=nem.params.get(kind, DEFAULT_PARAMS.get(kind, {})), duration_s=nem.duration_s))
+        params = nem.params.get(kind, DEFAULT_PARAMS.get(kind, {}))
+        if isinstance(params, list):          # a list: one drawn per fault (e.g. the moments a kill waits for)
+            params = rng.choice(params)
+        out.append(Fault(at=At(time=round(t, 3)), kind=kind, target=target, params=params,
+                         duration_s=nem.duration_s))
         if not nem.overlap:
             t += nem.duration_s    # one nemesis fault at a time: the next starts after this one heals

@@ -283,6 +283,7 @@ class Runner:
             self._heal(o, f"injection failed: {e}")
             raise
         info.update(fault.info)
+        o.target = info["target"]       # a kill timed to a promotion names the successor it hit
         self.history.record("fault-start", info, t=t_start)
         self.say(f"fault: {kind} {target} at step {step}")
         if kind in ("restart", "scale-out", "scale-in"):
@@ -302,7 +303,7 @@ class Runner:
                                                 "why": why, **({"heal_error": heal_error} if heal_error else {}),
                                                 **({"cut_short": True} if cut_short else {}),
                                                 **{k: v for k, v in o.fault.info.items()
-                                                   if k == "packets_dropped"}})
+                                                   if k in ("packets_dropped", "victims")}})
         self.faults_done.append({"kind": o.kind, "target": o.target, "start_s": o.start_t, "end_s": ev["t"],
                                  **({"reason": o.fault.info["reason"]} if "reason" in o.fault.info else {})})
 

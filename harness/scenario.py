@@ -126,7 +126,21 @@ class Nemesis(Strict):
     stop_s: float = Field(60.0, gt=0)                # no new fault after this
     overlap: bool = False                            # a fault may start before the last one healed
     targets: dict[str, str | list[str]] = Field(default_factory=dict)   # a list: one drawn per fault
-    params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    params: dict[str, dict[str, Any] | list[dict[str, Any]]] = Field(default_factory=dict)  # a list: one drawn per fault
+
+    @model_validator(mode="after")
+    def params_fit(self) -> "Nemesis":
+        for kind, ps in self.params.items():
+            if kind not in ALL_KINDS:
+                raise ValueError(f"params.{kind}: not a fault kind; known: {', '.join(ALL_KINDS)}")
+            if isinstance(ps, list) and not ps:
+                raise ValueError(f"params.{kind}: an empty list; give at least one set of params")
+            for i, p in enumerate([ps] if isinstance(ps, dict) else ps):
+                err = params_error(kind, p)
+                if err:
+                    where = f"params.{kind}" + ("" if isinstance(ps, dict) else f"[{i}]")
+                    raise ValueError(f"{where}: {err}")
+        return self
 
     @model_validator(mode="after")
     def targets_fit(self) -> "Nemesis":

@@ -101,3 +101,11 @@ def shard_of(node: str) -> int | None:
     if not node.startswith("shard-"):
         return None
     return int(node.split("-")[1].split("/")[0])
+
+
+def victims(v: dict) -> list[str]:
+    """The processes a fault's start (or stop) names as hit: its target, or every copy a kill
+    timed to a protocol moment took down (mid-promotion: the deposed primary and its successor;
+    mid-catch-up: the restarted replica and its primary)."""
+    vs = v.get("victims")
+    return [str(x) for x in vs] if isinstance(vs, list) and vs else [str(v.get("target", ""))]

@@ -8,7 +8,7 @@ True or "unknown" with every reason.
 """
 from __future__ import annotations
 
-from .base import Verdict, by_f, unknown
+from .base import Verdict, by_f, unknown, victims
 from .training import short_of_workload
 
 
@@ -36,9 +36,16 @@ def _fault_reasons(history: list[dict], ctx: dict) -> tuple[list[str], int]:
     for v in starts:
         if v["index"] not in stops:
             reasons.append(f"fault {v['index']} ({v['kind']} {v['target']}) was never healed")
-        if (v.get("params") or {}).get("during") == "checkpoint" and not v.get("caught_writing"):
+        during = (v.get("params") or {}).get("during")
+        if during == "checkpoint" and not v.get("caught_writing"):
             reasons.append(f"fault {v['index']} (kill {v['target']} during checkpoint) found no checkpoint "
                            "being written: it was an ordinary kill")
+        if during == "catch-up" and not v.get("caught_catching_up"):
+            reasons.append(f"fault {v['index']} (kill {v['target']} during catch-up) never saw the restarted "
+                           "copy back outside the ISR: its primary was not killed mid-catch-up")
+        if during == "promotion" and not v.get("caught_promoting"):
+            reasons.append(f"fault {v['index']} (kill during promotion on shard {v.get('shard', '?')}) saw no "
+                           "successor named: only the primary was killed")
     scheduled = ctx.get("scheduled_faults")
     if scheduled is not None:
         fired = {v["index"] for v in starts}
@@ -77,9 +84,11 @@ def nodes_back(history: list[dict], ctx: dict) -> Verdict:
     hit: dict[str, float] = {}
     for e in by_f(history, "fault-start"):
         v = e["value"]
-        if v.get("kind") in PROCESS_FAULTS and str(v.get("target", "")).startswith(("shard-", "worker-")):
-            hit.setdefault(v["target"], e["t"])
-    healed = {e["value"]["target"]: e["t"] for e in by_f(history, "fault-stop") if e["value"].get("target") in hit}
+        if v.get("kind") in PROCESS_FAULTS:
+            for name in victims(v):
+                if name.startswith(("shard-", "worker-")):
+                    hit.setdefault(name, e["t"])
+    healed = {name: e["t"] for e in by_f(history, "fault-stop") for name in victims(e["value"]) if name in hit}
     alive = {s["node"]: s.get("alive") for s in (e["value"] for e in by_f(history, "final-state"))}
     done_at: dict[str, list[float]] = {}
     for e in by_f(history, "train-done"):

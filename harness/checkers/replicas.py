@@ -2,7 +2,7 @@
 caught up by delta, not by snapshot."""
 from __future__ import annotations
 
-from .base import Verdict, by_f, final_states, unknown
+from .base import Verdict, by_f, final_states, unknown, victims
 
 
 def replicas_match(history: list[dict], ctx: dict) -> Verdict:
@@ -39,7 +39,8 @@ def catch_up_by_delta(history: list[dict], ctx: dict) -> Verdict:
     down_at: dict[str, float] = {}
     for e in by_f(history, "fault-start"):
         if e["value"]["kind"] in ("stop", "kill", "restart"):
-            down_at.setdefault(e["value"]["target"], e["t"])
+            for name in victims(e["value"]):
+                down_at.setdefault(name, e["t"])
     restarted = set(down_at)
     # a catch-up the copy did before it went down proves nothing about its restart
     mine = [e["value"] for e in by_f(history, "sync")

@@ -6,20 +6,47 @@ from netfaults.faults.base import check_params
 from ..errors import HarnessError
 
 from .base import Fault
+from .moments import MOMENTS, kill_mid_catchup, kill_mid_promotion
 
 
 class Kill(Fault):
-    """SIGKILL, a crash. `during: checkpoint` waits (up to 10 s) until the node is writing a
-    checkpoint file, to kill it mid-write; `wipe: true` also deletes its local data (a lost disk).
-    Healing starts it again with the same name, address and data folder."""
+    """SIGKILL, a crash. `during` times it against a protocol moment (moments.py), each looked
+    for up to `wait_s` (10 s): `checkpoint` kills the node mid-write of a checkpoint file;
+    `catch-up` kills it, starts it, and kills it again while its primary catches it up;
+    `promotion` kills its shard's primary and then the successor, the moment etcd names it.
+    `wipe: true` also deletes the local data (a lost disk). Healing starts every copy it killed
+    again with the same name, address and data folder."""
 
     kind = "kill"
-    params_spec = {"during": (str, ""), "wipe": (bool, False)}
+    params_spec = {"during": (str, ""), "wipe": (bool, False), "wait_s": (float, 10.0)}
+
+    @classmethod
+    def params_problem(cls, params: dict) -> str | None:
+        if params["during"] and params["during"] not in MOMENTS:
+            return (f"kill: params.during={params['during']!r} is not a moment; use one of "
+                    f"{', '.join(MOMENTS)} (or leave it out for a kill at the scheduled time)")
+        if params["wait_s"] <= 0:
+            return "kill: params.wait_s must be > 0 (seconds to wait for the moment)"
+        if params["wipe"] and params["during"] in ("catch-up", "promotion"):
+            return f"kill: params.wipe cannot go with during: {params['during']}; wipe a plain kill instead"
+        return None
 
     def inject(self) -> None:
         be = self.ctx.backend
-        if self.params.get("during") == "checkpoint":
-            self.info["caught_writing"] = self._await_checkpoint_write(be)
+        during = self.params.get("during")
+        if during in ("catch-up", "promotion"):
+            timed = kill_mid_catchup if during == "catch-up" else kill_mid_promotion
+            try:
+                timed(self.ctx, self.target, self.params.get("wait_s", 10.0), self.info)
+            finally:
+                self.target = self.info.get("target", self.target)
+            # mid-catch-up, the replica it killed first is running again by design: the last kill counts
+            for v in [self.target] if during == "catch-up" else self.info.get("victims", [self.target]):
+                if be.alive(v):
+                    raise HarnessError(f"kill {v}: still alive after SIGKILL")
+            return
+        if during == "checkpoint":
+            self.info["caught_writing"] = self._await_checkpoint_write(be, self.params.get("wait_s", 10.0))
         be.kill(self.target)
         if be.alive(self.target):
             raise HarnessError(f"kill {self.target}: still alive after SIGKILL")
@@ -41,7 +68,8 @@ class Kill(Fault):
         return seen[0] if seen else None
 
     def heal(self) -> None:
-        self.ctx.backend.restart(self.target)
+        for v in self.info.get("victims", [self.target]):
+            self.ctx.backend.restart(v)
 
 
 STOP_TIMEOUT_S = 5.0        # the backends' default grace before SIGKILL

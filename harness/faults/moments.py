@@ -1,0 +1,111 @@
+"""Kills timed against protocol moments: mid-catch-up and mid-promotion (mid-checkpoint is in Kill).
+
+A crash at a random instant rarely lands where a replication protocol is fragile: while a copy
+is being brought back (it holds part of what it lacks, and it is out of the ISR), or while a
+successor takes over (etcd names it, and it has not served yet). Jepsen times kills against such
+moments by hand; here a kill names the moment (`during: catch-up`, `during: promotion`) and
+brings it about itself, so that a seeded nemesis can draw it at any time and still land it:
+
+- catch-up: kill the target replica until its primary drops it from the ISR, start it again,
+  and kill the primary as soon as the copy answers outside the ISR (it is being caught up).
+- promotion: kill the target's shard primary, and kill the successor etcd names the moment it is
+  named (it has not finished taking over).
+
+Only the Backend protocol is used (routing, alive, status, kill, restart) and the context's
+clock, so the same moments land on processes, containers and the simulator. Whether a moment
+was caught is recorded in the fault's info; one that was not is evidence (scenario-ran says
+unknown), never a silent ordinary kill.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import HarnessError
+
+MOMENTS = ("checkpoint", "catch-up", "promotion")
+POLL_S = 0.0005            # how often a moment is looked for: its window can be milliseconds long
+
+
+def shard_of(name: str) -> int:
+    if not name.startswith("shard-"):
+        raise HarnessError(f"kill {name}: during catch-up or promotion needs a shard copy as target "
+                           "(e.g. replica(shard=any)), not a worker or etcd")
+    return int(name.split("-")[1].split("/")[0])
+
+
+def kill_mid_catchup(ctx: Any, target: str, wait_s: float, info: dict) -> None:
+    """Kill replica `target`, wait until its primary dropped it from the ISR, start it again,
+    and kill the primary the moment the copy answers while still outside the ISR: the primary
+    dies while catching it up (the copy has part of what it lacks, or all of it and not yet its
+    place back), so a successor must finish the job, and the half-caught-up copy must not be
+    promoted. Why the primary and not the copy: on loopback the copy's own catch-up is one call,
+    over before anything outside can see it, while its return to the ISR waits for etcd.
+    Records in `info` as it goes: `victims`, the primary as `target`, and `caught_catching_up`
+    ({copy, seq, primary_seq}), or None when the copy was back in the ISR first."""
+    be, shard = ctx.backend, shard_of(target)
+    rec = be.routing().get(shard)
+    if rec is None or rec.primary == target:
+        raise HarnessError(f"kill {target} during catch-up: name a replica (e.g. replica(shard=any)); the "
+                           "fault kills the primary while it catches that replica up")
+    primary, epoch = rec.primary, rec.epoch
+    info.update(copy=target, shard=shard, epoch=epoch, was_primary=True, victims=[target], target=target,
+                caught_catching_up=None)
+    be.kill(target)
+
+    def dropped() -> bool:
+        r = be.routing().get(shard)
+        return r is not None and target not in r.isr
+
+    if not ctx.clock.wait_until(dropped, wait_s, 0.01):
+        return
+    owed = be.status(primary)
+    be.restart(target)
+    seen: dict = {}
+
+    def back_outside() -> bool:
+        st = be.status(target)
+        r = be.routing().get(shard)
+        if st is None or r is None or target in r.isr or r.epoch != epoch:
+            return False
+        seen.update(copy=target, seq=int(st.seq), primary_seq=int(owed.seq) if owed else None)
+        return True
+
+    when_up = getattr(be, "status_when_up", None)    # real processes: wait for its first answer
+    if when_up is not None:
+        when_up(target, wait_s)
+    if not ctx.clock.wait_until(back_outside, wait_s, POLL_S):
+        return
+    info.update(victims=[target, primary], target=primary)
+    be.kill(primary)
+    info["caught_catching_up"] = seen
+
+
+def kill_mid_promotion(ctx: Any, target: str, wait_s: float, info: dict) -> None:
+    """Kill the primary of `target`'s shard, then the successor etcd names, the moment it is
+    named. Records in `info` as it goes (a heal after a failure midway restarts what it killed):
+    `deposed`, `victims`, the successor as `target`, and `caught_promoting` ({epoch, after_ms}: how
+    long after its naming it was killed), or None when no successor was named within `wait_s`."""
+    be, shard = ctx.backend, shard_of(target)
+    rec = be.routing().get(shard)
+    if rec is None:
+        raise HarnessError(f"kill {target} during promotion: shard {shard} has no routing record (etcd down?)")
+    deposed, epoch = rec.primary, rec.epoch
+    # the failover the checkers time starts with the deposed primary's kill, at its epoch
+    info.update(deposed=deposed, shard=shard, epoch=epoch, was_primary=True, victims=[deposed], target=deposed,
+                caught_promoting=None)
+    be.kill(deposed)
+    named: dict = {}
+
+    def successor() -> bool:
+        r = be.routing().get(shard)
+        if r is None or r.epoch <= epoch or r.primary == deposed:
+            return False
+        named.update(node=r.primary, epoch=r.epoch, at=ctx.clock.monotonic())
+        return True
+
+    if not ctx.clock.wait_until(successor, wait_s, POLL_S):
+        return
+    info.update(victims=[deposed, named["node"]], target=named["node"])
+    be.kill(named["node"])
+    after_ms = round((ctx.clock.monotonic() - named["at"]) * 1000, 2)
+    info["caught_promoting"] = {"epoch": named["epoch"], "after_ms": after_ms}
