@@ -389,3 +389,20 @@ def test_nodes_back():
     oom = [START, fault_start(1, "memory-limit", "shard-0/1", index=2), fault_stop(2, "memory-limit", "shard-0/1", index=2),
            final("shard-0/1", 0, "", 0, 0, {}, alive=False)]
     assert nodes_back(oom, CTX).valid is False                    # OOM-killed and not back after the heal
+
+
+def test_a_failover_is_the_fault_that_caused_it_not_an_earlier_one():
+    from harness.checkers.failover import failover_times
+    cut = fault_start(1.0, "partition", "bridge(shard=any)",
+                      isolated_primary={"node": "shard-0/0", "shard": 0, "epoch": 1})
+    kill = fault_start(10.0, "kill", "shard-0/0", shard=0, epoch=1, was_primary=True)
+    h = [cut, ok(2.0, "worker-0", 1, 0, 1, 3), kill, ok(10.5, "worker-0", 2, 0, 2, 4)]
+    times = failover_times(h)
+    # the cut was ridden out (no promotion before the kill): the kill's failover is the kill's alone
+    assert [(f["kind"], f["ms"]) for f in times] == [("kill", 500.0)]
+    promoted = h[:2] + [ev(1.6, "promote", {"shard": 0, "epoch": 2, "node": "shard-0/1"})] + h[2:]
+    assert [(f["kind"], f["ms"]) for f in failover_times(promoted)] == [("partition", None), ("kill", 500.0)]
+    # a kill without a successor before the next fault on its shard never completed, whatever came later
+    kill2 = fault_start(20.0, "kill", "shard-0/1", shard=0, epoch=1, was_primary=True)
+    h2 = [kill, kill2, ok(20.4, "worker-0", 2, 0, 2, 4)]
+    assert [f["ms"] for f in failover_times(h2)] == [None, 400.0]
