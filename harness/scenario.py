@@ -21,8 +21,8 @@ from .faults.registry import NO_TARGET
 from .targets import is_link_target, valid_target
 
 CHECKS = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "converged", "catch-up-by-delta",
-          "failover-budget", "delta-complete", "monotone-reads", "staleness", "checkpoints-atomic", "checkpoints-monotone",
-          "stops-acking", "converge-baseline", "losses-accounted")
+          "failover-budget", "delta-complete", "pulled-copy-matches", "monotone-reads", "staleness",
+          "checkpoints-atomic", "checkpoints-monotone", "stops-acking", "converge-baseline", "losses-accounted")
 
 
 class Strict(BaseModel):
@@ -169,7 +169,7 @@ class Nemesis(Strict):
 class Expect(Strict):
     checks: list[str] = Field(min_length=1, default_factory=lambda: ["no-lost-acks", "single-primary", "exactly-once",
                                                        "replicas-match", "converged", "delta-complete",
-                                                       "checkpoints-atomic"])
+                                                       "pulled-copy-matches", "checkpoints-atomic"])
     metrics: list[str] = Field(default_factory=list)
     catchup_ratio: float = Field(1.1, gt=0)          # sync_bytes <= ratio * changed_bytes
     catchup_vs_snapshot: float = Field(0.5, gt=0)   # sync_bytes <= this * snapshot_bytes

@@ -24,6 +24,7 @@ import numpy as np
 from .channels import auth, dial
 from .codec import rows_to_pb, tensor_from_pb, tensor_to_pb
 from .config import ClusterConfig, ShardRecord, etcd_url
+from .digest import dense_digest
 from .errors import RETRYABLE, NotFound, PSError, from_rpc_error
 from .etcd import Etcd
 from .events import EventLog
@@ -72,6 +73,9 @@ class PSClient:
         self.current_values: Callable[[], dict[str, np.ndarray]] | None = None
         self._ops = itertools.count(1)
         self.versions: dict[int, tuple[int, int]] = {}   # shard -> (epoch, seq) of the last dense pull
+        #: shard -> the dense state this client assembled from its pulls (the full pull, then each
+        #: delta over it), digested against the server's state on every delta pull (psnodes.digest)
+        self.copies: dict[int, dict[str, np.ndarray]] = {}
         self.pool = runtime.pool(max(1, cfg.shards), "ps-client")
         self.pushed_bytes = 0
         self.pulled_bytes = 0
@@ -226,14 +230,15 @@ class PSClient:
         out = PullResult()
         futs = {s: self.pool.submit(self._pull_dense_one, s, min_clock) for s in range(self.cfg.shards)}
         for s, f in futs.items():
-            rep = f.result()
-            for t in rep.dense:
-                out.dense[t.name] = tensor_from_pb(t, check_finite=False, limits=self.limits)
-            out.bytes += rep.bytes
+            arrays, size = f.result()
+            out.dense.update(arrays)
+            out.bytes += size
         self.pulled_bytes += out.bytes
         return out
 
-    def _pull_dense_one(self, shard: int, min_clock: int) -> ps_pb2.PullReply:
+    def _pull_dense_one(self, shard: int, min_clock: int) -> tuple[dict[str, np.ndarray], int]:
+        """One shard's changed tensors and the reply's size; the pull's event records the server's
+        state digest beside the digest of this client's copy after the delta (state_crc, copy_crc)."""
         sent: dict = {}
 
         def make(ep: int) -> ps_pb2.PullRequest:
@@ -246,13 +251,22 @@ class PSClient:
         self.events.emit("pull", val, "invoke", op)
         try:
             rep = self.call(shard, "Pull", make, timeout=max(self.call_timeout, 10.0) if min_clock >= 0 else None)
+            arrays = {t.name: tensor_from_pb(t, check_finite=False, limits=self.limits) for t in rep.dense}
         except PSError as e:
             self.events.emit("pull", {**val, "error": str(e)}, "fail", op)
             raise
         self.versions[shard] = (rep.epoch, rep.seq)
+        copy = self._assemble(shard, sent["since"], arrays)
+        crcs = {"state_crc": rep.state_crc, "copy_crc": dense_digest(copy)} if rep.HasField("state_crc") else {}
         self.events.emit("pull", {**val, "since": sent["since"], "epoch": rep.epoch, "seq": rep.seq, "node": rep.node,
-                                  "keys": [t.name for t in rep.dense], "bytes": rep.bytes}, "ok", op)
-        return rep
+                                  "keys": [t.name for t in rep.dense], "bytes": rep.bytes, **crcs}, "ok", op)
+        return arrays, rep.bytes
+
+    def _assemble(self, shard: int, since: int, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """This client's copy of a shard after a pull: a full pull (since 0) is the whole state, a
+        delta replaces the tensors it carries. The arrays are the replies' own (read-only), not copies."""
+        copy = self.copies[shard] = dict(arrays) if since == 0 else {**self.copies.get(shard, {}), **arrays}
+        return copy
 
     def pull_rows(self, table: str, ids: np.ndarray, dim: int) -> np.ndarray:
         """Rows for `ids` (any order, repeats allowed), gathered from their shards."""

@@ -30,6 +30,7 @@ import grpc
 from .checkpoint import read_checkpoint, write_checkpoint
 from .config import ClusterConfig, ShardRecord
 from .core import ack, checkpoints, dedup, fencing, gating, lease, promotion
+from .digest import dense_digest, wants_digest
 from .errors import InvalidArgument, NotPrimary, ReplicationFailed, StaleEpoch, Timeout, TooLarge
 from .etcd import Etcd
 from .events import EventLog
@@ -292,10 +293,11 @@ class ShardNode:
                 self._wait_replicated(self.store.seq, epoch, deadline)
             dense = [] if req.no_dense else self.store.pull_dense(req.since_seq, list(req.names))
             rows = [self.store.pull_rows(r.table, i) for r, i in zip(req.sparse, ids)]
+            crc = dense_digest(self.store.dense) if wants_digest(req) else None   # same lock as the reply
             reply = encode_pull_reply(epoch, self.store.seq, self.name,
                                       ((n, a.shape, memoryview(a).cast("B")) for n, a in dense),
                                       ((r.table, ids.tobytes(), dim, data.tobytes())
-                                       for r, (ids, data, dim) in zip(req.sparse, rows)))
+                                       for r, (ids, data, dim) in zip(req.sparse, rows)), crc)
         self.metrics.pulls.inc()
         self.metrics.pull_bytes.inc(len(reply))
         return reply

@@ -131,14 +131,19 @@ def rows_parts(table: str, ids, dim: int, data) -> list:
 
 
 def encode_pull_reply(epoch: int, seq: int, node: str, dense: Iterable[tuple[str, Sequence[int], object]],
-                      sparse: Iterable[tuple[str, object, int, object]]) -> bytes:
-    """A serialized PullReply; `bytes` is the size of everything else in the reply."""
+                      sparse: Iterable[tuple[str, object, int, object]], state_crc: int | None = None) -> bytes:
+    """A serialized PullReply; `bytes` is the size of everything else in the reply. `state_crc`
+    (psnodes.digest) is written whenever given, 0 included: the field has presence."""
     parts: list = [*_uint(1, epoch), *_uint(2, seq)]
     for name, shape, data in dense:
         parts += _sub(3, tensor_parts(name, shape, data))
     for table, ids, dim, data in sparse:
         parts += _sub(4, rows_parts(table, ids, dim, data))
     parts += _bytes(6, node.encode())
+    if state_crc is not None:
+        if not 0 <= state_crc < 1 << 32:
+            raise ValueError(f"state_crc={state_crc} is not a CRC-32 (0 <= crc < 2**32)")
+        parts += [_key(7, _VARINT), varint(state_crc)]
     size = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)
     parts += _uint(5, size)
     return b"".join(parts)

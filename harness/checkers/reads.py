@@ -1,7 +1,9 @@
-"""What workers read: deltas are complete, reads never go back, staleness stays bounded.
+"""What workers read: deltas are complete and assemble the server's state, reads never go back,
+staleness stays bounded.
 
 Reads are judged by the (epoch, seq) the server put in each reply, not by the cursor the client
-keeps, so a client bug cannot hide a server one.
+keeps, so a client bug cannot hide a server one. pulled-copy-matches is the one check that holds
+the client's own copy against the server's state: the client's cursor is what it judges.
 """
 from __future__ import annotations
 
@@ -51,6 +53,49 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
         return unknown("no (pull, acked push) pair to check: no pull read past a push it must contain",
                        pulls=len(pulls), acks=len(acks))
     return Verdict(not missing, {"pairs_checked": checked, "missing": missing[:10], "missing_count": len(missing)})
+
+
+def pulled_copy_matches(history: list[dict], ctx: dict) -> Verdict:
+    """After every delta pull, the worker's assembled copy of the shard equals the server's state at
+    the reply's version: the two CRC-32s the pull recorded (state_crc from the server, copy_crc of
+    the client's copy after the delta; psnodes.digest) are equal.
+
+    This judges the outcome, not the cursor: a cursor carried across an epoch change is fine when
+    the new epoch's history holds the state it names (the same node re-elected, or sync mode,
+    where reads wait for replication), and wrong when a failover lost what the worker had read.
+    Pulls without the digests (a full pull, or a history from before they were recorded) are not
+    judged; when no pull carried them there is no evidence: unknown.
+    """
+    pulls = by_f(history, "pull", "ok")
+    if not pulls:
+        return unknown("no pull was answered: no read to judge")
+    last: dict[tuple, tuple] = {}
+    judged, bad, torn = 0, [], []
+    for e in pulls:
+        v = e["value"]
+        key = (v.get("worker"), v.get("shard"))
+        before, last[key] = last.get(key), (v.get("epoch"), v.get("seq"))
+        have = [k for k in ("state_crc", "copy_crc") if k in v]
+        if not have:
+            continue
+        if len(have) == 1 or not all(isinstance(v[k], int) for k in have):
+            torn.append(e)
+            continue
+        judged += 1
+        if v["state_crc"] != v["copy_crc"]:
+            bad.append({"pull": e.get("op_id"), "t": round(e["t"], 4), "worker": v.get("worker"),
+                        "shard": v.get("shard"), "node": v.get("node"), "epoch": v.get("epoch"),
+                        "since": v.get("since"), "seq": v.get("seq"), "keys": len(v.get("keys", [])),
+                        "previous_read": list(before) if before else None,
+                        "state_crc": v["state_crc"], "copy_crc": v["copy_crc"]})
+    if torn and not bad:
+        return unknown("a pull records one state digest without the other, or one that is not an "
+                       "integer: cannot compare", example=torn[0], count=len(torn))
+    if not judged:
+        return unknown("no pull carried the state digests (state_crc, copy_crc): no delta pull, or a "
+                       "history recorded before psnodes sent them", pulls=len(pulls))
+    return Verdict(not bad, {"pulls_judged": judged, "pulls": len(pulls), "mismatches": bad[:10],
+                             "mismatch_count": len(bad), "torn": len(torn)})
 
 
 def _undone(pulls: list[tuple[float, dict]], promotes: list[tuple[float, dict]],

@@ -4,7 +4,7 @@ from .failover import failover_budget
 from .primaries import single_primary
 from .replicas import catch_up_by_delta, replicas_match
 from .durability import checkpoints_atomic, checkpoints_monotone, converge_baseline, losses_accounted, stops_acking
-from .reads import delta_complete, monotone_reads, staleness
+from .reads import delta_complete, monotone_reads, pulled_copy_matches, staleness
 from .training import converged
 
 CHECKERS = {
@@ -16,6 +16,7 @@ CHECKERS = {
     "catch-up-by-delta": catch_up_by_delta,
     "failover-budget": failover_budget,
     "delta-complete": delta_complete,
+    "pulled-copy-matches": pulled_copy_matches,
     "monotone-reads": monotone_reads,
     "staleness": staleness,
     "checkpoints-atomic": checkpoints_atomic,

@@ -28,8 +28,8 @@ from ..scenario import ClusterSpec, Fault, Scenario, Workload
 from .shrink import Shrunk, shrink
 from .space import FaultSpace
 
-SAFETY = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "delta-complete", "monotone-reads",
-          "staleness", "checkpoints-atomic", "checkpoints-monotone", "losses-accounted")
+SAFETY = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "delta-complete", "pulled-copy-matches",
+          "monotone-reads", "staleness", "checkpoints-atomic", "checkpoints-monotone", "losses-accounted")
 Run = Callable[[Scenario, int, Path], dict]
 
 

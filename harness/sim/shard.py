@@ -18,6 +18,7 @@ import simpy
 
 from psnodes.config import ClusterConfig, ShardRecord
 from psnodes.core import ack, dedup, fencing, gating, lease
+from psnodes.digest import dense_digest, wants_digest
 from psnodes.errors import InvalidArgument, NotPrimary, ReplicationFailed, Timeout
 from psnodes.placement import parse_node_name
 from psnodes.proto import ps_pb2
@@ -262,10 +263,11 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
             yield from self._wait_replicated(self.store.seq, epoch, deadline)
         dense = [] if req.no_dense else self.store.pull_dense(req.since_seq, list(req.names))
         rows = [self.store.pull_rows(r.table, i) for r, i in zip(req.sparse, ids)]
+        crc = dense_digest(self.store.dense) if wants_digest(req) else None   # no yield since the reads above
         return encode_pull_reply(epoch, self.store.seq, self.name,
                                  ((n, a.shape, memoryview(a).cast("B")) for n, a in dense),
                                  ((r.table, i.tobytes(), dim, data.tobytes())
-                                  for r, (i, data, dim) in zip(req.sparse, rows)))
+                                  for r, (i, data, dim) in zip(req.sparse, rows)), crc)
 
     def _wait_replicated(self, seq: int, epoch: int, deadline: float) -> Gen:
         """Until every ISR member applied `seq`; raise if primacy or the lease is lost."""

@@ -98,20 +98,22 @@ class PullRequest(_message.Message):
     def __init__(self, shard: _Optional[int] = ..., epoch: _Optional[int] = ..., since_seq: _Optional[int] = ..., names: _Optional[_Iterable[str]] = ..., sparse: _Optional[_Iterable[_Union[Rows, _Mapping]]] = ..., min_clock: _Optional[int] = ..., worker: _Optional[str] = ..., no_dense: _Optional[bool] = ...) -> None: ...
 
 class PullReply(_message.Message):
-    __slots__ = ("epoch", "seq", "dense", "sparse", "bytes", "node")
+    __slots__ = ("epoch", "seq", "dense", "sparse", "bytes", "node", "state_crc")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     DENSE_FIELD_NUMBER: _ClassVar[int]
     SPARSE_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
+    STATE_CRC_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     seq: int
     dense: _containers.RepeatedCompositeFieldContainer[Tensor]
     sparse: _containers.RepeatedCompositeFieldContainer[Rows]
     bytes: int
     node: str
-    def __init__(self, epoch: _Optional[int] = ..., seq: _Optional[int] = ..., dense: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., sparse: _Optional[_Iterable[_Union[Rows, _Mapping]]] = ..., bytes: _Optional[int] = ..., node: _Optional[str] = ...) -> None: ...
+    state_crc: int
+    def __init__(self, epoch: _Optional[int] = ..., seq: _Optional[int] = ..., dense: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., sparse: _Optional[_Iterable[_Union[Rows, _Mapping]]] = ..., bytes: _Optional[int] = ..., node: _Optional[str] = ..., state_crc: _Optional[int] = ...) -> None: ...
 
 class LogEntry(_message.Message):
     __slots__ = ("seq", "epoch", "payload")

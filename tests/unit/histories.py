@@ -54,10 +54,12 @@ def promote(t, shard, epoch, node, seq=0):
     return ev(t, "promote", {"shard": shard, "epoch": epoch, "node": node, "seq": seq, "isr": []}, node=node)
 
 
-def pull(t0, t1, worker, shard, since, epoch, seq, keys, op):
+def pull(t0, t1, worker, shard, since, epoch, seq, keys, op, crcs=None):
+    """A pull's invoke and ok; `crcs` = (state_crc, copy_crc) records the digests a delta pull carries."""
+    extra = {} if crcs is None else {"state_crc": crcs[0], "copy_crc": crcs[1]}
     return [ev(t0, "pull", {"worker": worker, "shard": shard, "min_clock": -1}, "invoke", worker, op),
             ev(t1, "pull", {"worker": worker, "shard": shard, "min_clock": -1, "since": since, "epoch": epoch,
-                            "seq": seq, "keys": keys, "node": "shard-0/0", "bytes": 4}, "ok", worker, op)]
+                            "seq": seq, "keys": keys, "node": "shard-0/0", "bytes": 4, **extra}, "ok", worker, op)]
 
 
 def done(worker, steps=10, loss=0.05, target=0.1, t=9):

@@ -203,6 +203,34 @@ def test_delta_complete():
     assert v.valid is False and v.details["missing"][0]["keys"] == ["b"]
 
 
+def test_pulled_copy_matches_fails_a_delta_whose_copy_differs_from_the_state():
+    full = pull(0.1, 0.2, "worker-0", 0, 0, 1, 5, ["w", "__audit__/0"], "p1")
+    good = pull(0.3, 0.4, "worker-0", 0, 5, 1, 7, ["w", "__audit__/0"], "p2", crcs=(11, 11))
+    assert CHECKERS["pulled-copy-matches"](full + good, CTX).valid is True
+    # the cursor (1, 9) carried to epoch 2, where seq 9 is another state: nothing comes back
+    carried = pull(0.5, 0.6, "worker-0", 0, 9, 2, 7, [], "p3", crcs=(12, 34))
+    v = CHECKERS["pulled-copy-matches"](full + good + carried, CTX)
+    assert v.valid is False and v.details["mismatch_count"] == 1
+    m = v.details["mismatches"][0]
+    assert (m["worker"], m["shard"], m["epoch"], m["since"], m["seq"]) == ("worker-0", 0, 2, 9, 7)
+    assert m["previous_read"] == [1, 7] and (m["state_crc"], m["copy_crc"]) == (12, 34)
+
+
+def test_pulled_copy_matches_judges_only_pulls_with_both_digests():
+    full = pull(0.1, 0.2, "worker-0", 0, 0, 1, 5, ["w"], "p1")
+    old = pull(0.3, 0.4, "worker-0", 0, 5, 1, 7, ["w"], "p2")          # a history from before the digests
+    assert CHECKERS["pulled-copy-matches"](full + old, CTX).valid == "unknown"
+    assert CHECKERS["pulled-copy-matches"]([], CTX).valid == "unknown"
+    torn = pull(0.5, 0.6, "worker-0", 0, 7, 1, 8, ["w"], "p3")
+    torn[1]["value"]["state_crc"] = 5                                 # one digest without the other
+    v = CHECKERS["pulled-copy-matches"](full + pull(0.3, 0.4, "worker-0", 0, 5, 1, 7, ["w"], "p2", (1, 1)) + torn,
+                                        CTX)
+    assert v.valid == "unknown" and "one state digest" in v.details["reason"]
+    mixed = full + old + pull(0.5, 0.6, "worker-0", 0, 7, 1, 8, ["w"], "p3", crcs=(3, 3))
+    v = CHECKERS["pulled-copy-matches"](mixed, CTX)
+    assert v.valid is True and (v.details["pulls_judged"], v.details["pulls"]) == (1, 3)
+
+
 def test_monotone_reads():
     h = [*pull(0.1, 0.2, "worker-0", 0, 0, 1, 5, [], "p1"), *pull(0.3, 0.4, "worker-0", 0, 5, 1, 7, [], "p2")]
     assert CHECKERS["monotone-reads"](h, CTX).valid is True

@@ -1,5 +1,6 @@
 """The hand-rolled encoders are byte-compatible with the generated protobuf classes."""
 import numpy as np
+import pytest
 
 from psnodes.codec import tensor_to_pb
 from psnodes.proto import ps_pb2
@@ -46,6 +47,18 @@ def test_pull_reply_parses_back():
     assert (t.name, list(t.shape), t.dtype) == ("w", [3, 4], "float32")
     np.testing.assert_array_equal(np.frombuffer(t.data, np.float32).reshape(3, 4), a)
     assert np.frombuffer(r.sparse[0].ids, np.int64).tolist() == ids.tolist() and r.sparse[0].dim == 8
+
+
+@pytest.mark.parametrize("crc", [None, 0, 1, (1 << 32) - 1])
+def test_pull_reply_state_crc_has_presence(crc):
+    r = ps_pb2.PullReply.FromString(encode_pull_reply(3, 7, "shard-0/0", [], [], crc))
+    assert r.HasField("state_crc") is (crc is not None) and (crc is None or r.state_crc == crc)
+    assert (r.epoch, r.seq, r.node) == (3, 7, "shard-0/0")
+
+
+def test_pull_reply_refuses_a_state_crc_that_is_not_a_crc32():
+    with pytest.raises(ValueError, match="state_crc"):
+        encode_pull_reply(3, 7, "n", [], [], 1 << 32)
 
 
 def test_replicate_request_parses_back():

@@ -131,10 +131,13 @@ VERSION_ACROSS_EPOCH = Mutant(
     patch={"psnodes/client.py": [(
         "            sent[\"since\"] = last_seq if last_epoch == ep else 0",
         "            sent[\"since\"] = last_seq" + PLANTED)]},
-    checker="delta-complete",
-    scenarios=("async-kill-primary", "all-copies-lost", "async-pause-primary", "stale-checkpoint-writer"),
-    notes="survives both backends: the history shows the carried cursor (a pull at the new epoch whose since is "
-          "above the reply's seq), but delta-complete judges only the window the pull states",
+    checker="pulled-copy-matches",
+    scenarios=("all-copies-lost", "async-kill-primary", "async-pause-primary", "stale-checkpoint-writer"),
+    notes="killed on both backends by pulled-copy-matches (all-copies-lost: the restore rolls the shard back "
+          "below the workers' cursor, the carried cursor's delta returns nothing, and the client's CRC of its "
+          "copy differs from the server's CRC of its state); a rule on the cursor itself is unsound (a carry "
+          "to an epoch whose history holds it is right: etcd-outage-failover). async-kill-primary alone does "
+          "not kill it at seed 1: the new primary held every seq the workers had read",
 )
 
 OUT_OF_ORDER_APPLY = Mutant(

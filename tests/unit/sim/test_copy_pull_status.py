@@ -15,6 +15,7 @@ import pytest
 
 from psnodes.codec import tensor_from_pb
 from psnodes.config import ClusterConfig, ShardRecord
+from psnodes.digest import dense_digest
 from psnodes.errors import InvalidArgument, NotPrimary, Timeout
 from psnodes.placement import audit_name
 from psnodes.proto import ps_pb2
@@ -103,6 +104,14 @@ def test_since_seq_returns_only_what_changed_after_it(run) -> None:
     assert run["push"].seq == run["all"].seq + 1
     assert sorted(dense(run["since"])) == sorted(["w", audit_name(0)]) and run["since"].seq == run["push"].seq
     assert list(dense(run["named"])) == ["w"]
+
+
+def test_a_delta_pull_carries_the_digest_of_the_state_the_full_pull_and_delta_assemble(run) -> None:
+    assert not run["all"].HasField("state_crc") and not run["named"].HasField("state_crc")
+    assert not run["rows"].HasField("state_crc")
+    assert run["since"].HasField("state_crc") and run["none"].HasField("state_crc")
+    assert run["none"].state_crc == dense_digest(dense(run["all"]))          # nothing changed
+    assert run["since"].state_crc == dense_digest({**dense(run["all"]), **dense(run["since"])})
 
 
 def test_rows_are_the_tables_rows_for_the_checked_ids(run) -> None:
