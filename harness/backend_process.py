@@ -182,6 +182,8 @@ class ProcessBackend:
                 "--mode", s.training,
                 "--staleness", str(s.staleness), "--steps", str(steps), "--device", self.worker_device(),
                 "--events", str(self.events_path(name)), "--step-delay", str(step_delay)]
+        if s.eval_every:
+            args += ["--eval-every", str(s.eval_every)]
         if duration:
             args += ["--duration", str(duration)]
         self.worker_args[name] = args

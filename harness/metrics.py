@@ -31,6 +31,14 @@ def failover_stats(ms: Sequence[float | None]) -> dict:
             "max": fmt(a.max()), "n": len(ms), "failed": failed, "failed_counted_as": "inf"}
 
 
+def eval_loss(history: list[dict]) -> float | None:
+    """The mean over workers of each one's last evaluation loss (None: no pass succeeded; an
+    older history has no eval events at all)."""
+    last = {e["value"]["worker"]: e["value"]["loss"] for e in by_f(history, "eval")
+            if e["value"].get("loss") is not None}
+    return round(float(np.mean(list(last.values()))), 6) if last else None
+
+
 def compute(history: list[dict], ctx: dict) -> dict:
     oks = by_f(history, "push", "ok")
     lost = no_lost_acks(history, ctx)
@@ -49,6 +57,8 @@ def compute(history: list[dict], ctx: dict) -> dict:
         "isr_deferred": len(by_f(history, "isr-deferred")),
         "final_loss": round(float(np.mean(done)), 6) if done else None,
         "baseline_loss": None,
+        "eval_loss": eval_loss(history),
+        "eval_passes": sum(1 for e in by_f(history, "eval") if e["value"].get("loss") is not None),
         "sync_bytes": sum(s["bytes"] for s in syncs),
         "changed_bytes": sum(s["changed_bytes"] for s in syncs),
         "snapshot_bytes": sum(s["snapshot_bytes"] for s in syncs),

@@ -37,6 +37,9 @@ class ClusterSpec(Strict):
     training: Literal["async", "bsp", "ssp"] = "async"
     staleness: int = Field(2, ge=0)
     model: Literal["mlp", "widedeep"] = "mlp"
+    # a read-only evaluation pass (held-out batch, cold-start ids for widedeep) after every N-th
+    # step of each worker, pulling and never pushing, as an evaluator or a server reads a PS; 0: none
+    eval_every: int = 0
     device: str = "auto"
     gpus: int | list[str] | None = None          # docker: GPUs per worker, a count or ids (None: all)
     optimizer: Literal["sgd", "adagrad", "adam"] = "adam"
@@ -45,6 +48,14 @@ class ClusterSpec(Strict):
     max_lag: int = Field(256, ge=1)
     min_isr: int = Field(0, ge=0, le=9)          # 0: 2 when copies >= 3, else 1
     network: Literal["auto", "proxied", "direct"] = "auto"   # auto: proxied when a link fault is scheduled
+
+    @field_validator("eval_every")
+    @classmethod
+    def eval_cadence(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError(f"eval_every={v}: give the number of training steps between evaluation "
+                             "passes (e.g. 25), or 0 for none")
+        return v
 
     @field_validator("gpus")
     @classmethod
@@ -218,6 +229,10 @@ class Scenario(Strict):
         if "staleness" in self.expect.checks and self.cluster.training == "async":
             raise ValueError("expect.checks: staleness needs cluster.training: bsp or ssp "
                              "(async training has no staleness bound to check)")
+        ev = self.cluster.eval_every
+        if ev > self.workload.steps and self.workload.duration_s is None:
+            raise ValueError(f"cluster.eval_every: {ev} is more than workload.steps={self.workload.steps}, "
+                             f"so no evaluation pass would run; use at most {self.workload.steps}, or 0 for none")
         scaled = any(f.kind in ("scale-out", "scale-in") for f in self.faults)
         if scaled and self.cluster.training != "async":
             raise ValueError("faults: scale-out/scale-in need cluster.training: async "

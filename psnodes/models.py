@@ -5,6 +5,9 @@
 vocabulary, looked up in PS embedding tables (`emb` for the deep part, `wide` for per-id
 weights), plus dense features; labels come from a seeded logistic teacher.
 Every worker builds the same initial model from the task seed, so INIT offers agree.
+`eval_batch` draws a held-out batch for a read-only evaluation pass (psnodes/worker.py): for
+`widedeep` a share of its ids are cold-start items past the training vocabulary, ids no training
+batch ever draws, as validation data holds items never trained.
 """
 from __future__ import annotations
 
@@ -44,6 +47,10 @@ class MLPTask:
         return Batch(torch.from_numpy(x).to(self.device),
                      torch.from_numpy(y.astype(np.float32)).to(self.device))
 
+    def eval_batch(self, rng: np.random.Generator) -> Batch:
+        """A held-out batch: the same distribution, drawn from the evaluator's own generator."""
+        return self.batch(rng)
+
     def loss(self, b: Batch, rows: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         return nn.functional.mse_loss(self.model(b.x).squeeze(-1), b.y)
 
@@ -57,6 +64,11 @@ class WideDeepTask:
     #: coin flips with the teacher's odds, so no model beats that floor, and it differs by seed
     #: (0.30-0.44 for seeds 1-10); 300 steps land 0.05-0.08 above it, so 0.15 leaves room.
     target_gap = 0.15
+    #: the share of a held-out batch's ids that are cold-start items, and how many such ids each
+    #: field has: ids from `fields * vocab` on, past every id a training batch can draw, so no push
+    #: ever creates their rows and an evaluator reads them as the initializer's
+    cold_fraction = 0.25
+    cold_vocab = 10_000
 
     def __init__(self, seed: int, device: torch.device, batch_size: int = 128,
                  vocab: int = 50_000) -> None:
@@ -79,10 +91,16 @@ class WideDeepTask:
             total += float(np.mean(-(p * np.log(p) + (1 - p) * np.log(1 - p))))
         return total / batches
 
-    def _draw(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Ids, the teacher's click probability, and dense features of one batch."""
+    def _draw(self, rng: np.random.Generator, cold: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Ids, the teacher's click probability, and dense features of one batch; with `cold`, that
+        share of the ids (drawn at random) replaced by cold-start ids. `cold=0` draws nothing more,
+        so training batches are the same whether or not anyone evaluates."""
         ranks = np.minimum(rng.zipf(1.3, size=(self.batch_size, self.fields)), self.vocab) - 1
         ids = ranks + np.arange(self.fields)[None, :] * self.vocab
+        if cold:
+            fresh = (self.fields * self.vocab + np.arange(self.fields)[None, :] * self.cold_vocab
+                     + rng.integers(0, self.cold_vocab, size=ids.shape))
+            ids = np.where(rng.random(ids.shape) < cold, fresh, ids)
         x = rng.normal(size=(self.batch_size, 4)).astype(np.float32)
         logit = self._teacher(ids).sum(axis=1) + x @ self.dense_w
         return ids, 1 / (1 + np.exp(-logit)), x
@@ -95,6 +113,17 @@ class WideDeepTask:
         ids, p, x = self._draw(rng)
         y = (rng.random(self.batch_size) < p).astype(np.float32)
         return Batch(torch.from_numpy(x).to(self.device), torch.from_numpy(y).to(self.device), ids.astype(np.int64))
+
+    def eval_batch(self, rng: np.random.Generator) -> Batch:
+        """A held-out batch whose ids include cold-start items (`cold_fraction` of them), labelled
+        by the same teacher: what an evaluation or serving client reads, rows never trained."""
+        ids, p, x = self._draw(rng, cold=self.cold_fraction)
+        y = (rng.random(self.batch_size) < p).astype(np.float32)
+        return Batch(torch.from_numpy(x).to(self.device), torch.from_numpy(y).to(self.device), ids.astype(np.int64))
+
+    def is_cold(self, ids: np.ndarray) -> np.ndarray:
+        """Which ids are cold-start items: past every id a training batch draws."""
+        return np.asarray(ids) >= self.fields * self.vocab
 
     def loss(self, b: Batch, rows: dict[str, torch.Tensor] | None = None) -> torch.Tensor:
         """rows[table]: [B, fields, dim] looked-up embeddings (leaf tensors the worker pushes back)."""

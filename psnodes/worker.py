@@ -5,6 +5,11 @@ under BSP/SSP), pull the embedding rows of the batch, compute the loss and gradi
 PyTorch, and push them to the shards. Every step's loss and every push go to the event log.
 Pulls also bring the shards' audit tensors (`__audit__/<s>`); they are not model parameters.
 Modes: `async` (no waits), `bsp` (lock-step), `ssp` (at most `staleness` steps ahead).
+
+With `--eval-every K` the worker is also a read-only client, as evaluation and serving are in a
+real deployment: after every K-th step it computes the loss on a held-out batch (whose embedding
+ids include cold-start ids no training batch draws), pulling rows and pushing nothing, and logs
+an `eval` event. Reads that are never followed by a write are what shows a read path that writes.
 """
 from __future__ import annotations
 
@@ -27,16 +32,21 @@ from .placement import is_audit
 from .runtime import REAL, Runtime
 
 MODES = ("async", "bsp", "ssp")
+EVAL_STREAM = 1     # the held-out batches' generator: [seed, worker index, EVAL_STREAM]
 
 
 class Worker:
     def __init__(self, cfg: ClusterConfig, name: str, model: str, mode: str = "async", staleness: int = 2,
                  device: str = "auto", links: dict[str, str] | None = None, events: EventLog | None = None,
                  seed: int | None = None, step_delay: float = 0.0, *, runtime: Runtime = REAL,
-                 client: PSClient | None = None) -> None:
-        """`runtime` and `client` are the machine (psnodes.runtime): the simulator passes its own."""
+                 client: PSClient | None = None, eval_every: int = 0) -> None:
+        """`runtime` and `client` are the machine (psnodes.runtime): the simulator passes its own.
+        `eval_every`: steps between read-only evaluation passes (0: none)."""
         if mode not in MODES:
             raise ValueError(f"mode={mode!r} is unknown; use one of {', '.join(MODES)}")
+        if isinstance(eval_every, bool) or not isinstance(eval_every, int) or eval_every < 0:
+            raise ValueError(f"eval_every={eval_every!r}: give the number of training steps between "
+                             "evaluation passes (e.g. 25), or 0 for none")
         self.cfg, self.name, self.mode, self.staleness = cfg, name, mode, staleness
         self.events = events or EventLog(None, name)
         self.device = pick_device(device)
@@ -46,6 +56,11 @@ class Worker:
         self.client.current_values = self.values    # re-offered as INIT if a shard lost them
         index = int(name.rsplit("-", 1)[-1]) if name.rsplit("-", 1)[-1].isdigit() else 0
         self.rng = np.random.default_rng([cfg.seed, index])
+        # held-out batches come from their own generator of the same seed: turning evaluation on
+        # leaves every training batch as it was, and a restarted worker replays the same ones
+        self.eval_rng = np.random.default_rng([cfg.seed, index, EVAL_STREAM])
+        self.eval_every = eval_every
+        self.eval_losses: list[float] = []
         self.params = dict(self.task.model.named_parameters())
         self.step_delay = step_delay
         self.stop = False
@@ -92,6 +107,31 @@ class Worker:
                                         "pulled_bytes": got.bytes})
         return value
 
+    def evaluate(self, step: int) -> float:
+        """The loss on a held-out batch with the dense values this worker last pulled and the rows
+        the shards hold now: a read-only pass (no push, no gradient). Rows of ids never pushed read
+        as their initializer's and must stay uncreated on every copy (psnodes/embedding.py)."""
+        t0 = self.rt.monotonic()
+        b = self.task.eval_batch(self.eval_rng)
+        rows: dict[str, torch.Tensor] = {}
+        uniq, cold = np.empty(0, dtype=np.int64), 0
+        if self.task.tables:
+            uniq, inv = np.unique(b.ids, return_inverse=True)
+            cold = int(self.task.is_cold(uniq).sum())
+            at = torch.from_numpy(inv.reshape(b.ids.shape)).to(self.device)
+            for table, dim in self.task.tables.items():
+                rows[table] = torch.from_numpy(self.client.pull_rows(table, uniq, dim)).to(self.device)[at]
+        with torch.no_grad():
+            value = float(self.task.loss(b, rows).cpu())
+        self.rt.compute("eval")
+        self.eval_losses.append(value)
+        self.events.emit("eval", {"worker": self.name, "step": step, "loss": value, "ids": int(uniq.size),
+                                  "cold_ids": cold, "took_s": round(self.rt.monotonic() - t0, 6)})
+        return value
+
+    def eval_due(self, step: int) -> bool:
+        return bool(self.eval_every) and (step + 1) % self.eval_every == 0 and not self.stop
+
     def run(self, steps: int, duration: float | None = None) -> float:
         self.start()
         end = self.rt.monotonic() + duration if duration else None
@@ -101,6 +141,11 @@ class Worker:
                 self.step(step)
             except PSError as e:
                 self.events.emit("train-error", {"worker": self.name, "step": step, "error": str(e)})
+            if self.eval_due(step):
+                try:
+                    self.evaluate(step)
+                except PSError as e:
+                    self.events.emit("eval", {"worker": self.name, "step": step, "loss": None, "error": str(e)})
             step += 1
             if self.step_delay:
                 self.rt.sleep(self.step_delay)
@@ -127,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--links")
     ap.add_argument("--events")
     ap.add_argument("--step-delay", type=float, default=0.0)
+    ap.add_argument("--eval-every", type=int, default=0,
+                    help="a read-only evaluation pass after every N-th step (0: none)")
     args = ap.parse_args(argv)
     tune_malloc()
     torch.set_num_threads(1)
@@ -134,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg = ClusterConfig.load(args.config)
         w = Worker(cfg, args.name, args.model, args.mode, args.staleness, args.device,
                    load_links(args.links, cfg), EventLog(Path(args.events) if args.events else None, args.name),
-                   step_delay=args.step_delay)
+                   step_delay=args.step_delay, eval_every=args.eval_every)
     except (PSError, ValueError) as e:
         print(f"psnodes.worker: {e}", file=sys.stderr)
         return 2

@@ -12,7 +12,9 @@ Measured here, on this machine, each as the median of repeated trials:
 Heartbeat, suspicion and lease timings are the cluster config's own constants (the twin reads the
 same config), so they are not measured; `pschaos sim validate` compares what they add up to.
 Last, `worker_overhead_s`: a real step's time beyond compute and the modelled wire, from a real
-2-shard x 3-copy training run per model less its twin's step without overhead.
+2-shard x 3-copy training run per model less its twin's step without overhead; and from the same
+runs (which evaluate every 10 steps) `worker_eval_s`: a real evaluation pass's time less its
+twin's without that cost.
 """
 from __future__ import annotations
 
@@ -155,21 +157,41 @@ def checkpoint_rate(say: Callable[[str], None], n: int = 5) -> float:
 
 STEP_SCENARIO = """\
 name: calibrate-steps-{model}
-cluster: {{shards: 2, copies: 3, workers: 2, replication: {mode}, training: async, model: {model}}}
+cluster: {{shards: 2, copies: 3, workers: 2, replication: {mode}, training: async, model: {model}, eval_every: 10}}
 workload: {{steps: 300}}
 expect: {{checks: [no-lost-acks]}}
 """
 
 
 def _step_gaps(run_dir: Path) -> list[float]:
-    """The times between a worker's consecutive train-step events, over every worker."""
+    """The times between a worker's consecutive train-step events, over every worker; a gap with
+    an evaluation pass in it is left out (that pass is `worker_eval_s`, not a step's time)."""
     from ..history import read_events
 
-    by: dict[str, list[float]] = {}
+    by: dict[str, list[tuple[float, str]]] = {}
     for e in read_events(run_dir / "history.jsonl"):
-        if e["f"] == "train-step":
-            by.setdefault(e["node"], []).append(e["t"])
-    return [b - a for ts in by.values() for a, b in zip(ts, ts[1:])]
+        if e["f"] in ("train-step", "eval"):
+            by.setdefault(e["node"], []).append((e["t"], e["f"]))
+    gaps = []
+    for evs in by.values():
+        last = None
+        for t, f in evs:
+            if f == "eval":
+                last = None
+                continue
+            if last is not None:
+                gaps.append(t - last)
+            last = t
+    return gaps
+
+
+def _median_eval(run_dir: Path) -> float:
+    """The median time of an evaluation pass (its `took_s`) over every worker."""
+    from ..history import read_events
+
+    took = [e["value"]["took_s"] for e in read_events(run_dir / "history.jsonl")
+            if e["f"] == "eval" and e["value"].get("took_s") is not None]
+    return statistics.median(took) if took else 0.0
 
 
 def _median_step(run_dir: Path) -> float:
@@ -185,18 +207,20 @@ def _log_spread(gaps: list[float]) -> float:
     return round(statistics.pstdev(np.log(xs).tolist()), 4) if len(xs) >= 2 else 0.0
 
 
-def worker_overheads(base: Calibration, say: Callable[[str], None]) -> tuple[dict[str, float], dict[str, float]]:
+def worker_overheads(base: Calibration, say: Callable[[str], None]
+                     ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
     """Per model and replication mode (keys `mlp`, `widedeep` for sync, `mlp/async`, `widedeep/async`):
     a real step (2 shards x 3 copies, 2 workers) less the simulated step with
     everything else measured (`base`: compute, wire, etcd) and no overhead: what the client's and
-    nodes' CPU add per step; and the real steps' spread (`_log_spread`)."""
+    nodes' CPU add per step; the real steps' spread (`_log_spread`); and an evaluation pass's cost
+    beyond the wire (a real pass less the twin's with none)."""
     from dataclasses import replace
 
     from ..runner import Runner
     from ..scenario import load_scenario
     from .backend import SimBackend
 
-    out, spread = {}, {}
+    out, spread, evals = {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="pschaos-calibrate-") as tmp:
         for model, mode in (("mlp", "sync"), ("widedeep", "sync"), ("mlp", "async"), ("widedeep", "async")):
             key = model if mode == "sync" else f"{model}/{mode}"
@@ -206,15 +230,18 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]) -> tuple[dic
             Runner(sc, 1, Path(tmp) / f"real-{key}", "process", quiet=True).run()
             gaps = _step_gaps(Path(tmp) / f"real-{key}")
             real = statistics.median(gaps) if gaps else 0.0
-            bare = replace(base, worker_overhead_s={key: 0.0}, worker_step_jitter={})
+            bare = replace(base, worker_overhead_s={key: 0.0}, worker_step_jitter={}, worker_eval_s={key: 0.0})
             Runner(sc, 1, Path(tmp) / f"sim-{key}", "sim", quiet=True,
                    make_backend=lambda s, d, rid, seed: SimBackend(s.cluster, d, rid, seed, calibration=bare)).run()
             sim0 = _median_step(Path(tmp) / f"sim-{key}")
             out[key] = round(max(0.0, real - sim0), 6)
             spread[key] = _log_spread(gaps)
+            real_eval, sim_eval = _median_eval(Path(tmp) / f"real-{key}"), _median_eval(Path(tmp) / f"sim-{key}")
+            evals[key] = round(max(0.0, real_eval - sim_eval), 6)
             say(f"  step {model} ({mode} replication): real {real * 1e3:.2f} ms (log-sd {spread[key]:.3f}), "
-                f"simulated without overhead {sim0 * 1e3:.2f} ms -> overhead {out[key] * 1e3:.2f} ms")
-    return out, spread
+                f"simulated without overhead {sim0 * 1e3:.2f} ms -> overhead {out[key] * 1e3:.2f} ms; "
+                f"eval pass real {real_eval * 1e3:.2f} ms, simulated without its cost {sim_eval * 1e3:.2f} ms")
+    return out, spread, evals
 
 
 def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
@@ -249,7 +276,7 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
                       measured={"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                 "host": platform.node(), "python": platform.python_version(),
                                 "command": f"pschaos sim calibrate --out {out}"})
-    cal.worker_overhead_s, cal.worker_step_jitter = worker_overheads(cal, say)
+    cal.worker_overhead_s, cal.worker_step_jitter, cal.worker_eval_s = worker_overheads(cal, say)
     cal.measured["took_s"] = round(time.time() - t0, 1)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(cal.to_json(), indent=2) + "\n")

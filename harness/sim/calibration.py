@@ -12,7 +12,10 @@ step's time, from the train-step events of process runs, less a simulated step's
 logarithm over a real run's steps, outliers above the 95th percentile left out; each simulated
 step is the calibrated time times exp(jitter x a standard normal draw from the run's seed), so
 its median stays the calibrated one and workers drift apart as real ones do, which is what SSP
-staleness and the interleaving of pushes depend on), `apply_s_per_mb` (a shard applying an update), `checkpoint_mb_s` (writing a checkpoint),
+staleness and the interleaving of pushes depend on), `worker_eval_s` per model (a read-only
+evaluation pass, psnodes/worker.py `evaluate`: its forward pass and the client's work on its row
+pulls beyond the modelled wire, charged once per pass without a draw; the median `took_s` of
+a real run's eval events less a simulated pass's without it), `apply_s_per_mb` (a shard applying an update), `checkpoint_mb_s` (writing a checkpoint),
 `node_start_s` (a shard copy's start, from the harness's spawn until its gRPC server takes
 calls: the process, its ShardNode and its local checkpoint; a simulated copy refuses calls that
 long after each start, so a restarted replica misses as many pushes as a real one),
@@ -37,7 +40,11 @@ DEFAULT_PATH = Path(__file__).with_name("calibration.json")
 # the process runs' histories, widedeep async ~14.5-15 ms in a run of async-kill-primary) less the
 # simulated step with the measured compute and no overhead (mlp 4.1 ms, widedeep 4.5 ms).
 OVERHEAD_S = {"mlp": 0.006, "widedeep": 0.010}
-KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "apply_s_per_mb", "checkpoint_mb_s",
+# An eval pass (a forward pass and one row pull per table and shard) beyond the modelled wire, as
+# measured by `pschaos sim calibrate` (the committed file carries the measured figure)
+EVAL_S = {"mlp": 0.0004, "widedeep": 0.006}
+KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "worker_eval_s", "apply_s_per_mb",
+        "checkpoint_mb_s",
         "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s", "measured")
 
 
@@ -47,6 +54,7 @@ class Calibration:
     worker_step_s: dict[str, float] = field(default_factory=lambda: {"mlp": 0.004, "widedeep": 0.008})
     worker_overhead_s: dict[str, float] = field(default_factory=lambda: dict(OVERHEAD_S))
     worker_step_jitter: dict[str, float] = field(default_factory=dict)
+    worker_eval_s: dict[str, float] = field(default_factory=lambda: dict(EVAL_S))
     apply_s_per_mb: float = 0.004
     checkpoint_mb_s: float = 200.0
     node_start_s: float = 0.0
@@ -89,9 +97,16 @@ class Calibration:
         j = self.worker_step_jitter
         return float(j.get(f"{model}/{replication}", j.get(model, max(j.values(), default=0.0))))
 
+    def eval_s(self, model: str, replication: str = "sync") -> float:
+        """Virtual seconds one evaluation pass of `model` costs its worker beyond the wire, keyed
+        as the overhead is (`model/replication`, else `model`)."""
+        e = self.worker_eval_s
+        return float(e.get(f"{model}/{replication}", e.get(model, max(e.values(), default=0.0))))
+
     def to_json(self) -> dict:
         return {"network": self.network, "worker_step_s": self.worker_step_s,
                 "worker_overhead_s": self.worker_overhead_s, "worker_step_jitter": self.worker_step_jitter,
+                "worker_eval_s": self.worker_eval_s,
                 "apply_s_per_mb": self.apply_s_per_mb,
                 "checkpoint_mb_s": self.checkpoint_mb_s, "node_start_s": self.node_start_s,
                 "etcd_read_s": self.etcd_read_s,

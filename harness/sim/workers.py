@@ -77,8 +77,12 @@ class SimWorkers:
         step_s, jitter = be.cal.step_s(*mode), be.cal.jitter(*mode)
         # one stream per incarnation, from the run's seed: a worker's draws never shift another's
         draws = random.Random(f"pschaos-step:{be.seed}:{name}:{n}")
+        eval_s = be.cal.eval_s(*mode)
 
         def compute(what: str) -> None:
+            if what == "eval":     # no draw: the steps' times are the same with evaluation on or off
+                sleep(eval_s)
+                return
             sleep(step_s * math.exp(jitter * draws.gauss(0.0, 1.0)) if jitter else step_s)
         rt = Runtime(monotonic=clock.monotonic, sleep=sleep, time=clock.now, pid=lambda: pid,
                      pool=lambda k, prefix: SimPool(vt, f"{name}-{prefix}"), compute=compute)
@@ -93,7 +97,8 @@ class SimWorkers:
             client = PSClient(cfg, name, None, inc.events, runtime=rt, etcd=SimEtcdClient(be, name, dead),
                               stub_factory=lambda node: SimStub(be, name, node, dead))
             w = inc.worker = Worker(cfg, name, be.spec.model, be.spec.training, be.spec.staleness, "cpu", None,
-                                    inc.events, step_delay=step_delay, runtime=rt, client=client)
+                                    inc.events, step_delay=step_delay, runtime=rt, client=client,
+                                    eval_every=be.spec.eval_every)
             try:
                 w.run(steps, duration)
             except Killed:

@@ -48,3 +48,13 @@ def test_the_committed_calibration_has_every_timing_the_twin_uses():
     for model in ("mlp", "widedeep"):
         assert cal.jitter(model) > 0 and f"{model}/async" in cal.worker_overhead_s
 
+
+
+def test_an_eval_pass_costs_its_calibrated_figure_keyed_as_the_overhead_is():
+    cal = Calibration(worker_eval_s={"mlp": 0.001, "widedeep": 0.006, "widedeep/async": 0.005})
+    assert cal.eval_s("widedeep") == 0.006 and cal.eval_s("widedeep", "async") == 0.005
+    assert cal.eval_s("mlp", "async") == 0.001 and cal.eval_s("other") == 0.006
+    committed = Calibration.default()
+    assert set(committed.worker_eval_s) == {"mlp", "widedeep", "mlp/async", "widedeep/async"}
+    # a forward pass and a row pull's client work: well under a training step
+    assert 0 < committed.eval_s("widedeep") < committed.step_s("widedeep")
