@@ -37,7 +37,7 @@ DEFAULT_SUITE = (
     "partition-primary-replicas", "kill-primary", "pause-primary", "kill-replica", "replica-restart-catchup",
     "kill-during-checkpoint", "all-copies-lost", "split-brain-restore", "stale-checkpoint-writer",
     "ssp-kill-primary", "ssp-straggler", "async-kill-primary", "async-partition-primary", "kill-restart-worker",
-    "loss-20-worker-links",
+    "loss-20-worker-links", "short-cut-primary",
 )
 BACKENDS = ("process", "sim")
 

@@ -37,10 +37,12 @@ NO_EPOCH_FENCING = Mutant(
         "    if req_epoch < epoch:\n        return Replicate.REFUSE_STALE",
         "    if req_epoch < epoch:\n        return Replicate.ACCEPT" + PLANTED)]},
     checker="single-primary",
-    scenarios=("partition-primary-replicas", "pause-primary", "async-partition-primary", "split-brain-restore"),
-    notes="survives the twin: a deposed primary is fenced first by the new primary's higher epoch, its ISR "
-          "change refused by etcd's record, or its lease; killed on processes when load starts an unplanned "
-          "election (README, bug zoo)",
+    scenarios=("short-cut-primary", "partition-primary-replicas", "pause-primary", "split-brain-restore"),
+    notes="killed by short-cut-primary on both backends: an asymmetric cut shorter than the lease leaves the deposed "
+          "primary believing its lease, reaching its replica but not hearing from it or etcd, with a worker that "
+          "still routes to it; only the replica's refusal of the old epoch stops it acking beside its successor. "
+          "The symmetric scenarios do not: the old primary is fenced first by the new one's higher epoch, its ISR "
+          "change refused by etcd's record, or its lease"
 )
 
 RETRY_APPLIED_TWICE = Mutant(
