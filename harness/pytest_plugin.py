@@ -207,7 +207,8 @@ def nemesis(request: pytest.FixtureRequest, history):
             if fault in self.open:
                 self.open.remove(fault)
                 fault.heal()
-                history.record("fault-stop", {"kind": fault.info.get("kind"), "target": fault.target})
+                history.record("fault-stop", {"kind": fault.info.get("kind"), "target": fault.target,
+                                              **({"victims": fault.info["victims"]} if "victims" in fault.info else {})})
 
     n = Nemesis()
     yield n

@@ -229,15 +229,17 @@ class Runner:
     def _loop(self, ctx: FaultContext, pending: list, watch: StepWatcher, t0: float, limit: float) -> None:
         while self.backend.workers_running() or any(o.target.startswith("worker-") for o in self.open):
             now, step = self.clock.monotonic() - t0, watch.poll()
+            # heals before injections: a fault whose inject waited for a protocol moment must not
+            # find the one before it still open (one at a time, unless the nemesis overlaps them)
+            for o in list(self.open):
+                if (o.heal_at_t is not None and now >= o.heal_at_t) or \
+                   (o.heal_at_step is not None and step >= o.heal_at_step):
+                    self._heal(o, "scheduled")
             for item in list(pending):
                 i, f = item
                 if (f.at.time is not None and now >= f.at.time) or (f.at.step is not None and step >= f.at.step):
                     pending.remove(item)
                     self._inject(ctx, i, f, now, step)
-            for o in list(self.open):
-                if (o.heal_at_t is not None and now >= o.heal_at_t) or \
-                   (o.heal_at_step is not None and step >= o.heal_at_step):
-                    self._heal(o, "scheduled")
             self.progress.update("training", step, len(self.faults_done) + len(self.open))
             if now > limit:      # judged, not raised: the evidence check makes the run unknown
                 self.history.record("workload-timeout", {"limit_s": round(limit, 1), "step": step,
@@ -284,6 +286,10 @@ class Runner:
             raise
         info.update(fault.info)
         o.target = info["target"]       # a kill timed to a promotion names the successor it hit
+        if spec.duration_s and spec.until is None:
+            # in place for duration_s from when the inject finished (a kill timed to a moment may
+            # wait seconds for it), not from when it came due
+            o.heal_at_t = self.clock.monotonic() - self.t0_drive + spec.duration_s
         self.history.record("fault-start", info, t=t_start)
         self.say(f"fault: {kind} {target} at step {step}")
         if kind in ("restart", "scale-out", "scale-in"):

@@ -76,6 +76,21 @@ class Workload(Strict):
     step_delay_s: float = Field(0.0, ge=0, le=10)
 
 
+def moment_target_error(kind: str, params: dict, target: str) -> str | None:
+    """Why a kill timed to a protocol moment cannot act on `target`, or None: both moments act
+    on a shard's copies, and catch-up kills the primary that catches a replica up, so its
+    target names the replica."""
+    during = params.get("during") if kind == "kill" else None
+    if during not in ("catch-up", "promotion"):
+        return None
+    if not target.startswith(("shard-", "primary(", "replica(", "replicas(")):
+        return f"a kill during {during} acts on a shard's copies; name one (e.g. replica(shard=any)), not {target!r}"
+    if during == "catch-up" and target.startswith("primary("):
+        return ("a kill during catch-up names the replica to bring back (replica(shard=N)); it kills the "
+                "primary catching it up by itself")
+    return None
+
+
 class At(Strict):
     time: float | None = Field(None, ge=0)
     step: int | None = Field(None, ge=0)
@@ -124,6 +139,9 @@ class Fault(Strict):
         err = params_error(self.kind, self.params)
         if err:
             raise ValueError(f"params: {err}")
+        err = moment_target_error(self.kind, self.params, self.target)
+        if err:
+            raise ValueError(f"target: {err}")
         return self
 
 
@@ -146,11 +164,19 @@ class Nemesis(Strict):
                 raise ValueError(f"params.{kind}: not a fault kind; known: {', '.join(ALL_KINDS)}")
             if isinstance(ps, list) and not ps:
                 raise ValueError(f"params.{kind}: an empty list; give at least one set of params")
+            if kind not in self.kinds:
+                raise ValueError(f"params.{kind}: {kind} is not in kinds {self.kinds}, so these params would never "
+                                 f"be used; add {kind} to kinds or remove its params")
             for i, p in enumerate([ps] if isinstance(ps, dict) else ps):
+                where = f"params.{kind}" + ("" if isinstance(ps, dict) else f"[{i}]")
                 err = params_error(kind, p)
                 if err:
-                    where = f"params.{kind}" + ("" if isinstance(ps, dict) else f"[{i}]")
                     raise ValueError(f"{where}: {err}")
+                ts = self.targets.get(kind, "replica(shard=any)")
+                for t in [ts] if isinstance(ts, str) else ts:
+                    err = moment_target_error(kind, p, t.replace(" ", ""))
+                    if err:
+                        raise ValueError(f"{where}: with targets.{kind} {t!r}: {err}")
         return self
 
     @model_validator(mode="after")

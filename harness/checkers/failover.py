@@ -6,16 +6,20 @@ from .base import Verdict, by_f
 
 def failover_times(history: list[dict]) -> list[dict]:
     """One entry per fault that hit a primary: the ms until a higher epoch acked a push on its
-    shard, looked for only until the next fault that hits that shard's primary (a later
-    failover is that fault's, not this one's).
+    shard, looked for until the next fault that hits that shard's primary after this one healed
+    (a later failover is that fault's, not this one's; faults injected together share theirs).
 
     A partition that cut a primary off can be ridden out: its lease outlives a short cut, so no
-    successor is elected. Such a fault, with no promotion on its shard before the next one, is
-    not a failover and is left out (before, the next fault's failover was counted for it: a 14 s
-    "failover" on a nemesis-soak seed). A kill or pause of a primary is always expected to fail
-    over: one without a successor stays in, with ms None (never completed)."""
+    successor is elected and the same primary acks on at its epoch once the cut heals. Such a
+    fault (no promotion on its shard, and its primary acking at its epoch after the heal) is not
+    a failover and is left out (before, the next fault's failover was counted for it: a 14 s
+    "failover" on a nemesis-soak seed). Without that evidence, a cut, a kill or a
+    pause with no successor stays in with ms None (never completed). A kill timed to a moment
+    is timed from the primary's own kill (`primary_killed_after_s` into the fault) to an ack above the epoch it
+    names (`failover_after_epoch`: a successor killed mid-promotion ends nothing)."""
     oks = by_f(history, "push", "ok")
     promotes = by_f(history, "promote")
+    stops = {e["value"]["index"]: e["t"] for e in by_f(history, "fault-stop") if "index" in e["value"]}
     hits = []
     for f in by_f(history, "fault-start"):
         v = f["value"]
@@ -23,15 +27,20 @@ def failover_times(history: list[dict]) -> list[dict]:
         if isolated:      # a partition or link-down that cut a primary off
             v = {**v, **v["isolated_primary"], "target": v["isolated_primary"]["node"], "was_primary": True}
         if v.get("was_primary"):
-            hits.append((f["t"], v, isolated))
+            t = f["t"] + v.get("primary_killed_after_s", 0.0)
+            hits.append((t, stops.get(v.get("index"), t), v, isolated))
     out = []
-    for i, (t, v, isolated) in enumerate(hits):
-        until = next((u for u, w, _ in hits[i + 1:] if w["shard"] == v["shard"]), float("inf"))
+    for t, healed, v, isolated in hits:
+        until = min((u for u, _, w, _ in hits if w["shard"] == v["shard"] and u > healed), default=float("inf"))
+        above = v.get("failover_after_epoch", v["epoch"])
         first = next((e for e in oks if t <= e["t"] < until and e["value"]["shard"] == v["shard"]
-                      and e["value"]["epoch"] > v["epoch"]), None)
-        if first is None and isolated and not any(
-                t <= e["t"] < until and e["value"].get("shard") == v["shard"] and e["value"].get("epoch", 0) > v["epoch"]
-                for e in promotes):
+                      and e["value"]["epoch"] > above), None)
+        rode_out = first is None and isolated and not any(
+            t <= e["t"] < until and e["value"].get("shard") == v["shard"] and e["value"].get("epoch", 0) > v["epoch"]
+            for e in promotes) and any(
+            healed <= e["t"] < until and e["value"]["shard"] == v["shard"] and e["value"]["epoch"] == v["epoch"]
+            and e["value"].get("node") == v["target"] for e in oks)
+        if rode_out:
             continue
         out.append({"shard": v["shard"], "target": v["target"], "kind": v["kind"], "fault_t": t,
                     "ms": None if first is None else round((first["t"] - t) * 1000, 1),

@@ -11,8 +11,10 @@ brings it about itself, so that a seeded nemesis can draw it at any time and sti
 - promotion: kill the target's shard primary, and kill the successor etcd names the moment it is
   named (it has not finished taking over).
 
-Only the Backend protocol is used (routing, alive, status, kill, restart) and the context's
-clock, so the same moments land on processes, containers and the simulator. Whether a moment
+The Backend protocol is used (routing, alive, status, kill, restart) and the context's clock,
+so the same moments land on processes, containers and the simulator; where a backend has
+`status_when_up` (real processes: the first answer of a starting copy, without the reconnect
+backoff its death left), the catch-up moment uses it. A timed kill can wait up to 3 x wait_s. Whether a moment
 was caught is recorded in the fault's info; one that was not is evidence (scenario-ran says
 unknown), never a silent ordinary kill.
 """
@@ -23,7 +25,8 @@ from typing import Any
 from ..errors import HarnessError
 
 MOMENTS = ("checkpoint", "catch-up", "promotion")
-POLL_S = 0.0005            # how often a moment is looked for: its window can be milliseconds long
+POLL_S = 0.002             # how often a moment is looked for: its window can be tens of milliseconds
+# long, and each look reads etcd (and asks a copy), so a tighter loop only competes with the cluster
 
 
 def shard_of(name: str) -> int:
@@ -40,16 +43,18 @@ def kill_mid_catchup(ctx: Any, target: str, wait_s: float, info: dict) -> None:
     place back), so a successor must finish the job, and the half-caught-up copy must not be
     promoted. Why the primary and not the copy: on loopback the copy's own catch-up is one call,
     over before anything outside can see it, while its return to the ISR waits for etcd.
-    Records in `info` as it goes: `victims`, the primary as `target`, and `caught_catching_up`
+    Records in `info` as it goes: `victims`, `down` (what must be dead when it returns), the
+    primary as `target`, `was_primary` and `primary_killed_after_s` once the primary is killed
+    (seconds into the fault: its failover is timed from then, not from the replica's kill), and `caught_catching_up`
     ({copy, seq, primary_seq}), or None when the copy was back in the ISR first."""
-    be, shard = ctx.backend, shard_of(target)
+    be, shard, start = ctx.backend, shard_of(target), ctx.clock.monotonic()
     rec = be.routing().get(shard)
     if rec is None or rec.primary == target:
         raise HarnessError(f"kill {target} during catch-up: name a replica (e.g. replica(shard=any)); the "
                            "fault kills the primary while it catches that replica up")
     primary, epoch = rec.primary, rec.epoch
-    info.update(copy=target, shard=shard, epoch=epoch, was_primary=True, victims=[target], target=target,
-                caught_catching_up=None)
+    info.update(copy=target, shard=shard, epoch=epoch, was_primary=False, victims=[target], target=target,
+                down=[target], caught_catching_up=None)
     be.kill(target)
 
     def dropped() -> bool:
@@ -60,22 +65,23 @@ def kill_mid_catchup(ctx: Any, target: str, wait_s: float, info: dict) -> None:
         return
     owed = be.status(primary)
     be.restart(target)
+    info["down"] = []
     seen: dict = {}
+    when_up = getattr(be, "status_when_up", None)    # real processes: their first answer, at once
+    first = [when_up(target, wait_s)] if when_up is not None else []
 
     def back_outside() -> bool:
-        st = be.status(target)
+        st = first.pop() if first else be.status(target)
         r = be.routing().get(shard)
         if st is None or r is None or target in r.isr or r.epoch != epoch:
             return False
         seen.update(copy=target, seq=int(st.seq), primary_seq=int(owed.seq) if owed else None)
         return True
 
-    when_up = getattr(be, "status_when_up", None)    # real processes: wait for its first answer
-    if when_up is not None:
-        when_up(target, wait_s)
     if not ctx.clock.wait_until(back_outside, wait_s, POLL_S):
         return
-    info.update(victims=[target, primary], target=primary)
+    info.update(victims=[target, primary], target=primary, down=[primary], was_primary=True,
+                primary_killed_after_s=round(ctx.clock.monotonic() - start, 6))
     be.kill(primary)
     info["caught_catching_up"] = seen
 
@@ -83,8 +89,10 @@ def kill_mid_catchup(ctx: Any, target: str, wait_s: float, info: dict) -> None:
 def kill_mid_promotion(ctx: Any, target: str, wait_s: float, info: dict) -> None:
     """Kill the primary of `target`'s shard, then the successor etcd names, the moment it is
     named. Records in `info` as it goes (a heal after a failure midway restarts what it killed):
-    `deposed`, `victims`, the successor as `target`, and `caught_promoting` ({epoch, after_ms}: how
-    long after its naming it was killed), or None when no successor was named within `wait_s`."""
+    `deposed`, `victims`, `down`, the successor as `target`, and `caught_promoting` ({epoch,
+    after_ms}: how long after its naming it was killed), or None when no successor was named
+    within `wait_s`. The failover is timed to the first ack above the successor's epoch
+    (`failover_after_epoch`): an ack the successor gave in its moments alive ends nothing."""
     be, shard = ctx.backend, shard_of(target)
     rec = be.routing().get(shard)
     if rec is None:
@@ -92,7 +100,7 @@ def kill_mid_promotion(ctx: Any, target: str, wait_s: float, info: dict) -> None
     deposed, epoch = rec.primary, rec.epoch
     # the failover the checkers time starts with the deposed primary's kill, at its epoch
     info.update(deposed=deposed, shard=shard, epoch=epoch, was_primary=True, victims=[deposed], target=deposed,
-                caught_promoting=None)
+                down=[deposed], caught_promoting=None)
     be.kill(deposed)
     named: dict = {}
 
@@ -105,7 +113,8 @@ def kill_mid_promotion(ctx: Any, target: str, wait_s: float, info: dict) -> None
 
     if not ctx.clock.wait_until(successor, wait_s, POLL_S):
         return
-    info.update(victims=[deposed, named["node"]], target=named["node"])
+    info.update(victims=[deposed, named["node"]], target=named["node"], down=[deposed, named["node"]],
+                failover_after_epoch=named["epoch"])
     be.kill(named["node"])
     after_ms = round((ctx.clock.monotonic() - named["at"]) * 1000, 2)
     info["caught_promoting"] = {"epoch": named["epoch"], "after_ms": after_ms}

@@ -1,7 +1,10 @@
 """Process faults: kill (SIGKILL), stop (SIGTERM), restart, pause (SIGSTOP/SIGCONT)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from netfaults.faults.base import check_params
+from psnodes.checkpoint import MANIFEST
 
 from ..errors import HarnessError
 
@@ -10,10 +13,11 @@ from .moments import MOMENTS, kill_mid_catchup, kill_mid_promotion
 
 
 class Kill(Fault):
-    """SIGKILL, a crash. `during` times it against a protocol moment (moments.py), each looked
-    for up to `wait_s` (10 s): `checkpoint` kills the node mid-write of a checkpoint file;
-    `catch-up` kills it, starts it, and kills it again while its primary catches it up;
-    `promotion` kills its shard's primary and then the successor, the moment etcd names it.
+    """SIGKILL, a crash. `during` times it against a protocol moment (moments.py), each step
+    looked for up to `wait_s` (10 s): `checkpoint` kills the node mid-write of a checkpoint's
+    data file, and scans the checkpoints as the kill left them; `catch-up` (a replica target)
+    kills it until it leaves the ISR, starts it, and kills its primary while it catches it up;
+    `promotion` kills the target's shard primary and then the successor, the moment etcd names it.
     `wipe: true` also deletes the local data (a lost disk). Healing starts every copy it killed
     again with the same name, address and data folder."""
 
@@ -27,6 +31,8 @@ class Kill(Fault):
                     f"{', '.join(MOMENTS)} (or leave it out for a kill at the scheduled time)")
         if params["wait_s"] <= 0:
             return "kill: params.wait_s must be > 0 (seconds to wait for the moment)"
+        if params["wait_s"] != 10.0 and not params["during"]:
+            return "kill: params.wait_s times a wait for a moment; give params.during too, or leave wait_s out"
         if params["wipe"] and params["during"] in ("catch-up", "promotion"):
             return f"kill: params.wipe cannot go with during: {params['during']}; wipe a plain kill instead"
         return None
@@ -40,8 +46,9 @@ class Kill(Fault):
                 timed(self.ctx, self.target, self.params.get("wait_s", 10.0), self.info)
             finally:
                 self.target = self.info.get("target", self.target)
-            # mid-catch-up, the replica it killed first is running again by design: the last kill counts
-            for v in [self.target] if during == "catch-up" else self.info.get("victims", [self.target]):
+            # what it left dead (mid-catch-up the replica it killed first runs again by design, and
+            # nothing else is dead when the moment was missed after the restart: evidence says so)
+            for v in self.info.get("down", []):
                 if be.alive(v):
                     raise HarnessError(f"kill {v}: still alive after SIGKILL")
             return
@@ -54,6 +61,11 @@ class Kill(Fault):
         if caught and caught not in be.checkpoint_writes(self.target):
             # renamed into place (or swept) before the kill landed: it was not killed mid-write
             self.info.update(caught_writing=None, missed_write=caught)
+        if during == "checkpoint":
+            # judged now, as the kill left them: the copy's restart writes a new checkpoint over a
+            # torn one long before the end-of-run scan (checkpoints-atomic reads every scan)
+            for v in be.checkpoint_scan():
+                self.ctx.record("checkpoint-scan", {**v, "after_kill": self.target})
         if self.params.get("wipe") and self.target.startswith("shard-"):
             be.wipe_data(self.target)
             self.info["wiped"] = True
@@ -62,7 +74,10 @@ class Kill(Fault):
         seen: list[str] = []
 
         def writing() -> bool:
-            seen[:] = be.checkpoint_writes(self.target)[:1]
+            # the data file's temporary, not the manifest's: the manifest is small and renamed at once,
+            # so a kill aimed at it lands before the commit, never in the window between the two files
+            seen[:] = [w for w in be.checkpoint_writes(self.target)
+                       if not Path(w).name.startswith(MANIFEST + ".")][:1]
             return bool(seen)
         self.ctx.clock.wait_until(writing, timeout, 0.0005)
         return seen[0] if seen else None

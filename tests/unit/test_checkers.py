@@ -430,7 +430,14 @@ def test_a_failover_is_the_fault_that_caused_it_not_an_earlier_one():
     assert [(f["kind"], f["ms"]) for f in times] == [("kill", 500.0)]
     promoted = h[:2] + [ev(1.6, "promote", {"shard": 0, "epoch": 2, "node": "shard-0/1"})] + h[2:]
     assert [(f["kind"], f["ms"]) for f in failover_times(promoted)] == [("partition", None), ("kill", 500.0)]
+    # a cut that nobody rode out (no ack of its primary after it) and that nothing followed stays in
+    assert [(f["kind"], f["ms"]) for f in failover_times([cut])] == [("partition", None)]
     # a kill without a successor before the next fault on its shard never completed, whatever came later
     kill2 = fault_start(20.0, "kill", "shard-0/1", shard=0, epoch=1, was_primary=True)
     h2 = [kill, kill2, ok(20.4, "worker-0", 2, 0, 2, 4)]
     assert [f["ms"] for f in failover_times(h2)] == [None, 400.0]
+    # a kill timed to a promotion: from the primary's kill to an ack above the successor's epoch
+    timed = fault_start(30.0, "kill", "shard-0/2", shard=0, epoch=2, was_primary=True, primary_killed_after_s=0.5,
+                        failover_after_epoch=3)
+    h3 = [timed, ok(30.6, "worker-0", 3, 0, 3, 5), ok(31.5, "worker-0", 4, 0, 4, 6)]
+    assert [(f["ms"], f["new_epoch"]) for f in failover_times(h3)] == [(1000.0, 4)]

@@ -126,3 +126,60 @@ def test_nemesis_params_lists_are_drawn_per_fault_and_checked():
         Nemesis(kinds=["kill"], params={"kill": [{}, {"during": "soon"}]})
     with pytest.raises(ValueError, match="params.kill: an empty list"):
         Nemesis(kinds=["kill"], params={"kill": []})
+
+
+class Writer:
+    """A copy whose checkpoint writes show the manifest's temporary file first, then the data's."""
+
+    def __init__(self) -> None:
+        self.polls, self.dead = 0, False
+
+    def checkpoint_writes(self, name: str) -> list[str]:
+        self.polls += 1
+        if self.dead:
+            return ["d/state-1.psb.9.tmp"]
+        return ["d/manifest.json.9.tmp"] + (["d/state-1.psb.9.tmp"] if self.polls > 3 else [])
+
+    def kill(self, name: str) -> None:
+        self.dead = True
+
+    def alive(self, name: str) -> bool:
+        return not self.dead
+
+    def checkpoint_scan(self) -> list[dict]:
+        return [{"dir": "d", "stray_tmp": ["state-1.psb.9.tmp"], "loadable": False, "error": "FileNotFoundError"}]
+
+
+def test_kill_during_checkpoint_waits_for_the_data_file_and_scans_what_the_kill_left():
+    be, recorded = Writer(), []
+    ctx = FaultContext(backend=be, rng=random.Random(1), record=lambda f, v: recorded.append((f, v)) or v,
+                       clock=ManualClock())
+    f = build("kill", ctx, "shard-0/0", {"during": "checkpoint"})
+    f.inject()
+    assert f.info["caught_writing"] == "d/state-1.psb.9.tmp" and be.polls > 3
+    assert recorded == [("checkpoint-scan", {**be.checkpoint_scan()[0], "after_kill": "shard-0/0"})]
+
+
+def test_moment_kills_on_targets_they_cannot_act_on_are_refused_at_load():
+    from harness.scenario import Fault
+
+    for target, params, words in [("worker-0", {"during": "promotion"}, "acts on a shard's copies"),
+                                  ("etcd", {"during": "catch-up"}, "acts on a shard's copies"),
+                                  ("primary(shard=0)", {"during": "catch-up"}, "names the replica")]:
+        with pytest.raises(ValueError, match=words):
+            Fault(at={"step": 1}, kind="kill", target=target, params=params)
+    assert Fault(at={"step": 1}, kind="kill", target="primary(shard=0)", params={"during": "promotion"})
+    with pytest.raises(ValueError, match="give params.during too"):
+        Fault(at={"step": 1}, kind="kill", target="shard-0/1", params={"wait_s": 3.0})
+    with pytest.raises(ValueError, match="pause is not in kinds"):
+        Nemesis(kinds=["kill"], params={"pause": {}})
+    with pytest.raises(ValueError, match=r"params.kill\[1\]: with targets.kill 'primary\(shard=any\)'"):
+        Nemesis(kinds=["kill"], targets={"kill": "primary(shard=any)"}, params={"kill": [{}, {"during": "catch-up"}]})
+
+
+def test_a_catch_up_moment_missed_after_the_restart_is_recorded_not_raised():
+    be, f = make({"during": "catch-up", "wait_s": 0.5}, "shard-0/1")
+    be.status = lambda name, **_: None if name == "shard-0/1" else Status(0, "primary", 1, 100)   # never answers
+    f.inject()
+    assert f.info["caught_catching_up"] is None and f.info["down"] == [] and not f.info["was_primary"]
+    assert [c[1] for c in be.calls if c[0] == "kill"] == ["shard-0/1"] and be.alive("shard-0/0")
