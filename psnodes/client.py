@@ -244,13 +244,20 @@ class PSClient:
         def make(ep: int) -> ps_pb2.PullRequest:
             last_epoch, last_seq = self.versions.get(shard, (0, 0))
             sent["since"] = last_seq if last_epoch == ep else 0
+            sent["cursor_epoch"] = last_epoch
             return ps_pb2.PullRequest(shard=shard, epoch=ep, since_seq=sent["since"], min_clock=min_clock,
                                       worker=self.name)
         op = f"{self.name}:{next(self._ops)}"
         val = {"worker": self.name, "shard": shard, "min_clock": min_clock}
         self.events.emit("pull", val, "invoke", op)
         try:
-            rep = self.call(shard, "Pull", make, timeout=max(self.call_timeout, 10.0) if min_clock >= 0 else None)
+            timeout = max(self.call_timeout, 10.0) if min_clock >= 0 else None
+            rep = self.call(shard, "Pull", make, timeout=timeout)
+            if sent["since"] and rep.epoch != sent["cursor_epoch"]:
+                # answered at another epoch than the cursor's (our route was stale): the node's history
+                # after that seq need not be the one the cursor names, so the delta is no delta of ours
+                self.versions.pop(shard, None)
+                rep = self.call(shard, "Pull", make, timeout=timeout)
             arrays = {t.name: tensor_from_pb(t, check_finite=False, limits=self.limits) for t in rep.dense}
         except PSError as e:
             self.events.emit("pull", {**val, "error": str(e)}, "fail", op)
