@@ -157,10 +157,13 @@ def checkpoint_rate(say: Callable[[str], None], n: int = 5) -> float:
 
 STEP_SCENARIO = """\
 name: calibrate-steps-{model}
-cluster: {{shards: 2, copies: 3, workers: 2, replication: {mode}, training: async, model: {model}, eval_every: 10}}
+cluster: {{shards: 2, copies: 3, workers: 2, replication: {mode}, training: {training}, model: {model}, eval_every: 10}}
 workload: {{steps: 300}}
 expect: {{checks: [no-lost-acks]}}
 """
+
+
+RUNS = 3                # real runs per model and mode (worker_overheads)
 
 
 def _step_gaps(run_dir: Path) -> list[float]:
@@ -209,7 +212,9 @@ def _log_spread(gaps: list[float]) -> float:
 
 def worker_overheads(base: Calibration, say: Callable[[str], None]
                      ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-    """Per model and replication mode (keys `mlp`, `widedeep` for sync, `mlp/async`, `widedeep/async`):
+    """Per model and replication mode (keys `mlp`, `widedeep` for sync, `mlp/async`, `widedeep/async`;
+    and `mlp/sync/ssp` for SSP training, whose real steps cost more than async training's beyond
+    the gating the twin models: ssp-kill-primary's throughput was overpredicted by 35% without it):
     a real step (2 shards x 3 copies, 2 workers) less the simulated step with
     everything else measured (`base`: compute, wire, etcd) and no overhead: what the client's and
     nodes' CPU add per step; the real steps' spread (`_log_spread`); and an evaluation pass's cost
@@ -222,23 +227,33 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
 
     out, spread, evals = {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="pschaos-calibrate-") as tmp:
-        for model, mode in (("mlp", "sync"), ("widedeep", "sync"), ("mlp", "async"), ("widedeep", "async")):
-            key = model if mode == "sync" else f"{model}/{mode}"
-            f = Path(tmp) / f"{model}-{mode}.yaml"
-            f.write_text(STEP_SCENARIO.format(model=model, mode=mode))
+        for model, mode, training in (("mlp", "sync", "async"), ("widedeep", "sync", "async"),
+                                      ("mlp", "async", "async"), ("widedeep", "async", "async"),
+                                      ("mlp", "sync", "ssp")):
+            key = f"{model}/{mode}/{training}" if training != "async" else model if mode == "sync" else f"{model}/{mode}"
+            f = Path(tmp) / f"{model}-{mode}-{training}.yaml"
+            f.write_text(STEP_SCENARIO.format(model=model, mode=mode, training=training))
             sc = load_scenario(f)
-            Runner(sc, 1, Path(tmp) / f"real-{key}", "process", quiet=True).run()
-            gaps = _step_gaps(Path(tmp) / f"real-{key}")
-            real = statistics.median(gaps) if gaps else 0.0
+            # the median of RUNS real runs: one 300-step run's median step moved by a quarter between
+            # two calibrations minutes apart (mlp/async 7.4 ms, then 10.3 ms), and a prediction with it
+            reals, gaps, real_evals = [], [], []
+            for seed in range(1, RUNS + 1):
+                d = Path(tmp) / f"real-{key}-{seed}"
+                Runner(sc, seed, d, "process", quiet=True).run()
+                g = _step_gaps(d)
+                reals.append(statistics.median(g) if g else 0.0)
+                gaps += g
+                real_evals.append(_median_eval(d))
+            real, real_eval = statistics.median(reals), statistics.median(real_evals)
             bare = replace(base, worker_overhead_s={key: 0.0}, worker_step_jitter={}, worker_eval_s={key: 0.0})
             Runner(sc, 1, Path(tmp) / f"sim-{key}", "sim", quiet=True,
                    make_backend=lambda s, d, rid, seed: SimBackend(s.cluster, d, rid, seed, calibration=bare)).run()
             sim0 = _median_step(Path(tmp) / f"sim-{key}")
             out[key] = round(max(0.0, real - sim0), 6)
             spread[key] = _log_spread(gaps)
-            real_eval, sim_eval = _median_eval(Path(tmp) / f"real-{key}"), _median_eval(Path(tmp) / f"sim-{key}")
+            sim_eval = _median_eval(Path(tmp) / f"sim-{key}")
             evals[key] = round(max(0.0, real_eval - sim_eval), 6)
-            say(f"  step {model} ({mode} replication): real {real * 1e3:.2f} ms (log-sd {spread[key]:.3f}), "
+            say(f"  step {model} ({mode} replication, {training} training): real {real * 1e3:.2f} ms (log-sd {spread[key]:.3f}), "
                 f"simulated without overhead {sim0 * 1e3:.2f} ms -> overhead {out[key] * 1e3:.2f} ms; "
                 f"eval pass real {real_eval * 1e3:.2f} ms, simulated without its cost {sim_eval * 1e3:.2f} ms")
     return out, spread, evals
@@ -269,8 +284,8 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
     steps = worker_steps(say)
     say("checkpoint writes:")
     ckpt = checkpoint_rate(say)
-    say("worker step overhead (real 2x3 clusters with 2 workers, sync and async replication per model, then "
-        "their twins; about a minute):")
+    say(f"worker step overhead (real 2x3 clusters with 2 workers, sync and async replication per model and SSP, "
+        f"{RUNS} runs each, then their twins; about three minutes):")
     cal = Calibration(network=net, worker_step_s=steps, apply_s_per_mb=apply_s,
                       checkpoint_mb_s=ckpt, node_start_s=start_s, etcd_read_s=etcd_read, etcd_write_s=etcd_write,
                       measured={"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

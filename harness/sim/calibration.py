@@ -83,25 +83,31 @@ class Calibration:
     def default(cls) -> "Calibration":
         return cls.load(DEFAULT_PATH) if DEFAULT_PATH.exists() else cls()
 
-    def step_s(self, model: str, replication: str = "sync") -> float:
+    @staticmethod
+    def _pick(d: dict[str, float], model: str, replication: str, training: str, default: float) -> float:
+        """The most specific key measured: `model/replication/training` (SSP, BSP), then
+        `model/replication`, then `model`, then the largest value (an unmeasured model)."""
+        for k in (f"{model}/{replication}/{training}", f"{model}/{replication}", model):
+            if k in d:
+                return float(d[k])
+        return float(max(d.values(), default=default))
+
+    def step_s(self, model: str, replication: str = "sync", training: str = "async") -> float:
         """Virtual seconds one training step of `model` costs its worker: compute plus overhead.
-        The overhead is keyed `model/replication` where the calibration measured that mode (an
-        async primary answers before its replicas apply, so a real step costs less), else `model`."""
+        The overhead is keyed `model/replication[/training]` where the calibration measured that
+        mode (an async primary answers before its replicas apply, so a real step costs less), else
+        `model`."""
         compute = self.worker_step_s.get(model, max(self.worker_step_s.values(), default=0.005))
-        over = self.worker_overhead_s
-        overhead = over.get(f"{model}/{replication}", over.get(model, max(over.values(), default=0.0)))
-        return float(compute) + float(overhead)
+        return float(compute) + self._pick(self.worker_overhead_s, model, replication, training, 0.0)
 
-    def jitter(self, model: str, replication: str = "sync") -> float:
+    def jitter(self, model: str, replication: str = "sync", training: str = "async") -> float:
         """The log-sd of a step's time for `model` (0: every step takes the calibrated time)."""
-        j = self.worker_step_jitter
-        return float(j.get(f"{model}/{replication}", j.get(model, max(j.values(), default=0.0))))
+        return self._pick(self.worker_step_jitter, model, replication, training, 0.0)
 
-    def eval_s(self, model: str, replication: str = "sync") -> float:
+    def eval_s(self, model: str, replication: str = "sync", training: str = "async") -> float:
         """Virtual seconds one evaluation pass of `model` costs its worker beyond the wire, keyed
-        as the overhead is (`model/replication`, else `model`)."""
-        e = self.worker_eval_s
-        return float(e.get(f"{model}/{replication}", e.get(model, max(e.values(), default=0.0))))
+        as the overhead is."""
+        return self._pick(self.worker_eval_s, model, replication, training, 0.0)
 
     def to_json(self) -> dict:
         return {"network": self.network, "worker_step_s": self.worker_step_s,

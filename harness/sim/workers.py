@@ -73,7 +73,7 @@ class SimWorkers:
             clock.sleep(s)
             if gate():
                 raise Killed(name)
-        mode = (be.spec.model, be.spec.replication)
+        mode = (be.spec.model, be.spec.replication, be.spec.training)
         step_s, jitter = be.cal.step_s(*mode), be.cal.jitter(*mode)
         # one stream per incarnation, from the run's seed: a worker's draws never shift another's
         draws = random.Random(f"pschaos-step:{be.seed}:{name}:{n}")
