@@ -29,7 +29,7 @@ def test_the_committed_file_loads_round_trips_and_a_simulated_step_is_a_real_one
     cal = Calibration.load(DEFAULT_PATH)
     assert Calibration(**cal.to_json()).to_json() == cal.to_json()
     assert set(cal.worker_step_s) == {"mlp", "widedeep"}
-    assert set(cal.worker_overhead_s) == {"mlp", "widedeep", "mlp/async", "widedeep/async"}
+    assert set(cal.worker_overhead_s) == {"mlp", "widedeep", "mlp/async", "widedeep/async", "mlp/sync/ssp"}
     # compute alone is a fraction of a millisecond; a real step of these tasks is ~10-15 ms
     assert 0.005 < cal.step_s("mlp") < 0.03 and 0.008 < cal.step_s("widedeep") < 0.05
 
@@ -55,6 +55,16 @@ def test_an_eval_pass_costs_its_calibrated_figure_keyed_as_the_overhead_is():
     assert cal.eval_s("widedeep") == 0.006 and cal.eval_s("widedeep", "async") == 0.005
     assert cal.eval_s("mlp", "async") == 0.001 and cal.eval_s("other") == 0.006
     committed = Calibration.default()
-    assert set(committed.worker_eval_s) == {"mlp", "widedeep", "mlp/async", "widedeep/async"}
+    assert set(committed.worker_eval_s) == {"mlp", "widedeep", "mlp/async", "widedeep/async", "mlp/sync/ssp"}
     # a forward pass and a row pull's client work: well under a training step
     assert 0 < committed.eval_s("widedeep") < committed.step_s("widedeep")
+
+
+def test_the_most_specific_key_measured_is_used():
+    from harness.sim.calibration import Calibration
+
+    cal = Calibration(worker_step_s={"mlp": 0.001}, worker_overhead_s={"mlp": 0.007, "mlp/async": 0.006,
+                                                                       "mlp/sync/ssp": 0.009})
+    assert abs(cal.step_s("mlp", "sync", "ssp") - 0.010) < 1e-12       # SSP's own
+    assert abs(cal.step_s("mlp", "sync", "bsp") - 0.008) < 1e-12       # none for BSP: the model's
+    assert abs(cal.step_s("mlp", "async", "ssp") - 0.007) < 1e-12      # no async/ssp key: async replication's
