@@ -27,10 +27,47 @@ def add_parser(sub) -> None:
                    help="run the shrunk scenario on the real (process) backend too (default: yes when hunting on sim)")
     h.add_argument("--no-confirm", dest="confirm", action="store_false")
     h.add_argument("--json", action="store_true", help="print hunt.json instead of the summary")
+    h.add_argument("--mutant", help="hunt on a temporary copy of the code with this bug zoo mutant applied "
+                                    "(`pschaos selftest --list` names them): how fast the hunt finds and "
+                                    "shrinks a known bug")
     h.set_defaults(fn=hunt_main)
 
 
+def hunt_mutant(args: argparse.Namespace) -> int:
+    """Run this same hunt in a subprocess whose code is a mutant's copy (PYTHONPATH and working
+    folder there, as selftest's runs; the confirming process cluster imports it too). The copy
+    is removed at the end; the output folder stays where it was asked for."""
+    import os
+    import subprocess
+    import tempfile
+
+    from ..mutation import load_zoo, mutant_copy
+    from ..soak import resolve_scenario
+
+    zoo = {m.name: m for m in load_zoo()}
+    if args.mutant not in zoo:
+        print(f"pschaos hunt: --mutant {args.mutant!r} is not in the bug zoo; known: {', '.join(zoo)}",
+              file=sys.stderr)
+        return EXIT["bad-input"]
+    scenario = Path(resolve_scenario(args.scenario)).resolve()
+    out = Path(args.out or Path("out") / f"hunt-{scenario.stem}-{args.mutant}").resolve()
+    argv = [str(scenario), "--budget", str(args.budget), "--seed", str(args.seed), "--backend", args.backend,
+            "--out", str(out), "--max-faults", str(args.max_faults), "--duration", str(args.duration),
+            "--shrink-budget", str(args.shrink_budget)]
+    argv += ["--kinds", args.kinds] if args.kinds else []
+    argv += [] if args.confirm is None else ["--confirm" if args.confirm else "--no-confirm"]
+    argv += ["--json"] if args.json else []
+    with tempfile.TemporaryDirectory(prefix=f"pschaos-hunt-{args.mutant}-") as tmp:
+        root = mutant_copy(Path(tmp) / "code", zoo[args.mutant].patch)
+        print(f"[hunt] mutant {args.mutant}: code copied to {root} with its patch applied", file=sys.stderr,
+              flush=True)
+        return subprocess.run([sys.executable, "-m", "harness.cli", "hunt", *argv], cwd=root,
+                              env=dict(os.environ, PYTHONPATH=str(root))).returncode
+
+
 def hunt_main(args: argparse.Namespace) -> int:
+    if getattr(args, "mutant", None):
+        return hunt_mutant(args)
     from ..scenario import load_scenario
     from ..soak import resolve_scenario
     from .hunt import hunt, run_in_process

@@ -1,0 +1,19 @@
+"""`pschaos hunt --mutant`: a hunt on a zoo mutant's copy of the code, refused by name when unknown."""
+import subprocess
+import sys
+
+from harness.hunt.commands import hunt_mutant
+from harness.mutation import load_zoo
+
+
+def test_an_unknown_mutant_is_refused_with_the_zoo_named(capsys):
+    import argparse
+    args = argparse.Namespace(mutant="no-such-bug", scenario="kill-primary", out=None)
+    assert hunt_mutant(args) == 2
+    err = capsys.readouterr().err
+    assert "--mutant 'no-such-bug' is not in the bug zoo" in err and load_zoo()[0].name in err
+
+
+def test_the_cli_takes_the_flag():
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "hunt", "--help"], capture_output=True, text=True).stdout
+    assert "--mutant" in out
