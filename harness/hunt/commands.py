@@ -85,8 +85,15 @@ def hunt_main(args: argparse.Namespace) -> int:
     kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else DEFAULT_KINDS
     try:
         c = base.cluster
+        # a kill timed to a checkpoint waits at most 10 s for one: only where the cluster writes them often
+        moments = tuple(m for m in ("checkpoint", "catch-up", "promotion")
+                        if m != "checkpoint" or c.checkpoint_interval_s <= 5.0)
         space = FaultSpace(c.shards, c.copies, c.workers, kinds=kinds, start_s=2.0, stop_s=args.duration - 4.0,
-                           max_faults=args.max_faults, params=base.nemesis.params if base.nemesis else {})
+                           moments=moments,
+                           max_faults=args.max_faults,
+                           # a nemesis's one set of params per kind (its lists of alternatives are its own draw)
+                           params={k: v for k, v in (base.nemesis.params.items() if base.nemesis else ())
+                                   if isinstance(v, dict)})
     except ValueError as e:
         return bad(f"--kinds: {e}")
     out = Path(args.out) if args.out else Path("out") / f"hunt-{base.name}"

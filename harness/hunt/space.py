@@ -6,7 +6,10 @@ back as a scenario without translation. The menu of targets is Jepsen's vocabula
 parameter server: crash, stop or freeze a primary, a replica or etcd; cut a primary from its
 replicas, from one replica only, or from etcd only; cut the workers from a primary; slow or
 lossy links between workers and a shard or between a primary and its replicas; and Jepsen's
-partition shapes over a shard's copies and etcd (random halves, a bridge, a majorities ring). Two faults may
+partition shapes over a shard's copies and etcd (random halves, a bridge, a majorities ring);
+kills of a worker (restarted by the heal: a new incarnation) and kills timed against protocol
+moments (mid-checkpoint, a primary mid-catch-up of a restarted replica, a successor
+mid-promotion; harness/faults/moments.py). Two faults may
 overlap in time (a pause during a partition), but never more process faults at once on one
 shard than it can lose and keep its data (copies - 1; so none on a 1-copy shard), nor two on
 etcd: losing every copy is a known, accounted loss (the all-copies-lost scenario), not a bug
@@ -24,6 +27,7 @@ from ..nemesis import DEFAULT_PARAMS
 from ..scenario import At, Fault
 
 PROCESS_MENU = ("kill", "stop", "pause", "restart")
+MOMENTS = ("checkpoint", "catch-up", "promotion")      # a kill's `during`, drawn with its target
 DEFAULT_KINDS = ("kill", "pause", "stop", "partition", "link-down", "loss", "latency")
 HUNT_PARAMS: dict[str, dict[str, Any]] = {**DEFAULT_PARAMS, "loss": {"percent": 30.0},
                                           "latency": {"latency_ms": 150, "jitter_ms": 50}}
@@ -44,6 +48,7 @@ class FaultSpace:
     min_duration_s: float = 0.3
     max_duration_s: float = 3.0
     params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    moments: tuple[str, ...] = MOMENTS       # what a kill may be timed to (none: plain kills only)
 
     def __post_init__(self) -> None:
         bad = [k for k in self.kinds if k not in PROCESS_MENU + LINK_KINDS]
@@ -57,6 +62,9 @@ class FaultSpace:
             raise ValueError(f"durations {self.min_duration_s}..{self.max_duration_s}: need 0 < min <= max")
         if self.max_faults < 1:
             raise ValueError(f"max_faults={self.max_faults}: at least 1")
+        if set(self.moments) - set(MOMENTS):
+            raise ValueError(f"moments: {sorted(set(self.moments) - set(MOMENTS))} are not moments; "
+                             f"choose from {', '.join(MOMENTS)}")
 
     # ------------------------------------------------------------ targets
     def targets(self, kind: str) -> list[str]:
@@ -65,6 +73,7 @@ class FaultSpace:
         if kind in PROCESS_MENU:
             out = [f"{role}(shard={s})" for s in shards for role in ("primary", "replica")
                    if role == "primary" or self.copies > 1]
+            out += ["worker(any)"] if self.workers and kind in ("kill", "restart") else []
             return out + ["etcd"] if kind in ("pause", "kill", "stop") else out
         if kind in ("partition", "link-down"):
             out = []
@@ -93,7 +102,17 @@ class FaultSpace:
             kind = rng.choice(self.kinds)
             t = round(rng.uniform(self.start_s, self.stop_s), 2)
             dur = round(rng.uniform(self.min_duration_s, self.max_duration_s), 2)
-            f = make_fault(kind, rng.choice(self.targets(kind)), t, dur, self.params_for(kind))
+            target, params = rng.choice(self.targets(kind)), self.params_for(kind)
+            if kind == "kill" and self.moments and target.startswith(("primary(", "replica(")) \
+                    and "during" not in params:
+                during = rng.choice(("",) + self.moments)   # a plain kill as often as each moment
+                if during == "catch-up" and self.copies < 2:
+                    during = ""
+                if during:
+                    params = {**params, "during": during}
+                    target = target.replace("primary(", "replica(") if during == "catch-up" and self.copies > 1 \
+                        else target
+            f = make_fault(kind, target, t, dur, params)
             if self.admits(out + [f]):
                 out.append(f)
         return sorted(out, key=lambda f: f.at.time)
@@ -108,9 +127,12 @@ class FaultSpace:
                 continue
             m = re.search(r"shard=(\d+)", f.target)
             key = "etcd" if f.target == "etcd" else (m.group(1) if m else f.target)
-            spans.setdefault(key, []).append((f.at.time, f.at.time + (f.duration_s or 0.0) + slack_s))
+            span = (f.at.time, f.at.time + (f.duration_s or 0.0) + slack_s)
+            # a timed kill takes two copies down: a primary and its successor, or a replica and its primary
+            hits = 2 if (f.params or {}).get("during") in ("catch-up", "promotion") else 1
+            spans.setdefault(key, []).extend([span] * hits)
         for key, ss in spans.items():
-            limit = 1 if key == "etcd" else max(0, self.copies - 1)
+            limit = 1 if key in ("etcd", "worker(any)") else max(0, self.copies - 1)
             for t, _ in ss:
                 if sum(1 for a, b in ss if a <= t <= b) > limit:
                     return False

@@ -73,3 +73,21 @@ def test_a_shrunk_schedule_written_as_yaml_loads_back_as_the_same_scenario(tmp_p
     back = load_scenario(f)
     assert back.faults == sc.faults and back.cluster == sc.cluster and back.expect.checks == sc.expect.checks
     assert back.workload == sc.workload and "# seed: 7" in f.read_text()
+
+
+def test_kills_may_be_timed_to_moments_and_count_twice_on_their_shard():
+    import random
+
+    import pytest
+    space = FaultSpace(shards=1, copies=3, workers=2, kinds=("kill",), start_s=2, stop_s=8, max_faults=3)
+    drawn = [f for i in range(60) for f in space.draw(random.Random(i))]
+    moments = {f.params.get("during", "") for f in drawn}
+    assert moments == {"", "checkpoint", "catch-up", "promotion"}
+    assert all(f.target.startswith("replica(") for f in drawn if f.params.get("during") == "catch-up")
+    assert any(f.target == "worker(any)" for f in drawn)
+    # a promotion kill takes two of three copies: nothing else on the shard may overlap it
+    promo = make_fault("kill", "primary(shard=0)", 3.0, 1.0, {"during": "promotion"})
+    assert space.admits([promo]) and not space.admits([promo, make_fault("kill", "replica(shard=0)", 3.5, 1.0, {})])
+    assert FaultSpace(shards=1, copies=3, workers=2, kinds=("kill",), moments=()).draw(random.Random(1))
+    with pytest.raises(ValueError, match="are not moments"):
+        FaultSpace(1, 3, 1, moments=("soon",))
