@@ -44,6 +44,7 @@ class OpenFault:
     heal_at_step: int | None = None
 
 
+MOMENT_WAIT_S = 0.5    # an inject longer than this waited for a protocol moment (faults/moments.py)
 BackendFactory = Callable[[Scenario, Path, str, int], Backend]
 
 
@@ -286,10 +287,11 @@ class Runner:
             raise
         info.update(fault.info)
         o.target = info["target"]       # a kill timed to a promotion names the successor it hit
-        if spec.duration_s and spec.until is None:
-            # in place for duration_s from when the inject finished (a kill timed to a moment may
-            # wait seconds for it), not from when it came due
-            o.heal_at_t = self.clock.monotonic() - self.t0_drive + spec.duration_s
+        done = self.clock.monotonic() - self.t0_drive
+        if spec.duration_s and spec.until is None and done - now > MOMENT_WAIT_S:
+            # a kill timed to a moment waited seconds for it: in place for duration_s from then, not
+            # healed at once; any other fault keeps the schedule's times (from when it came due)
+            o.heal_at_t = done + spec.duration_s
         self.history.record("fault-start", info, t=t_start)
         self.say(f"fault: {kind} {target} at step {step}")
         if kind in ("restart", "scale-out", "scale-in"):

@@ -130,9 +130,12 @@ VERSION_ACROSS_EPOCH = Mutant(
     description="a worker keeps its pulled version (seq cursor) across an epoch change and pulls "
                 "'since' it from the new primary, whose history may differ after that seq",
     models="a client cache keyed by offset alone, not (term, offset): after a failover it skips state it never saw",
-    patch={"psnodes/client.py": [(
-        "            sent[\"since\"] = last_seq if last_epoch == ep else 0",
-        "            sent[\"since\"] = last_seq" + PLANTED)]},
+    patch={"psnodes/client.py": [
+        ("            sent[\"since\"] = last_seq if last_epoch == ep else 0",
+         "            sent[\"since\"] = last_seq" + PLANTED),
+        # and the second guard, a reply at another epoch than the cursor's pulled again whole
+        ("            if sent[\"since\"] and rep.epoch != sent[\"cursor_epoch\"]:",
+         "            if False:" + PLANTED)]},
     checker="pulled-copy-matches",
     scenarios=("all-copies-lost", "async-kill-primary", "async-pause-primary", "stale-checkpoint-writer"),
     notes="killed on both backends by pulled-copy-matches (all-copies-lost: the restore rolls the shard back "
