@@ -15,7 +15,7 @@ replica that restarts and catches up, a kill during a checkpoint, the loss of ev
 (restore), a split brain through a restore, a stale checkpoint writer, SSP across a failover
 and SSP with a straggler (ssp-straggler, written for the zoo: without a straggler the bound is
 never reached), a restarted worker and lossy worker links (retries). Left out: scenarios that add time but no checker or mechanism
-the chosen ones lack (flapping-primary, loss-5, bandwidth, latency, scale-out, nemesis-soak:
+the chosen ones lack (flapping-primary, loss-5, bandwidth, scale-out, nemesis-soak:
 25-45 s each in the twin), and the three container-only faults (unknown off --backend docker).
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ DEFAULT_SUITE = (
     "partition-primary-replicas", "kill-primary", "pause-primary", "kill-replica", "replica-restart-catchup",
     "kill-during-checkpoint", "all-copies-lost", "split-brain-restore", "stale-checkpoint-writer",
     "ssp-kill-primary", "ssp-straggler", "async-kill-primary", "async-partition-primary", "kill-restart-worker",
-    "loss-20-worker-links", "short-cut-primary",
+    "loss-20-worker-links", "short-cut-primary", "latency-primary-replica",
 )
 BACKENDS = ("process", "sim")
 
