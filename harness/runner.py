@@ -44,7 +44,6 @@ class OpenFault:
     heal_at_step: int | None = None
 
 
-MOMENT_WAIT_S = 0.5    # an inject longer than this waited for a protocol moment (faults/moments.py)
 BackendFactory = Callable[[Scenario, Path, str, int], Backend]
 
 
@@ -287,11 +286,10 @@ class Runner:
             raise
         info.update(fault.info)
         o.target = info["target"]       # a kill timed to a promotion names the successor it hit
-        done = self.clock.monotonic() - self.t0_drive
-        if spec.duration_s and spec.until is None and done - now > MOMENT_WAIT_S:
-            # a kill timed to a moment waited seconds for it: in place for duration_s from then, not
+        if spec.duration_s and spec.until is None and "in_place_after_s" in fault.info:
+            # a kill timed to a moment says when it landed: in place for duration_s from then, not
             # healed at once; any other fault keeps the schedule's times (from when it came due)
-            o.heal_at_t = done + spec.duration_s
+            o.heal_at_t = now + fault.info["in_place_after_s"] + spec.duration_s
         self.history.record("fault-start", info, t=t_start)
         self.say(f"fault: {kind} {target} at step {step}")
         if kind in ("restart", "scale-out", "scale-in"):

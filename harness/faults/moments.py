@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..checkers.base import shard_of as node_shard
 from ..errors import HarnessError
 
 MOMENTS = ("checkpoint", "catch-up", "promotion")
@@ -30,10 +31,11 @@ POLL_S = 0.002             # how often a moment is looked for: its window can be
 
 
 def shard_of(name: str) -> int:
-    if not name.startswith("shard-"):
+    shard = node_shard(name)
+    if shard is None:
         raise HarnessError(f"kill {name}: during catch-up or promotion needs a shard copy as target "
                            "(e.g. replica(shard=any)), not a worker or etcd")
-    return int(name.split("-")[1].split("/")[0])
+    return shard
 
 
 def kill_mid_catchup(ctx: Any, target: str, wait_s: float, info: dict) -> None:

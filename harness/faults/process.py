@@ -19,7 +19,9 @@ class Kill(Fault):
     kills it until it leaves the ISR, starts it, and kills its primary while it catches it up;
     `promotion` kills the target's shard primary and then the successor, the moment etcd names it.
     `wipe: true` also deletes the local data (a lost disk). Healing starts every copy it killed
-    again with the same name, address and data folder."""
+    again with the same name, address and data folder. A timed kill records when its last kill
+    landed (`in_place_after_s` into the inject): its duration counts from then, not from when it
+    came due, since the wait for the moment can take seconds."""
 
     kind = "kill"
     params_spec = {"during": (str, ""), "wipe": (bool, False), "wait_s": (float, 10.0)}
@@ -40,12 +42,14 @@ class Kill(Fault):
     def inject(self) -> None:
         be = self.ctx.backend
         during = self.params.get("during")
+        t0 = self.ctx.clock.monotonic()
         if during in ("catch-up", "promotion"):
             timed = kill_mid_catchup if during == "catch-up" else kill_mid_promotion
             try:
                 timed(self.ctx, self.target, self.params.get("wait_s", 10.0), self.info)
             finally:
                 self.target = self.info.get("target", self.target)
+            self.info["in_place_after_s"] = round(self.ctx.clock.monotonic() - t0, 3)
             # what it left dead (mid-catch-up the replica it killed first runs again by design, and
             # nothing else is dead when the moment was missed after the restart: evidence says so)
             for v in self.info.get("down", []):
@@ -55,6 +59,8 @@ class Kill(Fault):
         if during == "checkpoint":
             self.info["caught_writing"] = self._await_checkpoint_write(be, self.params.get("wait_s", 10.0))
         be.kill(self.target)
+        if during:
+            self.info["in_place_after_s"] = round(self.ctx.clock.monotonic() - t0, 3)
         if be.alive(self.target):
             raise HarnessError(f"kill {self.target}: still alive after SIGKILL")
         caught = self.info.get("caught_writing")

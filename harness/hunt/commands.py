@@ -71,6 +71,7 @@ def hunt_main(args: argparse.Namespace) -> int:
     from ..scenario import load_scenario
     from ..soak import resolve_scenario
     from .hunt import hunt, run_in_process
+    from ..faults.moments import MOMENTS
     from .space import DEFAULT_KINDS, FaultSpace
 
     def bad(msg: str) -> int:
@@ -86,8 +87,7 @@ def hunt_main(args: argparse.Namespace) -> int:
     try:
         c = base.cluster
         # a kill timed to a checkpoint waits at most 10 s for one: only where the cluster writes them often
-        moments = tuple(m for m in ("checkpoint", "catch-up", "promotion")
-                        if m != "checkpoint" or c.checkpoint_interval_s <= 5.0)
+        moments = tuple(m for m in MOMENTS if m != "checkpoint" or c.checkpoint_interval_s <= 5.0)
         space = FaultSpace(c.shards, c.copies, c.workers, kinds=kinds, start_s=2.0, stop_s=args.duration - 4.0,
                            moments=moments,
                            max_faults=args.max_faults,

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..faults import LINK_KINDS
+from ..faults.moments import MOMENTS       # a kill's `during`, drawn with its target
 from ..nemesis import DEFAULT_PARAMS
 from ..scenario import At, Fault
 
 PROCESS_MENU = ("kill", "stop", "pause", "restart")
-MOMENTS = ("checkpoint", "catch-up", "promotion")      # a kill's `during`, drawn with its target
 DEFAULT_KINDS = ("kill", "pause", "stop", "partition", "link-down", "loss", "latency")
 HUNT_PARAMS: dict[str, dict[str, Any]] = {**DEFAULT_PARAMS, "loss": {"percent": 30.0},
                                           "latency": {"latency_ms": 150, "jitter_ms": 50}}
