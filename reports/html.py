@@ -1,6 +1,7 @@
 """report.html: one self-contained page (inline SVG and CSS, no scripts, no network).
 
-At the top the verdict and the rerun command; then training loss over time with every fault
+At the top the verdict and the rerun command; then the timeline (a lane per node and worker,
+zoomable, with links from a failing check's evidence to the moment it names), training loss over time with every fault
 window shaded and labelled, who was primary of each shard in which epoch, the failover time
 distribution, replication lag and catch-up bytes (incremental against snapshot), throughput over
 time, the checks with their evidence, and the scenario as run.
@@ -13,7 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from . import svg
+from . import evidence, svg, ticks, timeline, timeline_svg
+from .evidence import Moment
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:820px;color:#111}
@@ -25,7 +27,8 @@ table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #eee;pad
 svg.plot{width:100%;height:auto;background:#fff;border:1px solid #eee}
 .tick{font-size:10px;fill:#555}.label{font-size:11px;fill:#333}.legend{font-size:11px}
 .grid{stroke:#f1f1f1}.axis{stroke:#999}.fault{fill:#fecaca;opacity:.55}.flabel{font-size:10px;fill:#991b1b}
-.barlabel{font-size:10px;fill:#fff}
+.barlabel{font-size:10px;fill:#fff}.stripe{fill:#fafafa}.badge{font-size:11px;fill:#7c3aed;font-weight:600}
+ul.moments{margin:0 0 4px;padding-left:18px;font-size:12px}
 """
 
 
@@ -94,60 +97,105 @@ def throughput(history: list[dict], bucket: float = 1.0) -> dict[str, list[tuple
     return {"acked pushes/s": [(k * bucket, counts.get(k, 0) / bucket) for k in range(min(counts), max(counts) + 1)]}
 
 
-def failover_items(report: dict) -> list[tuple[str, dict[str, float]]]:
-    return [(f"{f['kind']} {f['target']}", {"ms": f["ms"]}) for f in report.get("failover_times", [])
-            if f.get("ms") is not None]
+def failover_items(report: dict) -> list[tuple[str, dict[str, float], str]]:
+    out = []
+    for f in report.get("failover_times", []):
+        label = f"{f['kind']} {f['target']} at {ticks.seconds(f['fault_t'])}" if "fault_t" in f else \
+            f"{f['kind']} {f['target']}"
+        if f.get("ms") is not None:
+            out.append((label, {"ms": f["ms"]}, f"epoch {f['new_epoch']}" if f.get("new_epoch") else ""))
+        else:
+            out.append((label, {}, "never completed"))
+    return out
 
 
-def sync_items(history: list[dict]) -> list[tuple[str, dict[str, float]]]:
-    return [(f"{e['value']['dst']} ({e['value']['kind']})",
+MAX_SYNC_ROWS = 30
+
+
+def sync_items(history: list[dict]) -> list[tuple[str, dict[str, float], str]]:
+    """Catch-up transfers, largest first (at most MAX_SYNC_ROWS; the rest are counted in the title)."""
+    rows = [(f"{e['value']['dst']} at {ticks.seconds(e['t'])}",
              {"sent": e["value"]["bytes"], "changed": e["value"]["changed_bytes"],
-              "snapshot": e["value"]["snapshot_bytes"]})
+              "snapshot": e["value"]["snapshot_bytes"]}, str(e["value"].get("kind", "")))
             for e in history if e.get("f") == "sync"]
+    return sorted(rows, key=lambda r: -r[1]["sent"])[:MAX_SYNC_ROWS]
+
+
+def badge(report: dict) -> str:
+    """What every plot of a simulated run says about itself."""
+    return "simulated · virtual time" if report.get("simulated") else ""
+
+
+def check_rows(report: dict, moments: dict[str, list[Moment]]) -> str:
+    rows = []
+    for name, c in report.get("checks", {}).items():
+        ev = escape(json.dumps(c.get("details", {}), indent=1, default=str)[:20000])
+        links = "".join(f'<li><a href="#{m.id}">{escape(ticks.seconds(m.t))}</a> {escape(m.node or "")} '
+                        f'{escape(m.label)}</li>' for m in moments.get(name, []))
+        links = f'<ul class="moments">{links}</ul>' if links else ""
+        rows.append(f'<tr><td>{escape(name)}</td><td class="{_verdict_class(c["valid"])}">{escape(str(c["valid"]))}'
+                    f'</td><td>{links}<details><summary>evidence</summary><pre>{ev}</pre></details></td></tr>')
+    return "".join(rows)
 
 
 def render(report: dict, history: list[dict]) -> str:
     end = max((e["t"] for e in history), default=1.0)
     m = report.get("metrics", {})
-    fo = m.get("failover_ms", {})
+    fo = m.get("failover_ms") or {}
     verdict = report["verdict"]
-    rows = []
-    for name, c in report.get("checks", {}).items():
-        ev = escape(json.dumps(c.get("details", {}), indent=1, default=str)[:20000])
-        rows.append(f'<tr><td>{escape(name)}</td><td class="{_verdict_class(c["valid"])}">{escape(str(c["valid"]))}'
-                    f'</td><td><details><summary>evidence</summary><pre>{ev}</pre></details></td></tr>')
+    b = badge(report)
+    xlabel = "virtual seconds since the run started" if b else "seconds since the run started"
+    moments = evidence.moments(report.get("checks", {}), history)
     spec = report.get("scenario_spec")
     spec_text = yaml.safe_dump(spec, sort_keys=False) if spec else "(not recorded)"
-    metrics_rows = "".join(f"<tr><td>{escape(k)}</td><td>{escape(json.dumps(v))}</td></tr>" for k, v in m.items())
+    metrics_rows = "".join(f"<tr><td>{escape(k)}</td><td>{escape(_metric(v, k))}</td></tr>" for k, v in m.items())
+    windows = fault_windows(report)
+    syncs = sum(1 for e in history if e.get("f") == "sync")
     sections = [
+        ("Timeline", timeline_svg.render(timeline.build(history, report.get("faults", [])),
+                                         [x for ms in moments.values() for x in ms], b)),
         ("Training loss", svg.lines("training loss per worker, fault windows shaded", loss_series(history),
-                                    fault_windows(report), ylabel="loss")),
-        ("Primary of each shard", svg.lanes("primary per shard and epoch", primary_lanes(history, end), end)),
-        ("Failover time", svg.bars("time from fault to first ack at the new epoch", failover_items(report),
-                                   ylabel="ms")),
-        ("Replication lag", svg.lines("entries each replica trails its primary", lag_series(history),
-                                      fault_windows(report), ylabel="entries")),
-        ("Catch-up bytes", svg.bars("bytes sent vs changed vs a full snapshot", sync_items(history), ylabel="bytes")),
-        ("Throughput", svg.lines("acknowledged pushes per second", throughput(history), fault_windows(report),
-                                 ylabel="pushes/s")),
+                                    windows, xlabel=xlabel, ylabel="loss", badge=b, x_end=end)),
+        ("Primary of each shard", svg.lanes("primary per shard and epoch", primary_lanes(history, end), end,
+                                            badge=b, xlabel=xlabel)),
+        ("Failover time", svg.hbars("time from fault to first ack at the new epoch", failover_items(report),
+                                    xfmt=ticks.millis, xlabel="from the fault to the first ack at the new epoch",
+                                    badge=b)),
+        ("Replication lag", svg.lines("entries each replica trails its primary", lag_series(history), windows,
+                                      xlabel=xlabel, ylabel="entries behind", yfmt=ticks.count, badge=b, x_end=end)),
+        (f"Catch-up bytes ({min(syncs, MAX_SYNC_ROWS)} largest of {syncs})" if syncs > MAX_SYNC_ROWS else
+         "Catch-up bytes", svg.hbars("bytes sent vs changed vs a full snapshot", sync_items(history),
+                                     xfmt=ticks.nbytes, badge=b)),
+        ("Throughput", svg.lines("acknowledged pushes per second", throughput(history), windows, xlabel=xlabel,
+                                 ylabel="acked pushes/s", yfmt=ticks.count, badge=b, x_end=end)),
     ]
     body = "".join(f"<h2>{escape(t)}</h2>{plot}" for t, plot in sections)
+    dash = ticks.maybe
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>pschaos {escape(report['scenario'])}: {escape(verdict)}</title><style>{CSS}</style></head>
+<title>pschaos {escape(report['scenario'])}: {escape(verdict)}</title><style>{CSS}{timeline_svg.CSS}</style></head>
 <body>
 <h1>{escape(report['scenario'])}: <span class="{_verdict_class(verdict)}">{escape(verdict.upper())}</span></h1>
-<p>seed {report['seed']} · backend {escape(report['backend'])} · {report.get('wall_s', '?')} s ·
-lost acknowledged updates {m.get('lost_acked_updates')} · failovers {m.get('failovers')}
-(p50 {fo.get('p50')} ms, p99 {fo.get('p99')} ms) · final loss {m.get('final_loss')}</p>
+<p>seed {report['seed']} · backend {escape(report['backend'])} · {dash(report.get('wall_s'), ticks.seconds)} ·
+lost acknowledged updates {dash(m.get('lost_acked_updates'), ticks.count)} · failovers {dash(m.get('failovers'), ticks.count)}
+(p50 {dash(fo.get('p50'), ticks.millis)}, p99 {dash(fo.get('p99'), ticks.millis)}) · final loss {dash(m.get('final_loss'))}</p>
 <p>rerun: <code>{escape(report['rerun'])}</code></p>
 {_simulated(report)}
 {body}
-<h2>Checks</h2><table><tr><th>check</th><th>valid</th><th></th></tr>{''.join(rows)}</table>
+<h2>Checks</h2><table><tr><th>check</th><th>valid</th><th></th></tr>{check_rows(report, moments)}</table>
 <h2>Metrics</h2><table>{metrics_rows}</table>
 <h2>Scenario as run</h2><pre>{escape(spec_text)}</pre>
 </body></html>
 """
+
+
+def _metric(v, name: str = "") -> str:
+    """A metric cell in its unit (`*_bytes` in kB/MB, `*_ms` as a duration), the dash for none."""
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {_metric(x, name if k in ('p50', 'p99', 'max') else k)}" for k, x in v.items())
+    fmt = ticks.nbytes if name.endswith("bytes") else ticks.millis if name.endswith("_ms") else \
+        (lambda x, *_: f"{x:g}" if isinstance(x, float) else str(x))
+    return ticks.maybe(v, fmt)
 
 
 def write(report: dict, history: list[dict], out_dir: Path) -> Path:

@@ -1,16 +1,22 @@
-"""Reports as people see them: report.html of a real run, and an aggregate, in headless Chromium.
+"""Reports as people see them, in headless Chromium: a run's report.html and aggregates.
 
-Each page renders with no console errors and shows its plots; a screenshot is kept in
-out/screenshots/ beside the test output.
+Each page renders with no SEVERE console entry, shows every plot, and no two text labels'
+boxes overlap (measured in the page, `page_checks`). A simulated run's plots say "simulated";
+the timeline zooms with CSS alone, and a failing check's evidence links to its moment there.
+Full-page screenshots are kept in out/screenshots/ as test artifacts.
 """
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pytest
 
 from harness.tools import REPO
+
+from .page_checks import text_overlaps
 
 SHOTS = REPO / "out" / "screenshots"
 SCENARIO = """name: render-me
@@ -24,6 +30,15 @@ faults:
 expect:
   checks: [no-lost-acks, single-primary, exactly-once, replicas-match]
 """
+# the library's quickest scenarios on the twin (about 2 s each), and one with seven faults whose
+# labels crowd the time axes; the docker-only ones come out unknown, which an aggregate must show too
+SIM_SCENARIOS = ["kill-primary", "cpu-throttle-primary", "disk-full-primary", "kill-mid-protocol",
+                 "memory-limit-primary", "etcd-outage-failover", "partition-worker-shard", "pause-primary",
+                 "kill-restart-worker", "all-copies-lost", "latency-primary-replica", "scale-out-workers",
+                 "bandwidth-worker-shard", "loss-20-worker-links", "short-cut-primary", "kill-replica",
+                 "nemesis-partitions"]
+RUN_PLOTS = 7           # timeline, loss, primaries, failover, lag, catch-up bytes, throughput
+AGGREGATE_PLOTS = 4     # pass rate per scenario and per fault kind, failover ECDFs, lost acks per seed
 
 
 @pytest.fixture(scope="module")
@@ -55,29 +70,58 @@ def run_out(tmp_path_factory):
     return d
 
 
+@pytest.fixture(scope="module")
+def sim_runs(tmp_path_factory):
+    """Seventeen library scenarios on the twin, one process, seed 1: DIR/<scenario>/report.json."""
+    d = tmp_path_factory.mktemp("sim-runs")
+    paths = [str(REPO / "scenarios" / f"{n}.yaml") for n in SIM_SCENARIOS]
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", *paths, "--backend", "sim", "--seed", "1",
+                        "--out", str(d), "--quiet"], capture_output=True, text=True, timeout=900, cwd=REPO)
+    missing = [n for n in SIM_SCENARIOS if not (d / n / "report.html").exists()]
+    assert p.returncode != 2 and not missing, (missing, p.stdout[-3000:], p.stderr[-3000:])
+    return d
+
+
 def look(browser, page: Path, shot: str) -> list:
+    """Open `page`: no SEVERE console entry, no overlapping labels, a full-page screenshot; its plots."""
     from selenium.webdriver.common.by import By
 
     browser.get(page.as_uri())
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == [], errors
+    measured = text_overlaps(browser)
+    assert measured["labels"] > 20 and measured["overlaps"] == [], measured["overlaps"][:10]
     plots = browser.find_elements(By.CSS_SELECTOR, "svg.plot")
+    assert all(p.size["width"] > 300 and p.size["height"] > 40 for p in plots)
     SHOTS.mkdir(parents=True, exist_ok=True)
-    assert browser.save_screenshot(str(SHOTS / shot))
+    size = browser.get_window_size()
+    height = browser.execute_script("return document.documentElement.scrollHeight")
+    browser.set_window_size(size["width"], min(max(height, 600), 12000))
+    try:
+        assert browser.save_screenshot(str(SHOTS / shot))
+    finally:
+        browser.set_window_size(size["width"], size["height"])
     assert (SHOTS / shot).stat().st_size > 10_000
     return plots
+
+
+def say_simulated(plots) -> list[str]:
+    """The plots (by aria-label) that do not say they were simulated."""
+    return [p.get_attribute("aria-label") for p in plots if "simulated" not in p.get_attribute("textContent")]
 
 
 def test_run_report_renders_with_its_plots(browser, run_out):
     from selenium.webdriver.common.by import By
 
     plots = look(browser, run_out / "run" / "report.html", "run-report.png")
-    assert len(plots) == 6
-    assert all(p.size["width"] > 300 and p.size["height"] > 40 for p in plots)
+    assert len(plots) == RUN_PLOTS
     drawn = [p for p in plots if p.find_elements(By.CSS_SELECTOR, "polyline, rect")]
-    assert len(drawn) >= 5                       # loss, primaries, failover, lag, throughput at least
+    assert len(drawn) >= 6                       # timeline, loss, primaries, failover, lag, throughput at least
     assert browser.find_elements(By.CSS_SELECTOR, "rect.fault")            # the kill window is shaded
-    assert "rerun: pschaos run" in browser.find_element(By.TAG_NAME, "body").text
+    assert browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect.tl-ok")
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert "rerun: pschaos run" in body and "None" not in body
+    assert len(say_simulated(plots)) == RUN_PLOTS                          # a real run says nothing of it
 
 
 def test_aggregate_report_renders(browser, run_out):
@@ -85,6 +129,66 @@ def test_aggregate_report_renders(browser, run_out):
     p = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run_out / "run"), "--out", str(out)],
                        capture_output=True, text=True, timeout=60, cwd=REPO)
     assert p.returncode == 0 and "1/1 runs passed" in p.stdout
-    plots = look(browser, out / "report.html", "aggregate-report.png")
-    assert len(plots) == 3
+    plots = look(browser, out / "report.html", "aggregate-process-report.png")
+    assert len(plots) == AGGREGATE_PLOTS
     assert (out / "aggregate.json").exists() and "render-me" in (out / "summary.md").read_text()
+
+
+def test_simulated_run_report_and_its_timeline(browser, sim_runs):
+    from selenium.webdriver.common.by import By
+
+    plots = look(browser, sim_runs / "nemesis-partitions" / "report.html", "sim-run-report.png")
+    assert len(plots) == RUN_PLOTS and say_simulated(plots) == []
+    assert "virtual seconds" in browser.find_element(By.TAG_NAME, "body").text
+    timeline = browser.find_element(By.CSS_SELECTOR, "svg.timeline")
+    lanes = browser.find_element(By.CSS_SELECTOR, "svg.tllanes").get_attribute("textContent")
+    assert "shard-0/0" in lanes and "worker-0" in lanes
+    assert len(timeline.find_elements(By.CSS_SELECTOR, "rect.fault")) >= 7
+    one = timeline.size["width"]
+    browser.find_element(By.CSS_SELECTOR, "label[for=tlz8]").click()
+    assert timeline.size["width"] > 7 * one                                 # zoomed by CSS alone
+    assert text_overlaps(browser)["overlaps"] == []                          # the 8x ticks fit too
+    browser.find_element(By.CSS_SELECTOR, "label[for=tlz1]").click()
+
+
+def test_failing_evidence_links_to_its_moment(browser, sim_runs, tmp_path):
+    """A check whose evidence names an operation links to that operation's moment in the timeline.
+
+    The failure is planted in a copy of a real run's report (the checkers' own failures are the
+    bug zoo's business); what is tested is the way from the evidence to the timeline."""
+    from selenium.webdriver.common.by import By
+
+    from reports import html
+
+    src = sim_runs / "kill-primary"
+    report = json.loads((src / "report.json").read_text())
+    history = [json.loads(line) for line in (src / "history.jsonl").read_text().splitlines() if line.strip()]
+    pushes = [e for e in history if e.get("f") == "push" and e["type"] == "ok"]
+    op = pushes[len(pushes) // 2]
+    report["verdict"] = "fail"
+    report["checks"]["no-lost-acks"] = {"valid": False, "details": {"lost": 1, "examples": [{"op": op["op_id"]}]}}
+    page = html.write(report, history, tmp_path)
+    browser.get(page.as_uri())
+    link = browser.find_element(By.CSS_SELECTOR, "ul.moments a")
+    link.click()
+    target = browser.execute_script("const t = document.querySelector(':target');"
+                                    "return t && [t.id, t.textContent, getComputedStyle(t).strokeWidth];")
+    assert target is not None and target[0].startswith("moment-") and op["op_id"] in target[1]
+    assert target[2] == "4px"                                                # highlighted where it happened
+
+
+def test_aggregate_of_sixteen_scenarios(browser, sim_runs, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    out = tmp_path / "agg"
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(sim_runs), "--out", str(out)],
+                       capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    agg = json.loads((out / "aggregate.json").read_text())
+    assert len(agg["scenarios"]) >= 16 and agg["simulated_runs"] == agg["runs"]
+    plots = look(browser, out / "report.html", "aggregate-report.png")
+    assert len(plots) == AGGREGATE_PLOTS and say_simulated(plots) == []
+    hrefs = [a.get_attribute("href") for a in browser.find_elements(By.LINK_TEXT, "report")]
+    assert len(hrefs) == agg["runs"]
+    assert all(Path(unquote(urlparse(h).path)).is_file() for h in hrefs)     # each run links to its own page
+    assert "None" not in browser.find_element(By.TAG_NAME, "body").text

@@ -21,8 +21,25 @@ def test_pass_rates_flaky_and_failover():
     kp = a["scenarios"]["kill-primary"]
     assert kp["pass_rate"] == 0.5 and kp["failover_ms"]["n"] == 2 and kp["failover_ms"]["p50"] == 690.0
     assert kp["failing_runs"][0]["rerun"].endswith("--seed 2")
-    assert a["fault_kinds"] == {"kill": {"runs": 2, "pass_rate": 0.5}, "loss": {"runs": 2, "pass_rate": 1.0}}
+    assert a["fault_kinds"] == {"kill": {"runs": 2, "pass_rate": 0.5, "pass": 1, "fail": 1, "unknown": 0},
+                                "loss": {"runs": 2, "pass_rate": 1.0, "pass": 2, "fail": 0, "unknown": 0}}
     assert a["scenarios"]["loss"]["flaky"] is False
-    md, html = render_md(a), render_html(a)
+    md, html = render_md(a), render_html(a, Path("/runs/agg"))
     assert "Flaky (pass and fail across seeds): kill-primary" in md and "| loss | 2 | 1.0 |" in md
-    assert html.count("<svg") == 3 and "--seed 2" in html
+    assert html.count('<svg class="plot') == 4 and "--seed 2" in html
+    assert "None" not in html and "None" not in md and "| – / – |" in md                   # loss had no failover
+    assert html.count('href="../kill-primary-') == 2 and 'href="../loss-2/report.html"' in html
+
+
+def test_distributions_behind_the_numbers():
+    runs = [rep("kill-primary", s, "pass", ms=(400.0 + 10 * s, 900.0)) for s in range(1, 5)]
+    runs.append(rep("kill-primary", 9, "unknown", ms=()))
+    runs[0][1]["metrics"]["lost_acked_updates"] = 3
+    a = aggregate(runs)
+    kp = a["scenarios"]["kill-primary"]
+    assert kp["failover_ms_values"] == sorted([410.0, 420.0, 430.0, 440.0] + [900.0] * 4)
+    assert kp["lost_by_seed"] == {"1": 3, "2": 0, "3": 0, "4": 0, "9": 0}
+    assert kp["verdict_counts"] == {"pass": 4, "fail": 0, "unknown": 1}
+    assert [r["seed"] for r in a["run_list"]] == [1, 2, 3, 4, 9] and a["simulated_runs"] == 0
+    html = render_html(a)
+    assert "seeds 1: 3" in html and "p50" in html and "80% of 5 runs" in html

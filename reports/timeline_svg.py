@@ -1,0 +1,122 @@
+"""The timeline drawn: lanes against time, zoomable with plain CSS (no script, no network).
+
+Horizontal positions are percentages of the SVG's width and mark widths are pixels, so the
+page zooms by widening one SVG (radio buttons and `:checked` rules) while text keeps its size
+and marks stay thin. Labels are laid out at 1× zoom; zooming in only moves them apart. Each
+zoom level has its own set of round ticks, shown only at that level.
+"""
+from __future__ import annotations
+
+from html import escape
+
+from . import layout, ticks
+from .evidence import Moment
+from .svg import TICK, fit_ticks, text
+from .timeline import Timeline
+
+PW = 690                # plot width in px at 1x
+NAMES_W = 96            # the lane-name column
+LANE_H = 26
+ZOOMS = (1, 2, 4, 8)
+BINS = 1400             # marks per lane and outcome at most: one per bin that has any
+ROW = {"ok": 0, "duplicate": 1, "info": 2, "fail": 3}     # a sub-row per outcome, so none hides another
+
+CSS = """
+.timeline{margin:6px 0}.timeline input{position:absolute;opacity:0;width:0;height:0;margin:0;pointer-events:none}
+.timeline input:checked+label{background:#e0e7ff;border-color:#6366f1}
+.timeline label.zoom{display:inline-block;border:1px solid #ccc;border-radius:3px;padding:0 6px;margin-right:4px;
+ font-size:12px;cursor:pointer}
+.tlbody{display:flex;border:1px solid #eee}.tlscroll{overflow-x:auto;flex:1}
+svg.tllanes{flex:none;width:%(names)dpx}svg.timeline{display:block;width:%(pw)dpx;height:auto}
+.tl-ok{fill:#16a34a}.tl-duplicate{fill:#9333ea}.tl-info{fill:#ca8a04}.tl-fail{fill:#dc2626}
+.tl-ev{fill:#475569}.tl-primary{fill:#dbeafe}.tl-down{fill:#e5e7eb}.tl-stripe{fill:#fafafa}
+.tl-plabel{font-size:9px;fill:#1e40af}.zt{display:none}
+.moment{stroke:#7f1d1d;stroke-width:1;stroke-dasharray:3 2}.moment:target{stroke:#dc2626;stroke-width:4;stroke-dasharray:none}
+.tlkey span{display:inline-block;margin-right:12px;font-size:12px}.tlkey i{display:inline-block;width:10px;height:10px;
+ margin-right:4px;vertical-align:-1px}
+""" % {"names": NAMES_W, "pw": PW} + "".join(
+    f"#tlz{z}:checked~.tlbody svg.timeline{{width:{PW * z}px}}#tlz{z}:checked~.tlbody .zt{z}{{display:inline}}"
+    for z in ZOOMS)
+
+KEY = [("#16a34a", "ok"), ("#9333ea", "duplicate (retry of a sent request)"), ("#ca8a04", "info (indeterminate)"),
+       ("#dc2626", "fail"), ("#475569", "node event"), ("#dbeafe", "primary (epoch)"), ("#e5e7eb", "down (fault)"),
+       ("#fecaca", "fault window")]
+
+
+def _pct(t: float, span: float) -> str:
+    return f"{100 * t / span:.3f}%"
+
+
+def _ticks(span: float, top: float, height: float, xfmt: ticks.Formatter) -> list[str]:
+    out = []
+    for z in ZOOMS:
+        ts = [t for t in fit_ticks(0.0, span, xfmt, PW * z, 8 * z) if t <= span + 1e-9]
+        for t, label in zip(ts, ticks.axis(ts, xfmt)):
+            anchor = "start" if t == 0 else "end" if abs(t - span) < 1e-9 else "middle"
+            out.append(f'<g class="zt zt{z}"><line x1="{_pct(t, span)}" x2="{_pct(t, span)}" y1="{top + 4}" '
+                       f'y2="{top + height}" class="grid"/>'
+                       f'<text x="{_pct(t, span)}" y="{top + 11}" class="tick" text-anchor="{anchor}">'
+                       f'{escape(label)}</text></g>')
+    return out
+
+
+def _marks(lane, span: float, y: float) -> list[str]:
+    bins: dict[tuple[int, str], list] = {}
+    for t, outcome, what in lane.marks:
+        b = min(int(t / span * BINS), BINS - 1)
+        bins.setdefault((b, outcome), []).append((t, what))
+    out = []
+    for (b, outcome), items in sorted(bins.items()):
+        t0 = b * span / BINS
+        tip = f"{len(items)} × {outcome} at {ticks.seconds(t0)}: e.g. {items[0][1]}"
+        out.append(f'<rect x="{_pct(t0, span)}" y="{y + 5 + 4 * ROW[outcome]}" width="2" height="4" '
+                   f'class="tl-{outcome}"><title>{escape(tip)}</title></rect>')
+    return out
+
+
+def render(tl: Timeline, moments: list[Moment] = (), badge: str = "", xfmt: ticks.Formatter = ticks.seconds) -> str:
+    """The timeline section: zoom buttons, a key, the lane names and the zoomable SVG."""
+    span = ticks.nice_ticks(0.0, tl.end or 1.0, 8)[-1]
+    right = PW - (layout.text_width(badge, 11) + 10 if badge else 0)
+    placed, dropped = layout.rows_for([(PW * a / span + 2, label) for a, _, label in tl.faults], TICK, 4, right)
+    band = 12 * max((p.row + 1 for p in placed), default=0) + (14 if badge and not placed else 0)
+    top = band + 16                                  # fault labels, then the tick row
+    height = top + LANE_H * len(tl.lanes) + 4
+    body = [text(PW - 2, 11, badge, "badge", "end")] if badge else []
+    body += [f'<text x="{100 * p.x / PW:.3f}%" y="{10 + 12 * p.row}" class="flabel">{escape(p.text)}</text>'
+             for p in placed]
+    names = []
+    for i, lane in enumerate(tl.lanes):
+        y = top + LANE_H * i
+        if i % 2:
+            body.append(f'<rect x="0" y="{y}" width="100%" height="{LANE_H}" class="tl-stripe"/>')
+        names.append(text(NAMES_W - 6, y + 17, layout.clip(lane.name, TICK, NAMES_W - 8), anchor="end", tip=lane.name))
+        for cls, bands in (("tl-down", lane.down), ("tl-primary", lane.primary)):
+            for a, b, label in bands:
+                body.append(f'<rect x="{_pct(a, span)}" y="{y + 1}" width="{_pct(max(b - a, 0), span)}" '
+                            f'height="{LANE_H - 2}" class="{cls}"><title>{escape(label)}</title></rect>')
+                if cls == "tl-primary" and layout.text_width(label, 9) + 4 <= PW * (b - a) / span:
+                    body.append(f'<text x="{_pct(a, span)}" y="{y + LANE_H - 3}" dx="2" class="tl-plabel">'
+                                f'{escape(label)}</text>')
+    body += _ticks(span, band, height - band, xfmt)
+    for a, b, label in tl.faults:
+        body.append(f'<rect x="{_pct(a, span)}" y="{top}" width="{_pct(max(b - a, 0), span)}" '
+                    f'height="{height - top}" class="fault"><title>{escape(label)}</title></rect>')
+    for i, lane in enumerate(tl.lanes):
+        y = top + LANE_H * i
+        body += [f'<rect x="{_pct(t, span)}" y="{y + 1}" width="2" height="5" class="tl-ev">'
+                 f'<title>{escape(what)} at {ticks.seconds(t)}</title></rect>' for t, what in lane.events]
+        body += _marks(lane, span, y + 4)
+    for m in moments:
+        body.append(f'<line id="{m.id}" x1="{_pct(m.t, span)}" x2="{_pct(m.t, span)}" y1="{top}" y2="{height}" '
+                    f'class="moment"><title>{escape(m.label)} at {ticks.seconds(m.t)}</title></line>')
+    zoom = "".join(f'<input type="radio" name="tlzoom" id="tlz{z}"{" checked" if z == 1 else ""}>'
+                   f'<label class="zoom" for="tlz{z}">{z}×</label>' for z in ZOOMS)
+    key = "".join(f'<span><i style="background:{c}"></i>{escape(n)}</span>' for c, n in KEY)
+    more = f"<p>{len(dropped)} more fault label(s) not drawn: hover the shading.</p>" if dropped else ""
+    return (f'<div class="timeline">{zoom}<div class="tlkey">{key}</div>'
+            f'<div class="tlbody"><svg class="tllanes" viewBox="0 0 {NAMES_W} {height}" '
+            f'xmlns="http://www.w3.org/2000/svg">{"".join(names)}</svg><div class="tlscroll">'
+            f'<svg class="plot timeline" role="img" aria-label="timeline" width="{PW}" height="{height}" '
+            f'xmlns="http://www.w3.org/2000/svg"><title>timeline: lanes per node and worker</title>'
+            f'{"".join(body)}</svg></div></div>{more}</div>')
