@@ -62,6 +62,9 @@ def merge(t0: float, sources: list[Path], out: Path) -> list[dict]:
     return events
 
 
+STEP_EVENTS = ('"train-step"', '"workload-step"')    # a psnodes worker's, an adapted system's worker's
+
+
 class StepWatcher:
     """Follows a worker's event file to know its current training step (for step-timed faults)."""
 
@@ -82,7 +85,7 @@ class StepWatcher:
             return self.step
         self.pos += len(chunk[: end + 1].encode())
         for line in chunk[: end + 1].splitlines():
-            if '"train-step"' in line:
+            if any(f in line for f in STEP_EVENTS):
                 try:
                     self.step = max(self.step, json.loads(line)["value"]["step"])
                 except (json.JSONDecodeError, KeyError):

@@ -10,6 +10,7 @@ from reports.bounds import holds, parse, value_at
 from .checkers.acks import no_lost_acks
 from .checkers.base import by_f
 from .checkers.failover import failover_times
+from .checkers.updates import no_lost_updates
 
 
 def failover_stats(ms: Sequence[float | None]) -> dict:
@@ -41,13 +42,14 @@ def eval_loss(history: list[dict]) -> float | None:
 
 def compute(history: list[dict], ctx: dict) -> dict:
     oks = by_f(history, "push", "ok")
-    lost = no_lost_acks(history, ctx)
+    updates = by_f(history, "update", "ok")       # an adapted system's acknowledged updates
+    lost = no_lost_updates(history, ctx) if updates else no_lost_acks(history, ctx)
     fo = failover_times(history)
-    done = [e["value"]["final_loss"] for e in by_f(history, "train-done")]
+    done = [e["value"]["final_loss"] for e in by_f(history, "train-done") if e["value"].get("final_loss") is not None]
     syncs = [e["value"] for e in by_f(history, "sync")]
     pulls = [e["value"].get("pulled_bytes", 0) for e in by_f(history, "train-step")]
     return {
-        "acked_updates": len(oks),
+        "acked_updates": len(oks) + len(updates),
         "lost_acked_updates": lost.details.get("lost") if lost.valid != "unknown" else None,
         "failovers": len([e for e in by_f(history, "promote") if e["value"]["epoch"] > 1]),
         "failover_ms": failover_stats([f["ms"] for f in fo]),

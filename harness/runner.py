@@ -31,6 +31,8 @@ from .progress import Progress
 from .nemesis import schedule as nemesis_schedule
 from .scenario import Scenario
 from .targets import resolve
+from .adapters import system_named
+from .adapters.psnodes import BACKENDS as PSNODES_BACKENDS, docker_backend, process_backend, sim_backend  # noqa: F401
 
 
 @dataclass
@@ -45,32 +47,8 @@ class OpenFault:
 
 
 BackendFactory = Callable[[Scenario, Path, str, int], Backend]
-
-
-def process_backend(scenario: Scenario, run_dir: Path, run_id: str, seed: int) -> Backend:
-    """The default: local processes (imported here, so a runner on another backend needs no psnodes)."""
-    from .backend_process import ProcessBackend
-
-    return ProcessBackend(scenario.cluster, run_dir, run_id, seed, proxied=scenario.proxied())
-
-
-def sim_backend(scenario: Scenario, run_dir: Path, run_id: str, seed: int) -> Backend:
-    """The SimPy twin: the same scenario in virtual time (harness/sim/backend.py)."""
-    from .sim.backend import SimBackend
-
-    return SimBackend(scenario.cluster, run_dir, run_id, seed)
-
-
-def docker_backend(scenario: Scenario, run_dir: Path, run_id: str, seed: int) -> Backend:
-    """Every node, worker, etcd and Toxiproxy as a container (harness/backend_docker.py)."""
-    from .backend_docker import DockerBackend
-
-    kinds = [f.kind for f in scenario.faults] + (scenario.nemesis.kinds if scenario.nemesis else [])
-    return DockerBackend(scenario.cluster, run_dir, run_id, seed, proxied=scenario.proxied(),
-                         data_volumes="disk-full" in kinds)
-
-
-BACKENDS: dict[str, BackendFactory] = {"process": process_backend, "docker": docker_backend, "sim": sim_backend}
+# psnodes' backends, by --backend name (kept here for callers that pick one: sim validate)
+BACKENDS: dict[str, BackendFactory] = PSNODES_BACKENDS
 
 
 RUN_MARKER = ".pschaos-run"      # in every run folder the runner makes: a reused --out deletes only those
@@ -93,9 +71,8 @@ class Runner:
 
     def __init__(self, scenario: Scenario, seed: int, out_dir: Path, backend: str = "process",
                  quiet: bool = False, keep_data: bool = False, make_backend: BackendFactory | None = None) -> None:
-        if backend not in BACKENDS and make_backend is None:
-            raise HarnessError(f"--backend {backend}: not available in this version; choose one of "
-                               f"{', '.join(BACKENDS)}")
+        self.system = system_named(scenario.system)      # what runs, and how it is observed
+        factory = make_backend or self.system.backend_factory(backend)    # refuses a backend it has not
         refuse_out(out_dir)
         self.sc, self.seed, self.out, self.backend_name = scenario, seed, out_dir, backend
         self.quiet = quiet
@@ -104,7 +81,7 @@ class Runner:
         self.rng = random.Random(seed)
         # a simulated run touches nothing shared, so its id comes from the seed alone (byte-identical replays)
         self.run_id = f"{scenario.name}-{seed}-" + ("sim" if backend == "sim" else uuid.uuid4().hex[:6])
-        self.make_backend = make_backend or BACKENDS[backend]
+        self.make_backend = factory
         self._fresh_out()      # before the backend exists: a backend may create its run folder at once
         self.backend = self.make_backend(scenario, out_dir / "run", self.run_id, seed)
         self.clock = clock_of(self.backend)
@@ -164,7 +141,6 @@ class Runner:
             self.progress.update("settling")
             self._quiesce()
             self._observe()
-            self._scan_checkpoints()
             self.progress.update("judging")
         finally:
             self.tearing_down = True        # from here a signal only hurries teardown (see _on_term)
@@ -214,16 +190,11 @@ class Runner:
             self.say(f"fault {i} ({f.kind} at {f.at}) never came due: the workload ended first")
 
     def _sample(self, period: float = 0.5) -> None:
-        """Each node's role, epoch and seq every `period` s (replication lag over time in reports)."""
+        """The system's own sample every `period` s (psnodes: each node's role, epoch and seq)."""
         tick = 0
         while self.sampling:
             tick += 1
-            for n in self.backend.nodes():
-                if self.backend.alive(n):
-                    st = self.backend.status(n, timeout=0.2)
-                    if st is not None:
-                        self.history.record("sample", {"tick": tick, "node": n, "shard": st.shard, "role": st.role,
-                                                       "epoch": st.epoch, "seq": st.seq}, node=n)
+            self.system.sample(self.backend, self.history.record, tick)
             self.clock.wait_until(lambda: not self.sampling, period, 0.05)
 
     def _loop(self, ctx: FaultContext, pending: list, watch: StepWatcher, t0: float, limit: float) -> None:
@@ -331,45 +302,13 @@ class Runner:
                 self.say(f"workers still running {limit:.0f}s after the heal; the evidence check will say so")
 
     # ----------------------------------------------------------- observation
-    def _quiesce(self, timeout: float = 20.0) -> None:
-        """Wait until every live copy has the primary's seq (replication settled)."""
-        def settled() -> bool:
-            for shard, rec in self.backend.routing().items():
-                p = self.backend.status(rec.primary)
-                if p is None or p.role != "primary":
-                    return False
-                for n in self.backend.shard_nodes(shard):
-                    if n != rec.primary and self.backend.alive(n):
-                        s = self.backend.status(n)
-                        if s is None or s.seq != p.seq or s.epoch != p.epoch:
-                            return False
-            return True
-        ok = self.clock.wait_until(settled, timeout, 0.1)
-        self.history.record("quiesce", {"settled": ok, "timeout_s": timeout})
-        if not ok:
-            self.say(f"replication did not settle within {timeout}s; the checks will show where")
+    def _quiesce(self) -> None:
+        """Wait until replication settled, as the system judges it (bounded)."""
+        self.system.settle(self.backend, self.clock, self.history.record, self.say)
 
-    def _observe(self, attempts: int = 3) -> None:
-        """Each copy's final state. Copies are read one after another, so a failover between two
-        reads would show two primaries that never were at once: such a reading is taken again
-        (after settling) up to `attempts` times, and the last one is recorded as it is."""
-        for attempt in range(1, attempts + 1):
-            states = [self._final_state(n) for n in self.backend.nodes()]
-            if _consistent(states) or attempt == attempts:
-                break
-            self._quiesce()
-        self.history.record("observe", {"attempts": attempt, "consistent": _consistent(states)})
-        for v in states:
-            self.history.record("final-state", v, node=v["node"])
-
-    def _final_state(self, n: str) -> dict:
-        st = self.backend.final_state(n)
-        return {"node": n, "shard": int(n.split("-")[1].split("/")[0]), "alive": st is not None, **(st or {})}
-
-    def _scan_checkpoints(self) -> None:
-        """Record every checkpoint as found: does its manifest name a whole, loadable file?"""
-        for v in self.backend.checkpoint_scan():
-            self.history.record("checkpoint-scan", v)
+    def _observe(self) -> None:
+        """Record what the checkers judge the run by: final states, final reads, checkpoint scans."""
+        self.system.observe(self.backend, self.clock, self.history.record, self.say)
 
     def _baseline(self) -> float | None:
         """The same scenario without faults, same seed: the loss the faulted run is held to."""
@@ -392,7 +331,7 @@ class Runner:
 
     def context(self) -> dict:
         c, e = self.sc.cluster, self.sc.expect
-        return {"replication": c.replication, "max_lag": c.max_lag, "workers": [f"worker-{j}" for j in range(c.workers)],
+        return {"system": self.sc.system, "replication": c.replication, "max_lag": c.max_lag, "workers": [f"worker-{j}" for j in range(c.workers)],
                 "training": c.training, "staleness": c.staleness, "baseline_margin": e.baseline_margin,
                 "stop_acking_grace_s": e.stop_acking_grace_s, "baseline_loss": self.baseline_loss,
                 "steps": self.sc.workload.steps, "duration_s": self.sc.workload.duration_s,
@@ -430,16 +369,6 @@ class Runner:
         markdown.write(rep, self.out)
         html.write(rep, hist, self.out)
         return rep
-
-
-def _consistent(states: list[dict]) -> bool:
-    """One live primary per shard, and every live copy of a shard at the same epoch."""
-    shards: dict[int, list[dict]] = {}
-    for v in states:
-        if v["alive"]:
-            shards.setdefault(v["shard"], []).append(v)
-    return all(sum(c["role"] == "primary" for c in cs) == 1 and len({c["epoch"] for c in cs}) == 1
-               for cs in shards.values())
 
 
 def default_out(scenario: Scenario, seed: int) -> Path:

@@ -15,14 +15,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from reports.bounds import parse
 from reports.yamlpos import line_of
 
-from .errors import ScenarioError
+from .adapters import SYSTEMS, adapter_class
+from .errors import HarnessError, ScenarioError
+from netfaults.errors import NetFaultError
+from netfaults.faults.base import check_params
+
 from .faults import ALL_KINDS, LINK_KINDS, params_error
 from .faults.registry import NO_TARGET
 from .targets import is_link_target, valid_target
 
 CHECKS = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "converged", "catch-up-by-delta",
           "failover-budget", "delta-complete", "pulled-copy-matches", "monotone-reads", "staleness",
-          "checkpoints-atomic", "checkpoints-monotone", "stops-acking", "converge-baseline", "losses-accounted")
+          "checkpoints-atomic", "checkpoints-monotone", "stops-acking", "converge-baseline", "losses-accounted",
+          "no-lost-updates", "counters-match", "linearizable-reads")
+# the fault kinds an adapted system takes (harness/adapters/backend.py, portcut.py)
+ADAPTED_KINDS = ("kill", "stop", "restart", "pause", "partition", "loss")
 
 
 class Strict(BaseModel):
@@ -74,6 +81,7 @@ class Workload(Strict):
     steps: int = Field(300, ge=1, le=1_000_000)
     duration_s: float | None = Field(None, gt=0, le=3600)
     step_delay_s: float = Field(0.0, ge=0, le=10)
+    read_every: int = Field(10, ge=0)     # adapted systems: a read after every N updates (0: none)
 
 
 def moment_target_error(kind: str, params: dict, target: str) -> str | None:
@@ -208,6 +216,9 @@ class Expect(Strict):
                                                        "replicas-match", "converged", "delta-complete",
                                                        "pulled-copy-matches", "checkpoints-atomic"])
     metrics: list[str] = Field(default_factory=list)
+    # checks this scenario exists to see fail (a system known to lose acknowledged updates): as a
+    # test it passes when each of them fails and none is unknown; its verdict stays fail
+    finds: list[str] = Field(default_factory=list)
     catchup_ratio: float = Field(1.1, gt=0)          # sync_bytes <= ratio * changed_bytes
     catchup_vs_snapshot: float = Field(0.5, gt=0)   # sync_bytes <= this * snapshot_bytes
     failover_budget_ms: float = Field(800, gt=0)
@@ -234,6 +245,8 @@ class Expect(Strict):
 class Scenario(Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     description: str = ""
+    system: str = "psnodes"               # what runs: psnodes, or an adapter (harness/adapters/)
+    system_options: dict[str, Any] = Field(default_factory=dict)   # the adapter's own settings
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     workload: Workload = Field(default_factory=Workload)
     faults: list[Fault] = Field(default_factory=list)
@@ -247,6 +260,55 @@ class Scenario(Strict):
 
     def proxied(self) -> bool:
         return self.cluster.network == "proxied" or (self.cluster.network == "auto" and self.uses_links())
+
+    @field_validator("system")
+    @classmethod
+    def known_system(cls, v: str) -> str:
+        if v not in SYSTEMS:
+            try:
+                adapter_class(v)             # an adapter of one's own, by its import path
+            except HarnessError as e:
+                raise ValueError(str(e).removeprefix("system: ") + " (README, 'Bring your own system')") from None
+        return v
+
+    @model_validator(mode="after")
+    def fits_system(self) -> "Scenario":
+        """An adapted system: one group, its options, its checks, the faults it can take."""
+        if self.system == "psnodes":
+            if self.system_options:
+                raise ValueError("system_options: psnodes takes its settings under cluster; remove system_options")
+            adapter_only = [c for c in self.expect.checks if c in ("no-lost-updates", "counters-match",
+                                                                  "linearizable-reads")]
+            if adapter_only:
+                raise ValueError(f"expect.checks: {adapter_only} judge an adapted system's updates; psnodes is "
+                                 "judged by no-lost-acks, exactly-once and the rest")
+            return self
+        a = adapter_class(self.system)
+        if self.cluster.shards != 1:
+            raise ValueError(f"cluster.shards: {self.system} runs one group; set shards: 1")
+        try:
+            self.system_options = check_params(f"system_options ({self.system})", a.options, self.system_options)
+        except NetFaultError as e:
+            raise ValueError(str(e)) from None
+        if "checks" not in self.expect.model_fields_set:
+            self.expect.checks = list(a.default_checks)
+        wrong = [c for c in self.expect.checks if c not in a.checks]
+        if wrong:
+            raise ValueError(f"expect.checks: {wrong} do not apply to {self.system}; it is judged by "
+                             f"{', '.join(a.checks)}")
+        kinds = [f.kind for f in self.faults] + (self.nemesis.kinds if self.nemesis else [])
+        bad = sorted({k for k in kinds if k not in ADAPTED_KINDS})
+        if bad:
+            raise ValueError(f"faults: {self.system} takes the fault kinds {', '.join(ADAPTED_KINDS)}, not {bad}")
+        return self
+
+    @model_validator(mode="after")
+    def finds_checked(self) -> "Scenario":
+        missing = [c for c in self.expect.finds if c not in self.expect.checks]
+        if missing:
+            raise ValueError(f"expect.finds: {missing} are not in expect.checks; a scenario can only expect "
+                             "to see fail a check it runs")
+        return self
 
     @model_validator(mode="after")
     def consistent(self) -> "Scenario":

@@ -6,6 +6,7 @@ from .replicas import catch_up_by_delta, replicas_match
 from .durability import checkpoints_atomic, checkpoints_monotone, converge_baseline, losses_accounted, stops_acking
 from .reads import delta_complete, monotone_reads, pulled_copy_matches, staleness
 from .training import converged
+from .updates import counters_match, linearizable_reads, no_lost_updates
 
 CHECKERS = {
     "no-lost-acks": no_lost_acks,
@@ -24,4 +25,7 @@ CHECKERS = {
     "stops-acking": stops_acking,
     "converge-baseline": converge_baseline,
     "losses-accounted": losses_accounted,
+    "no-lost-updates": no_lost_updates,
+    "counters-match": counters_match,
+    "linearizable-reads": linearizable_reads,
 }

@@ -1,0 +1,45 @@
+"""Systems under test, by the name a scenario gives in `system:` (default psnodes).
+
+Adding a system: write an Adapter (api.py; the README has a whole example) and either name it
+in a scenario by its import path (`system: mypkg.mymodule:MyAdapter`) or add it to ADAPTERS.
+Each is imported only when named, so a run of psnodes needs no Redis client.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+
+from ..errors import HarnessError
+from .api import Adapter, Refused
+from .system import AdaptedSystem, System
+
+ADAPTERS: dict[str, str] = {
+    "redis-sentinel": "harness.adapters.redis_sentinel:RedisSentinel",
+    "etcd": "harness.adapters.etcd_cluster:EtcdCluster",
+}
+SYSTEMS = ("psnodes", *ADAPTERS)
+
+
+def adapter_class(name: str) -> type[Adapter]:
+    """The Adapter a name or an import path (`module:Class`) stands for; HarnessError naming the fix."""
+    module, _, cls = ADAPTERS.get(name, name).partition(":")
+    if not cls:
+        raise HarnessError(f"system: {name!r} is not a system pschaos knows; use one of {', '.join(SYSTEMS)} "
+                           "or an adapter's import path, module:Class")
+    try:
+        found = getattr(import_module(module), cls)
+    except (ImportError, AttributeError) as e:
+        raise HarnessError(f"system: {name!r}: cannot import {cls} from {module}: {e}") from None
+    if not (isinstance(found, type) and issubclass(found, Adapter)):
+        raise HarnessError(f"system: {name!r} is not an Adapter subclass (harness.adapters.Adapter)")
+    return found
+
+
+def system_named(name: str) -> System:
+    if name == "psnodes":
+        from .psnodes import PsnodesSystem
+
+        return PsnodesSystem()
+    return AdaptedSystem(adapter_class(name))
+
+
+__all__ = ["ADAPTERS", "SYSTEMS", "Adapter", "Refused", "System", "adapter_class", "system_named"]

@@ -1,0 +1,191 @@
+"""The Backend protocol (harness/backend.py) over an Adapter: local processes on loopback.
+
+The runner, the faults and the target selectors reach an adapted system only through these
+methods, as they reach psnodes, so every process fault, the partition of a node and every
+selector work unchanged. Processes are started with the run's tag (procs.Proc) and the run is
+registered with its nftables table (registry), so teardown, Ctrl-C and `pschaos clean` reap
+them like psnodes' own.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+from netfaults.nft import NftTable, table_name
+
+from .. import registry
+from ..clock import WALL, Clock
+from ..errors import HarnessError
+from ..procs import Proc, reap, start_time, stop_all, tagged_processes, wait_until
+from .api import Adapter, Env
+from .portcut import PortCut, isolated
+from .workload import Worker
+
+
+@dataclass
+class Route:
+    """A group's routing record, in the shape target selectors read (`epoch`, `primary`, `isr`)."""
+
+    epoch: int
+    primary: str
+    isr: list[str] = field(default_factory=list)
+
+
+class AdapterBackend:
+    name = "process"
+    proxied = False
+    clock: Clock = WALL
+
+    def __init__(self, adapter_cls: type[Adapter], scenario, run_dir: Path, run_id: str, seed: int) -> None:
+        self.run_dir, self.run_id, self.seed = run_dir, run_id, seed
+        self.sock_dir = Path(tempfile.mkdtemp(prefix="pschaos-"))
+        self.adapter = adapter_cls(Env(run_dir, self.sock_dir, scenario.cluster.copies, seed,
+                                       dict(scenario.system_options)))
+        self.n_workers, self.read_every = scenario.cluster.workers, scenario.workload.read_every
+        self.procs: dict[str, Proc] = {}
+        self.argv: dict[str, list[str]] = {}
+        self.threads: dict[str, Worker] = {}
+        self.nft = NftTable(run_id)
+        self.hurry = False
+        self.closing = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, timeout: float = 30.0, workers_steps: int | None = None, duration: float | None = None,
+              step_delay: float = 0.0) -> None:
+        registry.register(self.run_id, os.getpid(), table_name(self.run_id), start_time(os.getpid()))
+        self.adapter.configure()
+        self.argv = self.adapter.commands()
+        for name in self.argv:
+            self._spawn(name)
+            if not wait_until(lambda n=name: _quietly(self.adapter.up, n), timeout, 0.05):
+                raise HarnessError(f"{self.adapter.name}: {name} did not come up within {timeout:.0f}s; see "
+                                   f"{self.run_dir / 'logs' / (name.replace('/', '-') + '.log')}")
+        if not wait_until(lambda: _quietly(self.adapter.ready), timeout, 0.1):
+            raise HarnessError(f"{self.adapter.name} did not come up within {timeout:.0f}s; see the logs under "
+                               f"{self.run_dir / 'logs'}")
+        if workers_steps is not None:
+            for j in range(self.n_workers):
+                self.start_worker(f"worker-{j}", workers_steps, duration, step_delay)
+
+    def _spawn(self, name: str) -> None:
+        if not self.closing:
+            log = self.run_dir / "logs" / (name.replace("/", "-") + ".log")
+            self.procs[name] = Proc(name, self.argv[name], log, self.run_id)
+
+    def start_worker(self, name: str, steps: int, duration: float | None = None, step_delay: float = 0.0) -> None:
+        keys = [f"worker-{j}" for j in range(self.n_workers)]
+        w = Worker(name, self.adapter.client, self.events_path(name), keys, self.seed, steps, duration, step_delay,
+                   self.read_every, lambda: self.closing)
+        self.threads[name] = w
+        w.start()
+
+    def teardown(self) -> None:
+        """Workers first (they stop at their next operation), the rules, then every process with a
+        short grace, whatever this run's tag still marks, the registry entry and the socket folder."""
+        self.closing = True
+        for w in self.threads.values():
+            w.join(0.2 if self.hurry else 15.0)
+        self.nft.destroy(force=True)
+        stop_all(list(self.procs.values()), grace=0.2 if self.hurry else 3.0, hurry=lambda: self.hurry)
+        left = [p for p in tagged_processes(self.run_id) if p.pid != os.getpid()]
+        if left:
+            reap(left)
+        registry.unregister(self.run_id)
+        shutil.rmtree(self.sock_dir, ignore_errors=True)
+
+    def discard_data(self) -> None:
+        shutil.rmtree(self.run_dir / "data", ignore_errors=True)
+
+    # ------------------------------------------------------------------ observation
+    def nodes(self) -> list[str]:
+        return list(self.adapter.nodes)
+
+    def shard_nodes(self, shard: int) -> list[str]:
+        return list(self.adapter.nodes) if shard == 0 else []
+
+    def workers(self) -> list[str]:
+        return list(self.threads)
+
+    def alive(self, name: str) -> bool:
+        if name in self.threads:
+            return self.threads[name].is_alive()
+        p = self.procs.get(name)
+        return p is not None and p.alive()
+
+    def routing(self) -> dict[int, Route]:
+        prim = self.adapter.primary(0)
+        return {0: Route(self.adapter.epoch(0), prim)} if prim else {}
+
+    def status(self, name: str, checksum: bool = False, applied: bool = False, timeout: float = 2.0,
+               audit: bool = False):
+        if not self.alive(name):
+            return None
+        r = self.routing().get(0)
+        return SimpleNamespace(shard=0, role="primary" if r and r.primary == name else "replica",
+                               epoch=r.epoch if r else 0, seq=0, isr=[])
+
+    def final_state(self, name: str) -> dict | None:
+        st = self.status(name)
+        return None if st is None else {"role": st.role, "epoch": st.epoch}
+
+    def checkpoint_scan(self) -> list[dict]:
+        return []
+
+    def checkpoint_writes(self, name: str) -> list[str]:
+        return []
+
+    def events_path(self, name: str) -> Path:
+        return self.run_dir / "events" / (name.replace("/", "-") + ".jsonl")
+
+    def event_files(self) -> list[Path]:
+        own = self.events_path("harness")
+        return sorted(p for p in (self.run_dir / "events").glob("*.jsonl") if p != own)
+
+    def workers_running(self) -> bool:
+        return any(w.is_alive() for w in self.threads.values())
+
+    # ------------------------------------------------------------------ faults
+    def _proc(self, name: str) -> Proc:
+        if name not in self.procs:
+            raise HarnessError(f"{name}: no such process of {self.adapter.name}; nodes: {', '.join(self.nodes())}")
+        return self.procs[name]
+
+    def kill(self, name: str) -> None:
+        self._proc(name).kill()
+
+    def stop(self, name: str) -> None:
+        self._proc(name).stop(5.0)
+
+    def restart(self, name: str) -> None:
+        if not self.alive(name) and not self.closing:
+            self._proc(name)
+            self._spawn(name)
+
+    def pause(self, name: str) -> None:
+        self._proc(name).signal(signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        self._proc(name).signal(signal.SIGCONT)
+
+    def wipe_data(self, name: str) -> None:
+        shutil.rmtree(self.run_dir / "data" / name.replace("/", "-"), ignore_errors=True)
+
+    # ------------------------------------------------------------------ links
+    def links(self) -> list[tuple[str, str]]:
+        return [(a, b) for a in self.adapter.nodes for b in self.adapter.nodes if a != b]
+
+    def link_fault(self, kind: str, links: list[tuple[str, str]], params: dict) -> PortCut:
+        return PortCut(self.nft, kind, self.adapter.cut(isolated(links)), params)
+
+
+def _quietly(pred, *args) -> bool:
+    """A probe that raised (the process is still starting) is a no."""
+    try:
+        return bool(pred(*args))
+    except Exception:  # noqa: BLE001 - not up yet
+        return False

@@ -1,0 +1,86 @@
+"""What the runner asks of a system under test, whatever it is, and an Adapter made into one.
+
+The runner schedules faults through the Backend protocol; what it observes besides (periodic
+samples, settling after the heals, the final reading the checkers judge) depends on the system,
+so it asks the scenario's System: psnodes (psnodes.py) or an Adapter wrapped by AdaptedSystem.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Protocol
+
+from ..backend import Backend
+from ..errors import HarnessError
+from .api import Adapter
+
+Record = Callable[..., dict]
+Say = Callable[[str], None]
+
+
+class System(Protocol):
+    name: str
+
+    def backend_factory(self, backend: str) -> Callable[..., Backend]:
+        """(scenario, run_dir, run_id, seed) -> Backend for `--backend NAME`; HarnessError if none."""
+        ...
+
+    def sample(self, be: Backend, record: Record, tick: int) -> None:
+        """One periodic sample of the nodes, during the workload."""
+        ...
+
+    def settle(self, be: Backend, clock: Any, record: Record, say: Say) -> None:
+        """Wait (bounded) until replication came to rest after the heals; record `quiesce`."""
+        ...
+
+    def observe(self, be: Backend, clock: Any, record: Record, say: Say) -> None:
+        """Record what the checkers judge the run by (final states, final reads)."""
+        ...
+
+
+class AdaptedSystem:
+    """An Adapter as a System: local processes only, settled by the adapter's own word, judged
+    by what its client reads back at the end."""
+
+    def __init__(self, adapter: type[Adapter]) -> None:
+        self.adapter, self.name = adapter, adapter.name
+
+    def backend_factory(self, backend: str) -> Callable[..., Backend]:
+        if backend != "process":
+            raise HarnessError(f"--backend {backend}: system {self.name} runs as local processes only; "
+                               "use --backend process")
+        from .backend import AdapterBackend
+
+        return lambda sc, run_dir, run_id, seed: AdapterBackend(self.adapter, sc, run_dir, run_id, seed)
+
+    def sample(self, be: Backend, record: Record, tick: int) -> None:
+        r = be.routing().get(0)
+        record("topology", {"tick": tick, "shard": 0, "primary": r.primary if r else None,
+                          "epoch": r.epoch if r else None})
+
+    def settle(self, be: Backend, clock: Any, record: Record, say: Say) -> None:
+        t = self.adapter.settle_s
+        ok = clock.wait_until(lambda: _quietly(be.adapter.settled), t, 0.2)
+        record("quiesce", {"settled": ok, "timeout_s": t})
+        if not ok:
+            say(f"{self.name} did not settle within {t}s (one primary, replicas caught up); reading anyway")
+
+    def observe(self, be: Backend, clock: Any, record: Record, say: Say) -> None:
+        for n in be.nodes():
+            record("final-state", {"node": n, "shard": 0, "alive": be.alive(n)}, node=n)
+        keys = sorted(be.workers())
+        for attempt in range(3):          # a primary changing under the reading: once more, after a pause
+            try:
+                node, final = be.adapter.final(keys)
+                record("final-read", {"node": node, "keys": final, "attempts": attempt + 1})
+                return
+            except Exception as e:  # noqa: BLE001 - no final reading: the checkers say unknown, with this
+                error = f"{e.__class__.__name__}: {e}"[:300]
+                clock.sleep(1.0)
+        record("final-read", {"error": error})
+        say(f"could not read the final state of {self.name}: {error}")
+
+
+def _quietly(pred: Callable[[], bool]) -> bool:
+    try:
+        return bool(pred())
+    except Exception:  # noqa: BLE001 - a node still coming back: not settled yet
+        return False

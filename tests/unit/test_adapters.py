@@ -1,0 +1,132 @@
+"""The adapter API without processes: the scenario schema for other systems, the checkers on
+hand-made histories (they find lost updates and bad reads, and pass correct ones), the
+partition's choice of node, and the pytest item's reading of `expect.finds`."""
+from __future__ import annotations
+
+import pytest
+
+from harness.adapters import SYSTEMS, adapter_class, system_named
+from harness.adapters.portcut import isolated
+from harness.checkers.updates import counters_match, linearizable_reads, no_lost_updates
+from harness.errors import HarnessError, ScenarioError
+from harness.pytest_plugin import as_expected
+from harness.scenario import Scenario, load_scenario
+
+
+def load(tmp_path, text: str) -> Scenario:
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    return load_scenario(p)
+
+
+REDIS = "name: r\nsystem: redis-sentinel\ncluster: {shards: 1, copies: 3, workers: 2}\n"
+
+
+def test_psnodes_is_the_default_and_adapters_get_their_own_checks(tmp_path):
+    assert load(tmp_path, "name: p\nworkload: {steps: 5}\n").system == "psnodes"
+    sc = load(tmp_path, REDIS)
+    assert sc.expect.checks == list(adapter_class("redis-sentinel").default_checks)
+    assert sc.system_options["down_after_ms"] == 1000          # defaults filled in
+    assert set(SYSTEMS) == {"psnodes", "redis-sentinel", "etcd"}
+
+
+@pytest.mark.parametrize("text, where, says", [
+    ("name: r\nsystem: redis\n", ":2: system", "redis-sentinel"),
+    (REDIS.replace("shards: 1", "shards: 2"), "cluster.shards", "one group"),
+    (REDIS + "system_options: {wait_replica: 1}\n", "wait_replica", "wait_replicas"),
+    (REDIS + "system_options: {wait_replicas: one}\n", "wait_replicas", "int"),
+    (REDIS + "expect: {checks: [replicas-match]}\n", "expect.checks", "no-lost-updates"),
+    (REDIS + "expect: {checks: [counters-match], finds: [no-lost-updates]}\n", "expect.finds", "not in expect.checks"),
+    (REDIS + "faults:\n  - {at: {time: 1}, kind: latency, target: 'shard-0/0 -> shard-0/1', params: {latency_ms: 5}}\n",
+     "faults", "partition"),
+    ("name: p\nexpect: {checks: [no-lost-updates]}\n", "expect.checks", "adapted system"),
+    ("name: p\nsystem_options: {x: 1}\n", "system_options", "psnodes"),
+])
+def test_bad_system_settings_name_the_field_and_the_fix(tmp_path, text, where, says):
+    msg = str(pytest.raises(ScenarioError, load, tmp_path, text).value)
+    assert where in msg and says in msg, msg
+
+
+def test_an_adapted_system_runs_on_processes_only():
+    with pytest.raises(HarnessError, match="--backend process"):
+        system_named("etcd").backend_factory("sim")
+    assert callable(system_named("redis-sentinel").backend_factory("process"))
+    assert callable(system_named("psnodes").backend_factory("sim"))
+
+
+def test_a_partition_isolates_the_one_node_every_link_touches():
+    links = [("shard-0/0", "shard-0/1"), ("shard-0/1", "shard-0/0"), ("shard-0/0", "shard-0/2")]
+    assert isolated(links) == "shard-0/0"
+    with pytest.raises(HarnessError, match="one node"):
+        isolated([("shard-0/0", "shard-0/1"), ("shard-0/2", "shard-0/1"), ("shard-0/2", "shard-0/0")])
+
+
+# ---------------------------------------------------------------- checkers on hand-made histories
+def ev(t, type_, f, op_id=None, **value):
+    e = {"t": t, "node": value.get("worker", "harness"), "type": type_, "f": f, "value": value}
+    if op_id:
+        e["op_id"] = op_id
+    return e
+
+
+def update(t0, t1, key, op, result="ok", amount=1.0):
+    oid = f"{key}/u{op}"
+    return [ev(t0, "invoke", "update", oid, worker=key, key=key, op=op, amount=amount),
+            ev(t1, result, "update", oid, worker=key, key=key, op=op, amount=amount, node="shard-0/0")]
+
+
+def read(t0, t1, key, value, n):
+    oid = f"r/{n}"
+    return [ev(t0, "invoke", "read", oid, worker="worker-9", key=key),
+            ev(t1, "ok", "read", oid, worker="worker-9", key=key, value=value)]
+
+
+def final(**keys):
+    return ev(99, "info", "final-read", node="shard-0/1", keys={k: {"ops": ops, "count": len(ops), "sum": float(len(ops))}
+                                                                   for k, ops in keys.items()})
+
+
+def test_no_lost_updates_says_how_many_and_which():
+    h = update(1, 2, "w", 1) + update(3, 4, "w", 2) + update(5, 6, "w", 3, "info") + [final(w=[1])]
+    v = no_lost_updates(h, {})
+    assert v.valid is False and v.details["lost"] == 1
+    assert v.details["examples"] == [{"key": "w", "op": 2, "acked_at_s": 4, "acked_by": "shard-0/0"}]
+    assert no_lost_updates(h[:-1] + [final(w=[1, 2, 3])], {}).valid is True     # an info op may land
+    assert no_lost_updates(h[:-1], {}).valid == "unknown"                         # no final read
+    assert no_lost_updates([final(w=[])], {}).valid == "unknown"                  # nothing acked
+
+
+def test_counters_match_finds_a_count_off_its_ops_and_ops_never_invoked():
+    h = update(1, 2, "w", 1) + update(3, 4, "w", 2)
+    assert counters_match(h + [final(w=[1, 2])], {}).valid is True
+    bad = final(w=[1, 2])
+    bad["value"]["keys"]["w"]["count"] = 3
+    assert counters_match(h + [bad], {}).valid is False
+    assert counters_match(h + [final(w=[1, 2, 7])], {}).details["mismatched"][0]["never_invoked"] == [7]
+
+
+def test_linearizable_reads_pass_a_correct_history_and_catch_stale_and_backwards_reads():
+    h = update(1, 2, "w", 1) + update(3, 4, "w", 2)
+    good = h + read(2.5, 2.6, "w", 1, 1) + read(3.5, 3.6, "w", 1, 2) + read(3.5, 3.7, "w", 2, 3) + read(5, 6, "w", 2, 4)
+    assert linearizable_reads(good, {}).valid is True
+    stale = h + read(5, 6, "w", 1, 1)                  # both acked before it began
+    assert linearizable_reads(stale, {}).details["stale"] == 1
+    back = h + read(3.1, 3.2, "w", 2, 1) + read(3.3, 3.4, "w", 1, 2)    # saw 2, then 1 after it
+    assert linearizable_reads(back, {}).details["went_back"] == 1
+    nowhere = h + read(0.1, 0.2, "w", 1, 1)            # before any update was invoked
+    assert linearizable_reads(nowhere, {}).details["from_nowhere"] == 1
+    assert linearizable_reads(h, {}).valid == "unknown"
+
+
+# ---------------------------------------------------------------- expect.finds as a test
+def report(**checks):
+    return {"verdict": "fail" if False in checks.values() else "pass",
+            "checks": {k: {"valid": v} for k, v in checks.items()}}
+
+
+def test_a_finding_counts_only_when_exactly_the_named_checks_fail(tmp_path):
+    sc = load(tmp_path, REDIS + "expect: {checks: [no-lost-updates, counters-match], finds: [no-lost-updates]}\n")
+    assert as_expected(sc, report(**{"no-lost-updates": False, "counters-match": True, "scenario-ran": True}))
+    assert not as_expected(sc, report(**{"no-lost-updates": True, "counters-match": True}))
+    assert not as_expected(sc, report(**{"no-lost-updates": False, "counters-match": False}))
+    assert not as_expected(sc, report(**{"no-lost-updates": False, "scenario-ran": "unknown"}))
