@@ -41,6 +41,8 @@ def aggregate(reports: list[tuple[Path, dict]]) -> dict:
         s["verdicts"][str(r.get("seed"))] = r.get("verdict")
         s["all"].append(r.get("verdict"))           # every run, also two of one seed (a baseline, a --repeat)
         fo = [f["ms"] for f in r.get("failover_times", []) if f.get("ms") is not None]
+        s["failover_failed"] = s.get("failover_failed", 0) + sum(1 for f in r.get("failover_times", [])
+                                                                 if f.get("ms") is None)
         s["failover_ms"] += fo
         all_fo += fo
         lost = r.get("metrics", {}).get("lost_acked_updates")
@@ -60,6 +62,7 @@ def aggregate(reports: list[tuple[Path, dict]]) -> dict:
         out["scenarios"][name] = {"runs": s["runs"], "passed": s["passed"], "pass_rate": round(s["passed"] / s["runs"], 4),
                                   "flaky": "pass" in vs and len(vs) > 1, "verdicts": s["verdicts"],
                                   "failover_ms": _pct(s["failover_ms"]), "failover_ms_values": sorted(s["failover_ms"]),
+                                  "failover_failed": s.get("failover_failed", 0),
                                   "lost_acked_updates": s["lost_acked_updates"], "lost_by_seed": s["lost_by_seed"],
                                   "verdict_counts": _counts(s["all"]), "failing_runs": s["failing_runs"]}
     for k, vs in sorted(kinds.items()):
@@ -88,7 +91,8 @@ def _run_row(path: Path, r: dict, fo: list[float]) -> dict:
     m = r.get("metrics", {})
     return {"scenario": r["scenario"], "seed": r.get("seed"), "backend": r.get("backend"), "verdict": r.get("verdict"),
             "lost_acked_updates": m.get("lost_acked_updates"), "failovers": m.get("failovers"),
-            "failover_ms_max": max(fo) if fo else None, "report": str(path.parent / "report.html")}
+            "failover_ms_max": max(fo) if fo else None,
+            "report": str(page) if (page := path.parent / "report.html").is_file() else None}   # none: a run that crashed
 
 
 def render_md(a: dict) -> str:

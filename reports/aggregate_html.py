@@ -7,6 +7,7 @@ dots; a table of scenarios and one of runs, each run linking to its own report.
 """
 from __future__ import annotations
 
+import math
 import os
 from html import escape
 from pathlib import Path
@@ -37,10 +38,12 @@ def _share_rows(groups: dict[str, dict]) -> list[tuple[str, dict[str, float], st
 def _failover_rows(a: dict) -> list[dist_svg.Row]:
     rows = []
     for name, s in a["scenarios"].items():
-        vs, fo = s.get("failover_ms_values", []), s["failover_ms"]
-        if vs:
-            note = f"p50 {maybe(fo['p50'], ticks.millis)}  p99 {maybe(fo['p99'], ticks.millis)}  n {len(vs)}"
-            rows.append((name, vs, {"p50": fo["p50"], "p99": fo["p99"]}, note))
+        vs, fo, failed = s.get("failover_ms_values", []), s["failover_ms"], s.get("failover_failed", 0)
+        if vs or failed:
+            note = f"p50 {maybe(fo['p50'], ticks.millis)}  p99 {maybe(fo['p99'], ticks.millis)}  n {len(vs) + failed}"
+            note += f"  ({failed} never completed)" if failed else ""
+            # a failover that never completed is +inf: the step line stops short of 100%
+            rows.append((name, vs + [math.inf] * failed, {"p50": fo["p50"], "p99": fo["p99"]}, note))
     return rows
 
 
@@ -55,8 +58,10 @@ def _lost_rows(a: dict) -> list[dist_svg.Row]:
     return rows
 
 
-def _link(report: str, out_dir: Path | None) -> str:
+def _link(report: str | None, out_dir: Path | None) -> str:
     """The run's own report, relative to this page when both sit on one tree (a copied folder keeps working)."""
+    if report is None:
+        return ticks.DASH
     try:
         href = os.path.relpath(report, out_dir) if out_dir is not None else Path(report).as_uri()
     except ValueError:

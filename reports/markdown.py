@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .ticks import maybe, millis, nbytes
+
 MARK = {True: "pass", False: "**FAIL**"}
 
 
@@ -17,15 +19,16 @@ def render(report: dict) -> str:
     for name, c in report.get("checks", {}).items():
         lines.append(f"| {name} | {MARK.get(c['valid'], 'unknown')} |")
     lines += ["", "| metric | value |", "|---|---|",
-              f"| acked updates | {m.get('acked_updates')} |", f"| lost acked updates | {m.get('lost_acked_updates')} |",
-              f"| failovers | {m.get('failovers')} |",
-              f"| failover ms p50 / p99 / max | {fo.get('p50')} / {fo.get('p99')} / {fo.get('max')} |",
-              f"| final loss | {m.get('final_loss')} |",
-              f"| sync / changed / snapshot bytes | {m.get('sync_bytes')} / {m.get('changed_bytes')} / "
-              f"{m.get('snapshot_bytes')} |"]
+              f"| acked updates | {maybe(m.get('acked_updates'))} |",
+              f"| lost acked updates | {maybe(m.get('lost_acked_updates'))} |",
+              f"| failovers | {maybe(m.get('failovers'))} |",
+              f"| failover p50 / p99 / max | {' / '.join(maybe(fo.get(k), millis) for k in ('p50', 'p99', 'max'))} |",
+              f"| final loss | {maybe(m.get('final_loss'))} |",
+              f"| sync / changed / snapshot bytes | "
+              f"{' / '.join(maybe(m.get(k), nbytes) for k in ('sync_bytes', 'changed_bytes', 'snapshot_bytes'))} |"]
     faults = report.get("faults", [])
     if faults:
-        lines += ["", "Faults: " + ", ".join(f"{f['kind']} {f['target']} ({f['start_s']}-{f['end_s']} s)"
+        lines += ["", "Faults: " + ", ".join(f"{f['kind']} {f['target']} ({f['start_s']}–{f['end_s']} s)"
                                              for f in faults[:12]) + (" ..." if len(faults) > 12 else "")]
     return "\n".join(lines) + "\n"
 

@@ -4,17 +4,21 @@ from pathlib import Path
 from reports.aggregate import aggregate, render_html, render_md
 
 
-def rep(scenario, seed, verdict, kinds=("kill",), ms=(480.0,), backend="process"):
-    return (Path(f"/runs/{scenario}-{seed}/report.json"),
+def rep(scenario, seed, verdict, kinds=("kill",), ms=(480.0,), backend="process", root=Path("/runs")):
+    return (root / f"{scenario}-{seed}" / "report.json",
             {"scenario": scenario, "seed": seed, "verdict": verdict, "backend": backend,
              "rerun": f"pschaos run scenarios/{scenario}.yaml --seed {seed}",
              "faults": [{"kind": k, "target": "x", "start_s": 0, "end_s": 1} for k in kinds],
              "failover_times": [{"ms": m} for m in ms], "metrics": {"lost_acked_updates": 0}})
 
 
-def test_pass_rates_flaky_and_failover():
-    runs = [rep("kill-primary", 1, "pass"), rep("kill-primary", 2, "fail", ms=(900.0,)),
-            rep("loss", 1, "pass", kinds=("loss",), ms=()), rep("loss", 2, "pass", kinds=("loss",), ms=())]
+def test_pass_rates_flaky_and_failover(tmp_path):
+    runs = [rep("kill-primary", 1, "pass", root=tmp_path), rep("kill-primary", 2, "fail", ms=(900.0,), root=tmp_path),
+            rep("loss", 1, "pass", kinds=("loss",), ms=(), root=tmp_path),
+            rep("loss", 2, "pass", kinds=("loss",), ms=(), root=tmp_path)]
+    for path, _ in runs[1:]:                     # the first run crashed before it wrote its page
+        path.parent.mkdir()
+        (path.parent / "report.html").write_text("<!doctype html>")
     a = aggregate(runs)
     assert a["runs"] == 4 and a["passed"] == 3 and a["pass_rate"] == 0.75
     assert a["flaky"] == ["kill-primary"]
@@ -24,22 +28,24 @@ def test_pass_rates_flaky_and_failover():
     assert a["fault_kinds"] == {"kill": {"runs": 2, "pass_rate": 0.5, "pass": 1, "fail": 1, "unknown": 0},
                                 "loss": {"runs": 2, "pass_rate": 1.0, "pass": 2, "fail": 0, "unknown": 0}}
     assert a["scenarios"]["loss"]["flaky"] is False
-    md, html = render_md(a), render_html(a, Path("/runs/agg"))
+    md, html = render_md(a), render_html(a, tmp_path / "agg")
     assert "Flaky (pass and fail across seeds): kill-primary" in md and "| loss | 2 | 1.0 |" in md
     assert html.count('<svg class="plot') == 4 and "--seed 2" in html
     assert "None" not in html and "None" not in md and "| – / – |" in md                   # loss had no failover
-    assert html.count('href="../kill-primary-') == 2 and 'href="../loss-2/report.html"' in html
+    assert html.count('href="../kill-primary-') == 1 and 'href="../loss-2/report.html"' in html
+    assert a["run_list"][0]["report"] is None and html.count(">report</a>") == 3
 
 
 def test_distributions_behind_the_numbers():
     runs = [rep("kill-primary", s, "pass", ms=(400.0 + 10 * s, 900.0)) for s in range(1, 5)]
+    runs[1][1]["failover_times"].append({"ms": None})                  # one never completed
     runs.append(rep("kill-primary", 9, "unknown", ms=()))
     runs[0][1]["metrics"]["lost_acked_updates"] = 3
     a = aggregate(runs)
     kp = a["scenarios"]["kill-primary"]
     assert kp["failover_ms_values"] == sorted([410.0, 420.0, 430.0, 440.0] + [900.0] * 4)
     assert kp["lost_by_seed"] == {"1": 3, "2": 0, "3": 0, "4": 0, "9": 0}
-    assert kp["verdict_counts"] == {"pass": 4, "fail": 0, "unknown": 1}
+    assert kp["verdict_counts"] == {"pass": 4, "fail": 0, "unknown": 1} and kp["failover_failed"] == 1
     assert [r["seed"] for r in a["run_list"]] == [1, 2, 3, 4, 9] and a["simulated_runs"] == 0
     html = render_html(a)
-    assert "seeds 1: 3" in html and "p50" in html and "80% of 5 runs" in html
+    assert "seeds 1: 3" in html and "n 9  (1 never completed)" in html and "80% of 5 runs" in html
