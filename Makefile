@@ -18,14 +18,15 @@ DOCKER_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-
 
 install: system-deps $(STAMP) $(TOXI)
 
-# etcd (Debian etcd-server, 3.4), nftables, and Chromium with its driver (report rendering
-# tests); apt only when a part is missing.
+# etcd (Debian etcd-server, 3.4), nftables, Chromium with its driver (report rendering tests),
+# and Redis with Sentinel (the redis-sentinel adapter's scenarios); apt only when a part is missing.
 system-deps:
 	@if ! command -v etcd >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1 || \
-	    ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
-	  echo "installing etcd-server, nftables, chromium and chromium-driver from Debian"; \
+	    ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1 || \
+	    ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-sentinel >/dev/null 2>&1; then \
+	  echo "installing etcd-server, nftables, chromium, chromium-driver, redis-server and redis-sentinel from Debian"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-	    etcd-server nftables chromium chromium-driver >/dev/null; \
+	    etcd-server nftables chromium chromium-driver redis-server redis-sentinel >/dev/null; \
 	fi
 
 $(STAMP): pyproject.toml

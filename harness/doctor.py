@@ -8,8 +8,9 @@ import sys
 from .docker.engine import network_status, server_version
 from .tools import INSTALL, version
 
-PARTS = [("etcd", "etcd"), ("toxiproxy-server", "toxiproxy-server"), ("nft", "nft"), ("docker-cli", "docker")]
-PY = ["torch", "grpcio", "protobuf", "numpy", "pydantic", "prometheus-client", "pytest", "hypothesis", "docker"]
+PARTS = [("etcd", "etcd"), ("toxiproxy-server", "toxiproxy-server"), ("nft", "nft"), ("docker-cli", "docker"),
+         ("redis-server", "redis-server"), ("redis-sentinel", "redis-sentinel")]    # the redis-sentinel adapter's
+PY = ["torch", "grpcio", "protobuf", "numpy", "pydantic", "prometheus-client", "pytest", "hypothesis", "docker", "redis"]
 REQUIRED = {"etcd", "torch", "grpcio", "protobuf", "numpy", "pydantic"}
 
 

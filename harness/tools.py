@@ -16,6 +16,8 @@ INSTALL = {
                          "github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0, then mv tools/bin/server "
                          "tools/bin/toxiproxy-server; without -ldflags it reports version git)"),
     "docker": "apt-get install -y docker.io, then start dockerd",
+    "redis-server": "apt-get install -y redis-server redis-sentinel   (or: make install)",
+    "redis-sentinel": "apt-get install -y redis-server redis-sentinel   (or: make install)",
 }
 
 
@@ -37,7 +39,8 @@ def version(tool: str) -> str | None:
     path = find(tool)
     if path is None:
         return None
-    flag = {"toxiproxy-server": "-version", "etcd": "--version", "nft": "--version", "docker": "--version"}[tool]
+    flag = {"toxiproxy-server": "-version", "etcd": "--version", "nft": "--version", "docker": "--version",
+            "redis-server": "--version", "redis-sentinel": "--version"}[tool]
     try:
         out = subprocess.run([path, flag], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):

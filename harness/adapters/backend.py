@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
+import psutil
+
 from netfaults.nft import NftTable, table_name
 
 from .. import registry
 from ..clock import WALL, Clock
 from ..errors import HarnessError
-from ..procs import Proc, reap, start_time, stop_all, tagged_processes, wait_until
+from ..procs import RUN_ENV, Proc, reap, start_time, stop_all, tagged_processes, wait_until
 from .api import Adapter, Env
 from .portcut import PortCut, isolated
 from .workload import Worker
@@ -65,6 +67,7 @@ class AdapterBackend:
             if not wait_until(lambda n=name: _quietly(self.adapter.up, n), timeout, 0.05):
                 raise HarnessError(f"{self.adapter.name}: {name} did not come up within {timeout:.0f}s; see "
                                    f"{self.run_dir / 'logs' / (name.replace('/', '-') + '.log')}")
+            self._check_tagged(name)
         if not wait_until(lambda: _quietly(self.adapter.ready), timeout, 0.1):
             raise HarnessError(f"{self.adapter.name} did not come up within {timeout:.0f}s; see the logs under "
                                f"{self.run_dir / 'logs'}")
@@ -77,6 +80,18 @@ class AdapterBackend:
             log = self.run_dir / "logs" / (name.replace("/", "-") + ".log")
             self.procs[name] = Proc(name, self.argv[name], log, self.run_id)
 
+    def _check_tagged(self, name: str) -> None:
+        """Fail closed when a process hid the run tag: a program that rewrites its title over its
+        environment (Redis unless `set-proc-title no`) could not be reaped by `pschaos clean`."""
+        try:
+            tag = psutil.Process(self.procs[name].pid).environ().get(RUN_ENV)
+        except psutil.Error:
+            return                      # it exited already: what it left is judged elsewhere
+        if tag != self.run_id:
+            raise HarnessError(f"{self.adapter.name}: {name} does not carry the run tag {RUN_ENV} in its environment "
+                               "(it rewrote it, e.g. Redis' process title: set-proc-title no), so `pschaos clean` "
+                               "could not find it after a crash; change its command line or config")
+
     def start_worker(self, name: str, steps: int, duration: float | None = None, step_delay: float = 0.0) -> None:
         keys = [f"worker-{j}" for j in range(self.n_workers)]
         w = Worker(name, self.adapter.client, self.events_path(name), keys, self.seed, steps, duration, step_delay,
@@ -85,13 +100,15 @@ class AdapterBackend:
         w.start()
 
     def teardown(self) -> None:
-        """Workers first (they stop at their next operation), the rules, then every process with a
-        short grace, whatever this run's tag still marks, the registry entry and the socket folder."""
+        """The rules first, then every process with a short grace (a paused one is resumed so it
+        can exit), so a worker blocked on a frozen node fails at once; then the workers (they stop
+        at their next operation), whatever this run's tag still marks, the registry entry and the
+        socket folder."""
         self.closing = True
-        for w in self.threads.values():
-            w.join(0.2 if self.hurry else 15.0)
         self.nft.destroy(force=True)
         stop_all(list(self.procs.values()), grace=0.2 if self.hurry else 3.0, hurry=lambda: self.hurry)
+        for w in self.threads.values():
+            w.join(0.2 if self.hurry else 5.0)
         left = [p for p in tagged_processes(self.run_id) if p.pid != os.getpid()]
         if left:
             reap(left)

@@ -9,9 +9,8 @@ not from its clients, the split that Sentinel's documentation warns loses writes
 """
 from __future__ import annotations
 
-import shutil
-
 from ..errors import MissingDependency
+from ..tools import need
 from .api import Adapter, Refused
 
 MASTER = "mymaster"
@@ -26,26 +25,31 @@ class RedisSentinel(Adapter):
     settle_s = 40.0      # Sentinel waits 8 s before it turns a returned old master into a replica
 
     def configure(self) -> None:
-        for exe in ("redis-server", "redis-sentinel"):
-            if not shutil.which(exe):
-                raise MissingDependency(f"{exe} is not installed; install it with: apt-get install -y "
-                                        "redis-server redis-sentinel (or make system-deps)")
+        need("redis-server"), need("redis-sentinel")     # MissingDependency with the install command
+        try:
+            import redis  # noqa: F401
+        except ImportError:
+            raise MissingDependency("the redis Python client is not installed; install it with: "
+                                    ".venv/bin/pip install redis   (or: make install)") from None
         self.sentinels = [f"sentinel-{i}" for i in range(3)]
         ports = self.env.ports(len(self.nodes) + 3)
         self.port = dict(zip(self.nodes + self.sentinels, ports))
         self.conf = {}
         for r, n in enumerate(self.nodes):
-            lines = [f"port {self.port[n]}", "bind 127.0.0.1", f"unixsocket {self.sock(n)}", "unixsocketperm 700",
+            lines = [f"port {self.port[n]}", "bind 127.0.0.1", "set-proc-title no", f"unixsocket {self.sock(n)}",
+                     "unixsocketperm 700",
                      f"dir {self.env.data(n)}", 'save ""', "appendonly no", "repl-diskless-sync no"]
             if r:
                 lines.append(f"replicaof 127.0.0.1 {self.port[self.nodes[0]]}")
             self._write(n, lines)
         o = self.opt
         for s in self.sentinels:
-            self._write(s, [f"port {self.port[s]}", "bind 127.0.0.1", f"dir {self.env.data(s)}",
+            self._write(s, [f"port {self.port[s]}", "bind 127.0.0.1", "set-proc-title no", f"dir {self.env.data(s)}",
                             f"sentinel monitor {MASTER} 127.0.0.1 {self.port[self.nodes[0]]} {o['quorum']}",
                             f"sentinel down-after-milliseconds {MASTER} {o['down_after_ms']}",
                             f"sentinel failover-timeout {MASTER} 10000", f"sentinel parallel-syncs {MASTER} 2"])
+        # set-proc-title no: a retitled Redis overwrites its environment, and with it the run tag
+        # that `pschaos clean` finds a dead run's processes by
 
     def _write(self, name: str, lines: list[str]) -> None:
         self.conf[name] = self.env.data(name) / ("sentinel.conf" if name.startswith("sentinel") else "redis.conf")
