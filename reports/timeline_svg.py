@@ -27,11 +27,11 @@ CSS = """
 .timeline label.zoom{display:inline-block;border:1px solid #ccc;border-radius:3px;padding:0 6px;margin-right:4px;
  font-size:12px;cursor:pointer}
 .tlbody{display:flex;border:1px solid #eee}.tlscroll{overflow-x:auto;flex:1}
-svg.tllanes{flex:none;width:%(names)dpx}svg.timeline{display:block;width:%(pw)dpx;height:auto}
+svg.tllanes{flex:none;width:%(names)dpx}svg.timeline{display:block;width:%(pw)dpx}
 .tl-ok{fill:#16a34a}.tl-duplicate{fill:#9333ea}.tl-info{fill:#ca8a04}.tl-fail{fill:#dc2626}
 .tl-ev{fill:#475569}.tl-primary{fill:#dbeafe}.tl-down{fill:#e5e7eb}.tl-stripe{fill:#fafafa}
 .tl-plabel{font-size:9px;fill:#1e40af}.zt{display:none}
-.moment{stroke:#7f1d1d;stroke-width:1;stroke-dasharray:3 2}.moment:target{stroke:#dc2626;stroke-width:4;stroke-dasharray:none}
+.moment{scroll-margin:120px 300px;stroke:#7f1d1d;stroke-width:1;stroke-dasharray:3 2}.moment:target{stroke:#dc2626;stroke-width:4;stroke-dasharray:none}
 .tlkey span{display:inline-block;margin-right:12px;font-size:12px}.tlkey i{display:inline-block;width:10px;height:10px;
  margin-right:4px;vertical-align:-1px}
 """ % {"names": NAMES_W, "pw": PW} + "".join(
@@ -118,5 +118,6 @@ def render(tl: Timeline, moments: list[Moment] = (), badge: str = "", xfmt: tick
             f'<div class="tlbody"><svg class="tllanes" viewBox="0 0 {NAMES_W} {height}" '
             f'xmlns="http://www.w3.org/2000/svg">{"".join(names)}</svg><div class="tlscroll">'
             f'<svg class="plot timeline" role="img" aria-label="timeline" width="{PW}" height="{height}" '
+            f'style="height:{height}px" '
             f'xmlns="http://www.w3.org/2000/svg"><title>timeline: lanes per node and worker</title>'
             f'{"".join(body)}</svg></div></div>{more}</div>')

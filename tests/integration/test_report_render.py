@@ -164,17 +164,21 @@ def test_failing_evidence_links_to_its_moment(browser, sim_runs, tmp_path):
     report = json.loads((src / "report.json").read_text())
     history = [json.loads(line) for line in (src / "history.jsonl").read_text().splitlines() if line.strip()]
     pushes = [e for e in history if e.get("f") == "push" and e["type"] == "ok"]
-    op = pushes[len(pushes) // 2]
+    op = pushes[len(pushes) * 4 // 5]
     report["verdict"] = "fail"
     report["checks"]["no-lost-acks"] = {"valid": False, "details": {"lost": 1, "examples": [{"op": op["op_id"]}]}}
     page = html.write(report, history, tmp_path)
     browser.get(page.as_uri())
-    link = browser.find_element(By.CSS_SELECTOR, "ul.moments a")
-    link.click()
-    target = browser.execute_script("const t = document.querySelector(':target');"
-                                    "return t && [t.id, t.textContent, getComputedStyle(t).strokeWidth];")
+    browser.find_element(By.CSS_SELECTOR, "label[for=tlz8]").click()       # zoomed in: the moment is off screen
+    browser.find_element(By.CSS_SELECTOR, "ul.moments a").click()
+    target = browser.execute_script(
+        "const t = document.querySelector(':target'), s = document.querySelector('.tlscroll');"
+        "if (!t) return null; const a = s.getBoundingClientRect(), b = t.getBoundingClientRect();"
+        "return [t.id, t.textContent, getComputedStyle(t).strokeWidth, b.left >= a.left && b.right <= a.right, "
+        "b.top < window.innerHeight && b.bottom > 0];")
     assert target is not None and target[0].startswith("moment-") and op["op_id"] in target[1]
     assert target[2] == "4px"                                                # highlighted where it happened
+    assert target[3] and target[4]                                           # and scrolled into view
 
 
 def test_aggregate_of_sixteen_scenarios(browser, sim_runs, tmp_path):
