@@ -11,6 +11,8 @@ from harness.procs import tagged_processes, wait_until
 from harness.tools import REPO, find
 from netfaults.nft import delete_table, tables
 
+from .sigkill import await_fault, reap_run, sigkill_then_clean, start_run
+
 SCENARIO = """name: killed-harness
 cluster: {shards: 1, copies: 2, workers: 1, model: mlp}
 workload: {steps: 5000}
@@ -26,42 +28,19 @@ faults:
 @pytest.mark.skipif(find("toxiproxy-server") is None or find("nft") is None,
                     reason="toxiproxy-server (make install) and nft (apt-get install nftables) are needed")
 def test_sigkilled_harness_is_cleaned_up(tmp_path):
-    sc = tmp_path / "killed-harness.yaml"
-    sc.write_text(SCENARIO)
-    out = tmp_path / "out"
-    harness = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(sc), "--out", str(out), "--quiet"],
-                               cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    hist = out / "run" / "events" / "harness.jsonl"
+    harness = start_run(SCENARIO, tmp_path, "killed-harness")
     run_id = None
-
-    def fault_started():
-        return hist.exists() and "fault-start" in hist.read_text()
     try:
-        assert wait_until(fault_started, 60, 0.1), "the run never reached its fault"
-        run_id = json.loads(hist.read_text().splitlines()[0])["value"]["run_id"]
+        run_id = await_fault(tmp_path)
         # What the kill will leave, counted while the owner lives: once it is dead, a `pschaos
         # clean` of a test running in parallel may reap it before this test looks.
         left = tagged_processes(run_id)
         names = {" ".join(p.cmdline()[:3]) for p in left}
         assert len(left) >= 4, names                     # etcd, toxiproxy, two nodes, a worker
         assert [t for t in tables() if run_id.replace("-", "_") in t], "the run's nftables table is missing"
-        harness.send_signal(signal.SIGKILL)
-        harness.wait(10)
-        r = subprocess.run([sys.executable, "-m", "harness.cli", "clean"], cwd=REPO, capture_output=True,
-                           text=True, timeout=60)
-        assert r.returncode == 0, r.stderr
-        time.sleep(0.2)
-        assert tagged_processes(run_id) == []
-        assert not [t for t in tables() if run_id.replace("-", "_") in t]
+        sigkill_then_clean(harness, run_id)
     finally:
-        if harness.poll() is None:
-            harness.kill()
-        if run_id is not None:          # whatever a failed assertion left: reap it, never leak it
-            for p in tagged_processes(run_id):
-                p.kill()
-            for t in tables():
-                if run_id.replace("-", "_") in t:
-                    delete_table(t)
+        reap_run(harness, run_id)
 
 
 def test_ctrl_c_tears_everything_down_without_clean(tmp_path):
