@@ -18,6 +18,8 @@ def failover_times(history: list[dict]) -> list[dict]:
     is timed from the primary's own kill (`primary_killed_after_s` into the fault) to an ack above the epoch it
     names (`failover_after_epoch`: a successor killed mid-promotion ends nothing)."""
     oks = by_f(history, "push", "ok")
+    if not oks and by_f(history, "update", "ok"):
+        return []      # an adapted system's updates carry no epoch to time a failover by: not timed
     promotes = by_f(history, "promote")
     stops = {e["value"]["index"]: e["t"] for e in by_f(history, "fault-stop") if "index" in e["value"]}
     hits = []
