@@ -144,9 +144,10 @@ def test_simulated_run_report_and_its_timeline(browser, sim_runs):
     lanes = browser.find_element(By.CSS_SELECTOR, "svg.tllanes").get_attribute("textContent")
     assert "shard-0/0" in lanes and "worker-0" in lanes
     assert len(timeline.find_elements(By.CSS_SELECTOR, "rect.fault")) >= 7
-    one = timeline.size["width"]
+    one = timeline.size
     browser.find_element(By.CSS_SELECTOR, "label[for=tlz8]").click()
-    assert timeline.size["width"] > 7 * one                                 # zoomed by CSS alone
+    assert timeline.size["width"] > 7 * one["width"]                        # zoomed by CSS alone,
+    assert timeline.size["height"] == one["height"]                         # in time only
     assert text_overlaps(browser)["overlaps"] == []                          # the 8x ticks fit too
     browser.find_element(By.CSS_SELECTOR, "label[for=tlz1]").click()
 
