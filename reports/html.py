@@ -159,7 +159,8 @@ def render(report: dict, history: list[dict]) -> str:
         ("Primary of each shard", svg.lanes("primary per shard and epoch", primary_lanes(history, end), end,
                                             badge=b, xlabel=xlabel)),
         ("Failover time", svg.hbars("time from fault to first ack at the new epoch", failover_items(report),
-                                    xfmt=ticks.millis, xlabel="from the fault to the first ack at the new epoch",
+                                    xfmt=ticks.millis, xlabel="from the fault to the first ack at the new epoch"
+                                    + (" (virtual time)" if b else ""),
                                     badge=b)),
         ("Replication lag", svg.lines("entries each replica trails its primary", lag_series(history), windows,
                                       xlabel=xlabel, ylabel="entries behind", yfmt=ticks.count, badge=b, x_end=end)),
