@@ -115,10 +115,11 @@ MAX_SYNC_ROWS = 30
 def sync_items(history: list[dict]) -> list[tuple[str, dict[str, float], str]]:
     """Catch-up transfers, largest first (at most MAX_SYNC_ROWS; the rest are counted in the title)."""
     rows = [(f"{e['value']['dst']} at {ticks.seconds(e['t'])}",
-             {"sent": e["value"]["bytes"], "changed": e["value"]["changed_bytes"],
-              "snapshot": e["value"]["snapshot_bytes"]}, str(e["value"].get("kind", "")))
-            for e in history if e.get("f") == "sync"]
-    return sorted(rows, key=lambda r: -r[1]["sent"])[:MAX_SYNC_ROWS]
+             {k: e["value"][key] for k, key in (("sent", "bytes"), ("changed", "changed_bytes"),
+                                                ("snapshot", "snapshot_bytes")) if e["value"].get(key) is not None},
+             str(e["value"].get("kind", "")))
+            for e in history if e.get("f") == "sync"]                # an older history may lack a figure
+    return sorted(rows, key=lambda r: -r[1].get("sent", 0))[:MAX_SYNC_ROWS]
 
 
 def badge(report: dict) -> str:

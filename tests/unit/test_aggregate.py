@@ -49,3 +49,13 @@ def test_distributions_behind_the_numbers():
     assert [r["seed"] for r in a["run_list"]] == [1, 2, 3, 4, 9] and a["simulated_runs"] == 0
     html = render_html(a)
     assert "seeds 1: 3" in html and "n 9  (1 never completed)" in html and "80% of 5 runs" in html
+
+
+def test_simulated_runs_say_so_on_every_plot():
+    sim = [rep("kill-primary", s, "pass", backend="sim") for s in (1, 2)]
+    real = [rep("kill-primary", 3, "pass")]
+    every = render_html(aggregate(sim))
+    assert every.count('<svg class="plot') == every.count("simulated · virtual time</text>") == 4
+    mixed = render_html(aggregate(sim + real))
+    assert mixed.count("2 of 3 runs simulated (virtual time)</text>") == 4
+    assert "simulated" not in render_html(aggregate(real))

@@ -66,3 +66,17 @@ def test_the_drawn_timeline_has_every_lane_and_a_target_per_moment():
     assert all(f">{ln.name}<" in page for ln in tl.lanes)
     assert f'id="{ms[0].id}"' in page and "simulated · virtual time" in page
     assert 'class="tl-duplicate"' in page and 'class="tl-fail"' in page and "<script" not in page
+
+
+def test_a_simulated_run_page_says_so_on_every_plot_and_has_no_script():
+    from reports import html
+
+    report = {"scenario": "s", "seed": 1, "backend": "sim", "verdict": "fail", "rerun": "pschaos run s.yaml",
+              "simulated": {"calibration": "c.json"}, "faults": FAULTS, "metrics": {"final_loss": None},
+              "failover_times": [{"kind": "kill", "target": "shard-0/0", "fault_t": 1.0, "ms": 500.0, "new_epoch": 2}],
+              "checks": {"no-lost-acks": {"valid": False, "details": {"examples": [{"worker": "worker-1", "req_id": 2}]}}}}
+    page = html.render(report, HISTORY)
+    plots = page.count('<svg class="plot')
+    assert plots == 7 and page.count("simulated · virtual time</text>") == plots
+    assert "<script" not in page and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert 'href="#moment-1"' in page and 'id="moment-1"' in page and ">None<" not in page
