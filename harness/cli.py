@@ -259,7 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .hunt.commands import add_parser as add_hunt
     add_hunt(sub)
-    sm = sub.add_parser("sim", help="the SimPy twin: calibrate it on real clusters, validate it against them")
+    sm = sub.add_parser("sim", help="the SimPy twin: calibrate it on real clusters, validate it against them, "
+                                     "simulate clusters at scale")
     smsub = sm.add_subparsers(dest="sim_cmd", required=True)
     sc = smsub.add_parser("calibrate", help="measure the twin's timings on real processes, write a calibration file")
     sc.add_argument("--out", help="calibration file to write (default: the committed harness/sim/calibration.json)")
@@ -272,6 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--calibrate", action="store_true",
                     help="measure a fresh calibration on this machine first (OUT/calibration.json, ~30 s) and "
                          "predict with it: real timings here move with the machine's load")
+    from .sim.scale.commands import add_parsers as add_scale     # the scale level (issue 11)
+    add_scale(smsub)
     sm.set_defaults(fn=cmd_sim)
 
     from .selftest import add_parser as add_selftest     # the bug zoo's mutation score (issue 10)

@@ -1,4 +1,4 @@
-"""`pschaos sim calibrate` and `pschaos sim validate`: the command-line side of the twin."""
+"""`pschaos sim calibrate|validate|scale|sweep`: the command-line side of the twin."""
 from __future__ import annotations
 
 import argparse
@@ -14,6 +14,10 @@ def sim_main(args: argparse.Namespace) -> int:
 
         calibrate(Path(args.out) if args.out else DEFAULT_PATH, say=lambda m: print(m, file=sys.stderr, flush=True))
         return 0
+    if args.sim_cmd in ("scale", "sweep"):
+        from .scale.commands import scale_main, sweep_main
+
+        return (scale_main if args.sim_cmd == "scale" else sweep_main)(args)
     from .validate import validate_main
 
     return validate_main(args)

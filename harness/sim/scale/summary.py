@@ -1,0 +1,71 @@
+"""What a scale run reports: the JSON `pschaos sim scale --json` prints (schema pschaos.scale/1)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .params import mean_step
+
+if TYPE_CHECKING:
+    from .engine import ScaleRun
+
+SCHEMA = "pschaos.scale/1"
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    return None if not xs else round(float(np.percentile(np.asarray(xs), q * 100, method="nearest")), 1)
+
+
+def _series(run: "ScaleRun", points: int = 200) -> list[list[float]]:
+    """The progress curve (simulated s, global steps), thinned to about `points` points."""
+    s = run.series
+    step = max(1, len(s) // points)
+    s = s + [(run.now, run.global_steps)]
+    out = s[::step] + ([s[-1]] if (len(s) - 1) % step else [])
+    return [[round(t, 3), round(g, 1)] for t, g in out]
+
+
+def summary(run: "ScaleRun", wall_s: float, maxrss_kb: int) -> dict:
+    sp, t, ty = run.spec, run.t, run.tally
+    sim_s = run.now
+    shards_time = sim_s * sp.shards
+    steps = run.global_steps
+    return {
+        "schema": SCHEMA,
+        "level": "scale",
+        "spec": sp.to_json(),
+        "calibration": run.cal_path,
+        "wall_s": round(wall_s, 3),
+        "simulated_s": round(sim_s, 1),
+        "events": run.events,
+        "worker_steps": int(round(steps)),
+        "worker_steps_per_wall_s": int(steps / wall_s) if wall_s > 0 else None,
+        "steps_per_worker": {"min": int(run.worker_steps.min()), "p50": int(np.median(run.worker_steps)),
+                             "max": int(run.worker_steps.max())},
+        "steps_per_simulated_s": round(steps / sim_s, 1) if sim_s else None,
+        "ideal_steps_per_s": round(sp.workers / mean_step(t), 1),
+        "failovers": ty.failovers,
+        "spurious_failovers": ty.spurious_failovers,
+        "failover_ms": {"p50": _pct(ty.failover_ms, 0.5), "p99": _pct(ty.failover_ms, 0.99),
+                        "max": _pct(ty.failover_ms, 1.0)},
+        "spurious_failover_ms": {"p50": _pct(ty.spurious_ms, 0.5), "p99": _pct(ty.spurious_ms, 0.99)},
+        "lost_acked_updates": int(ty.lost_acked_updates),
+        "data_loss_events": ty.data_loss_events,
+        "shards_lost": len(ty.shards_lost),
+        "orphaned_shards": len(ty.orphaned),
+        "restores": ty.restores,
+        "server_failures": ty.server_failures,
+        "worker_failures": ty.worker_failures,
+        "catchups": dict(ty.catchups),
+        "catchup_bytes": int(ty.catchup_bytes),
+        "availability": {"cluster": round(1 - ty.stalled_s / sim_s, 6) if sim_s else None,
+                         "shard": round(1 - ty.shard_down_s / shards_time, 8) if shards_time else None},
+        "time_to_target_s": None if run.target_at is None else round(run.target_at, 1),
+        "target_steps": sp.target_steps,
+        "timings": {"step_s": round(t.step_s, 6), "service_s": t.service_s, "elect_s": round(t.elect_s, 6),
+                    "rediscover_s": round(t.rediscover_s, 6), "shard_bytes": t.shard_bytes,
+                    "restart_s": t.restart_s},
+        "max_rss_mb": round(maxrss_kb / 1024, 1),
+        "series": _series(run),
+    }

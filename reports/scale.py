@@ -1,0 +1,99 @@
+"""The scale level's pages: one run (`pschaos sim scale --out`) and a sweep's aggregate
+(`pschaos sim sweep`). Same house as report.html: one self-contained file, inline SVG, no script;
+every plot carries the "simulated" badge, and its time axis is virtual time.
+"""
+from __future__ import annotations
+
+import json
+from html import escape
+from pathlib import Path
+
+from . import svg, ticks
+from .html import CSS
+
+
+BADGE = "simulated (scale level) · virtual time"
+YFMT = {"failover_ms": ticks.millis, "bytes": ticks.nbytes, "p_": ticks.percent, "availability": ticks.percent}
+
+
+def _fmt_for(y: str):
+    for key, f in YFMT.items():
+        if y.startswith(key) or key in y:
+            return f
+    return ticks.count
+
+
+def _page(title: str, body: list[str]) -> str:
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
+            f"<style>{CSS}</style></head><body>" + "".join(body) + "</body></html>")
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    return "<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows) + "</table>"
+
+
+def write_run(res: dict, path: Path) -> Path:
+    sp, fo = res["spec"], res["failover_ms"]
+    rate = [(t / 3600, 0.0) for t, _ in res["series"][:1]]
+    pts = res["series"]
+    for (t0, g0), (t1, g1) in zip(pts, pts[1:]):
+        if t1 > t0:
+            rate.append((t1 / 3600, (g1 - g0) / (t1 - t0)))
+    rows = [("cluster", f"{sp['workers']} workers · {sp['shards']} shards · {sp['copies']} copies · "
+                        f"{sp['replication']} replication · {sp['training']} training · model {sp['model']}"),
+            ("failures", f"{sp['failures']['preset']}: workers MTBF {sp['failures']['worker_mtbf_h']} h, "
+                         f"repair {sp['failures']['worker_repair_s']} s; servers MTBF "
+                         f"{sp['failures']['server_mtbf_h']} h, repair {sp['failures']['server_repair_s']} s"),
+            ("source", sp["failures"].get("source") or "–"),
+            ("simulated", f"{sp['hours']:g} h in {res['wall_s']} s wall, {res['events']:,} events"),
+            ("worker steps", f"{res['worker_steps']:,} ({res['steps_per_simulated_s']:,} /s simulated; "
+                             f"ideal {res['ideal_steps_per_s']:,} /s)"),
+            ("failovers", f"{res['failovers']} ({res['spurious_failovers']} spurious); p50 "
+                          f"{ticks.maybe(fo['p50'], ticks.millis)}, p99 {ticks.maybe(fo['p99'], ticks.millis)}"),
+            ("lost acked updates", f"{res['lost_acked_updates']:,} in {res['data_loss_events']} restore(s); "
+                                   f"{res['orphaned_shards']} shard(s) lost every in-sync copy"),
+            ("availability", f"cluster {ticks.maybe(res['availability']['cluster'], ticks.percent)}, "
+                             f"per shard {ticks.maybe(res['availability']['shard'], ticks.percent)}"),
+            ("time to target", "–" if res["time_to_target_s"] is None else ticks.seconds(res["time_to_target_s"])),
+            ("calibration", res.get("calibration") or "–"), ("seed", str(sp["seed"]))]
+    body = [f"<h1>scale run: {sp['workers']:,} workers × {sp['shards']} shards</h1>",
+            f"<p>Rerun: <code>pschaos sim scale --workers {sp['workers']} --shards {sp['shards']} --copies "
+            f"{sp['copies']} --hours {sp['hours']:g} --failures {escape(sp['failures']['preset'].split('+')[0])} "
+            f"--seed {sp['seed']}</code></p>", _table(rows), "<h2>Training throughput</h2>",
+            svg.lines("worker steps per second", {"steps/s": rate}, xlabel="simulated hours", ylabel="steps/s",
+                      yfmt=ticks.count, xfmt=ticks.plain, badge=BADGE),
+            "<h2>Progress</h2>",
+            svg.lines("worker steps", {"steps": [(t / 3600, g) for t, g in pts]}, xlabel="simulated hours",
+                      ylabel="steps", yfmt=ticks.count, xfmt=ticks.plain, badge=BADGE),
+            f"<h2>Raw figures</h2><pre>{escape(json.dumps({k: v for k, v in res.items() if k != 'series'}, indent=1))}</pre>"]
+    path.write_text(_page(f"scale run {sp['workers']}x{sp['shards']}", body))
+    return path
+
+
+def write_sweep(agg: dict, path: Path) -> Path:
+    body = [f"<h1>sweep: {escape(agg['name'])}</h1>", f"<p>{escape(agg.get('description') or '')}</p>",
+            f"<p>{len(agg['rows'])} grid points × {len(agg['seeds'])} seed(s), in {agg.get('wall_s', '–')} s wall. "
+            f"Base settings: <code>{escape(json.dumps(agg['base']))}</code></p>"]
+    for p in agg["plots"]:
+        x, y, series = p["x"], p["y"], p.get("series")
+        lines: dict[str, list[tuple[float, float]]] = {}
+        for row in agg["rows"]:
+            v = row.get(y)
+            if v is None:
+                continue
+            name = f"{series}={row['point'][series]}" if series else y
+            lines.setdefault(name, []).append((row["at"][x], float(v)))
+            if y == "p_shard_loss" and row.get("markov_p_shard_loss") is not None:
+                lines.setdefault(f"Markov {name}", []).append((row["at"][x], row["markov_p_shard_loss"]))
+        title = p.get("title") or f"{y} against {x}"
+        body += [f"<h2>{escape(title)}</h2>",
+                 svg.lines(title, lines, xlabel=x, ylabel=y, yfmt=_fmt_for(y), xfmt=ticks.plain, badge=BADGE)]
+    head = list(agg["rows"][0]["point"]) if agg["rows"] else []
+    cols = [p["y"] for p in agg["plots"]]
+    body.append("<h2>Every grid point</h2><table><tr>" + "".join(f"<th>{escape(c)}</th>" for c in head + cols)
+                + "<th>seeds</th></tr>" + "".join(
+                    "<tr>" + "".join(f"<td>{escape(str(r['point'][c]))}</td>" for c in head)
+                    + "".join(f"<td>{escape(ticks.maybe(r.get(c), _fmt_for(c)))}</td>" for c in cols)
+                    + f"<td>{r['seeds']}</td></tr>" for r in agg["rows"]) + "</table>")
+    path.write_text(_page(f"sweep {agg['name']}", body))
+    return path

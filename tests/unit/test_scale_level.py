@@ -1,0 +1,118 @@
+"""The scale level (harness/sim/scale): determinism, its model's shape, bad input, sweeps."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.sim.calibration import DEFAULT_PATH, Calibration
+from harness.sim.scale.build import build
+from harness.sim.scale.engine import ScaleRun
+from harness.sim.scale.sweep import load, run_sweep
+
+CAL = Calibration.load(DEFAULT_PATH)
+
+
+def run(**kw) -> dict:
+    return ScaleRun(build(kw), CAL).run()
+
+
+def strip(res: dict) -> dict:
+    return {k: v for k, v in res.items() if k not in ("wall_s", "worker_steps_per_wall_s", "max_rss_mb")}
+
+
+def test_same_seed_same_result_and_another_seed_differs():
+    kw = dict(workers=200, shards=20, hours=48, failures="none", server_mtbf="exp:200", worker_mtbf="exp:100")
+    a, b, c = run(seed=3, **kw), run(seed=3, **kw), run(seed=4, **kw)
+    assert strip(a) == strip(b)
+    assert strip(a) != strip(c)
+
+
+def test_ten_thousand_workers_a_day_of_llama3_failures():
+    res = run(workers=10_000, shards=500, copies=3, hours=24, failures="llama3", seed=1)
+    assert res["worker_failures"] > 0 and res["events"] > res["worker_failures"]
+    assert res["worker_steps"] > 0 and res["steps_per_worker"]["max"] >= res["steps_per_worker"]["min"] > 0
+    assert res["lost_acked_updates"] == 0           # sync replication loses nothing short of every copy
+    assert res["max_rss_mb"] > 0
+
+
+def test_throughput_bends_where_the_primaries_saturate():
+    """Each step touches 2 of the shards: 64 workers are far from what 256 primaries serve and
+    4x the workers give ~4x the steps; 16 primaries at 4096 workers are saturated, so 4x more
+    workers add little; a dense model (every step on every shard) saturates them sooner."""
+    def rate(workers: int, shards: int, **kw) -> float:
+        return run(workers=workers, shards=shards, hours=0.05, failures="none", **kw)["steps_per_simulated_s"]
+    assert rate(256, 256, shards_per_step=2) / rate(64, 256, shards_per_step=2) == pytest.approx(4, rel=0.05)
+    assert rate(16384, 16, shards_per_step=2) / rate(4096, 16, shards_per_step=2) < 1.3
+    assert rate(4096, 16) < rate(4096, 16, shards_per_step=2)
+
+
+def test_a_sparse_step_stalls_only_on_the_shards_it_needs():
+    kill = [{"at_s": 5, "kind": "kill", "target": "primary(shard=0)"}]
+    dense = run(workers=8, shards=8, hours=0.01, failures="none", schedule=kill)
+    sparse = run(workers=8, shards=8, hours=0.01, failures="none", shards_per_step=1, schedule=kill)
+    assert dense["availability"]["cluster"] < sparse["availability"]["cluster"] < 1.0
+
+
+def test_a_killed_primary_fails_over_through_the_core_and_loses_nothing_in_sync_mode():
+    res = run(workers=4, shards=4, hours=0.01, failures="none",
+              schedule=[{"at_s": 5, "kind": "kill", "target": "primary(shard=0)", "restart_after_s": 2}])
+    assert res["failovers"] == 1 and res["lost_acked_updates"] == 0
+    assert 300 < res["failover_ms"]["p50"] < 1000
+    assert res["catchups"] and res["catchup_bytes"] > 0       # the old primary came back and caught up
+
+
+def test_every_copy_killed_restores_and_counts_the_lost_acks():
+    kills = [{"at_s": 22, "kind": "kill", "target": f"shard-0/{r}"} for r in range(3)]
+    res = run(workers=4, shards=2, hours=0.02, failures="none", checkpoint_interval_s=5,
+              schedule=kills + [{"at_s": 30, "kind": "restart", "target": "shard-0/2"}])
+    assert res["orphaned_shards"] == 1 and res["restores"] == 1
+    assert res["lost_acked_updates"] > 0 and res["data_loss_events"] == 1
+
+
+def test_lost_heartbeats_make_spurious_failovers_and_none_without_loss():
+    quiet = run(workers=8, shards=16, hours=0.2, failures="none")
+    lossy = run(workers=8, shards=16, hours=0.2, failures="none", heartbeat_loss=0.05)
+    assert quiet["spurious_failovers"] == 0 and lossy["spurious_failovers"] > 0
+
+
+def test_async_replication_loses_its_lag_at_a_failover():
+    res = run(workers=16, shards=2, hours=0.01, failures="none", replication="async",
+              schedule=[{"at_s": 10, "kind": "kill", "target": "primary(shard=0)"}])
+    assert res["failovers"] == 1 and res["lost_acked_updates"] >= 0
+
+
+@pytest.mark.parametrize("kw,field", [
+    (dict(workers=0), "workers"), (dict(shards=2.5), "shards"), (dict(hours=-1), "hours"),
+    (dict(server_mtbf="exp:-3"), "server_mtbf"), (dict(failures="gpu-apocalypse"), "failures"),
+    (dict(training="ssp"), "training"), (dict(nodes=3), "unknown setting"), (dict(heartbeat_loss=1.5), "heartbeat_loss")])
+def test_bad_settings_name_the_field(kw, field):
+    with pytest.raises(HarnessError, match=field):
+        build(kw)
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("base: {}\ngrid: {flavour: [1]}\n", "grid.flavour"),
+    ("grid: {workers: []}\n", "non-empty list"),
+    ("grid: {workers: [1, 2]}\nplots: [{x: shards, y: failovers}]\n", "plots[0].x"),
+    ("grid: {workers: [0]}\n", "workers=0"),
+    ("grid: {workers: [4]}\nextra: 1\n", "unknown key")])
+def test_bad_sweep_specs_are_refused_before_anything_runs(tmp_path, text, fragment):
+    p = tmp_path / "s.yaml"
+    p.write_text(text)
+    with pytest.raises(HarnessError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
+        load(p)
+
+
+def test_a_sweep_writes_its_runs_aggregate_and_page(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: tiny\nbase: {shards: 50, hours: 24, failures: none, server_mtbf: 'exp:20', workers: 2}\n"
+                    "grid: {copies: [2, 3]}\nseeds: 2\nplots: [{x: copies, y: p_shard_loss}]\n")
+    assert run_sweep(spec, tmp_path / "out", 2, None) == 0
+    agg = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert [r["point"]["copies"] for r in agg["rows"]] == [2, 3] and all(r["seeds"] == 2 for r in agg["rows"])
+    assert all(r["markov_p_shard_loss"] is not None for r in agg["rows"])
+    assert len(list((tmp_path / "out" / "runs").glob("*.json"))) == 4
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "<svg" in page and "simulated" in page and "Markov" in page
