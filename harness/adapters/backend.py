@@ -80,14 +80,16 @@ class AdapterBackend:
             log = self.run_dir / "logs" / (name.replace("/", "-") + ".log")
             self.procs[name] = Proc(name, self.argv[name], log, self.run_id)
 
-    def _check_tagged(self, name: str) -> None:
+    def _check_tagged(self, name: str, within: float = 3.0) -> None:
         """Fail closed when a process hid the run tag: a program that rewrites its title over its
-        environment (Redis unless `set-proc-title no`) could not be reaped by `pschaos clean`."""
-        try:
-            tag = psutil.Process(self.procs[name].pid).environ().get(RUN_ENV)
-        except psutil.Error:
-            return                      # it exited already: what it left is judged elsewhere
-        if tag != self.run_id:
+        environment (Redis unless `set-proc-title no`) could not be reaped by `pschaos clean`.
+        Read until it shows: /proc/<pid>/environ reads empty for a moment after the exec."""
+        def tagged() -> bool:
+            try:
+                return psutil.Process(self.procs[name].pid).environ().get(RUN_ENV) == self.run_id
+            except psutil.Error:
+                return True             # it exited already: what it left is judged elsewhere
+        if not wait_until(tagged, within, 0.05):
             raise HarnessError(f"{self.adapter.name}: {name} does not carry the run tag {RUN_ENV} in its environment "
                                "(it rewrote it, e.g. Redis' process title: set-proc-title no), so `pschaos clean` "
                                "could not find it after a crash; change its command line or config")
