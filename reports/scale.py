@@ -23,6 +23,13 @@ def _fmt_for(y: str):
     return ticks.count
 
 
+def _cell(v, y: str) -> str:
+    """A table cell: probabilities to two decimals of a percent (a 0.25% loss is not 0%)."""
+    if isinstance(v, float) and ("p_" in y or y.startswith("availability")):
+        return f"{v:.2%}"
+    return ticks.maybe(v, _fmt_for(y))
+
+
 def _page(title: str, body: list[str]) -> str:
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
             f"<style>{CSS}</style></head><body>" + "".join(body) + "</body></html>")
@@ -34,11 +41,12 @@ def _table(rows: list[tuple[str, str]]) -> str:
 
 def write_run(res: dict, path: Path) -> Path:
     sp, fo = res["spec"], res["failover_ms"]
-    rate = [(t / 3600, 0.0) for t, _ in res["series"][:1]]
+    rate: list[tuple[float, float]] = []
     pts = res["series"]
     for (t0, g0), (t1, g1) in zip(pts, pts[1:]):
         if t1 > t0:
             rate.append((t1 / 3600, (g1 - g0) / (t1 - t0)))
+    windows = [(t / 3600, (t + ms / 1000) / 3600, what) for t, ms, what in res.get("incidents", [])]
     rows = [("cluster", f"{sp['workers']} workers · {sp['shards']} shards · {sp['copies']} copies · "
                         f"{sp['replication']} replication · {sp['training']} training · model {sp['model']}"),
             ("failures", f"{sp['failures']['preset']}: workers MTBF {sp['failures']['worker_mtbf_h']} h, "
@@ -57,15 +65,14 @@ def write_run(res: dict, path: Path) -> Path:
             ("time to target", "–" if res["time_to_target_s"] is None else ticks.seconds(res["time_to_target_s"])),
             ("calibration", res.get("calibration") or "–"), ("seed", str(sp["seed"]))]
     body = [f"<h1>scale run: {sp['workers']:,} workers × {sp['shards']} shards</h1>",
-            f"<p>Rerun: <code>pschaos sim scale --workers {sp['workers']} --shards {sp['shards']} --copies "
-            f"{sp['copies']} --hours {sp['hours']:g} --failures {escape(sp['failures']['preset'].split('+')[0])} "
-            f"--seed {sp['seed']}</code></p>", _table(rows), "<h2>Training throughput</h2>",
-            svg.lines("worker steps per second", {"steps/s": rate}, xlabel="simulated hours", ylabel="steps/s",
-                      yfmt=ticks.count, xfmt=ticks.plain, badge=BADGE),
+            f"<p>Rerun: <code>{escape(res['rerun'])}</code></p>", _table(rows), "<h2>Training throughput</h2>",
+            f"<p>Shaded: failovers and restores (the first {len(windows)}).</p>" if windows else "",
+            svg.lines("worker steps per second", {"steps/s": rate}, windows=windows, xlabel="simulated hours",
+                      ylabel="steps/s", yfmt=ticks.count, xfmt=ticks.plain, badge=BADGE),
             "<h2>Progress</h2>",
             svg.lines("worker steps", {"steps": [(t / 3600, g) for t, g in pts]}, xlabel="simulated hours",
                       ylabel="steps", yfmt=ticks.count, xfmt=ticks.plain, badge=BADGE),
-            f"<h2>Raw figures</h2><pre>{escape(json.dumps({k: v for k, v in res.items() if k != 'series'}, indent=1))}</pre>"]
+            f"<h2>Raw figures</h2><pre>{escape(json.dumps({k: v for k, v in res.items() if k not in ('series', 'incidents')}, indent=1))}</pre>"]
     path.write_text(_page(f"scale run {sp['workers']}x{sp['shards']}", body))
     return path
 
@@ -86,14 +93,18 @@ def write_sweep(agg: dict, path: Path) -> Path:
             if y == "p_shard_loss" and row.get("markov_p_shard_loss") is not None:
                 lines.setdefault(f"Markov {name}", []).append((row["at"][x], row["markov_p_shard_loss"]))
         title = p.get("title") or f"{y} against {x}"
+        distributed = any(isinstance(r["point"][x], str) for r in agg["rows"])
         body += [f"<h2>{escape(title)}</h2>",
-                 svg.lines(title, lines, xlabel=x, ylabel=y, yfmt=_fmt_for(y), xfmt=ticks.plain, badge=BADGE)]
+                 svg.lines(title, lines, xlabel=f"{x} (mean)" if distributed else x, ylabel=y, yfmt=_fmt_for(y),
+                           xfmt=ticks.plain, badge=BADGE)]
     head = list(agg["rows"][0]["point"]) if agg["rows"] else []
-    cols = [p["y"] for p in agg["plots"]]
+    cols = list(dict.fromkeys([p["y"] for p in agg["plots"]]
+                              + [c for c in ("markov_p_shard_loss", "p_shard_loss_sigma") if agg["rows"]
+                                 and c in agg["rows"][0]]))
     body.append("<h2>Every grid point</h2><table><tr>" + "".join(f"<th>{escape(c)}</th>" for c in head + cols)
                 + "<th>seeds</th></tr>" + "".join(
                     "<tr>" + "".join(f"<td>{escape(str(r['point'][c]))}</td>" for c in head)
-                    + "".join(f"<td>{escape(ticks.maybe(r.get(c), _fmt_for(c)))}</td>" for c in cols)
+                    + "".join(f"<td>{escape(_cell(r.get(c), c))}</td>" for c in cols)
                     + f"<td>{r['seeds']}</td></tr>" for r in agg["rows"]) + "</table>")
     path.write_text(_page(f"sweep {agg['name']}", body))
     return path

@@ -197,3 +197,21 @@ def test_aggregate_of_sixteen_scenarios(browser, sim_runs, tmp_path):
     assert len(hrefs) == agg["runs"]
     assert all(Path(unquote(urlparse(h).path)).is_file() for h in hrefs)     # each run links to its own page
     assert "None" not in browser.find_element(By.TAG_NAME, "body").text
+
+
+def test_scale_run_and_sweep_pages(browser, tmp_path):
+    """The scale level's pages (issue 11) in the same browser checks: a 10,000-worker day and the
+    copies-vs-repair sweep with its Markov lines; every plot says simulated."""
+    def cli(*args: str) -> None:
+        p = subprocess.run([sys.executable, "-m", "harness.cli", "sim", *args], capture_output=True, text=True,
+                           timeout=300, cwd=REPO)
+        assert p.returncode == 0, p.stdout + p.stderr[-2000:]
+    cli("scale", "--workers", "10000", "--shards", "500", "--hours", "24", "--failures", "osdi14", "--out",
+        str(tmp_path / "run"))
+    cli("sweep", str(REPO / "scenarios" / "sweeps" / "copies-vs-repair.yaml"), "--out", str(tmp_path / "sweep"),
+        "-j", "2")
+    for page, shot, want in ((tmp_path / "run" / "report.html", "scale-run-report.png", 2),
+                             (tmp_path / "sweep" / "report.html", "scale-sweep-report.png", 1)):
+        plots = look(browser, page, shot)
+        assert len(plots) == want
+        assert say_simulated(plots) == []

@@ -116,3 +116,16 @@ def test_a_sweep_writes_its_runs_aggregate_and_page(tmp_path):
     assert len(list((tmp_path / "out" / "runs").glob("*.json"))) == 4
     page = (tmp_path / "out" / "report.html").read_text()
     assert "<svg" in page and "simulated" in page and "Markov" in page
+
+
+def test_the_rerun_command_gives_the_same_result(capsys):
+    import shlex
+
+    from harness.cli import main
+
+    a = run(workers=64, shards=16, hours=2, failures="none", server_mtbf="exp:5", seed=2, shards_per_step=3,
+            suspect_s=0.4, candidate_window_s=0.2, lease_ttl_s=3.0, max_lag=100, replication="async")
+    assert main(shlex.split(a["rerun"])[1:] + ["--json"]) == 0
+    b = json.loads(capsys.readouterr().out)
+    skip = ("calibration", "rerun", "series", "incidents")
+    assert {k: v for k, v in strip(a).items() if k not in skip} == {k: v for k, v in strip(b).items() if k not in skip}

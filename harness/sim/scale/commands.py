@@ -21,6 +21,8 @@ def add_parsers(smsub) -> None:
     sc.add_argument("--replication", default="sync", choices=["sync", "async"])
     sc.add_argument("--training", default="async", choices=["async", "bsp"])
     sc.add_argument("--param-mb", type=float, help="model size in MB (default: the calibrated model's own)")
+    sc.add_argument("--shards-per-step", type=int,
+                    help="shards one step pulls from and pushes to (default: all, a dense model)")
     sc.add_argument("--failures", default="llama3", help="preset: llama3 | osdi14 | none (docs/scale.md)")
     for k, unit in (("worker-mtbf", "hours"), ("worker-repair", "seconds"), ("server-mtbf", "hours"),
                     ("server-repair", "seconds")):
@@ -29,6 +31,9 @@ def add_parsers(smsub) -> None:
     sc.add_argument("--suspect-s", type=float)
     sc.add_argument("--heartbeat-loss", type=float, help="chance a heartbeat packet is lost (spurious failovers)")
     sc.add_argument("--checkpoint-interval-s", type=float)
+    sc.add_argument("--candidate-window-s", type=float)
+    sc.add_argument("--lease-ttl-s", type=float)
+    sc.add_argument("--max-lag", type=int, help="async: entries a replica may trail (lost at a failover at most)")
     sc.add_argument("--target-steps", type=int, help="global steps to the target loss: reports time_to_target_s")
     sc.add_argument("--calibration", help="calibration file (default: the committed one)")
     sc.add_argument("--json", action="store_true", help="the result as one JSON object")
@@ -50,8 +55,10 @@ def scale_main(args: argparse.Namespace) -> int:
     from .engine import ScaleRun
 
     keys = ("workers", "shards", "copies", "hours", "seed", "model", "replication", "training", "param_mb",
+            "shards_per_step",
             "failures", "worker_mtbf", "worker_repair", "server_mtbf", "server_repair", "heartbeat_s",
-            "suspect_s", "heartbeat_loss", "checkpoint_interval_s", "target_steps")
+            "suspect_s", "heartbeat_loss", "checkpoint_interval_s", "target_steps", "candidate_window_s",
+            "lease_ttl_s", "max_lag")
     spec = build({k: getattr(args, k) for k in keys}, "pschaos sim scale")
     cal, cal_path = _calibration(args.calibration)
     say = (lambda m: print(m, file=sys.stderr, flush=True))
@@ -64,7 +71,7 @@ def scale_main(args: argparse.Namespace) -> int:
         write_run(res, out / "report.html")
         say(f"scale: wrote {out / 'scale.json'} and {out / 'report.html'}")
     if args.json:
-        print(json.dumps({k: v for k, v in res.items() if k != "series"}, indent=2))
+        print(json.dumps({k: v for k, v in res.items() if k not in ("series", "incidents")}, indent=2))
     else:
         fo = res["failover_ms"]
         print(f"scale: {spec.workers} workers x {spec.shards} shards x {spec.copies} copies, {spec.hours:g} h "

@@ -44,6 +44,7 @@ class Tally:
     shards_lost: set = field(default_factory=set)      # shards whose restore lost acked updates
     orphaned: set = field(default_factory=set)         # shards that had no in-sync copy left at some moment
     restores: int = 0
+    incidents: list = field(default_factory=list)      # [t, ms, what]: failovers and restores
     worker_failures: int = 0
     server_failures: int = 0
     catchups: dict = field(default_factory=dict)

@@ -129,6 +129,8 @@ def elect(run: "ScaleRun", s: int, failed: str, t0: float, token: int, spurious:
     # the workers' retries find it (a spurious failover's clients learn of it from their first refusal)
     back = retry_at(run.now - t0, run.t.fixed_s * 2 + run.cal.etcd_read_s) + run.t.rediscover_s
     (run.tally.spurious_ms if spurious else run.tally.failover_ms).append(back * 1000)
+    run.tally.incidents.append([round(t0, 3), round(back * 1000, 1),
+                                f"{'spurious ' if spurious else ''}failover shard {s}"])
     run.at(t0 + back, "serve", s, sh.token)
     old = sh.copies[sh.slot(failed)]
     if old.up:                   # a falsely suspected primary steps down and catches up
@@ -161,6 +163,7 @@ def orphan(run: "ScaleRun", s: int, token: int) -> None:
     run.rolled_back += lost / run.spec.shards
     run.tally.lost_acked_updates += lost
     run.tally.restores += 1
+    run.tally.incidents.append([round(run.now, 3), 0.0, f"restore shard {s} (lost {lost})"])
     if lost:
         run.tally.data_loss_events += 1
         run.tally.shards_lost.add(s)

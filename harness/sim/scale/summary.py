@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from .engine import ScaleRun
 
 SCHEMA = "pschaos.scale/1"
+INCIDENTS = 200         # failovers and restores kept for the report's plot, in time order
 
 
 def _pct(xs: list[float], q: float) -> float | None:
@@ -26,6 +27,33 @@ def _series(run: "ScaleRun", points: int = 200) -> list[list[float]]:
     return [[round(t, 3), round(g, 1)] for t, g in out]
 
 
+def rerun(run: "ScaleRun") -> str:
+    """The exact command that gives this result again: every setting that differs from the
+    defaults, the failure distributions spelled out, and the calibration file."""
+    from .params import ScaleSpec
+
+    sp, base = run.spec, ScaleSpec()
+    parts = ["pschaos sim scale"]
+    for f in ("workers", "shards", "copies", "hours", "seed", "model", "replication", "training", "param_mb",
+              "shards_per_step", "heartbeat_s", "suspect_s", "heartbeat_loss", "checkpoint_interval_s",
+              "target_steps", "candidate_window_s", "lease_ttl_s", "max_lag"):
+        v = getattr(sp, f)
+        if v != getattr(base, f) or f in ("workers", "shards", "copies", "hours", "seed"):
+            parts.append(f"--{f.replace('_', '-')} {v:g}" if isinstance(v, float) else f"--{f.replace('_', '-')} {v}")
+    fl = sp.failures
+    parts.append(f"--failures {fl.name.split('+')[0]}")
+    if "+" in fl.name:
+        for flag, d in (("worker-mtbf", fl.worker_mtbf_h), ("worker-repair", fl.worker_repair_s),
+                        ("server-mtbf", fl.server_mtbf_h), ("server-repair", fl.server_repair_s)):
+            if d is not None:
+                parts.append(f"--{flag} {d.text()}")
+    if run.cal_path:
+        parts.append(f"--calibration {run.cal_path}")
+    if sp.schedule:
+        parts.append("# plus an explicit schedule (spec.schedule): the API, not the command line")
+    return " ".join(parts)
+
+
 def summary(run: "ScaleRun", wall_s: float, maxrss_kb: int) -> dict:
     sp, t, ty = run.spec, run.t, run.tally
     sim_s = run.now
@@ -34,6 +62,7 @@ def summary(run: "ScaleRun", wall_s: float, maxrss_kb: int) -> dict:
     return {
         "schema": SCHEMA,
         "level": "scale",
+        "rerun": rerun(run),
         "spec": sp.to_json(),
         "calibration": run.cal_path,
         "wall_s": round(wall_s, 3),
@@ -68,4 +97,5 @@ def summary(run: "ScaleRun", wall_s: float, maxrss_kb: int) -> dict:
                     "restart_s": t.restart_s},
         "max_rss_mb": round(maxrss_kb / 1024, 1),
         "series": _series(run),
+        "incidents": run.tally.incidents[:INCIDENTS],
     }
