@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -129,3 +130,11 @@ def test_the_rerun_command_gives_the_same_result(capsys):
     b = json.loads(capsys.readouterr().out)
     skip = ("calibration", "rerun", "series", "incidents")
     assert {k: v for k, v in strip(a).items() if k not in skip} == {k: v for k, v in strip(b).items() if k not in skip}
+
+
+@pytest.mark.parametrize("spec", sorted((Path(__file__).parents[2] / "scenarios" / "sweeps").glob("*.yaml")),
+                         ids=lambda p: p.stem)
+def test_the_example_sweeps_load(spec):
+    """Every example spec is valid before anything runs (each grid point builds)."""
+    loaded = load(spec)
+    assert loaded["points"] and loaded["plots"]
