@@ -54,21 +54,14 @@ def loss_series(history: list[dict]) -> dict[str, list[tuple[float, float]]]:
 
 
 def fault_windows(report: dict) -> list[tuple[float, float, str]]:
-    return [(f["start_s"], f["end_s"], f"{f['kind']} {f['target']}") for f in report.get("faults", [])]
+    return [(f["start_s"], f["end_s"], timeline.fault_label(f)) for f in report.get("faults", [])]
 
 
 def primary_lanes(history: list[dict], end: float) -> dict[str, list[tuple[float, float, str]]]:
-    proms: dict[int, list[tuple[float, int, str]]] = {}
-    for e in history:
-        if e.get("f") == "promote":
-            v = e["value"]
-            proms.setdefault(v["shard"], []).append((e["t"], v["epoch"], v["node"]))
-    lanes = {}
-    for shard, ps in proms.items():
-        ps.sort()
-        lanes[f"shard {shard}"] = [(t, ps[i + 1][0] if i + 1 < len(ps) else end, f"e{ep} {node}")
-                                   for i, (t, ep, node) in enumerate(ps)]
-    return lanes
+    """A lane per shard, a bar per epoch naming its primary (the timeline's promotions)."""
+    return {f"shard {shard}": [(t, ps[i + 1][0] if i + 1 < len(ps) else end, f"e{ep} {node}")
+                               for i, (t, ep, node) in enumerate(ps)]
+            for shard, ps in timeline.promotions(history).items()}
 
 
 def lag_series(history: list[dict]) -> dict[str, list[tuple[float, float]]]:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .keys import op_key, request_key
+
 OUTCOMES = ("ok", "duplicate", "info", "fail")
 # node events worth a mark on the node's lane; samples and training steps would only be noise
 NODE_EVENTS = {"start", "checkpoint", "checkpoint-skipped", "sync", "isr", "isr-deferred", "restore", "load",
@@ -42,34 +44,36 @@ def _order(name: str) -> tuple:
 
 
 def _ops(history: list[dict], lane) -> None:
-    """Pair invokes with completions by op_id; a push re-sent with a (worker, req_id) already
-    sent, or acked as a duplicate (the PS had applied it before), is a duplicate; an invoke
-    never completed is indeterminate (info)."""
-    open_ops: dict[str, dict] = {}
+    """Pair invokes with completions by (process, op id); a push whose request (worker,
+    incarnation, req_id, shard) was already sent, or acked as a duplicate (the PS had applied it
+    before), is a duplicate; an invoke never completed (in flight when its worker was killed, or
+    at the end) is indeterminate (info). A restarted worker's ids start again at 1: keyed by op id
+    or (worker, req_id) alone, its fresh pushes would read as retries of the old incarnation's."""
+    open_ops: dict[tuple, dict] = {}
     sent: set[tuple] = set()
-    dup: set[str] = set()
+    dup: set[tuple] = set()
     for e in history:
-        op = e.get("op_id")
-        if op is None:
+        if e.get("op_id") is None:
             continue
+        key = op_key(e)
         if e["type"] == "invoke":
-            open_ops[op] = e
+            open_ops[key] = e
             v = e.get("value") or {}
             if e.get("f") == "push" and v.get("req_id") is not None:
-                key = (v.get("worker"), v.get("req_id"), v.get("shard"))
-                if key in sent:
-                    dup.add(op)
-                sent.add(key)
+                req = request_key(v)
+                if req in sent:
+                    dup.add(key)
+                sent.add(req)
             continue
-        inv = open_ops.pop(op, None)
-        again = op in dup or (e.get("value") or {}).get("duplicate")     # re-sent, or acked as already applied
+        inv = open_ops.pop(key, None)
+        again = key in dup or (e.get("value") or {}).get("duplicate")     # re-sent, or acked as already applied
         outcome = "duplicate" if again and e["type"] == "ok" else e["type"]
         if outcome not in OUTCOMES:
             continue
         took = f", {1000 * (e['t'] - inv['t']):.0f} ms" if inv else ""
-        lane(e["node"]).marks.append((e["t"], outcome, f"{e.get('f')} {outcome} ({op}{took})"))
-    for op, inv in open_ops.items():
-        lane(inv["node"]).marks.append((inv["t"], "info", f"{inv.get('f')} never completed ({op})"))
+        lane(e["node"]).marks.append((e["t"], outcome, f"{e.get('f')} {outcome} ({e['op_id']}{took})"))
+    for inv in open_ops.values():
+        lane(inv["node"]).marks.append((inv["t"], "info", f"{inv.get('f')} never completed ({inv['op_id']})"))
 
 
 def _event_label(e: dict) -> str:
@@ -81,6 +85,21 @@ def _event_label(e: dict) -> str:
         return f"ISR {change} at epoch {v.get('epoch')}"
     detail = v.get("reason") or v.get("source") or v.get("error") or (f"seq {v['seq']}" if "seq" in v else "")
     return f"{e['f']} {detail}".strip()
+
+
+def fault_label(f: dict) -> str:
+    """How a fault window is named on every plot of a run: `kill shard-0/0`."""
+    return f"{f['kind']} {f['target']}"
+
+
+def promotions(history: list[dict]) -> dict[int, list[tuple[float, int, str]]]:
+    """Each shard's promotions in time order: (t, epoch, node); who was primary from when."""
+    proms: dict[int, list[tuple[float, int, str]]] = {}
+    for e in history:
+        if e.get("f") == "promote":
+            v = e["value"]
+            proms.setdefault(v["shard"], []).append((e["t"], v["epoch"], v["node"]))
+    return {shard: sorted(ps) for shard, ps in proms.items()}
 
 
 def build(history: list[dict], faults: list[dict]) -> Timeline:
@@ -96,21 +115,16 @@ def build(history: list[dict], faults: list[dict]) -> Timeline:
         if node and node != "harness":
             lane(node)
     _ops(history, lane)
-    proms: dict[int, list[tuple[float, int, str]]] = {}
     for e in history:
-        f, v = e.get("f"), e.get("value") or {}
-        if f == "promote":
-            proms.setdefault(v["shard"], []).append((e["t"], v["epoch"], v["node"]))
-        elif f in NODE_EVENTS and e.get("node") in lanes:
+        if e.get("f") in NODE_EVENTS and e.get("node") in lanes:
             lanes[e["node"]].events.append((e["t"], _event_label(e)))
-    for ps in proms.values():
-        ps.sort()
+    for ps in promotions(history).values():
         for i, (t, epoch, node) in enumerate(ps):
             stop = ps[i + 1][0] if i + 1 < len(ps) else end
             lane(node).primary.append((t, stop, f"e{epoch} primary"))
     windows = []
     for f in faults:
-        label = f"{f['kind']} {f['target']}"
+        label = fault_label(f)
         windows.append((f["start_s"], f["end_s"], label))
         if f["kind"] in DOWN_KINDS and f["target"] in lanes:
             lanes[f["target"]].down.append((f["start_s"], f["end_s"], f"{f['kind']}: down"))

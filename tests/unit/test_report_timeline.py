@@ -53,7 +53,7 @@ def test_evidence_names_moments_by_op_request_and_time():
     ms = evidence.moments(checks, HISTORY)
     assert set(ms) == {"no-lost-acks", "delta-complete"}                       # a passing check links nothing
     (lost,) = ms["no-lost-acks"]
-    assert lost.t == 1.2 and lost.node == "worker-1" and "w1:2" in lost.label  # the first send of request 2
+    assert lost.t == 1.9 and lost.node == "worker-1" and "w1:3" in lost.label  # the acked retry, not the failed send
     assert [(m.t, m.node) for m in ms["delta-complete"]] == [(2.0, "worker-0"), (2.7, None)]
     ids = [m.id for v in ms.values() for m in v]
     assert len(set(ids)) == len(ids)
@@ -80,3 +80,56 @@ def test_a_simulated_run_page_says_so_on_every_plot_and_has_no_script():
     assert plots == 7 and page.count("simulated · virtual time</text>") == plots
     assert "<script" not in page and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert 'href="#moment-1"' in page and 'id="moment-1"' in page and ">None<" not in page
+
+
+def push(t, who, typ, op, pid, inc, req, shard, **more):
+    e = ev(t, who, typ, "push", op, worker=who, incarnation=inc, req_id=req, shard=shard, **more)
+    return e | {"pid": pid}
+
+
+# worker-0 is killed at 1.0 with worker-0:2 in flight and restarts as a new process that counts
+# its op ids and request ids from 1 again; every request goes to both shards
+RESTART = [
+    push(0.1, "worker-0", "invoke", "worker-0:1", 11, 100, 1, 0),
+    push(0.2, "worker-0", "ok", "worker-0:1", 11, 100, 1, 0, epoch=1, seq=1),
+    push(0.9, "worker-0", "invoke", "worker-0:2", 11, 100, 2, 0),                   # in flight at the kill
+    push(2.0, "worker-0", "invoke", "worker-0:1", 12, 200, 1, 0),
+    push(2.1, "worker-0", "ok", "worker-0:1", 12, 200, 1, 0, epoch=1, seq=2),
+    push(2.2, "worker-0", "invoke", "worker-0:2", 12, 200, 1, 1),
+    push(2.3, "worker-0", "ok", "worker-0:2", 12, 200, 1, 1, epoch=1, seq=1),
+]
+
+
+def test_a_restarted_worker_is_a_new_process_not_a_retry():
+    marks = timeline.build(RESTART, []).lanes[0].marks
+    assert sorted((t, o) for t, o, _ in marks) == [(0.2, "ok"), (0.9, "info"), (2.1, "ok"), (2.3, "ok")]
+    took = {t: what for t, _, what in marks}
+    assert took[2.1].endswith(", 100 ms)") and took[2.3].endswith(", 100 ms)")   # from its own invoke
+
+
+def test_evidence_finds_the_request_of_its_incarnation_shard_and_seq():
+    def one(details):
+        (m,) = evidence.moments({"c": {"valid": False, "details": details}}, RESTART)["c"]
+        return m.t
+
+    assert one({"examples": [{"worker": "worker-0", "incarnation": 200, "req_id": 1, "shard": 1}]}) == 2.3
+    assert one({"examples": [{"worker": "worker-0", "incarnation": 100, "req_id": 1, "shard": 0}]}) == 0.2
+    assert one({"examples": [{"worker": "worker-0", "req_id": 1, "shard": 0, "epoch": 1, "seq": 2}]}) == 2.1
+    assert one({"stale": [{"pull": "worker-0:2", "t": 2.3}]}) == 2.3                 # a reused op id, told by t
+    assert one({"stale": [{"pull": "worker-0:1", "pid": 11}]}) == 0.2                # or by its process
+
+
+def test_reports_keys_agree_with_the_checkers():
+    from harness.checkers import base
+
+    from reports import keys
+
+    for e in RESTART + HISTORY:
+        assert keys.op_key(e) == base.op_key(e)
+    pushes = [e["value"] for e in RESTART]
+    same_req = {(keys.request_key(a) == keys.request_key(b)) for a in pushes for b in pushes}
+    assert same_req == {True, False}
+    for a in pushes:
+        for b in pushes:
+            harness_same = (base.idem(a), a["req_id"], a["shard"]) == (base.idem(b), b["req_id"], b["shard"])
+            assert (keys.request_key(a) == keys.request_key(b)) == harness_same
