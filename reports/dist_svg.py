@@ -11,7 +11,7 @@ import math
 from html import escape
 
 from . import layout, ticks
-from .svg import COLORS, PAD_R, TICK, W, _scale, empty, fit_ticks, header, svg, text, xaxis
+from .svg import COLORS, PAD_R, TICK, W, scale, empty, fit_ticks, header, svg, text, xaxis
 
 Row = tuple[str, list[float], dict[str, float], str]     # label, values, marks (p50/p99), note
 
@@ -26,7 +26,7 @@ def rows(title: str, data: list[Row], kind: str = "ecdf", xfmt: ticks.Formatter 
         return empty(title, badge)
     left, right = label_w + 8, W - PAD_R - note_w
     xt = fit_ticks(0.0, max(finite, default=0.0) or 1.0, xfmt, right - left, 6)
-    sx = _scale(xt[0], xt[-1], left, right)
+    sx = scale(xt[0], xt[-1], left, right)
     legend = [k for k in ("p50", "p99")] if kind == "ecdf" else []
     body, top = header(left, 2, "", legend, badge)
     row_h = 30 if kind == "ecdf" else 18
@@ -48,7 +48,7 @@ def _ecdf(values, marks, sx, y, h, label, xfmt) -> list[str]:
     if not vs:
         return []
     lo, hi = y + h - 4, y + 4
-    sy = _scale(0.0, 1.0, lo, hi)
+    sy = scale(0.0, 1.0, lo, hi)
     pts = [(sx(vs[0]), lo)]
     for i, v in enumerate(vs):
         pts += [(sx(v), sy(i / len(values))), (sx(v), sy((i + 1) / len(values)))]

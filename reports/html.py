@@ -147,7 +147,7 @@ def render(report: dict, history: list[dict]) -> str:
     syncs = sum(1 for e in history if e.get("f") == "sync")
     sections = [
         ("Timeline", timeline_svg.render(timeline.build(history, report.get("faults", [])),
-                                         [x for ms in moments.values() for x in ms], b)),
+                                         [x for ms in moments.values() for x in ms], b, xlabel=xlabel)),
         ("Training loss", svg.lines("training loss per worker, fault windows shaded", loss_series(history),
                                     windows, xlabel=xlabel, ylabel="loss", badge=b, x_end=end)),
         ("Primary of each shard", svg.lanes("primary per shard and epoch", primary_lanes(history, end), end,

@@ -8,6 +8,7 @@ README's section on reports.
 """
 from __future__ import annotations
 
+import math
 from html import escape
 
 from . import layout, ticks
@@ -20,7 +21,8 @@ STACK = {"pass": "#16a34a", "fail": "#dc2626", "unknown": "#ca8a04"}     # verdi
 COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777"]
 
 
-def _scale(lo: float, hi: float, a: float, b: float):
+def scale(lo: float, hi: float, a: float, b: float):
+    """The linear map from data [lo, hi] to pixels [a, b]."""
     span = (hi - lo) or 1.0
     return lambda v: a + (v - lo) / span * (b - a)
 
@@ -40,11 +42,11 @@ def svg(title: str, h: float, body: list[str], cls: str = "plot") -> str:
 def fit_ticks(lo: float, hi: float, fmt: Formatter, px: float, target: int = 8) -> list[float]:
     """The densest round ticks (at most `target`) whose labels fit side by side in `px` pixels."""
     for n in range(target, 1, -1):
-        ts = ticks.nice_ticks(lo, hi, n, fmt is ticks.count)
+        ts = ticks.ticks_for(fmt, lo, hi, n)
         widest = max(layout.text_width(s, TICK) for s in ticks.axis(ts, fmt))
         if widest + 8 <= px / max(len(ts) - 1, 1):
             return ts
-    return ticks.nice_ticks(lo, hi, 2)
+    return ticks.ticks_for(fmt, lo, hi, 2)
 
 
 def header(left: float, top: float, ylabel: str, legend: list[str], badge: str,
@@ -73,8 +75,18 @@ def header(left: float, top: float, ylabel: str, legend: list[str], badge: str,
 
 
 def xaxis(ts: list[float], sx, y: float, fmt: Formatter, left: float, xlabel: str) -> list[str]:
+    """The x axis: tick labels centred on their ticks but kept inside the SVG (the last one would
+    hang past the right edge, where it is clipped); a label that would then touch its neighbour
+    is left out (its grid line stays)."""
     out = [f'<line x1="{left}" y1="{y:.1f}" x2="{W - PAD_R}" y2="{y:.1f}" class="axis"/>']
-    out += [text(sx(t), y + 14, s, anchor="middle") for t, s in zip(ts, ticks.axis(ts, fmt))]
+    end = -1e9
+    for t, s in zip(ts, ticks.axis(ts, fmt)):
+        w = layout.text_width(s, TICK)
+        x = min(max(sx(t), w / 2 + 1), W - 1 - w / 2)
+        if x - w / 2 < end + 4:
+            continue
+        out.append(text(x, y + 14, s, anchor="middle"))
+        end = x + w / 2
     if xlabel:
         out.append(text((W + left) / 2, y + 30, xlabel, "label", "middle"))
     return out
@@ -96,24 +108,27 @@ def lines(title: str, series: dict[str, list[tuple[float, float]]], windows: lis
           xlabel: str = "seconds", ylabel: str = "", yfmt: Formatter = ticks.plain,
           xfmt: Formatter = ticks.seconds, badge: str = "", x_end: float = 0.0) -> str:
     """Line chart; `windows` are shaded x-ranges (fault windows) labelled above the plot. The x
-    axis runs from 0 to at least `x_end`, so that the time plots of one run line up."""
-    series = dict(sorted(series.items()))
+    axis runs from 0 to at least `x_end`, so that the time plots of one run line up. Points that
+    are not finite (NaN, ±inf) are left out: SVG has no place for them."""
+    series = {name: finite for name, s in sorted(series.items())
+              if (finite := [(x, y) for x, y in s if math.isfinite(x) and math.isfinite(y)])}
+    windows = [w for w in windows if math.isfinite(w[0]) and math.isfinite(w[1])]
     pts = [p for s in series.values() for p in s]
     if not pts:
         return empty(title, badge)
     x0 = min(min(x for x, _ in pts), min((a for a, _, _ in windows), default=1e18), 0.0)
     x1 = max(max(x for x, _ in pts), max((b for _, b, _ in windows), default=-1e18), x_end)
-    yt = ticks.nice_ticks(min(0.0, min(y for _, y in pts)), max(y for _, y in pts) or 1.0, 5, yfmt is ticks.count)
+    yt = ticks.ticks_for(yfmt, min(0.0, min(y for _, y in pts)), max(y for _, y in pts) or 1.0, 5)
     left = _left_for(yt, yfmt)
     xt = fit_ticks(x0, x1, xfmt, W - PAD_R - left)
-    sx = _scale(xt[0], xt[-1], left, W - PAD_R)
+    sx = scale(xt[0], xt[-1], left, W - PAD_R)
     body, top = header(left, 2, ylabel, list(series), badge)
     placed, dropped = layout.rows_for([(sx(a) + 2, label) for a, _, label in windows], TICK, 3, W - PAD_R)
     rows = max((p.row + 1 for p in placed), default=0)
     body += [text(p.x, top + 10 + 12 * p.row, p.text, "flabel") for p in placed]
     top += 12 * rows + (4 if rows else 0)
     plot_h = 170
-    sy = _scale(yt[0], yt[-1], top + plot_h, top)
+    sy = scale(yt[0], yt[-1], top + plot_h, top)
     body += yaxis(yt, sy, left, yfmt)
     for a, b, label in windows:
         body.append(f'<rect x="{sx(a):.1f}" y="{top:.1f}" width="{max(sx(b) - sx(a), 2):.1f}" '
@@ -133,6 +148,7 @@ def hbars(title: str, rows: list[tuple[str, dict[str, float], str]], xfmt: Forma
     """Horizontal bars, one row per category: the label at the left (clipped, never rotated or
     overlapping), the bars, and a note at the right (`75% of 4 runs`). `stacked` stacks a row's
     values (pass / fail / unknown); otherwise each value is its own thin bar (sent / changed)."""
+    rows = [(label, {k: v for k, v in vals.items() if math.isfinite(v)}, note) for label, vals, note in rows]
     if not rows:
         return empty(title, badge)
     keys = list(dict.fromkeys(k for _, vals, _ in rows for k in vals))
@@ -140,7 +156,7 @@ def hbars(title: str, rows: list[tuple[str, dict[str, float], str]], xfmt: Forma
     lo, hi = domain or (0.0, top_v or 1.0)
     left, right = label_w + 8, W - PAD_R - (note_w if any(n for _, _, n in rows) else 0)
     xt = fit_ticks(lo, hi, xfmt, right - left, 6) if domain is None else ticks.nice_ticks(lo, hi, 4)
-    sx = _scale(xt[0], xt[-1], left, right)
+    sx = scale(xt[0], xt[-1], left, right)
     colors = [STACK.get(k, COLORS[i % len(COLORS)]) if stacked else COLORS[i % len(COLORS)] for i, k in enumerate(keys)]
     body, top = header(left, 2, "", keys if len(keys) > 1 else [], badge, colors)
     row_h = 20 if stacked or len(keys) == 1 else 8 + 7 * len(keys)
@@ -168,7 +184,6 @@ def hbars(title: str, rows: list[tuple[str, dict[str, float], str]], xfmt: Forma
     return svg(title, top + row_h * len(rows) + (36 if xlabel else 22), body)
 
 
-
 def lanes(title: str, rows: dict[str, list[tuple[float, float, str]]], end: float, badge: str = "",
           xlabel: str = "seconds") -> str:
     """One lane per key; each (start, stop, label) a bar, labelled inside when the label fits."""
@@ -176,7 +191,7 @@ def lanes(title: str, rows: dict[str, list[tuple[float, float, str]]], end: floa
         return empty(title, badge)
     left = 80
     xt = fit_ticks(0.0, end or 1.0, ticks.seconds, W - PAD_R - left)
-    sx = _scale(xt[0], xt[-1], left, W - PAD_R)
+    sx = scale(xt[0], xt[-1], left, W - PAD_R)
     body, top = header(left, 2, "", [], badge)
     for i, (lane, bars) in enumerate(sorted(rows.items())):
         y = top + 30 * i

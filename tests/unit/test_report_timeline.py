@@ -133,3 +133,23 @@ def test_reports_keys_agree_with_the_checkers():
         for b in pushes:
             harness_same = (base.idem(a), a["req_id"], a["shard"]) == (base.idem(b), b["req_id"], b["shard"])
             assert (keys.request_key(a) == keys.request_key(b)) == harness_same
+
+
+def test_fault_labels_are_laid_out_per_zoom_and_the_badge_keeps_its_own_row():
+    import re
+
+    faults = [{"kind": "latency", "target": f"workers->shard-{i}/0", "start_s": 0.3 * i, "end_s": 0.3 * i + 0.2}
+              for i in range(10)]
+    page = timeline_svg.render(timeline.build(HISTORY, faults), badge="simulated · virtual time")
+    per_zoom = {z: re.findall(rf'y="(\d+)" class="flabel zl zl{z}">', page) for z in timeline_svg.ZOOMS}
+    assert len(per_zoom[1]) < 10 and len(per_zoom[8]) == 10                # more room, more labels
+    badge_y = float(re.search(r'y="([\d.]+)" class="badge"', page).group(1))
+    assert all(float(y) - 10 >= badge_y for ys in per_zoom.values() for y in ys)   # below the badge's row
+    assert "zoom in" in page
+
+
+def test_mark_tooltips_give_the_events_time_not_the_bins():
+    h = [ev(0.1234, "worker-0", "invoke", "pull", "p", worker="worker-0"),
+         ev(0.1299, "worker-0", "ok", "pull", "p", worker="worker-0")]
+    page = timeline_svg.render(timeline.build(h + [ev(1000.0, "harness", "info", "quiesce")], []))
+    assert "1 × ok at 130 ms" in page
