@@ -1,54 +1,51 @@
 """`pschaos report DIR...`: many runs (seeds, scenarios, backends) in one report.
 
 Pass rate per scenario, per fault kind and per backend; flaky scenarios (both pass and fail
-across seeds); failover time p50/p99 pooled across runs, and the values behind them (the HTML
-draws their distributions); lost acknowledged updates per seed; one row per run with the path
-of its own report. Written as aggregate.json, report.html (`aggregate_html`) and summary.md.
+across their runs); failover time p50/p99 pooled across runs, a failover that never completed
+counted as +inf as the run's own metrics count it, and the values behind them (the HTML draws
+their distributions); lost acknowledged updates per run (a seed run twice, by `soak --repeat` or
+on two backends, is two runs); one row per run with the path of its own report. Written as
+aggregate.json, report.html (`aggregate_html`) and summary.md.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import numpy as np
-
 from .aggregate_html import render as render_html
-from .ticks import maybe, millis
+from .markdown import cell
+from .percentiles import failover_stats
+from .ticks import maybe, millis, percent
 
 SCHEMA = "pschaos.aggregate/1"
 
 
-
-def _pct(xs: list[float]) -> dict:
-    if not xs:
-        return {"p50": None, "p99": None, "n": 0}
-    a = np.asarray(xs, dtype=float)
-    return {"p50": round(float(np.percentile(a, 50)), 1), "p99": round(float(np.percentile(a, 99)), 1), "n": len(xs)}
+def _seed_order(seed) -> tuple:
+    """Seeds sort as numbers (2 before 10); anything else after them, as text."""
+    return (0, int(seed), "") if isinstance(seed, int) or str(seed).isdigit() else (1, 0, str(seed))
 
 
 def aggregate(reports: list[tuple[Path, dict]]) -> dict:
     scen: dict[str, dict] = {}
     kinds: dict[str, list[str]] = {}           # fault kind -> the verdicts of the runs it was in
     backends: dict[str, list[str]] = {}
-    all_fo: list[float] = []
+    all_fo: list[float | None] = []
     run_rows: list[dict] = []
     for path, r in reports:
         ok = r.get("verdict") == "pass"
-        s = scen.setdefault(r["scenario"], {"runs": 0, "passed": 0, "verdicts": {}, "failover_ms": [],
-                                            "lost_acked_updates": 0, "failing_runs": [], "lost_by_seed": {}, "all": []})
+        s = scen.setdefault(r["scenario"], {"runs": 0, "passed": 0, "failover_ms": [], "lost_acked_updates": 0,
+                                            "failing_runs": [], "lost_by_run": [], "all": []})
         s["runs"] += 1
         s["passed"] += ok
-        s["verdicts"][str(r.get("seed"))] = r.get("verdict")
         s["all"].append(r.get("verdict"))           # every run, also two of one seed (a baseline, a --repeat)
-        fo = [f["ms"] for f in r.get("failover_times", []) if f.get("ms") is not None]
-        s["failover_failed"] = s.get("failover_failed", 0) + sum(1 for f in r.get("failover_times", [])
-                                                                 if f.get("ms") is None)
+        fo = [f.get("ms") for f in r.get("failover_times", [])]        # None: never completed
         s["failover_ms"] += fo
         all_fo += fo
         lost = r.get("metrics", {}).get("lost_acked_updates")
         s["lost_acked_updates"] += lost or 0
-        s["lost_by_seed"][str(r.get("seed"))] = lost
-        run_rows.append(_run_row(path, r, fo))
+        repeat = 1 + sum(1 for x in s["lost_by_run"] if (x["seed"], x["backend"]) == (r.get("seed"), r.get("backend")))
+        s["lost_by_run"].append({"seed": r.get("seed"), "backend": r.get("backend"), "repeat": repeat, "lost": lost})
+        run_rows.append(_run_row(path, r, fo, repeat))
         if not ok:
             s["failing_runs"].append({"dir": str(path.parent), "seed": r.get("seed"), "rerun": r.get("rerun")})
         for k in {f["kind"] for f in r.get("faults", [])} or {"none"}:
@@ -58,21 +55,22 @@ def aggregate(reports: list[tuple[Path, dict]]) -> dict:
            "scenarios": {}, "fault_kinds": {}, "backends": {}}
     out["pass_rate"] = round(out["passed"] / len(reports), 4) if reports else None
     for name, s in sorted(scen.items()):
-        vs = set(s["verdicts"].values())
+        done = sorted(x for x in s["failover_ms"] if x is not None)
         out["scenarios"][name] = {"runs": s["runs"], "passed": s["passed"], "pass_rate": round(s["passed"] / s["runs"], 4),
-                                  "flaky": "pass" in vs and len(vs) > 1, "verdicts": s["verdicts"],
-                                  "failover_ms": _pct(s["failover_ms"]), "failover_ms_values": sorted(s["failover_ms"]),
-                                  "failover_failed": s.get("failover_failed", 0),
-                                  "lost_acked_updates": s["lost_acked_updates"], "lost_by_seed": s["lost_by_seed"],
+                                  "flaky": "pass" in s["all"] and len(set(s["all"])) > 1,
+                                  "failover_ms": failover_stats(s["failover_ms"]), "failover_ms_values": done,
+                                  "failover_failed": len(s["failover_ms"]) - len(done),
+                                  "lost_acked_updates": s["lost_acked_updates"], "lost_by_run": s["lost_by_run"],
                                   "verdict_counts": _counts(s["all"]), "failing_runs": s["failing_runs"]}
     for k, vs in sorted(kinds.items()):
         out["fault_kinds"][k] = _rate(vs)
     for k, vs in sorted(backends.items()):
         out["backends"][k] = _rate(vs)
     out["flaky"] = sorted(n for n, s in out["scenarios"].items() if s["flaky"])
-    out["failover_ms"] = _pct(all_fo)
+    out["failover_ms"] = failover_stats(all_fo)
     out["simulated_runs"] = sum(1 for _, r in reports if r.get("simulated") or r.get("backend") == "sim")
-    out["run_list"] = sorted(run_rows, key=lambda x: (x["scenario"], str(x["seed"])))
+    out["run_list"] = sorted(run_rows, key=lambda x: (x["scenario"], _seed_order(x["seed"]), str(x["backend"]),
+                                                      x["repeat"]))
     return out
 
 
@@ -87,25 +85,25 @@ def _rate(verdicts: list) -> dict:
     return {"runs": len(verdicts), "pass_rate": round(verdicts.count("pass") / len(verdicts), 4)} | _counts(verdicts)
 
 
-def _run_row(path: Path, r: dict, fo: list[float]) -> dict:
+def _run_row(path: Path, r: dict, fo: list[float | None], repeat: int) -> dict:
     m = r.get("metrics", {})
-    return {"scenario": r["scenario"], "seed": r.get("seed"), "backend": r.get("backend"), "verdict": r.get("verdict"),
-            "lost_acked_updates": m.get("lost_acked_updates"), "failovers": m.get("failovers"),
-            "failover_ms_max": max(fo) if fo else None,
+    return {"scenario": r["scenario"], "seed": r.get("seed"), "backend": r.get("backend"), "repeat": repeat,
+            "verdict": r.get("verdict"), "lost_acked_updates": m.get("lost_acked_updates"),
+            "failovers": m.get("failovers"), "failover_ms_max": failover_stats(fo)["max"],   # "inf": one never completed
             "report": str(page) if (page := path.parent / "report.html").is_file() else None}   # none: a run that crashed
 
 
 def render_md(a: dict) -> str:
-    lines = [f"### pschaos: {a['passed']}/{a['runs']} runs passed (pass rate {a['pass_rate']})", ""]
+    lines = [f"### pschaos: {a['passed']}/{a['runs']} runs passed (pass rate {maybe(a['pass_rate'], percent)})", ""]
     if a["flaky"]:
-        lines += [f"Flaky (pass and fail across seeds): {', '.join(a['flaky'])}", ""]
+        lines += [f"Flaky (both pass and fail among their runs): {', '.join(cell(n) for n in a['flaky'])}", ""]
     lines += ["| scenario | runs | pass rate | flaky | failover p50 / p99 |", "|---|---|---|---|---|"]
     for n, s in a["scenarios"].items():
         fo = s["failover_ms"]
-        lines.append(f"| {n} | {s['runs']} | {s['pass_rate']} | {'yes' if s['flaky'] else ''} | "
+        lines.append(f"| {cell(n)} | {s['runs']} | {percent(s['pass_rate'])} | {'yes' if s['flaky'] else ''} | "
                      f"{maybe(fo['p50'], millis)} / {maybe(fo['p99'], millis)} |")
     lines += ["", "| fault kind | runs | pass rate |", "|---|---|---|"]
-    lines += [f"| {k} | {v['runs']} | {v['pass_rate']} |" for k, v in a["fault_kinds"].items()]
+    lines += [f"| {cell(k)} | {v['runs']} | {percent(v['pass_rate'])} |" for k, v in a["fault_kinds"].items()]
     return "\n".join(lines) + "\n"
 
 

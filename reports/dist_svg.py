@@ -64,6 +64,7 @@ def _ecdf(values, marks, sx, y, h, label, xfmt) -> list[str]:
 
 
 def _dots(values, marks, sx, y, h, label, xfmt) -> list[str]:
+    """A dot per value; one that is no number (NaN) has no place on the axis and is left out."""
     return [f'<circle cx="{sx(v):.1f}" cy="{y + h / 2:.1f}" r="3.5" fill="{"#dc2626" if v > 0 else "#16a34a"}" '
             f'fill-opacity="0.7"><title>{escape(label)} {escape(name)}: {escape(xfmt(v))}</title></circle>'
-            for name, v in zip(marks, values)]
+            for name, v in zip(marks, values) if math.isfinite(v)]

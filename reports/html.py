@@ -165,13 +165,15 @@ def render(report: dict, history: list[dict]) -> str:
                                  ylabel="acked pushes/s", yfmt=ticks.count, badge=b, x_end=end)),
     ]
     body = "".join(f"<h2>{escape(t)}</h2>{plot}" for t, plot in sections)
-    dash = ticks.maybe
+    def dash(v, fmt: ticks.Formatter = ticks.plain) -> str:
+        return escape(ticks.maybe(v, fmt))
+
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>pschaos {escape(report['scenario'])}: {escape(verdict)}</title><style>{CSS}{timeline_svg.CSS}</style></head>
 <body>
 <h1>{escape(report['scenario'])}: <span class="{_verdict_class(verdict)}">{escape(verdict.upper())}</span></h1>
-<p>seed {report['seed']} · backend {escape(report['backend'])} · {dash(report.get('wall_s'), ticks.seconds)} ·
+<p>seed {escape(str(report['seed']))} · backend {escape(str(report['backend']))} · {dash(report.get('wall_s'), ticks.seconds)} ·
 lost acknowledged updates {dash(m.get('lost_acked_updates'), ticks.count)} · failovers {dash(m.get('failovers'), ticks.count)}
 (p50 {dash(fo.get('p50'), ticks.millis)}, p99 {dash(fo.get('p99'), ticks.millis)}) · final loss {dash(m.get('final_loss'))}</p>
 <p>rerun: <code>{escape(report['rerun'])}</code></p>
@@ -184,12 +186,20 @@ lost acknowledged updates {dash(m.get('lost_acked_updates'), ticks.count)} · fa
 """
 
 
+def _number(v, step: float = 0.0, ref: float = 0.0) -> str:
+    """A metric with no unit: a whole count in full (`18,891`), anything else to 4 significant
+    digits with no exponent (`0.000012`, not `1.2e-05`)."""
+    if isinstance(v, int):
+        return f"{v:,}"
+    return ticks.plain(v)
+
+
 def _metric(v, name: str = "") -> str:
-    """A metric cell in its unit (`*_bytes` in kB/MB, `*_ms` as a duration), the dash for none."""
+    """A metric cell in its unit (`*_bytes` in kB/MB, `*_ms` and `*_s` as durations), the dash for none."""
     if isinstance(v, dict):
         return ", ".join(f"{k} {_metric(x, name if k in ('p50', 'p99', 'max') else k)}" for k, x in v.items())
     fmt = ticks.nbytes if name.endswith("bytes") else ticks.millis if name.endswith("_ms") else \
-        (lambda x, *_: f"{x:g}" if isinstance(x, float) else str(x))
+        ticks.seconds if name.endswith("_s") else _number
     return ticks.maybe(v, fmt)
 
 

@@ -8,6 +8,11 @@ from .ticks import maybe, millis, nbytes
 MARK = {True: "pass", False: "**FAIL**"}
 
 
+def cell(value) -> str:
+    """Text for a Markdown table cell: a `|` would end the cell and a newline the table."""
+    return " ".join(str(value).split()).replace("\\", "\\\\").replace("|", "\\|")
+
+
 def render(report: dict) -> str:
     m = report.get("metrics", {})
     fo = m.get("failover_ms", {})
@@ -17,7 +22,7 @@ def render(report: dict) -> str:
                if report.get("simulated") else []),
              "| check | result |", "|---|---|"]
     for name, c in report.get("checks", {}).items():
-        lines.append(f"| {name} | {MARK.get(c['valid'], 'unknown')} |")
+        lines.append(f"| {cell(name)} | {MARK.get(c['valid'], 'unknown')} |")
     lines += ["", "| metric | value |", "|---|---|",
               f"| acked updates | {maybe(m.get('acked_updates'))} |",
               f"| lost acked updates | {maybe(m.get('lost_acked_updates'))} |",

@@ -48,7 +48,8 @@ KEY = [("#16a34a", "ok"), ("#9333ea", "duplicate (retry of a sent request)"), ("
        ("#fecaca", "fault window")]
 
 
-def _pct(t: float, span: float) -> str:
+def _x(t: float, span: float) -> str:
+    """An x position as a share of the SVG's width, so that zooming (widening the SVG) moves it."""
     return f"{100 * t / span:.3f}%"
 
 
@@ -58,9 +59,9 @@ def _ticks(span: float, top: float, height: float, xfmt: ticks.Formatter) -> lis
         ts = [t for t in fit_ticks(0.0, span, xfmt, PW * z - 4, 8 * z) if t <= span + 1e-9]
         for t, label in zip(ts, ticks.axis(ts, xfmt)):
             anchor = "start" if t == 0 else "end" if abs(t - span) < 1e-9 else "middle"
-            out.append(f'<g class="zt zt{z}"><line x1="{_pct(t, span)}" x2="{_pct(t, span)}" y1="{top + 4}" '
+            out.append(f'<g class="zt zt{z}"><line x1="{_x(t, span)}" x2="{_x(t, span)}" y1="{top + 4}" '
                        f'y2="{top + height}" class="grid"/>'
-                       f'<text x="{_pct(t, span)}" y="{top + 11}" class="tick" text-anchor="{anchor}">'
+                       f'<text x="{_x(t, span)}" y="{top + 11}" class="tick" text-anchor="{anchor}">'
                        f'{escape(label)}</text></g>')
     return out
 
@@ -79,7 +80,7 @@ def _marks(lane, span: float, y: float) -> list[str]:
         when = f"at {ticks.seconds(first)}" if len(items) == 1 else \
             f"from {ticks.seconds(first)} to {ticks.seconds(last)}"
         tip = f"{len(items)} × {outcome} {when}: e.g. {items[0][1]} at {ticks.seconds(first)}"
-        out.append(f'<rect x="{_pct(t0, span)}" y="{y + 5 + 4 * ROW[outcome]}" width="2" height="4" '
+        out.append(f'<rect x="{_x(t0, span)}" y="{y + 5 + 4 * ROW[outcome]}" width="2" height="4" '
                    f'class="tl-{outcome}"><title>{escape(tip)}</title></rect>')
     return out
 
@@ -118,23 +119,23 @@ def render(tl: Timeline, moments: list[Moment] = (), badge: str = "", xfmt: tick
         names.append(text(NAMES_W - 6, y + 17, layout.clip(lane.name, TICK, NAMES_W - 8), anchor="end", tip=lane.name))
         for cls, bands in (("tl-down", lane.down), ("tl-primary", lane.primary)):
             for a, b, label in bands:
-                body.append(f'<rect x="{_pct(a, span)}" y="{y + 1}" width="{_pct(max(b - a, 0), span)}" '
+                body.append(f'<rect x="{_x(a, span)}" y="{y + 1}" width="{_x(max(b - a, 0), span)}" '
                             f'height="{LANE_H - 2}" class="{cls}"><title>{escape(label)}</title></rect>')
                 if cls == "tl-primary" and layout.text_width(label, 9) + 4 <= PW * (b - a) / span:
-                    body.append(f'<text x="{_pct(a, span)}" y="{y + LANE_H - 3}" dx="2" class="tl-plabel">'
+                    body.append(f'<text x="{_x(a, span)}" y="{y + LANE_H - 3}" dx="2" class="tl-plabel">'
                                 f'{escape(label)}</text>')
     body += _ticks(span, band, height - band, xfmt)
     for a, b, label in tl.faults:
-        body.append(f'<rect x="{_pct(a, span)}" y="{top}" width="{_pct(max(b - a, 0), span)}" '
+        body.append(f'<rect x="{_x(a, span)}" y="{top}" width="{_x(max(b - a, 0), span)}" '
                     f'height="{height - top}" class="fault"><title>{escape(label)}</title></rect>')
     for i, lane in enumerate(tl.lanes):
         y = top + LANE_H * i
-        body += [f'<rect x="{_pct(t, span)}" y="{y + 1}" width="2" height="5" class="tl-ev">'
+        body += [f'<rect x="{_x(t, span)}" y="{y + 1}" width="2" height="5" class="tl-ev">'
                  f'<title>{escape(what)} at {ticks.seconds(t)}</title></rect>' for t, what in lane.events
                  if math.isfinite(t)]
         body += _marks(lane, span, y + 4)
     for m in moments:
-        body.append(f'<line id="{m.id}" x1="{_pct(m.t, span)}" x2="{_pct(m.t, span)}" y1="{top}" y2="{height}" '
+        body.append(f'<line id="{m.id}" x1="{_x(m.t, span)}" x2="{_x(m.t, span)}" y1="{top}" y2="{height}" '
                     f'class="moment"><title>{escape(m.label)} at {ticks.seconds(m.t)}</title></line>')
     zoom = "".join(f'<input type="radio" name="tlzoom" id="tlz{z}"{" checked" if z == 1 else ""}>'
                    f'<label class="zoom" for="tlz{z}">{z}×</label>' for z in ZOOMS)

@@ -23,13 +23,14 @@ def test_pass_rates_flaky_and_failover(tmp_path):
     assert a["runs"] == 4 and a["passed"] == 3 and a["pass_rate"] == 0.75
     assert a["flaky"] == ["kill-primary"]
     kp = a["scenarios"]["kill-primary"]
-    assert kp["pass_rate"] == 0.5 and kp["failover_ms"]["n"] == 2 and kp["failover_ms"]["p50"] == 690.0
+    assert kp["pass_rate"] == 0.5 and kp["failover_ms"]["n"] == 2 and kp["failover_ms"]["p50"] == 900.0      # nearest rank, as the run's metrics
     assert kp["failing_runs"][0]["rerun"].endswith("--seed 2")
     assert a["fault_kinds"] == {"kill": {"runs": 2, "pass_rate": 0.5, "pass": 1, "fail": 1, "unknown": 0},
                                 "loss": {"runs": 2, "pass_rate": 1.0, "pass": 2, "fail": 0, "unknown": 0}}
     assert a["scenarios"]["loss"]["flaky"] is False
     md, html = render_md(a), render_html(a, tmp_path / "agg")
-    assert "Flaky (pass and fail across seeds): kill-primary" in md and "| loss | 2 | 1.0 |" in md
+    assert "Flaky (both pass and fail among their runs): kill-primary" in md and "| loss | 2 | 100% |" in md
+    assert "(pass rate 75%)" in md and "| kill | 2 | 50% |" in md
     assert html.count('<svg class="plot') == 4 and "--seed 2" in html
     assert "None" not in html and "None" not in md and "| – / – |" in md                   # loss had no failover
     assert html.count('href="../kill-primary-') == 1 and 'href="../loss-2/report.html"' in html
@@ -43,12 +44,14 @@ def test_distributions_behind_the_numbers():
     runs[0][1]["metrics"]["lost_acked_updates"] = 3
     a = aggregate(runs)
     kp = a["scenarios"]["kill-primary"]
+    assert kp["failover_ms"]["p99"] == "inf" and kp["failover_ms"]["p50"] == 900.0   # nearest rank, +inf counted
+    assert [r["failover_ms_max"] for r in a["run_list"]] == [900.0, "inf", 900.0, 900.0, None]
     assert kp["failover_ms_values"] == sorted([410.0, 420.0, 430.0, 440.0] + [900.0] * 4)
-    assert kp["lost_by_seed"] == {"1": 3, "2": 0, "3": 0, "4": 0, "9": 0}
+    assert [(r["seed"], r["lost"]) for r in kp["lost_by_run"]] == [(1, 3), (2, 0), (3, 0), (4, 0), (9, 0)]
     assert kp["verdict_counts"] == {"pass": 4, "fail": 0, "unknown": 1} and kp["failover_failed"] == 1
     assert [r["seed"] for r in a["run_list"]] == [1, 2, 3, 4, 9] and a["simulated_runs"] == 0
     html = render_html(a)
-    assert "seeds 1: 3" in html and "n 9  (1 never completed)" in html and "80% of 5 runs" in html
+    assert "seeds 1: 3" in html and "1 never completed · p50" in html and "80% of 5 runs" in html
 
 
 def test_simulated_runs_say_so_on_every_plot():
@@ -59,3 +62,50 @@ def test_simulated_runs_say_so_on_every_plot():
     mixed = render_html(aggregate(sim + real))
     assert mixed.count("2 of 3 runs simulated (virtual time)</text>") == 4
     assert "simulated" not in render_html(aggregate(real))
+
+
+def test_every_run_counts_also_a_seed_run_twice():
+    """`soak --repeat` and one seed on two backends are separate runs, each with its own dot."""
+    runs = [rep("kp", 1, "pass"), rep("kp", 1, "fail"), rep("kp", 1, "pass", backend="sim"), rep("kp", 10, "pass"),
+            rep("kp", 2, "pass")]
+    runs[1][1]["metrics"]["lost_acked_updates"] = 7
+    a = aggregate(runs)
+    kp = a["scenarios"]["kp"]
+    assert [(r["seed"], r["backend"], r["repeat"], r["lost"]) for r in kp["lost_by_run"]][:3] == \
+        [(1, "process", 1, 0), (1, "process", 2, 7), (1, "sim", 1, 0)]
+    assert kp["flaky"] and a["flaky"] == ["kp"]
+    assert [(r["seed"], r["backend"], r["repeat"]) for r in a["run_list"]] == \
+        [(1, "process", 1), (1, "process", 2), (1, "sim", 1), (2, "process", 1), (10, "process", 1)]
+    html = render_html(a)
+    assert "seeds 1 process #2: 7" in html and html.count("<circle") == 5
+
+
+def test_pooled_failover_percentiles_agree_with_the_run_metrics():
+    from harness.metrics import failover_stats
+
+    from reports.percentiles import failover_stats as ours
+
+    for ms in ([], [500.0], [None], [100.0, 200.0, None], [float(x) for x in range(1, 101)] + [None],
+               [300.0, 100.0, 200.0, 400.0]):
+        assert ours(ms) == failover_stats(ms)
+    runs = [rep("kp", 1, "pass", ms=(100.0, 200.0)), rep("kp", 2, "fail", ms=())]
+    assert aggregate(runs)["failover_ms"]["p99"] == 200.0
+    runs[1][1]["failover_times"] = [{"ms": None}]                      # one never completed: not dropped
+    a = aggregate(runs)
+    assert a["failover_ms"] == a["scenarios"]["kp"]["failover_ms"] == failover_stats([100.0, 200.0, None])
+    assert a["failover_ms"]["p99"] == "inf"
+
+
+def test_names_with_table_characters_cannot_break_a_page_or_a_table():
+    runs = [rep("a|b\nc", "<b>7</b>", "fail", kinds=("kill|x",))]
+    runs[0][1]["metrics"]["lost_acked_updates"] = float("nan")
+    a = aggregate(runs)
+    md, html = render_md(a), render_html(a)
+    assert "| a\\|b c |" in md and "| kill\\|x |" in md
+    assert all(line.count("|") - line.count("\\|") in (0, 4, 6) for line in md.splitlines())
+    assert "<b>7</b>" not in html and "&lt;b&gt;7&lt;/b&gt;" in html and "nan" not in html.lower()
+
+
+def test_runs_sort_by_seed_as_a_number():
+    a = aggregate([rep("kp", s, "pass") for s in (10, 2, 1)])
+    assert [r["seed"] for r in a["run_list"]] == [1, 2, 10]
