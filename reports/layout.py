@@ -1,24 +1,42 @@
 """Where text goes so that no two labels overlap: width estimates and greedy rows.
 
 SVG has no text layout, and the page runs no script to measure text, so labels are placed from
-an estimate of their width. The estimate is deliberately generous (wider than any common sans
-face renders these characters at that size); the browser test measures the real boxes and fails
-on any overlap, so an estimate that turns out too small shows up there, not on a reader's screen.
+an estimate of their width. The estimate is at or above DejaVu Sans' advance widths (Debian's
+default sans, and the widest common one) for every printable ASCII character, and a full em for
+anything else (dashes, arrows, symbols, CJK: whatever face the browser falls back to draws them
+at most that wide); other faces may render narrower, never meant to be wider. The browser test
+measures the real boxes and fails on any overlap, so an estimate that turns out too small shows
+up there, not on a reader's screen.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-# em widths a little above DejaVu Sans' (Debian's default sans), the widest common face here:
-# `>` and `=` are 0.84 em there, capitals up to 0.79, digits 0.64, `(` 0.39
-WIDE = set("mwMW@%<>=→∞…")
-NARROW = set("ilj.,:;'|!()[]/ ")
+# em widths at or a little above DejaVu Sans' advances (units of 2048 per em): `m` 0.974, `@`
+# 1.0, `W` 0.989, `%` 0.95; `#` `+` `<` `=` `>` `^` `~` 0.838, `&` 0.78; capitals up to 0.787;
+# digits and lower case up to 0.636; `(` `[` 0.39, `!` 0.402, `i` `l` `j` 0.278, space 0.318
+WIDE = set("mwMW@%")
+SYMBOL = set("#+<=>^~&")
+NARROW = set("ilj.,:;'|!()[]/\\` ")
+UNKNOWN = 1.0           # anything not ASCII: an em dash, an arrow, a CJK character is up to a full em
+
+
+def char_width(c: str) -> float:
+    """The estimated advance of one character, in em."""
+    if not c.isascii():
+        return UNKNOWN
+    if c in WIDE:
+        return 1.0
+    if c in SYMBOL:
+        return 0.86
+    if c in NARROW:
+        return 0.41
+    return 0.80 if c.isupper() else 0.645
 
 
 def text_width(text: str, size: float) -> float:
     """Estimated rendered width in px of `text` at font size `size` px."""
-    units = sum(0.98 if c in WIDE else 0.40 if c in NARROW else 0.80 if c.isupper() else 0.645 for c in text)
-    return units * size + 2
+    return sum(char_width(c) for c in text) * size + 2
 
 
 def clip(text: str, size: float, width: float) -> str:

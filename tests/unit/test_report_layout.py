@@ -31,3 +31,16 @@ def test_flow_wraps_at_the_right_edge():
     assert max(line for _, line, _ in placed) >= 1
     for x, line, text in placed:
         assert x + layout.text_width(text, 11.0) + 14 <= 400.0 + 1e-6 or x == 50.0
+
+
+# DejaVu Sans' advance widths in em (units per em 2048), the face Debian renders sans-serif with
+DEJAVU = {"!": 823, "#": 1716, "~": 1716, "+": 1716, "^": 1716, "&": 1597, "%": 1946, "@": 2048, "m": 1995, "W": 2025,
+          "O": 1612, "0": 1303, "a": 1255, "(": 799, " ": 651, "—": 2048, "→": 1716, "∞": 1716, "×": 1716,
+          "…": 2048}
+
+
+def test_width_estimates_are_never_below_dejavu_sans():
+    for c, units in DEJAVU.items():
+        assert layout.text_width(c * 10, 10.0) >= 10 * 10 * units / 2048, c
+    for c in "漢字データ" + "é✓":                                            # unknown or not ASCII: a full em
+        assert layout.text_width(c * 10, 10.0) >= 100.0, c

@@ -138,11 +138,11 @@ def test_reports_keys_agree_with_the_checkers():
 def test_fault_labels_are_laid_out_per_zoom_and_the_badge_keeps_its_own_row():
     import re
 
-    faults = [{"kind": "latency", "target": f"workers->shard-{i}/0", "start_s": 0.3 * i, "end_s": 0.3 * i + 0.2}
-              for i in range(10)]
+    faults = [{"kind": "latency", "target": f"workers->shard-{i}/0", "start_s": 0.15 * i, "end_s": 0.15 * i + 0.1}
+              for i in range(16)]
     page = timeline_svg.render(timeline.build(HISTORY, faults), badge="simulated · virtual time")
     per_zoom = {z: re.findall(rf'y="(\d+)" class="flabel zl zl{z}">', page) for z in timeline_svg.ZOOMS}
-    assert len(per_zoom[1]) < 10 and len(per_zoom[8]) == 10                # more room, more labels
+    assert len(per_zoom[1]) < 16 and len(per_zoom[8]) == 16                # more room, more labels
     badge_y = float(re.search(r'y="([\d.]+)" class="badge"', page).group(1))
     assert all(float(y) - 10 >= badge_y for ys in per_zoom.values() for y in ys)   # below the badge's row
     assert "zoom in" in page
