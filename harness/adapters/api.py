@@ -3,14 +3,17 @@
 An adapter says four things, and the harness does the rest (processes, faults, workload,
 history, checkers, reports):
 
-- **lifecycle**: `configure(env)` writes config files and draws ports; `commands()` gives the
-  command line of every process. The harness starts each one tagged with the run id (so `pschaos
-  clean` reaps it after a crash), and kills, pauses and restarts it with the same command line.
+- **lifecycle**: `configure()` writes config files and draws ports (from `self.env`); `commands()`
+  gives the command line of every process, started in that order as each is `up(name)`. The
+  harness starts each one tagged with the run id in its environment (so `pschaos clean` reaps it
+  after a crash; a process that overwrites its environment is refused), and kills, pauses and
+  restarts it with the same command line.
   Data nodes are named `shard-<group>/<slot>` (the DESIGN contract, so every target selector
   works); helper processes (Sentinels) take any other name and are never fault targets.
 - **topology**: `primary(group)` asks the system who leads a group now (its own control plane:
   Sentinel, Raft), `epoch(group)` its term, `peer_ports(node)` the TCP ports its peers reach it
-  on (a partition drops every packet on them; clients keep their own way in), `ready()` and
+  on (a partition drops every packet on them, or what `cut(node)` says; clients keep their own
+  way in), `ready()` and
   `settled()` say when it serves and when replication came to rest after the faults.
 - **client**: `client(worker)` returns an object with `update(key, op, amount)` (returns the node
   that acknowledged it; raises `Refused` when the update surely did not happen, anything else

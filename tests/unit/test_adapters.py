@@ -3,6 +3,8 @@ hand-made histories (they find lost updates and bad reads, and pass correct ones
 partition's choice of node, and the pytest item's reading of `expect.finds`."""
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from harness.adapters import SYSTEMS, adapter_class, system_named
@@ -130,3 +132,14 @@ def test_a_finding_counts_only_when_exactly_the_named_checks_fail(tmp_path):
     assert not as_expected(sc, report(**{"no-lost-updates": True, "counters-match": True}))
     assert not as_expected(sc, report(**{"no-lost-updates": False, "counters-match": False}))
     assert not as_expected(sc, report(**{"no-lost-updates": False, "scenario-ran": "unknown"}))
+
+
+def test_the_adapter_backend_implements_every_backend_method_with_its_signature():
+    from harness.adapters.backend import AdapterBackend
+
+    from .test_backend_protocol import protocol_methods, shape
+
+    for name, sig in protocol_methods().items():
+        impl = getattr(AdapterBackend, name, None)
+        assert callable(impl), f"AdapterBackend lacks {name}"
+        assert shape(inspect.signature(impl)) == shape(sig), f"AdapterBackend.{name}{inspect.signature(impl)} != {sig}"
