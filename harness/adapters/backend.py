@@ -29,6 +29,9 @@ from .portcut import PortCut, isolated
 from .workload import Worker
 
 
+ELECTION_WAIT_S = 1.0
+
+
 @dataclass
 class Route:
     """A group's routing record, in the shape target selectors read (`epoch`, `primary`, `isr`)."""
@@ -137,8 +140,11 @@ class AdapterBackend:
         return p is not None and p.alive()
 
     def routing(self) -> dict[int, Route]:
-        prim = self.adapter.primary(0)
-        return {0: Route(self.adapter.epoch(0), prim)} if prim else {}
+        """The group's primary as the system names it; mid-election, looked for up to
+        ELECTION_WAIT_S (a fault that came due then would find no `primary(shard=0)`)."""
+        found: list[str | None] = []
+        wait_until(lambda: bool(found.append(self.adapter.primary(0)) or found[-1]), ELECTION_WAIT_S, 0.1)
+        return {0: Route(self.adapter.epoch(0), found[-1])} if found[-1] else {}
 
     def status(self, name: str, checksum: bool = False, applied: bool = False, timeout: float = 2.0,
                audit: bool = False):
