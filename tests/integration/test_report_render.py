@@ -5,7 +5,9 @@ boxes overlap (measured in the page, `page_checks`). A simulated run's plots say
 the timeline zooms with CSS alone, and a failing check's evidence links to its moment there.
 Full-page screenshots are kept in out/screenshots/ as test artifacts.
 """
+import fcntl
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -44,7 +46,10 @@ AGGREGATE_PLOTS = 4     # pass rate per scenario and per fault kind, failover EC
 @pytest.fixture(scope="module")
 def browser():
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
-        pytest.skip("chromium and chromium-driver are needed (apt-get install chromium chromium-driver, or make install)")
+        why = "chromium and chromium-driver are needed (apt-get install chromium chromium-driver, or make install)"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI is set: {why}")                  # in CI a missing browser is a failure, not a skip
+        pytest.skip(why)
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -70,16 +75,71 @@ def run_out(tmp_path_factory):
     return d
 
 
+LONG_NAME = "kill-primary-under-a-scenario-name-too-long-for-any-label"      # > 40 characters: clipped
+EXTRA_SEEDS = (2, 3)                                                        # kill-primary: several seeds
+
+
+def _make_sim_runs(d: Path) -> None:
+    paths = [str(REPO / "scenarios" / f"{n}.yaml") for n in SIM_SCENARIOS]
+    long = d.parent / f"{LONG_NAME}.yaml"
+    long.write_text((REPO / "scenarios" / "kill-primary.yaml").read_text()
+                    .replace("name: kill-primary", f"name: {LONG_NAME}", 1))
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", *paths, str(long), "--backend", "sim",
+                        "--seed", "1", "--out", str(d), "--quiet"], capture_output=True, text=True, timeout=900, cwd=REPO)
+    missing = [n for n in SIM_SCENARIOS + [LONG_NAME] if not (d / n / "report.html").exists()]
+    assert p.returncode != 2 and not missing, (missing, p.stdout[-3000:], p.stderr[-3000:])
+    for seed in EXTRA_SEEDS:
+        p = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(REPO / "scenarios" / "kill-primary.yaml"),
+                            "--backend", "sim", "--seed", str(seed), "--out", str(d / f"kill-primary-seed{seed}"),
+                            "--quiet"], capture_output=True, text=True, timeout=300, cwd=REPO)
+        assert p.returncode != 2 and (d / f"kill-primary-seed{seed}" / "report.json").exists(), p.stderr[-2000:]
+
+
 @pytest.fixture(scope="module")
 def sim_runs(tmp_path_factory):
-    """Seventeen library scenarios on the twin, one process, seed 1: DIR/<scenario>/report.json."""
-    d = tmp_path_factory.mktemp("sim-runs")
-    paths = [str(REPO / "scenarios" / f"{n}.yaml") for n in SIM_SCENARIOS]
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", *paths, "--backend", "sim", "--seed", "1",
-                        "--out", str(d), "--quiet"], capture_output=True, text=True, timeout=900, cwd=REPO)
-    missing = [n for n in SIM_SCENARIOS if not (d / n / "report.html").exists()]
-    assert p.returncode != 2 and not missing, (missing, p.stdout[-3000:], p.stderr[-3000:])
+    """Seventeen library scenarios on the twin, seed 1, one of them again under a long name, and
+    kill-primary on two more seeds: DIR/<scenario>/report.json, DIR/kill-primary-seed<N>/.
+
+    Under xdist each worker that runs a test of this module sets this fixture up; the runs are
+    made once per session (in the session's shared temp folder, under a lock) and reused."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = tmp_path_factory.getbasetemp().parent          # this session's, shared by its workers
+        with open(root / "sim-runs.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            d = root / "sim-runs" / "runs"
+            if not (d.parent / "done").exists():
+                shutil.rmtree(d.parent, ignore_errors=True)
+                d.mkdir(parents=True)
+                _make_sim_runs(d)
+                (d.parent / "done").touch()
+        return d
+    d = tmp_path_factory.mktemp("sim-runs") / "runs"
+    d.mkdir()
+    _make_sim_runs(d)
     return d
+
+
+def drawn(plots) -> list[bool]:
+    """Per plot: does it draw anything (not the 'nothing to plot' placeholder, and some mark)?"""
+    from selenium.webdriver.common.by import By
+
+    return ["empty" not in (p.get_attribute("class") or "").split()
+            and bool(p.find_elements(By.CSS_SELECTOR, "polyline, rect, circle")) for p in plots]
+
+
+def run_has_data(report: dict, history: list[dict]) -> list[bool]:
+    """Which of a run page's plots the run has data for, in page order (the sections of html.render)."""
+    from reports import html
+
+    end = max((e["t"] for e in history), default=1.0)
+    return [bool(history), bool(html.loss_series(history)), bool(html.primary_lanes(history, end)),
+            bool(html.failover_items(report)), bool(html.lag_series(history)), bool(html.sync_items(history)),
+            bool(html.throughput(history))]
+
+
+def _load(run: Path) -> tuple[dict, list[dict]]:
+    report = json.loads((run / "report.json").read_text())
+    return report, [json.loads(x) for x in (run / "history.jsonl").read_text().splitlines() if x.strip()]
 
 
 def look(browser, page: Path, shot: str) -> list:
@@ -115,8 +175,8 @@ def test_run_report_renders_with_its_plots(browser, run_out):
 
     plots = look(browser, run_out / "run" / "report.html", "run-report.png")
     assert len(plots) == RUN_PLOTS
-    drawn = [p for p in plots if p.find_elements(By.CSS_SELECTOR, "polyline, rect")]
-    assert len(drawn) >= 6                       # timeline, loss, primaries, failover, lag, throughput at least
+    want = run_has_data(*_load(run_out / "run"))
+    assert sum(want) >= 6 and drawn(plots) == want       # a placeholder only where the run has no data
     assert browser.find_elements(By.CSS_SELECTOR, "rect.fault")            # the kill window is shaded
     assert browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect.tl-ok")
     body = browser.find_element(By.TAG_NAME, "body").text
@@ -130,7 +190,7 @@ def test_aggregate_report_renders(browser, run_out):
                        capture_output=True, text=True, timeout=60, cwd=REPO)
     assert p.returncode == 0 and "1/1 runs passed" in p.stdout
     plots = look(browser, out / "report.html", "aggregate-process-report.png")
-    assert len(plots) == AGGREGATE_PLOTS
+    assert len(plots) == AGGREGATE_PLOTS and drawn(plots) == [True, True, True, True]   # one kill: a failover
     assert (out / "aggregate.json").exists() and "render-me" in (out / "summary.md").read_text()
 
 
@@ -139,17 +199,50 @@ def test_simulated_run_report_and_its_timeline(browser, sim_runs):
 
     plots = look(browser, sim_runs / "nemesis-partitions" / "report.html", "sim-run-report.png")
     assert len(plots) == RUN_PLOTS and say_simulated(plots) == []
+    assert drawn(plots) == run_has_data(*_load(sim_runs / "nemesis-partitions"))
     assert "virtual seconds" in browser.find_element(By.TAG_NAME, "body").text
     timeline = browser.find_element(By.CSS_SELECTOR, "svg.timeline")
     lanes = browser.find_element(By.CSS_SELECTOR, "svg.tllanes").get_attribute("textContent")
     assert "shard-0/0" in lanes and "worker-0" in lanes
     assert len(timeline.find_elements(By.CSS_SELECTOR, "rect.fault")) >= 7
+    seen = zoom_levels(browser)
+    print("timeline zoom: (fault labels shown, overlapping label pairs)", seen)
+    assert all(n == 0 for _, n in seen.values()) and seen[1][0] >= 1 and seen[8][0] >= seen[1][0]
+
+
+def zoom_levels(browser) -> dict[int, tuple[int, int]]:
+    """At each zoom: the timeline widens by CSS alone, in time only; (fault labels shown, overlapping
+    label pairs on the page)."""
+    from selenium.webdriver.common.by import By
+
+    timeline = browser.find_element(By.CSS_SELECTOR, "svg.timeline")
     one = timeline.size
-    browser.find_element(By.CSS_SELECTOR, "label[for=tlz8]").click()
-    assert timeline.size["width"] > 7 * one["width"]                        # zoomed by CSS alone,
-    assert timeline.size["height"] == one["height"]                         # in time only
-    assert text_overlaps(browser)["overlaps"] == []                          # the 8x ticks fit too
+    seen = {}
+    for z in (1, 2, 4, 8):                                   # each zoom has its own ticks and fault labels
+        browser.find_element(By.CSS_SELECTOR, f"label[for=tlz{z}]").click()
+        assert timeline.size["width"] > (z - 0.5) * one["width"] and timeline.size["height"] == one["height"]
+        labels = browser.execute_script(
+            f"return [...document.querySelectorAll('svg.timeline text.zl{z}')]"
+            ".filter(t => t.getBoundingClientRect().width > 0).length")
+        seen[z] = (labels, len(text_overlaps(browser)["overlaps"]))
     browser.find_element(By.CSS_SELECTOR, "label[for=tlz1]").click()
+    return seen
+
+
+def test_crowded_fault_labels_at_every_zoom(browser, sim_runs, tmp_path):
+    """Twelve fault windows, bunched, on a simulated run: at 2x the labels laid out for 1x used to
+    run under the 'simulated' badge. Planted in a copy of a real run's report."""
+    from reports import html
+
+    report, history = _load(sim_runs / "kill-primary")
+    end = max(e["t"] for e in history)
+    report["faults"] = [{"kind": "pause", "target": f"shard-{i % 2}/{i % 3}", "start_s": end * f, "end_s": end * f + 0.3}
+                        for i, f in enumerate((0.05, 0.2, 0.41, 0.43, 0.45, 0.47, 0.6, 0.8, 0.82, 0.84, 0.86, 0.88))]
+    browser.get(html.write(report, history, tmp_path).as_uri())
+    seen = zoom_levels(browser)
+    print("crowded timeline zoom: (fault labels shown, overlapping label pairs)", seen)
+    assert all(n == 0 for _, n in seen.values()), seen
+    assert seen[8][0] == 12 > seen[1][0]                      # more room, more labels
 
 
 def test_failing_evidence_links_to_its_moment(browser, sim_runs, tmp_path):
@@ -191,8 +284,13 @@ def test_aggregate_of_sixteen_scenarios(browser, sim_runs, tmp_path):
     assert p.returncode == 0, p.stderr
     agg = json.loads((out / "aggregate.json").read_text())
     assert len(agg["scenarios"]) >= 16 and agg["simulated_runs"] == agg["runs"]
+    assert agg["scenarios"]["kill-primary"]["runs"] == 1 + len(EXTRA_SEEDS) and LONG_NAME in agg["scenarios"]
     plots = look(browser, out / "report.html", "aggregate-report.png")
-    assert len(plots) == AGGREGATE_PLOTS and say_simulated(plots) == []
+    assert len(plots) == AGGREGATE_PLOTS and say_simulated(plots) == [] and all(drawn(plots))
+    clipped = browser.execute_script(
+        "return [...document.querySelectorAll('svg.plot text')].filter(t => t.textContent.startsWith("
+        f"'{LONG_NAME[:20]}') && t.firstChild.nodeValue.endsWith('…')).length")
+    assert clipped >= 3                                   # the long name clipped on the rows that name it
     hrefs = [a.get_attribute("href") for a in browser.find_elements(By.LINK_TEXT, "report")]
     assert len(hrefs) == agg["runs"]
     assert all(Path(unquote(urlparse(h).path)).is_file() for h in hrefs)     # each run links to its own page
@@ -210,7 +308,7 @@ def test_scale_run_and_sweep_pages(browser, tmp_path):
         str(tmp_path / "run"))
     cli("sweep", str(REPO / "scenarios" / "sweeps" / "copies-vs-repair.yaml"), "--out", str(tmp_path / "sweep"),
         "-j", "2")
-    for page, shot, want in ((tmp_path / "run" / "report.html", "scale-run-report.png", 2),
+    for page, shot, want in ((tmp_path / "run" / "report.html", "scale-run-report.png", 3),
                              (tmp_path / "sweep" / "report.html", "scale-sweep-report.png", 1)):
         plots = look(browser, page, shot)
         assert len(plots) == want
