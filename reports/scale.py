@@ -13,19 +13,20 @@ from .html import CSS
 
 
 BADGE = "simulated (scale level) · virtual time"
-YFMT = {"failover_ms": ticks.millis, "bytes": ticks.nbytes, "p_": ticks.percent, "availability": ticks.percent}
-
-
+PROBABILITIES = ("p_shard_loss", "markov_p_shard_loss", "p_acked_loss", "p_shard_loss_sigma", "saturation")
 def _fmt_for(y: str):
-    for key, f in YFMT.items():
-        if y.startswith(key) or key in y:
-            return f
+    if y.startswith(("failover_ms", "spurious_failover_ms")):
+        return ticks.millis
+    if y.endswith("bytes"):
+        return ticks.nbytes
+    if y in PROBABILITIES or y.startswith("availability."):
+        return ticks.percent
     return ticks.count
 
 
 def _cell(v, y: str) -> str:
     """A table cell: probabilities to two decimals of a percent (a 0.25% loss is not 0%)."""
-    if isinstance(v, float) and ("p_" in y or y.startswith("availability")):
+    if isinstance(v, float) and (y in PROBABILITIES or y.startswith("availability.")):
         return f"{v:.2%}"
     return ticks.maybe(v, _fmt_for(y))
 
@@ -37,6 +38,31 @@ def _page(title: str, body: list[str]) -> str:
 
 def _table(rows: list[tuple[str, str]]) -> str:
     return "<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows) + "</table>"
+
+
+def _ecdf(res: dict) -> dict[str, list[tuple[float, float]]]:
+    """The failovers' times as an ECDF (from the incidents the run kept), real and spurious apart."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for name, pick in (("failovers", lambda w: w.startswith("failover")), ("spurious", lambda w: w.startswith("spur"))):
+        ms = sorted(m for _, m, what in res.get("incidents", []) if pick(what))
+        if ms:
+            out[name] = [(m, (i + 1) / len(ms)) for i, m in enumerate(ms)]
+    return out
+
+
+def summary_md(res: dict) -> str:
+    """summary.md of a scale run: the figures a pull request quotes, with units."""
+    sp, fo = res["spec"], res["failover_ms"]
+    rows = [("cluster", f"{sp['workers']:,} workers x {sp['shards']} shards x {sp['copies']} copies, "
+                        f"{sp['hours']:g} simulated h, failures {sp['failures']['preset']}"),
+            ("worker steps", f"{res['worker_steps']:,} ({res['steps_per_simulated_s']:,}/s)"),
+            ("failovers", f"{res['failovers']} ({res['spurious_failovers']} spurious), p50 "
+                          f"{ticks.maybe(fo['p50'], ticks.millis)}, p99 {ticks.maybe(fo['p99'], ticks.millis)}"),
+            ("lost acked updates", f"{res['lost_acked_updates']:,}"),
+            ("availability", _cell(res["availability"]["cluster"], "availability.cluster")),
+            ("wall", f"{res['wall_s']} s, {res['events']:,} events"), ("rerun", f"`{res['rerun']}`")]
+    return ("# scale run (simulated)\n\n| | |\n|---|---|\n"
+            + "".join(f"| {k} | {v.replace('|', '/')} |\n" for k, v in rows))
 
 
 def write_run(res: dict, path: Path) -> Path:
@@ -55,7 +81,8 @@ def write_run(res: dict, path: Path) -> Path:
             ("source", sp["failures"].get("source") or "–"),
             ("simulated", f"{sp['hours']:g} h in {res['wall_s']} s wall, {res['events']:,} events"),
             ("worker steps", f"{res['worker_steps']:,} ({res['steps_per_simulated_s']:,} /s simulated; "
-                             f"ideal {res['ideal_steps_per_s']:,} /s)"),
+                             f"{res['ideal_steps_per_s']:,} /s with no queue and no stall: "
+                             f"{_cell(res.get('saturation'), 'saturation')} short of it)"),
             ("failovers", f"{res['failovers']} ({res['spurious_failovers']} spurious); p50 "
                           f"{ticks.maybe(fo['p50'], ticks.millis)}, p99 {ticks.maybe(fo['p99'], ticks.millis)}"),
             ("lost acked updates", f"{res['lost_acked_updates']:,} in {res['data_loss_events']} restore(s); "
@@ -69,6 +96,9 @@ def write_run(res: dict, path: Path) -> Path:
             f"<p>Shaded: failovers and restores (the first {len(windows)}).</p>" if windows else "",
             svg.lines("worker steps per second", {"steps/s": rate}, windows=windows, xlabel="simulated hours",
                       ylabel="steps/s", yfmt=ticks.count, xfmt=ticks.plain, badge=BADGE),
+            "<h2>Failover time</h2>",
+            svg.lines("failover time, ECDF", _ecdf(res), xlabel="ms until the shard acks again", ylabel="fraction",
+                      yfmt=ticks.percent, xfmt=ticks.millis, badge=BADGE),
             "<h2>Progress</h2>",
             svg.lines("worker steps", {"steps": [(t / 3600, g) for t, g in pts]}, xlabel="simulated hours",
                       ylabel="steps", yfmt=ticks.count, xfmt=ticks.plain, badge=BADGE),

@@ -2,14 +2,19 @@
 and on failover counts).
 
 The same small cluster (4 workers, 4 shards x 3 copies, sync replication, mlp) trains for 12
-virtual seconds while the primaries of shards 0 and 1 are killed at 3 s and 7 s and restarted a
-second later: once through psnodes' own code message by message (`--backend sim`), once at the
-scale level with the same kills as an explicit schedule. Both read the committed calibration.
+virtual seconds under a timed schedule: once through psnodes' own code message by message
+(`--backend sim`), once at the scale level with the same faults as an explicit schedule. Both
+read the committed calibration. Two schedules: two primaries killed (failovers), and a replica
+killed then a primary (the primary's wait for its dead ISR member, then a failover). At this
+size the primaries are far from saturated, which is the regime both levels model; the per-RPC
+twin does not model a primary's CPU queue, so above it they must part (docs/scale.md).
 """
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
+import pytest
 import yaml
 
 from harness.runner import Runner
@@ -20,16 +25,18 @@ from harness.sim.scale.engine import ScaleRun
 from harness.sim.validate import observe
 
 SHARDS, SECONDS = 4, 12.0
-KILLS = [(3.0, 0), (7.0, 1)]
+SCHEDULES = {"two-primaries": [(3.0, "primary(shard=0)"), (7.0, "primary(shard=1)")],
+             "replica-then-primary": [(3.0, "replica(shard=0)"), (7.0, "primary(shard=1)")]}
 
 
-def test_scale_level_matches_the_per_rpc_twin(tmp_path: Path):
-    doc = {"name": "scale-agreement", "description": "the scale level against the per-RPC twin",
+@pytest.mark.parametrize("name", sorted(SCHEDULES))
+def test_scale_level_matches_the_per_rpc_twin(tmp_path: Path, name: str):
+    kills = SCHEDULES[name]
+    doc = {"name": f"scale-agreement-{name}", "description": "the scale level against the per-RPC twin",
            "cluster": {"shards": SHARDS, "copies": 3, "workers": 4, "replication": "sync", "training": "async",
                        "model": "mlp"},
            "workload": {"steps": 100000, "duration_s": SECONDS},
-           "faults": [{"at": {"time": t}, "kind": "kill", "target": f"primary(shard={s})", "duration_s": 1}
-                      for t, s in KILLS],
+           "faults": [{"at": {"time": t}, "kind": "kill", "target": target, "duration_s": 1} for t, target in kills],
            "expect": {"checks": ["no-lost-acks"]}}
     path = tmp_path / "scale-agreement.yaml"
     path.write_text(yaml.safe_dump(doc))
@@ -38,12 +45,13 @@ def test_scale_level_matches_the_per_rpc_twin(tmp_path: Path):
     twin = observe(tmp_path / "twin")
 
     spec = build(dict(workers=4, shards=SHARDS, copies=3, hours=SECONDS / 3600, seed=1, failures="none",
-                      schedule=[{"at_s": t, "kind": "kill", "target": f"primary(shard={s})", "restart_after_s": 1}
-                                for t, s in KILLS]))
+                      schedule=[{"at_s": t, "kind": "kill", "target": target, "restart_after_s": 1}
+                                for t, target in kills]))
     scale = ScaleRun(spec, Calibration.load(DEFAULT_PATH)).run()
     acked_per_s = scale["steps_per_simulated_s"] * SHARDS       # one acked push per shard per step
 
     assert abs(acked_per_s - twin["acked_per_s"]) / twin["acked_per_s"] <= 0.05, (acked_per_s, twin["acked_per_s"])
-    assert scale["failovers"] == len(twin["failover_ms"]) == len(KILLS)
-    p50 = sorted(twin["failover_ms"])[0]
+    primaries = sum(1 for _, target in kills if target.startswith("primary"))
+    assert scale["failovers"] == len(twin["failover_ms"]) == primaries
+    p50 = statistics.median(twin["failover_ms"])
     assert abs(scale["failover_ms"]["p50"] - p50) / p50 <= 0.10, (scale["failover_ms"], twin["failover_ms"])

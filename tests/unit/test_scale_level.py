@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -87,7 +88,15 @@ def test_async_replication_loses_its_lag_at_a_failover():
 @pytest.mark.parametrize("kw,field", [
     (dict(workers=0), "workers"), (dict(shards=2.5), "shards"), (dict(hours=-1), "hours"),
     (dict(server_mtbf="exp:-3"), "server_mtbf"), (dict(failures="gpu-apocalypse"), "failures"),
-    (dict(training="ssp"), "training"), (dict(nodes=3), "unknown setting"), (dict(heartbeat_loss=1.5), "heartbeat_loss")])
+    (dict(training="ssp"), "training"), (dict(nodes=3), "unknown setting"), (dict(heartbeat_loss=1.5), "heartbeat_loss"),
+    (dict(seed=-1), "seed"), (dict(hours=float("inf")), "hours"), (dict(param_mb=float("inf")), "param_mb"),
+    (dict(checkpoint_interval_s=float("inf")), "checkpoint_interval_s"), (dict(lease_ttl_s=-1), "lease_ttl_s"),
+    (dict(candidate_window_s=-0.1), "candidate_window_s"), (dict(max_lag=-5), "max_lag"),
+    (dict(target_steps=-3), "target_steps"), (dict(suspect_s=0.01), "suspect_s"),
+    (dict(server_mtbf="exp:inf"), "server_mtbf"), (dict(min_isr=4), "min_isr"),
+    (dict(schedule=[{"at_s": 1, "kind": "kill", "target": "primary(shard=99)"}]), "schedule"),
+    (dict(schedule=[{"at_s": 1, "kind": "kil", "target": "worker-0"}]), "kind"),
+    (dict(schedule="oops"), "schedule")])
 def test_bad_settings_name_the_field(kw, field):
     with pytest.raises(HarnessError, match=field):
         build(kw)
@@ -98,20 +107,29 @@ def test_bad_settings_name_the_field(kw, field):
     ("grid: {workers: []}\n", "non-empty list"),
     ("grid: {workers: [1, 2]}\nplots: [{x: shards, y: failovers}]\n", "plots[0].x"),
     ("grid: {workers: [0]}\n", "workers=0"),
-    ("grid: {workers: [4]}\nextra: 1\n", "unknown key")])
+    ("grid: {workers: [4]}\nextra: 1\n", "unknown key"),
+    ("grid: {replication: [sync, async]}\nplots: [{x: replication, y: failovers}]\n", "plot it as `series`"),
+    ("grid: {workers: [2, 4]}\nplots: [{x: workers, y: failover_p50}]\n", "not a figure"),
+    ("grid: {seed: [1, 2]}\n", "grid.seed")])
 def test_bad_sweep_specs_are_refused_before_anything_runs(tmp_path, text, fragment):
     p = tmp_path / "s.yaml"
     p.write_text(text)
-    with pytest.raises(HarnessError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(HarnessError, match=re.escape(fragment)):
         load(p)
 
 
-def test_a_sweep_writes_its_runs_aggregate_and_page(tmp_path):
+def sweep(tmp_path, text: str, jobs: int = 1) -> dict:
+    """Run a sweep spec written as `text` into tmp_path/out; its sweep.json."""
     spec = tmp_path / "s.yaml"
-    spec.write_text("name: tiny\nbase: {shards: 50, hours: 24, failures: none, server_mtbf: 'exp:20', workers: 2}\n"
-                    "grid: {copies: [2, 3]}\nseeds: 2\nplots: [{x: copies, y: p_shard_loss}]\n")
-    assert run_sweep(spec, tmp_path / "out", 2, None) == 0
-    agg = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    spec.write_text(text)
+    assert run_sweep(spec, tmp_path / "out", jobs, None) == 0
+    return json.loads((tmp_path / "out" / "sweep.json").read_text())
+
+
+def test_a_sweep_writes_its_runs_aggregate_and_page(tmp_path):
+    agg = sweep(tmp_path, "name: tiny\nbase: {shards: 50, hours: 24, failures: none, server_mtbf: 'exp:20', "
+                          "server_repair: 'exp:1800', workers: 2}\n"
+                          "grid: {copies: [2, 3]}\nseeds: 2\nplots: [{x: copies, y: p_shard_loss}]\n", jobs=2)
     assert [r["point"]["copies"] for r in agg["rows"]] == [2, 3] and all(r["seeds"] == 2 for r in agg["rows"])
     assert all(r["markov_p_shard_loss"] is not None for r in agg["rows"])
     assert len(list((tmp_path / "out" / "runs").glob("*.json"))) == 4
@@ -138,3 +156,95 @@ def test_the_example_sweeps_load(spec):
     """Every example spec is valid before anything runs (each grid point builds)."""
     loaded = load(spec)
     assert loaded["points"] and loaded["plots"]
+
+
+# the hostile review's cases ------------------------------------------------------------------
+
+def kill(at: float, target: str, after: float | None = None) -> dict:
+    return {"at_s": at, "kind": "kill", "target": target, **({"restart_after_s": after} if after is not None else {})}
+
+
+def test_a_copy_cannot_catch_up_from_a_dead_primary_and_hide_a_loss():
+    """Copy 1 comes back from its local checkpoint while copy 0 serves; copy 0 dies before copy 1
+    caught up: nothing in sync is left, so the shard restores and the acks since are lost."""
+    res = run(workers=4, shards=1, copies=2, hours=0.01, failures="none", checkpoint_interval_s=5,
+              schedule=[kill(5, "shard-0/1", 1), kill(6.1, "shard-0/0", 10)])
+    assert res["orphaned_shards"] == 1 and res["lost_acked_updates"] > 0
+
+
+def test_a_sparse_step_blocks_its_worker_until_the_shard_is_back():
+    """Every copy of shard 0 of 8 dies for good, each step needs 1 shard: within seconds every
+    worker is stuck on a step that needs it, so the cluster's availability collapses."""
+    dead = [kill(10, f"shard-0/{r}") for r in range(3)]
+    res = run(workers=64, shards=8, hours=0.1, failures="none", shards_per_step=1, schedule=dead)
+    assert res["availability"]["cluster"] < 0.05
+
+
+def test_sparse_losses_count_only_the_pushes_the_lost_shard_took():
+    dead = [kill(30, f"shard-0/{r}") for r in range(3)] + [{"at_s": 40, "kind": "restart", "target": "shard-0/0"}]
+    quiet = dict(workers=16, shards=8, hours=0.02, failures="none", checkpoint_interval_s=20, schedule=dead,
+                 server_request_s=0.0)          # no queue at the primaries: both step at the same rate
+    dense, sparse = run(**quiet), run(**quiet, shards_per_step=1)
+    assert dense["lost_acked_updates"] > 0 and sparse["lost_acked_updates"] > 0
+    assert sparse["lost_acked_updates"] / dense["lost_acked_updates"] == pytest.approx(1 / 8, rel=0.25)
+
+
+def test_bsp_runs_at_the_barrier_rate():
+    quiet = dict(workers=100, shards=4, hours=0.01, failures="none", server_request_s=0.0)
+    res = run(**quiet, training="bsp")
+    assert res["steps_per_simulated_s"] == pytest.approx(res["ideal_steps_per_s"], rel=0.05)
+    assert res["ideal_steps_per_s"] < run(**quiet)["ideal_steps_per_s"]     # the slowest worker sets the pace
+
+
+def test_a_refused_isr_drop_is_retried_once_a_copy_is_back():
+    """Copies 1 and 2 die (the second drop is refused: min_isr 2); copy 1 returns at 20 s and
+    catches up, so copy 2 can be dropped then: the stall ends near 20 s, not when copy 2 returns."""
+    res = run(workers=4, shards=1, hours=0.05, failures="none",
+              schedule=[kill(5, "shard-0/1", 15), kill(10, "shard-0/2", 150)])
+    stalled = (1 - res["availability"]["cluster"]) * res["simulated_s"]
+    assert 9 < stalled < 12
+
+
+def test_a_copy_back_before_its_drop_stays_in_the_isr():
+    """Copy 1 restarts 50 ms after its kill, before the primary would drop it; later copies 2 and
+    0 die: copy 1 is in sync and takes over, nothing is orphaned or lost."""
+    res = run(workers=4, shards=1, hours=0.02, failures="none",
+              schedule=[kill(5, "shard-0/1", 0.05), kill(20, "shard-0/2"), kill(30, "shard-0/0")])
+    assert res["orphaned_shards"] == 0 and res["lost_acked_updates"] == 0 and res["failovers"] == 1
+
+
+def test_dead_replicas_do_not_suspect_a_live_primary():
+    res = run(workers=4, shards=1, copies=2, hours=0.2, failures="none", heartbeat_loss=0.3,
+              schedule=[kill(0, "shard-0/1")])
+    assert res["spurious_failovers"] == 0 and res["restores"] == 0 and res["orphaned_shards"] == 0
+
+
+def test_failover_time_runs_until_the_shard_acks_again():
+    """After the primary dies the promoted copy is alone (under min_isr 2): acks resume only when
+    the old primary is back and caught up, 100 s later; that is the failover's time."""
+    res = run(workers=4, shards=1, hours=0.05, failures="none",
+              schedule=[kill(5, "shard-0/2"), kill(10, "shard-0/0", 100)])
+    assert res["failovers"] == 1 and res["failover_ms"]["p50"] > 100_000
+
+
+def test_async_failovers_lose_the_replication_lag():
+    kills = [kill(10 + 10 * i, "primary(shard=0)", 3) for i in range(20)]
+    res = run(workers=64, shards=1, hours=0.07, failures="none", replication="async", schedule=kills)
+    assert res["failovers"] == 20 and res["lost_acked_updates"] > 0
+    assert res["effective_steps"] < res["worker_steps"]
+
+
+def test_a_scheduled_kill_does_not_double_a_copys_failure_process():
+    base = dict(workers=4, shards=20, hours=200, failures="none", server_mtbf="exp:5", server_repair="exp:600")
+    plain = run(**base)
+    sched = run(**base, schedule=[kill(100 + i, f"shard-{i}/0", 60) for i in range(20)])
+    assert sched["server_failures"] <= plain["server_failures"] * 1.2 + 20
+
+
+def test_a_categorical_setting_sweeps_as_a_series(tmp_path):
+    """replication sync/async as series over workers; distribution values written differently
+    ('exp:20' and 'exp:20.0') still land in their own rows, matched by index, not by text."""
+    agg = sweep(tmp_path, "base: {shards: 4, hours: 0.01, failures: none}\n"
+                          "grid: {workers: [2, 4], replication: [sync, async], server_mtbf: ['exp:20.0']}\n"
+                          "plots: [{x: workers, y: steps_per_simulated_s, series: replication}]\n")
+    assert len(agg["rows"]) == 4 and all(r["seeds"] == 1 and r["steps_per_simulated_s"] for r in agg["rows"])

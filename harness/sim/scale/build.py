@@ -22,11 +22,11 @@ def build(settings: Mapping[str, Any], where: str = "") -> ScaleSpec:
     if unknown:
         raise HarnessError(f"{at}unknown setting(s) {unknown}; known: {', '.join(KEYS)}")
     kw = {k: v for k, v in settings.items() if k in SPEC_KEYS and v is not None}
-    for k in ("workers", "shards", "copies", "seed", "target_steps", "max_lag"):
+    for k in ("workers", "shards", "copies", "seed", "target_steps", "max_lag", "min_isr", "shards_per_step"):
         if k in kw and not (isinstance(kw[k], int) and not isinstance(kw[k], bool)):
             raise HarnessError(f"{at}{k}={kw[k]!r} must be a whole number")
     for k in ("hours", "param_mb", "heartbeat_s", "suspect_s", "candidate_window_s", "lease_ttl_s",
-              "checkpoint_interval_s", "heartbeat_loss"):
+              "checkpoint_interval_s", "heartbeat_loss", "server_request_s"):
         if k in kw and not isinstance(kw[k], (int, float)) or k in kw and isinstance(kw[k], bool):
             raise HarnessError(f"{at}{k}={kw[k]!r} must be a number")
     try:

@@ -34,6 +34,9 @@ def add_parsers(smsub) -> None:
     sc.add_argument("--candidate-window-s", type=float)
     sc.add_argument("--lease-ttl-s", type=float)
     sc.add_argument("--max-lag", type=int, help="async: entries a replica may trail (lost at a failover at most)")
+    sc.add_argument("--min-isr", type=int, help="sync acks need this many in-sync copies (default: psnodes' rule)")
+    sc.add_argument("--server-request-s", type=float,
+                    help="a primary's CPU per request (default: the calibrated Echo round trip, a lower bound)")
     sc.add_argument("--target-steps", type=int, help="global steps to the target loss: reports time_to_target_s")
     sc.add_argument("--calibration", help="calibration file (default: the committed one)")
     sc.add_argument("--json", action="store_true", help="the result as one JSON object")
@@ -58,18 +61,19 @@ def scale_main(args: argparse.Namespace) -> int:
             "shards_per_step",
             "failures", "worker_mtbf", "worker_repair", "server_mtbf", "server_repair", "heartbeat_s",
             "suspect_s", "heartbeat_loss", "checkpoint_interval_s", "target_steps", "candidate_window_s",
-            "lease_ttl_s", "max_lag")
+            "lease_ttl_s", "max_lag", "min_isr", "server_request_s")
     spec = build({k: getattr(args, k) for k in keys}, "pschaos sim scale")
     cal, cal_path = _calibration(args.calibration)
     say = (lambda m: print(m, file=sys.stderr, flush=True))
     res = ScaleRun(spec, cal, progress=say, cal_path=cal_path).run()
     if args.out:
-        from reports.scale import write_run
+        from reports.scale import summary_md, write_run
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "scale.json").write_text(json.dumps(res, indent=2) + "\n")
         write_run(res, out / "report.html")
-        say(f"scale: wrote {out / 'scale.json'} and {out / 'report.html'}")
+        (out / "summary.md").write_text(summary_md(res))
+        say(f"scale: wrote {out / 'scale.json'}, {out / 'report.html'} and {out / 'summary.md'}")
     if args.json:
         print(json.dumps({k: v for k, v in res.items() if k not in ("series", "incidents")}, indent=2))
     else:

@@ -2,20 +2,22 @@
 between them.
 
 Events: a host fails or is repaired, a failover or restore completes, a copy is caught up, a
-replica suspects a live primary (lost heartbeats), and explicit faults from a schedule. Between
-two events the cluster's shape is fixed, so the training advances in one stroke: every stepping
-worker's step counter moves by its rate times the interval (a numpy vector over the workers),
-and the global step count by the cluster rate (params.step_rate). The model is dense: a step
-pulls from and pushes to every shard, so while any shard does not ack, every worker stalls on it.
-BSP also stalls while any worker is down (psnodes has no barrier membership yet: a barrier waits
-for its dead member until it is back).
+replica suspects a live primary (lost heartbeats), explicit faults from a schedule, and a
+progress tick. Between two events the cluster's shape is fixed, so the training advances in one
+stroke: every stepping worker's step count moves by its share of the cluster rate over the
+interval (a numpy vector over the workers), and each shard's acked pushes by the share of steps
+that touch it, while it acks. A step that needs a shard that does not ack blocks its worker
+(psnodes' client retries it): with a dense model every step needs every shard, so the cluster
+stalls at once; with `shards_per_step` k of n, a worker gets through a step with the chance p
+that its k shards miss the down ones, so the stepping fraction decays as p^(t / step) into the
+outage. BSP also stalls while any worker is down (psnodes has no barrier membership yet).
 
-All draws come from one numpy Generator seeded with the run's seed, in event order: the same seed
-gives the same result.
+Random draws come from one seed, split (numpy SeedSequence) into a stream per purpose: server
+failures, worker failures, step counts, and the rest. The same seed gives the same result, and
+changing the workers does not move the servers' failure times.
 """
 from __future__ import annotations
 
-import bisect
 import heapq
 import itertools
 import math
@@ -25,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
+
+from psnodes.core.promotion import Position
 
 from ..calibration import Calibration
 from .params import ScaleSpec, Timings, barrier_step, false_suspicion_rate, mean_step, step_rate, timings
@@ -37,8 +41,8 @@ H = 3600.0
 class Tally:
     failovers: int = 0
     spurious_failovers: int = 0
-    failover_ms: list[float] = field(default_factory=list)          # failovers after a host failed
-    spurious_ms: list[float] = field(default_factory=list)          # after a live primary was suspected
+    failover_ms: list[float] = field(default_factory=list)          # a primary's loss until acks resume
+    spurious_ms: list[float] = field(default_factory=list)          # the same after a live primary was suspected
     lost_acked_updates: int = 0
     data_loss_events: int = 0
     shards_lost: set = field(default_factory=set)      # shards whose restore lost acked updates
@@ -51,6 +55,7 @@ class Tally:
     catchup_bytes: float = 0.0
     stalled_s: float = 0.0
     shard_down_s: float = 0.0
+    ticks: int = 0
 
 
 class ScaleRun:
@@ -59,63 +64,70 @@ class ScaleRun:
         spec.check()
         self.spec, self.cal, self.say, self.cal_path = spec, cal, progress, cal_path
         self.t: Timings = timings(spec, cal)
-        self.rng = np.random.default_rng(spec.seed)
+        streams = np.random.SeedSequence(spec.seed).spawn(4)
+        self.server_rng, self.worker_rng, self.step_rng, self.misc = (np.random.default_rng(x) for x in streams)
         self.now, self.end = 0.0, spec.hours * H
         self.heap: list = []
         self.seq = itertools.count()
         self.events = 0
-        self.shards = [Shard.new(i, spec.copies, spec.replication, spec.min_isr) for i in range(spec.shards)]
+        n = spec.shards
+        self.shards = [Shard.new(i, spec.copies, spec.replication, spec.isr_floor) for i in range(n)]
         self.down_since: dict[int, float] = {}        # shard -> when it stopped acking
-        self.offset = np.zeros(spec.shards)           # head(s) = global acked - offset[s]
+        self.outage_since: float | None = None        # since when some shard does not ack
+        self.acked = np.zeros(n)                      # each shard's acked pushes: its head seq
         self.worker_up = np.ones(spec.workers, dtype=bool)
+        self.worker_life = np.zeros(spec.workers, dtype=np.int64)
         self.worker_steps = np.zeros(spec.workers)
-        self.global_steps = 0.0                       # acked steps (each: one push per shard)
-        self.rolled_back = 0.0                        # steps of progress lost to restores
+        self.global_steps = 0.0
         self.series: list[tuple[float, float]] = [(0.0, 0.0)]
+        # checkpoints: shard s publishes every checkpoint_interval_s from its own phase while it acks
+        ci = spec.checkpoint_interval_s
+        self.ck_phase = (np.arange(n) * 0.6180339887 % 1.0) * ci
+        self.ck_seq = np.full(n, -1.0)
+        self.ck_epoch = np.zeros(n, dtype=np.int64)
+        self.prev_t, self.prev_acked = 0.0, np.zeros(n)
         self.tally = Tally()
         self.target_at: float | None = None
-        self.bsp = barrier_step(self.t, spec.workers, self.rng) if spec.training == "bsp" else None
+        self.bsp = barrier_step(self.t, spec.workers, self.misc) if spec.training == "bsp" else None
         self.cv2 = math.exp(self.t.jitter ** 2) - 1
         self.last_rate = 0.0
         self.tick_s = max(1.0, min(60.0, self.end / 500))
+        self.suspect_rate = false_suspicion_rate(spec) * max(spec.copies - 1, 0)
 
     # scheduling ------------------------------------------------------------------------------
     def at(self, t: float, kind: str, *args: Any) -> None:
         if t <= self.end:
             heapq.heappush(self.heap, (t, next(self.seq), kind, args))
 
+    def draw_failure(self, server: bool) -> float | None:
+        f = self.spec.failures
+        d = f.server_mtbf_h if server else f.worker_mtbf_h
+        return None if d is None else float(d.draw(self.server_rng if server else self.worker_rng, None, H))
+
+    def draw_repair(self, server: bool) -> float:
+        f = self.spec.failures
+        return float((f.server_repair_s if server else f.worker_repair_s).draw(
+            self.server_rng if server else self.worker_rng))
+
     def _first_failures(self) -> None:
         f, n = self.spec.failures, self.spec
         if f.worker_mtbf_h is not None:
-            for j, dt in enumerate(f.worker_mtbf_h.draw(self.rng, n.workers, H)):
-                self.at(float(dt), "worker-fail", j)
+            for j, dt in enumerate(f.worker_mtbf_h.draw(self.worker_rng, n.workers, H)):
+                self.at(float(dt), "worker-fail", j, 0)
         if f.server_mtbf_h is not None:
-            draws = f.server_mtbf_h.draw(self.rng, n.shards * n.copies, H)
+            draws = f.server_mtbf_h.draw(self.server_rng, n.shards * n.copies, H)
             for k, dt in enumerate(draws):
-                self.at(float(dt), "server-fail", k // n.copies, k % n.copies)
-        rate = false_suspicion_rate(n) * max(n.copies - 1, 0)
-        if rate > 0:
+                self.at(float(dt), "server-fail", k // n.copies, k % n.copies, 0)
+        if self.suspect_rate > 0:
             for s in range(n.shards):
-                self.at(float(self.rng.exponential(1 / rate)), "suspect", s)
+                self.at(float(self.misc.exponential(1 / self.suspect_rate)), "suspect", s)
         for f_ in n.schedule:
             self.at(float(f_["at_s"]), "scheduled", f_)
 
     # progress --------------------------------------------------------------------------------
-    def rate(self) -> float:
-        """Cluster steps per second now: a step that needs a shard that does not ack stalls its
-        worker (dense: every step, while any shard is down; sparse: the chance that a step's
-        `shards_per_step` shards avoid the down ones), and BSP stalls while it misses a worker."""
-        avoid = self.avoid_down()
-        if avoid == 0.0:
-            return 0.0
-        up = int(self.worker_up.sum())
-        if self.bsp is not None:
-            return 0.0 if up < self.spec.workers else avoid * step_rate(self.t, up, self.bsp) / up
-        return avoid * step_rate(self.t, up)
-
     def avoid_down(self) -> float:
         """The chance that a step's shards miss every shard that does not ack now (hypergeometric)."""
-        d, n, k = len(self.down_since), self.spec.shards, self.spec.touched
+        d, n, k = len(self.down_since), self.spec.shards, self.t.touched
         if d == 0:
             return 1.0
         if n - d < k:
@@ -123,23 +135,54 @@ class ScaleRun:
         lg = math.lgamma      # C(n-d, k) / C(n, k)
         return math.exp(lg(n - d + 1) - lg(n - d - k + 1) - lg(n + 1) + lg(n - k + 1))
 
+    def stepping(self, a: float, b: float) -> float:
+        """The mean fraction of workers stepping over [a, b]: p^(tau / step) into an outage."""
+        p = self.avoid_down()
+        if p >= 1.0 or self.outage_since is None:
+            return 1.0
+        if p <= 0.0:
+            return 0.0
+        step, lp = mean_step(self.t), math.log(p)
+        ta, tb = a - self.outage_since, b - self.outage_since
+        return step / lp * (p ** (tb / step) - p ** (ta / step)) / (b - a)
+
+    def base_rate(self) -> float:
+        """Cluster steps per second with every shard acking (0 while BSP misses a worker)."""
+        up = int(self.worker_up.sum())
+        if self.bsp is not None:
+            return 0.0 if up < self.spec.workers else step_rate(self.t, up, self.bsp)
+        return step_rate(self.t, up)
+
     def advance(self, to: float) -> None:
         dt = to - self.now
         if dt <= 0:
             return
-        r = self.rate()
+        base = self.base_rate()
+        frac = self.stepping(self.now, to)
+        r = base * frac
         if r > 0:
-            self.last_rate = r
+            self.last_rate = base
             steps = self._steps(r, dt)
             self.global_steps += steps
-            if self.spec.target_steps and self.target_at is None:
-                eff = self.global_steps - self.rolled_back
-                if eff >= self.spec.target_steps:
-                    self.target_at = to - (eff - self.spec.target_steps) / r
-        bsp_stall = self.bsp is not None and not self.worker_up.all()
-        self.tally.stalled_s += dt * (1.0 if bsp_stall else 1.0 - self.avoid_down())
+            live = np.ones(self.spec.shards, dtype=bool)
+            if self.down_since:
+                live[list(self.down_since)] = False
+            self.acked[live] += steps * self.t.touch
+            self._check_target(to, r)
+        self.tally.stalled_s += dt * (1.0 - (frac if base > 0 else 0.0))
         self.tally.shard_down_s += dt * len(self.down_since)
         self.now = to
+
+    def _check_target(self, to: float, r: float) -> None:
+        if self.spec.target_steps and self.target_at is None:
+            eff = self.effective_steps()
+            if eff >= self.spec.target_steps:
+                self.target_at = to - (eff - self.spec.target_steps) / (r or 1.0)
+
+    def effective_steps(self) -> float:
+        """Training progress in steps: each shard's acked pushes (less what restores and async
+        failovers lost) over the pushes a step makes to it, averaged over the shards."""
+        return float(self.acked.mean() / self.t.touch)
 
     def _steps(self, r: float, dt: float) -> float:
         """Advance every stepping worker by its share of the cluster rate over `dt`, one numpy
@@ -147,36 +190,67 @@ class ScaleRun:
         steps whose time has squared coefficient of variation cv^2); BSP workers move together."""
         up = self.worker_up
         k = int(up.sum())
+        if k == 0:
+            return 0.0
         n = r * dt / k
         if self.bsp is not None or self.cv2 == 0:
             self.worker_steps[up] += n
             return n * k
         if n < 10:      # a few steps each: counts are whole (a floored normal would bias them up)
-            got = self.rng.poisson(n, k).astype(float)
+            got = self.step_rng.poisson(n, k).astype(float)
         else:
-            got = np.maximum(0.0, n + math.sqrt(n * self.cv2) * self.rng.standard_normal(k))
+            got = np.maximum(0.0, n + math.sqrt(n * self.cv2) * self.step_rng.standard_normal(k))
         self.worker_steps[up] += got
         return float(got.sum())
 
     def tick(self) -> None:
-        """A progress sample every `tick_s` of simulated time (the series the report plots and a
-        restore reads its checkpoint's seq from)."""
+        """A progress sample every `tick_s`, and the checkpoints published since the last one."""
+        self.tally.ticks += 1
         self.series.append((self.now, self.global_steps))
+        ci, n = self.spec.checkpoint_interval_s, self.spec.shards
+        upto = np.full(n, self.now)
+        for s, t0 in self.down_since.items():
+            upto[s] = t0
+        t_ck = np.floor((upto - self.ck_phase) / ci) * ci + self.ck_phase
+        new = (t_ck > self.prev_t) & (t_ck > 0)
+        if new.any():
+            span = max(self.now - self.prev_t, 1e-12)
+            val = self.prev_acked + (t_ck - self.prev_t) / span * (self.acked - self.prev_acked)
+            self.ck_seq[new] = np.floor(val[new])
+            self.ck_epoch[new] = [self.shards[s].epoch for s in np.flatnonzero(new)]
+        self.prev_t, self.prev_acked = self.now, self.acked.copy()
         self.at(self.now + self.tick_s, "tick")
 
-    def steps_at(self, t: float) -> float:
-        """Global acked steps at a past moment, interpolated between progress samples."""
-        pts = self.series
-        if t >= pts[-1][0]:
-            t0, g0 = pts[-1]
-            t1, g1 = self.now, self.global_steps
-        else:
-            i = bisect.bisect_right(pts, (t, math.inf))
-            (t0, g0), (t1, g1) = pts[max(i - 1, 0)], pts[i]
-        return g0 if t1 <= t0 else g0 + (g1 - g0) * (t - t0) / (t1 - t0)
+    def checkpoint_of(self, s: int) -> Position | None:
+        """The shard's newest checkpoint now (published while it acked; a copy's local checkpoint
+        is taken on the same beat), as (epoch, seq)."""
+        ci = self.spec.checkpoint_interval_s
+        upto = self.down_since.get(s, self.now)
+        t_ck = math.floor((upto - self.ck_phase[s]) / ci) * ci + self.ck_phase[s]
+        if t_ck > self.prev_t and t_ck > 0:
+            span = max(self.now - self.prev_t, 1e-12)
+            seq = self.prev_acked[s] + (t_ck - self.prev_t) / span * (self.acked[s] - self.prev_acked[s])
+            return Position(self.shards[s].epoch, int(seq))
+        if self.ck_seq[s] < 0:
+            return None
+        return Position(int(self.ck_epoch[s]), int(self.ck_seq[s]))
 
     def head(self, s: int) -> int:
-        return int(self.global_steps - self.offset[s])
+        return int(self.acked[s])
+
+    def lose(self, s: int, n: int) -> None:
+        """Acked pushes gone from shard s: its head goes back, and no checkpoint is above it."""
+        if n <= 0:
+            return
+        self.acked[s] = max(0.0, self.acked[s] - n)
+        self.prev_acked[s] = min(self.prev_acked[s], self.acked[s])
+        self.ck_seq[s] = min(self.ck_seq[s], self.acked[s])
+        self.tally.lost_acked_updates += n
+
+    def async_lag(self) -> float:
+        """Entries of one shard in flight to its replicas: its push rate times one replicate
+        call's time (the message, its answer, the apply)."""
+        return self.last_rate * self.t.touch * (self.t.msg_s + self.t.fixed_s + self.t.apply_s)
 
     def sync_copies(self, sh: Shard) -> None:
         """In-sync copies hold the head (the ack rule waited for them)."""
@@ -186,10 +260,14 @@ class ScaleRun:
                 c.seq = h
 
     def stop_acks(self, s: int) -> None:
-        self.down_since.setdefault(s, self.now)
+        if s not in self.down_since:
+            self.down_since[s] = self.now
+            if self.outage_since is None:
+                self.outage_since = self.now
 
     def resume_acks(self, s: int) -> None:
-        self.down_since.pop(s, None)
+        if self.down_since.pop(s, None) is not None and not self.down_since:
+            self.outage_since = None
 
     # the run ----------------------------------------------------------------------------------
     def run(self) -> dict:
@@ -202,21 +280,16 @@ class ScaleRun:
         while self.heap:
             t, _, kind, args = heapq.heappop(self.heap)
             self.advance(t)
-            self.events += 1
             if kind == "end":
                 break
             if kind == "tick":
                 self.tick()
             else:
+                self.events += 1
                 getattr(handlers, kind.replace("-", "_"))(self, *args)
             if self.say and time.monotonic() > next_say:
                 next_say = time.monotonic() + 2.0
                 self.say(f"scale: {self.now / H:.1f}/{self.spec.hours:g} simulated h, {self.events} events, "
                          f"{self.global_steps:.3g} steps")
-        self.series.append((self.now, self.global_steps))
         from .summary import summary
         return summary(self, time.monotonic() - wall0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-
-
-def mean_step_s(run: ScaleRun) -> float:
-    return run.bsp if run.bsp is not None else mean_step(run.t)

@@ -45,9 +45,9 @@ class Dist:
             vals = []
         want = {"exp": 1, "fixed": 1, "lognormal": 2}
         if parts[0] not in want or len(vals) != want[parts[0]] or any(v <= 0 for v in vals[:1]) \
-                or any(v < 0 or math.isnan(v) for v in vals):
+                or any(v < 0 or not math.isfinite(v) for v in vals):
             raise HarnessError(f"{field}={text!r}: write exp:MEAN, fixed:VALUE or lognormal:MEDIAN:SIGMA "
-                               f"with a positive MEAN/VALUE/MEDIAN (e.g. exp:6335)")
+                               f"with a positive, finite MEAN/VALUE/MEDIAN (e.g. exp:6335)")
         return cls(parts[0], *vals)
 
     @property

@@ -1,113 +1,145 @@
 """What each event of the scale level does (one function per event kind, named after it).
 
-A shard stops acking when its primary is lost (until a promotion or a restore), and in sync mode
-while an ISR member that died has not been dropped yet — the primary waits `suspect_s` for it,
-and keeps waiting if dropping it would leave fewer than `min_isr` copies. The decisions are the
-core's (shards.py); the times are the calibration's (params.timings).
+A shard stops acking when its primary is lost (until a promotion or a restore, and the clients'
+retries reach the new primary), and in sync mode while an ISR member that died has not been
+dropped yet: the primary waits `suspect_s` for it, and keeps waiting while dropping it would
+leave fewer than `min_isr` copies (retried whenever a copy rejoins). The decisions are the
+core's (shards.py); the times are the calibration's (params.timings). Events carry the
+generation they were scheduled for (a copy's `life` or `incarnation`, a shard's `token`) and are
+dropped when it moved on.
 """
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
-import numpy as np
-
+from psnodes.config import ClusterConfig
 from psnodes.core.promotion import Position
 
 from .params import retry_at
-from psnodes.config import ClusterConfig as Config
 
 if TYPE_CHECKING:
     from .engine import ScaleRun
     from .shards import Shard
 
 H = 3600.0
-LOG_ENTRIES = Config(cluster_id="scale", etcd="").log_entries
+LOG_ENTRIES = ClusterConfig(cluster_id="scale", etcd="").log_entries
 
 
-def _refresh(run: "ScaleRun", sh: "Shard") -> None:
-    """Ack again once a primary serves, no dead member holds the acks and the ISR is big enough."""
-    ok = sh.primary is not None and sh.serving and not sh.pending_drop
-    if ok and sh.mode == "sync":
-        ok = len(sh.isr) >= sh.min_isr and all(sh.copies[sh.slot(n)].up and sh.copies[sh.slot(n)].in_sync
-                                               for n in sh.isr)
-    (run.resume_acks if ok else run.stop_acks)(sh.index)
+def refresh(run: "ScaleRun", sh: "Shard") -> None:
+    """Ack again once the core's ack rule holds; a failover in progress ends then, when the
+    clients' retry schedule (psnodes.client.call) reaches the new primary."""
+    s = sh.index
+    run.sync_copies(sh)          # in-sync members hold every acked entry (the rule waited for them)
+    ok = sh.acks(run.head(s))
+    if not ok:
+        run.stop_acks(s)
+        return
+    if sh.fail_t0 is None:
+        run.resume_acks(s)
+        return
+    t0 = sh.fail_t0
+    back = retry_at(run.now - t0, run.t.fixed_s * 2 + run.cal.etcd_read_s) + run.t.rediscover_s
+    (run.tally.spurious_ms if sh.fail_spurious else run.tally.failover_ms).append(back * 1000)
+    run.tally.incidents.append([round(t0, 3), round(back * 1000, 1),
+                                f"{'spurious ' if sh.fail_spurious else ''}failover shard {s}"])
+    sh.fail_t0 = None
+    run.at(t0 + back, "resume", s, sh.token)
 
 
-def _repair_draw(run: "ScaleRun", server: bool) -> float:
-    f = run.spec.failures
-    return float((f.server_repair_s if server else f.worker_repair_s).draw(run.rng))
+def resume(run: "ScaleRun", s: int, token: int) -> None:
+    sh = run.shards[s]
+    run.sync_copies(sh)
+    if token == sh.token and sh.fail_t0 is None and sh.acks(run.head(s)):
+        run.resume_acks(s)
 
 
-def _next_failure(run: "ScaleRun", server: bool) -> float | None:
-    f = run.spec.failures
-    d = f.server_mtbf_h if server else f.worker_mtbf_h
-    return None if d is None else float(d.draw(run.rng, None, H))
+def _retry_refused(run: "ScaleRun", sh: "Shard") -> None:
+    """psnodes retries a refused ISR removal (isr.should_drop's not_before): once enough copies
+    are back in sync, the dead member the primary waited for goes."""
+    for name in sorted(sh.refused):
+        if not sh.copy(name).up and sh.drop(name):
+            sh.refused.discard(name)
 
 
 # servers ---------------------------------------------------------------------------------------
-def fail_server(run: "ScaleRun", s: int, r: int, repair_after: float | None, spurious: bool = False) -> None:
+def fail_server(run: "ScaleRun", s: int, r: int, repair_after: float | None) -> None:
     sh = run.shards[s]
     c = sh.copies[r]
     if not c.up:
         return
     run.sync_copies(sh)
     run.tally.server_failures += 1
-    c.up, c.incarnation = False, c.incarnation + 1
+    c.up, c.incarnation, c.life = False, c.incarnation + 1, c.life + 1
     # what it holds when it comes back is its local checkpoint (the process's memory is gone)
-    ck = _checkpoint(run, s)
+    ck = run.checkpoint_of(s)
     c.seq, c.seq_epoch = (min(c.seq, ck.seq), ck.seq_epoch) if ck else (0, 0)
     if repair_after is not None:
-        run.at(run.now + repair_after, "server-repair", s, r)
+        run.at(run.now + repair_after, "server-repair", s, r, c.life)
     if sh.primary == r and sh.serving:
-        _primary_lost(run, sh, c.name, spurious=False)
         c.in_sync = False
+        primary_lost(run, sh, c.name, spurious=False)
         return
-    if c.in_sync and c.name in sh.isr and sh.primary is not None:
+    if c.in_sync and c.name in sh.isr and sh.primary is not None and sh.serving:
         sh.pending_drop.add(c.name)
-        run.at(run.now + run.spec.suspect_s, "isr-drop", s, c.name, sh.token)
+        run.at(run.now + run.spec.suspect_s, "isr-drop", s, c.name, sh.token, c.incarnation)
     c.in_sync = False
-    _refresh(run, sh)
+    refresh(run, sh)
 
 
-def server_fail(run: "ScaleRun", s: int, r: int) -> None:
-    fail_server(run, s, r, _repair_draw(run, True))
+def server_fail(run: "ScaleRun", s: int, r: int, life: int) -> None:
+    if run.shards[s].copies[r].life == life:
+        fail_server(run, s, r, run.draw_repair(server=True))
 
 
-def server_repair(run: "ScaleRun", s: int, r: int) -> None:
+def repair_server(run: "ScaleRun", s: int, r: int) -> None:
     sh = run.shards[s]
     c = sh.copies[r]
     if c.up:
         return
-    c.up, c.in_sync, c.incarnation = True, False, c.incarnation + 1
-    nxt = _next_failure(run, True)
+    c.up, c.in_sync, c.incarnation, c.life = True, False, c.incarnation + 1, c.life + 1
+    nxt = run.draw_failure(server=True)
     if nxt is not None:
-        run.at(run.now + nxt, "server-fail", s, r)
+        run.at(run.now + nxt, "server-fail", s, r, c.life)
     if sh.primary is None:                  # an orphan waits for a live copy to restore
-        if sh.orphan_since is not None and sh.orphan_ready:
+        if sh.orphan_ready:
             run.at(run.now + run.t.restart_s, "orphan", s, sh.token)
         return
-    _start_catchup(run, sh, r, run.t.restart_s)
+    if sh.serving and sh.copies[sh.primary].up:
+        start_catchup(run, sh, r, run.t.restart_s)
 
 
-def isr_drop(run: "ScaleRun", s: int, name: str, token: int) -> None:
+def server_repair(run: "ScaleRun", s: int, r: int, life: int) -> None:
+    if run.shards[s].copies[r].life == life:
+        repair_server(run, s, r)
+
+
+def isr_drop(run: "ScaleRun", s: int, name: str, token: int, incarnation: int) -> None:
     sh = run.shards[s]
-    if token != sh.token or name not in sh.pending_drop:
+    c = sh.copy(name)
+    if token != sh.token or name not in sh.pending_drop or c.incarnation != incarnation or c.up:
+        sh.pending_drop.discard(name) if token == sh.token and c.up else None
         return
     sh.pending_drop.discard(name)
-    sh.drop(name)            # refused: it stays a member, and acks wait until it is back in sync
-    _refresh(run, sh)
+    if not sh.drop(name):
+        sh.refused.add(name)     # it stays a member: acks wait until it is back or the drop is allowed
+    refresh(run, sh)
 
 
-def _primary_lost(run: "ScaleRun", sh: "Shard", failed: str, spurious: bool) -> None:
+def primary_lost(run: "ScaleRun", sh: "Shard", failed: str, spurious: bool) -> None:
+    """The replicas suspect once the replication stream was silent `suspect_s` after the last
+    heartbeat they got (sent up to `heartbeat_s` before the loss), checked on their election
+    loop's tick (`heartbeat_s`); a spurious suspicion has happened already."""
     run.stop_acks(sh.index)
     sh.serving, sh.token = False, sh.token + 1
     sh.pending_drop.clear()
-    detect = 0.0 if spurious else run.spec.suspect_s + float(run.rng.uniform(0, run.spec.heartbeat_s))
-    run.at(run.now + detect + run.t.elect_s, "elect", sh.index, failed, run.now, sh.token, spurious)
+    if sh.fail_t0 is None:
+        sh.fail_t0, sh.fail_spurious = run.now, spurious
+    hb = run.spec.heartbeat_s
+    detect = 0.0 if spurious else max(0.0, run.spec.suspect_s - run.misc.uniform(0, hb) + run.misc.uniform(0, hb))
+    run.at(run.now + detect + run.t.elect_s, "elect", sh.index, failed, sh.token, spurious)
 
 
-def elect(run: "ScaleRun", s: int, failed: str, t0: float, token: int, spurious: bool) -> None:
+def elect(run: "ScaleRun", s: int, failed: str, token: int, spurious: bool) -> None:
     sh = run.shards[s]
     if token != sh.token:
         return
@@ -118,33 +150,25 @@ def elect(run: "ScaleRun", s: int, failed: str, t0: float, token: int, spurious:
         wait = run.spec.lease_ttl_s + run.spec.suspect_s     # psnodes.core.promotion.orphan_phase
         run.at(run.now + wait, "orphan", s, sh.token)
         return
-    if sh.mode == "async":       # acked entries the new primary never got: the replication lag
-        lag = run.last_rate * (run.t.msg_s + run.t.fixed_s)     # entries in flight to the replicas
-        lost = min(run.spec.max_lag, int(run.rng.poisson(lag)))
-        run.offset[s] += lost
-        run.tally.lost_acked_updates += lost
-    sh.promote(winner, run.head(s))
+    old = sh.copy(failed)
+    if sh.mode == "async":       # acked entries the replicas never got: the replication lag
+        lost = min(run.spec.max_lag, int(run.misc.poisson(run.async_lag())), run.head(s))
+        if lost:
+            if old.up:           # a deposed live primary keeps its own tail: a diverged history
+                old.seq, old.seq_epoch = run.head(s), sh.epoch
+            for c in sh.copies:
+                if c.up and c.in_sync and c.name != failed:
+                    c.seq = max(0, c.seq - lost)
+            run.lose(s, lost)
+    sh.promote(winner)
     run.tally.failovers += 1
     run.tally.spurious_failovers += int(spurious)
-    # the workers' retries find it (a spurious failover's clients learn of it from their first refusal)
-    back = retry_at(run.now - t0, run.t.fixed_s * 2 + run.cal.etcd_read_s) + run.t.rediscover_s
-    (run.tally.spurious_ms if spurious else run.tally.failover_ms).append(back * 1000)
-    run.tally.incidents.append([round(t0, 3), round(back * 1000, 1),
-                                f"{'spurious ' if spurious else ''}failover shard {s}"])
-    run.at(t0 + back, "serve", s, sh.token)
-    old = sh.copies[sh.slot(failed)]
     if old.up:                   # a falsely suspected primary steps down and catches up
         old.in_sync = False
-        _start_catchup(run, sh, sh.slot(failed), 0.0)
     for c in sh.copies:
-        if c.up and not c.in_sync and c.name != failed:
-            _start_catchup(run, sh, sh.slot(c.name), 0.0)
-
-
-def serve(run: "ScaleRun", s: int, token: int) -> None:
-    sh = run.shards[s]
-    if token == sh.token:
-        _refresh(run, sh)
+        if c.up and not c.in_sync:
+            start_catchup(run, sh, sh.slot(c.name), 0.0)
+    refresh(run, sh)
 
 
 def orphan(run: "ScaleRun", s: int, token: int) -> None:
@@ -152,47 +176,36 @@ def orphan(run: "ScaleRun", s: int, token: int) -> None:
     if token != sh.token or sh.primary is not None:
         return
     sh.orphan_ready = True
-    sh.checkpoint = _checkpoint(run, s)
+    sh.checkpoint = run.checkpoint_of(s)
     before = run.head(s)
-    got = sh.restore(before)
+    got = sh.restore()
     if got is None:
-        return                   # no live copy: the first one repaired restores (server_repair)
+        return                   # no live copy: the first one repaired restores (repair_server)
     _, seq = got
     lost = max(0, before - seq)
-    run.offset[s] += lost
-    run.rolled_back += lost / run.spec.shards
-    run.tally.lost_acked_updates += lost
+    run.lose(s, lost)
     run.tally.restores += 1
     run.tally.incidents.append([round(run.now, 3), 0.0, f"restore shard {s} (lost {lost})"])
     if lost:
         run.tally.data_loss_events += 1
         run.tally.shards_lost.add(s)
-    run.at(run.now + run.t.rediscover_s, "serve", s, sh.token)
     for c in sh.copies:
         if c.up and not c.in_sync:
-            _start_catchup(run, sh, sh.slot(c.name), 0.0)
+            start_catchup(run, sh, sh.slot(c.name), 0.0)
+    refresh(run, sh)
 
 
-def _checkpoint(run: "ScaleRun", s: int) -> Position | None:
-    """The shard's newest published checkpoint: taken every checkpoint_interval_s from a phase
-    of its own while the shard acks, holding the head at that moment (from the run's progress
-    series). A copy's local checkpoint is taken on the same beat."""
-    ci = run.spec.checkpoint_interval_s
-    phase = (s * 0.6180339887 % 1.0) * ci
-    upto = run.down_since.get(s, run.now)     # only a primary that acks publishes one
-    t_ck = math.floor((upto - phase) / ci) * ci + phase
-    if t_ck <= 0:
-        return None
-    seq = int(run.steps_at(t_ck) - run.offset[s])
-    return Position(run.shards[s].epoch, max(0, seq)) if seq > 0 else None
-
-
-def _start_catchup(run: "ScaleRun", sh: "Shard", r: int, delay: float) -> None:
+def start_catchup(run: "ScaleRun", sh: "Shard", r: int, delay: float) -> None:
     c = sh.copies[r]
     head = run.head(sh.index)
     kind = sh.catchup_kind(c, head, LOG_ENTRIES)
     entries = max(0, head - c.seq)
-    nbytes = entries * run.t.shard_bytes if kind.value == "log" else run.t.shard_bytes
+    if kind.value == "heartbeat":
+        nbytes = 0.0
+    elif kind.value == "log":
+        nbytes = entries * run.t.shard_bytes
+    else:                        # a delta of a dense shard (every key changed) or a snapshot: the shard
+        nbytes = run.t.shard_bytes
     took = delay + run.t.fixed_s + nbytes * run.t.per_byte_s + run.cal.apply_s_per_mb * nbytes / 1e6
     run.at(run.now + took, "caught-up", sh.index, r, c.incarnation, sh.token, kind.value, nbytes)
 
@@ -200,70 +213,85 @@ def _start_catchup(run: "ScaleRun", sh: "Shard", r: int, delay: float) -> None:
 def caught_up(run: "ScaleRun", s: int, r: int, inc: int, token: int, kind: str, nbytes: float) -> None:
     sh = run.shards[s]
     c = sh.copies[r]
-    if c.incarnation != inc or not c.up or c.in_sync or sh.primary is None:
+    if c.incarnation != inc or not c.up or c.in_sync:
         return
-    if token != sh.token:
-        _start_catchup(run, sh, r, 0.0)
-        return
+    if token != sh.token or sh.primary is None or not sh.serving or not sh.copies[sh.primary].up:
+        return                   # its primary is gone: elect/orphan start its catch-up again
     c.seq, c.seq_epoch, c.in_sync = run.head(s), sh.epoch, True
+    sh.pending_drop.discard(c.name)
+    sh.refused.discard(c.name)
     sh.rejoin(c.name)
+    _retry_refused(run, sh)
+    kind = "none" if kind == "heartbeat" else kind
     run.tally.catchups[kind] = run.tally.catchups.get(kind, 0) + 1
     run.tally.catchup_bytes += nbytes
-    _refresh(run, sh)
+    refresh(run, sh)
 
 
 def suspect(run: "ScaleRun", s: int) -> None:
-    """A replica missed enough heartbeats to suspect a primary that is alive."""
+    """A replica missed enough heartbeats to suspect a primary that is alive. Drawn at the rate
+    of every replica, kept for the live in-sync ones (only they suspect, and then stand)."""
     sh = run.shards[s]
-    from .params import false_suspicion_rate
-    rate = false_suspicion_rate(run.spec) * max(run.spec.copies - 1, 0)
-    run.at(run.now + float(run.rng.exponential(1 / rate)), "suspect", s)
+    run.at(run.now + float(run.misc.exponential(1 / run.suspect_rate)), "suspect", s)
     if sh.primary is None or not sh.serving or not sh.copies[sh.primary].up:
         return
+    me = sh.copies[sh.primary].name
+    live = sum(1 for c in sh.copies if c.up and c.in_sync and c.name in sh.isr and c.name != me)
+    if run.misc.random() * (run.spec.copies - 1) >= live:
+        return
     run.sync_copies(sh)
-    _primary_lost(run, sh, sh.copies[sh.primary].name, spurious=True)
+    primary_lost(run, sh, me, spurious=True)
 
 
 # workers ---------------------------------------------------------------------------------------
-def worker_fail(run: "ScaleRun", j: int, repair_after: float | None = -1.0) -> None:
+def fail_worker(run: "ScaleRun", j: int, repair_after: float | None) -> None:
     if not run.worker_up[j]:
         return
     run.worker_up[j] = False
+    run.worker_life[j] += 1
     run.tally.worker_failures += 1
-    after = _repair_draw(run, False) if repair_after == -1.0 else repair_after
-    if after is not None:
-        run.at(run.now + after, "worker-repair", j)
+    if repair_after is not None:
+        run.at(run.now + repair_after, "worker-repair", j, int(run.worker_life[j]))
 
 
-def worker_repair(run: "ScaleRun", j: int) -> None:
+def worker_fail(run: "ScaleRun", j: int, life: int) -> None:
+    if run.worker_life[j] == life:
+        fail_worker(run, j, run.draw_repair(server=False))
+
+
+def repair_worker(run: "ScaleRun", j: int) -> None:
     if run.worker_up[j]:
         return
     run.worker_up[j] = True
-    nxt = _next_failure(run, False)
+    run.worker_life[j] += 1
+    nxt = run.draw_failure(server=False)
     if nxt is not None:
-        run.at(run.now + nxt, "worker-fail", j)
+        run.at(run.now + nxt, "worker-fail", j, int(run.worker_life[j]))
+
+
+def worker_repair(run: "ScaleRun", j: int, life: int) -> None:
+    if run.worker_life[j] == life:
+        repair_worker(run, j)
 
 
 # an explicit schedule --------------------------------------------------------------------------
 def scheduled(run: "ScaleRun", f: dict) -> None:
     """{at_s, kind: kill|restart, target: primary(shard=i)|replica(shard=i)|shard-i/r|worker-j,
-    restart_after_s (kill only; default: never)}."""
+    restart_after_s (kill only; default: never)}; validated by params.check_schedule."""
     target, kind, after = str(f["target"]), f["kind"], f.get("restart_after_s")
     if target.startswith("worker-"):
         j = int(target.split("-")[1])
-        (worker_fail(run, j, after) if kind == "kill" else worker_repair(run, j))
+        fail_worker(run, j, after) if kind == "kill" else repair_worker(run, j)
         return
     if target.startswith(("primary(", "replica(")):
-        s = int(target.split("=")[1].rstrip(")"))
-        sh = run.shards[s]
+        sh = run.shards[int(target.split("=")[1].rstrip(")"))]
         if target.startswith("primary("):
-            if sh.primary is None:
-                return
             r = sh.primary
         else:
             r = next((i for i, c in enumerate(sh.copies) if c.up and i != sh.primary), None)
-            if r is None:
-                return
+        if r is None:
+            return
+        s = sh.index
     else:
         s, r = (int(x) for x in target.removeprefix("shard-").split("/"))
-    (fail_server(run, s, r, after) if kind == "kill" else server_repair(run, s, r))
+    fail_server(run, s, r, after) if kind == "kill" else repair_server(run, s, r)

@@ -34,6 +34,8 @@ def p_loss(n: int, lam: float, mu: float, t: float) -> float:
     """Probability that all `n` copies are down at some moment within `t` (rates per unit of t)."""
     if n < 1 or t <= 0 or lam <= 0:
         return 0.0
+    if mu <= 0:                  # no repair: every copy's own exponential clock must run out
+        return (1.0 - math.exp(-lam * t)) ** n
     q = generator(n, lam, mu)
     # D^-1 Q D symmetric for d_k = sqrt(prod of up rates / prod of down rates)
     d = np.ones(n)

@@ -10,6 +10,7 @@ calibration scale never gets near that limit.
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from dataclasses import dataclass, field, asdict
 from typing import Any
 
@@ -48,29 +49,13 @@ class ScaleSpec:
     heartbeat_loss: float = 0.0            # chance a heartbeat's packet is lost (false suspicions)
     target_steps: int | None = None        # global steps to the target loss (None: not asked)
     max_lag: int = DEFAULTS.max_lag
+    min_isr: int | None = None             # sync acks need this many in-sync copies (None: psnodes' rule)
+    server_request_s: float | None = None  # a primary's CPU per request (None: a calibrated Echo round trip)
     schedule: list[dict] = field(default_factory=list)   # explicit faults: {at_s, kind, target}
 
     def check(self) -> None:
-        for f in ("workers", "shards", "copies"):
-            if not isinstance(getattr(self, f), int) or getattr(self, f) < 1:
-                raise HarnessError(f"{f}={getattr(self, f)!r} must be a whole number >= 1")
-        if not self.hours > 0:
-            raise HarnessError(f"hours={self.hours!r} must be > 0 (e.g. --hours 24)")
-        if self.model not in MODEL_BYTES:
-            raise HarnessError(f"model={self.model!r}: use one of {sorted(MODEL_BYTES)}")
-        if self.replication not in ("sync", "async") or self.training not in ("async", "bsp"):
-            raise HarnessError(f"replication={self.replication!r} / training={self.training!r}: use sync|async "
-                               f"and async|bsp (SSP is not modelled at this level)")
-        if self.shards_per_step is not None and not 1 <= self.shards_per_step <= self.shards:
-            raise HarnessError(f"shards_per_step={self.shards_per_step!r} must be between 1 and shards={self.shards} "
-                               f"(leave it out for a dense model: every step touches every shard)")
-        if self.param_mb is not None and not self.param_mb > 0:
-            raise HarnessError(f"param_mb={self.param_mb!r} must be > 0 (megabytes of parameters)")
-        for f in ("heartbeat_s", "suspect_s", "checkpoint_interval_s"):
-            if not getattr(self, f) > 0:
-                raise HarnessError(f"{f}={getattr(self, f)!r} must be > 0")
-        if not 0 <= self.heartbeat_loss < 1:
-            raise HarnessError(f"heartbeat_loss={self.heartbeat_loss!r} must be in [0, 1)")
+        from .checks import check
+        check(self, MODEL_BYTES)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -83,8 +68,9 @@ class ScaleSpec:
         return self.shards_per_step or self.shards
 
     @property
-    def min_isr(self) -> int:
-        return 2 if self.copies >= 3 else 1
+    def isr_floor(self) -> int:
+        """min_isr as psnodes sets it when not given: 2 with 3 or more copies, else 1."""
+        return self.min_isr or (2 if self.copies >= 3 else 1)
 
 
 @dataclass(frozen=True)
@@ -95,18 +81,22 @@ class Timings:
     jitter: float              # log-sd of a step
     shard_bytes: float         # the bytes of one shard's share of a step's push (and of its pull)
     msg_s: float               # one message of shard_bytes one way
-    service_s: float           # a primary's work per push it serves: request CPU, apply, the host's bytes
+    service_s: float           # a primary's work per step that touches it (see timings)
     touch: float               # the fraction of shards one step touches (1: dense)
-    detect_s: float            # silence before a replica suspects (mean heartbeat phase added per draw)
+    touched: int               # how many shards one step touches
     elect_s: float             # candidate window and the etcd round trips of an election
     rediscover_s: float        # a client's routing read and push once its retry finds the new primary
     restart_s: float           # a repaired host's copy until it serves
     per_byte_s: float
     fixed_s: float
-    repl_s: float              # primary -> replicas and back (sync acks wait for it)
+    apply_s: float             # applying one push's share of the model
 
 
 def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
+    """A primary's work per step that touches it: a pull and a push, and in sync mode a replicate
+    call to each other copy, each costing `server_request_s` of CPU (default: the calibrated
+    Echo round trip, the least a gRPC call costs here, so capacities are upper bounds; give your
+    stack's figure), plus the apply of its share of the model and those bytes through its host."""
     net = cal.network or {}
     fixed, per_byte = float(net.get("fixed_s", 1e-4)), float(net.get("per_byte_s", 4e-10))
     total = spec.param_mb * 1e6 if spec.param_mb else MODEL_BYTES[spec.model]
@@ -118,15 +108,14 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
     wire = 2 * (msg + small) + repl
     step = cal.step_s(spec.model, spec.replication, spec.training) + wire
     apply = cal.apply_s_per_mb * shard_bytes / 1e6
-    # a request's own cost at the server (gRPC and protobuf CPU: the calibrated fixed cost of a
-    # message) plus the apply of its share of the model and its bytes in and out of the host
-    service = fixed + apply + 2 * per_byte * shard_bytes
+    req = spec.server_request_s if spec.server_request_s is not None else 2 * fixed
+    calls = 2 + (spec.copies - 1)          # pull, push, and the push's replicate calls (async too, later)
+    service = calls * req + apply + (2 + spec.copies - 1) * per_byte * shard_bytes
     elect = spec.candidate_window_s + 2 * cal.etcd_write_s + cal.etcd_read_s + 4 * fixed
     return Timings(step_s=step, jitter=cal.jitter(spec.model, spec.replication, spec.training),
                    shard_bytes=shard_bytes, msg_s=msg, service_s=service, touch=spec.touched / spec.shards,
-                   detect_s=spec.suspect_s,
-                   elect_s=elect, rediscover_s=cal.etcd_read_s + msg + small,
-                   restart_s=cal.node_start_s, per_byte_s=per_byte, fixed_s=fixed, repl_s=repl)
+                   touched=spec.touched, elect_s=elect, rediscover_s=cal.etcd_read_s + msg + small,
+                   restart_s=cal.node_start_s, per_byte_s=per_byte, fixed_s=fixed, apply_s=apply)
 
 
 def mean_step(t: Timings) -> float:
@@ -134,36 +123,41 @@ def mean_step(t: Timings) -> float:
     return t.step_s * math.exp(t.jitter ** 2 / 2)
 
 
-def barrier_step(t: Timings, workers: int, rng: np.random.Generator, draws: int = 64) -> float:
-    """BSP: a step lasts as long as its slowest worker: the mean of the max of `workers` draws."""
+def barrier_step(t: Timings, workers: int, rng: np.random.Generator, draws: int = 256) -> float:
+    """BSP: a step lasts as long as its slowest worker. The max of `workers` standard normals has
+    the distribution of inv_cdf(U^(1/workers)), so the mean of the max is drawn exactly for any
+    count, and grows with it."""
     if t.jitter == 0 or workers == 1:
         return mean_step(t)
-    per = min(workers, 200_000 // draws + 1)
-    m = np.exp(t.jitter * rng.standard_normal((draws, per))).max(axis=1)
-    if per < workers:     # the max of more draws: the lognormal's quantile at workers/(workers+1)
-        from statistics import NormalDist
-        m = np.full(draws, math.exp(t.jitter * NormalDist().inv_cdf(workers / (workers + 1))))
-    return float(t.step_s * m.mean())
+    nd = NormalDist()
+    u = np.minimum(rng.random(draws) ** (1.0 / workers), 1 - 1e-16)
+    z = np.array([nd.inv_cdf(float(x)) for x in u])
+    return float(t.step_s * np.exp(t.jitter * z).mean())
+
+
+def harmonic(k: int) -> float:
+    """H_k: the mean of the largest of k unit exponentials (a step waits for its slowest shard)."""
+    return sum(1.0 / i for i in range(1, min(k, 10_000) + 1)) if k < 10_000 else math.log(k) + 0.5772
 
 
 def step_rate(t: Timings, up: int, bsp_step: float | None = None) -> float:
-    """Cluster-wide worker steps per second with `up` workers stepping: a step costs each shard
-    primary it touches `service_s` (a `touch` fraction of them, spread evenly), so a primary is a
-    single server; the wait at it follows M/D/1 (mean wait rho s / (2 (1 - rho))), solved for the
-    step time by bisection. Saturated, the cluster runs at the primaries' rate."""
+    """Cluster-wide worker steps per second with `up` workers stepping. Each touched primary is a
+    single server with `service_s` a step (already inside the calibrated step, which measured an
+    idle cluster), so only its queue adds time: M/D/1's mean wait rho s / (2 (1 - rho)), times
+    H_k for a step that waits on the slowest of its k shards (fork-join, as exponentials); the
+    step time is solved by bisection. Saturated, the cluster runs at the primaries' rate."""
     if up <= 0:
         return 0.0
     base = bsp_step if bsp_step is not None else mean_step(t)
-    s = t.service_s * t.touch
+    s = t.service_s * t.touch          # per cluster step, at each primary
     if s <= 0:
         return up / base
     cap = 1.0 / s
-
-    w = t.service_s        # one request's time at its primary
+    w, fan = t.service_s, harmonic(t.touched)
 
     def excess(step: float) -> float:
         rho = min(up / step * s, 0.999999)
-        return base + w + rho * w / (2 * (1 - rho)) - step
+        return base + fan * rho * w / (2 * (1 - rho)) - step
     lo, hi = base, max(base * 2, up * s * 4 + base)
     if excess(hi) > 0:
         return cap

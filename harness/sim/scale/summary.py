@@ -36,10 +36,10 @@ def rerun(run: "ScaleRun") -> str:
     parts = ["pschaos sim scale"]
     for f in ("workers", "shards", "copies", "hours", "seed", "model", "replication", "training", "param_mb",
               "shards_per_step", "heartbeat_s", "suspect_s", "heartbeat_loss", "checkpoint_interval_s",
-              "target_steps", "candidate_window_s", "lease_ttl_s", "max_lag"):
+              "target_steps", "candidate_window_s", "lease_ttl_s", "max_lag", "min_isr", "server_request_s"):
         v = getattr(sp, f)
         if v != getattr(base, f) or f in ("workers", "shards", "copies", "hours", "seed"):
-            parts.append(f"--{f.replace('_', '-')} {v:g}" if isinstance(v, float) else f"--{f.replace('_', '-')} {v}")
+            parts.append(f"--{f.replace('_', '-')} {v!r}")
     fl = sp.failures
     parts.append(f"--failures {fl.name.split('+')[0]}")
     if "+" in fl.name:
@@ -68,12 +68,15 @@ def summary(run: "ScaleRun", wall_s: float, maxrss_kb: int) -> dict:
         "wall_s": round(wall_s, 3),
         "simulated_s": round(sim_s, 1),
         "events": run.events,
+        "ticks": run.tally.ticks,
         "worker_steps": int(round(steps)),
         "worker_steps_per_wall_s": int(steps / wall_s) if wall_s > 0 else None,
         "steps_per_worker": {"min": int(run.worker_steps.min()), "p50": int(np.median(run.worker_steps)),
                              "max": int(run.worker_steps.max())},
         "steps_per_simulated_s": round(steps / sim_s, 1) if sim_s else None,
-        "ideal_steps_per_s": round(sp.workers / mean_step(t), 1),
+        "ideal_steps_per_s": round(sp.workers / (run.bsp or mean_step(t)), 1),
+        "saturation": round(1 - (steps / sim_s) / (sp.workers / (run.bsp or mean_step(t))), 4) if sim_s else None,
+        "effective_steps": int(run.effective_steps()),
         "failovers": ty.failovers,
         "spurious_failovers": ty.spurious_failovers,
         "failover_ms": {"p50": _pct(ty.failover_ms, 0.5), "p99": _pct(ty.failover_ms, 0.99),
@@ -94,6 +97,7 @@ def summary(run: "ScaleRun", wall_s: float, maxrss_kb: int) -> dict:
         "target_steps": sp.target_steps,
         "timings": {"step_s": round(t.step_s, 6), "service_s": t.service_s, "elect_s": round(t.elect_s, 6),
                     "rediscover_s": round(t.rediscover_s, 6), "shard_bytes": t.shard_bytes,
+                    "server_request_s": sp.server_request_s if sp.server_request_s is not None else 2 * t.fixed_s,
                     "restart_s": t.restart_s},
         "max_rss_mb": round(maxrss_kb / 1024, 1),
         "series": _series(run),

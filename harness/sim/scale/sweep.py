@@ -12,7 +12,8 @@ A spec (examples in scenarios/sweeps/):
 `base` and `grid` take every `pschaos sim scale` setting (harness/sim/scale/build.py). A plot's
 `y` is a figure of scale.json (dotted for nested ones: `failover_ms.p99`) or a derived one:
 `p_shard_loss` (the fraction of shards that lost every in-sync copy at once), `markov_p_shard_loss`
-(the closed-form chance of that, harness/sim/scale/markov.py, for the run's settings),
+(the closed-form chance of that, harness/sim/scale/markov.py, for exponential failures and
+repairs), `p_acked_loss` (the fraction whose restore lost acknowledged updates),
 `spurious_failovers_per_h`, `time_to_target_h`. Each grid point's figure is the mean over its seeds.
 Runs go to DIR/runs/, the aggregate to DIR/sweep.json and DIR/report.html.
 """
@@ -34,7 +35,7 @@ from .build import KEYS, build
 from .markov import binomial_sigma, p_loss
 
 SCHEMA = "pschaos.sweep/1"
-DERIVED = ("p_shard_loss", "markov_p_shard_loss", "spurious_failovers_per_h", "time_to_target_h")
+DERIVED = ("p_shard_loss", "markov_p_shard_loss", "p_acked_loss", "spurious_failovers_per_h", "time_to_target_h")
 
 
 def load(path: Path) -> dict:
@@ -51,6 +52,8 @@ def load(path: Path) -> dict:
     if not isinstance(base, dict) or not isinstance(grid, dict) or not grid:
         raise HarnessError(f"{path}: base must be a mapping and grid a non-empty mapping of setting -> list")
     for k, v in grid.items():
+        if k == "seed":
+            raise HarnessError(f"{path}: grid.seed: seeds are the sweep's own `seeds` key (a count or a list)")
         if k not in KEYS:
             raise HarnessError(f"{path}: grid.{k} is not a setting; known: {', '.join(KEYS)}")
         if not isinstance(v, list) or not v:
@@ -66,11 +69,43 @@ def load(path: Path) -> dict:
         for axis in ("x", "series"):
             if p.get(axis) is not None and p[axis] not in grid:
                 raise HarnessError(f"{path}: plots[{i}].{axis}={p[axis]!r} must be a grid setting: {sorted(grid)}")
+        try:
+            [number(v) for v in grid[p["x"]]]
+        except HarnessError:
+            raise HarnessError(f"{path}: plots[{i}].x={p['x']!r} has values {grid[p['x']]} that are not numbers or "
+                               f"distributions; plot it as `series` and put a numeric setting on x") from None
+        if p["y"] not in known_figures():
+            raise HarnessError(f"{path}: plots[{i}].y={p['y']!r} is not a figure; use one of "
+                               f"{', '.join(sorted(known_figures()))}")
     points = [dict(zip(grid, vals)) for vals in itertools.product(*grid.values())]
     for pt in points:           # every point must build before anything runs
         build({**base, **pt, "seed": seeds[0]}, f"{path}: point {pt}")
     return {"name": doc.get("name") or path.stem, "description": doc.get("description", ""), "base": base,
             "grid": grid, "seeds": seeds, "plots": plots, "points": points}
+
+
+def known_figures() -> set[str]:
+    """Every figure a plot may name: the numbers of a scale.json (dotted for nested ones), found
+    on a tiny run, and the derived ones."""
+    global _KNOWN
+    if _KNOWN is None:
+        res = _one({"workers": 2, "shards": 2, "hours": 0.001, "failures": "none"}, None)
+
+        def walk(d: dict, pre: str) -> set[str]:
+            out: set[str] = set()
+            for k, v in d.items():
+                if k in ("spec", "settings", "series", "incidents", "timings"):
+                    continue
+                if isinstance(v, dict):
+                    out |= walk(v, f"{pre}{k}.")
+                elif v is None or isinstance(v, (int, float)) and not isinstance(v, bool):
+                    out.add(pre + k)
+            return out
+        _KNOWN = walk(res, "") | set(DERIVED)
+    return _KNOWN
+
+
+_KNOWN: set[str] | None = None
 
 
 def _one(settings: dict, cal_path: str | None) -> dict:
@@ -95,6 +130,8 @@ def figure(res: dict, y: str) -> float | None:
     sp = res["spec"]
     if y == "p_shard_loss":
         return res["orphaned_shards"] / sp["shards"]
+    if y == "p_acked_loss":
+        return res["shards_lost"] / sp["shards"]
     if y == "markov_p_shard_loss":
         return markov_for(res)
     if y == "spurious_failovers_per_h":
@@ -118,16 +155,21 @@ def markov_for(res: dict) -> float | None:
     f = res["spec"]["failures"]
     if not f.get("server_mtbf_h"):
         return 0.0
-    lam = 1 / (Dist.parse(f["server_mtbf_h"], "server_mtbf").mean * 3600)
-    back = Dist.parse(f["server_repair_s"], "server_repair").mean + res["timings"].get("restart_s", 0.0)
+    mtbf, repair = Dist.parse(f["server_mtbf_h"], "server_mtbf"), Dist.parse(f["server_repair_s"], "server_repair")
+    if mtbf.kind != "exp" or repair.kind != "exp":
+        return None              # the chain's closed form holds for exponential failures and repairs only
+    lam = 1 / (mtbf.mean * 3600)
+    back = repair.mean + res["timings"].get("restart_s", 0.0)
     return p_loss(res["spec"]["copies"], lam, 1 / back, res["simulated_s"])
 
 
 def aggregate(spec: dict, runs: list[dict]) -> dict:
+    """One row per grid point: the mean of each plotted figure over its seeds' runs (a run says
+    which point it is, `point_index`)."""
     rows = []
-    for pt in spec["points"]:
-        mine = [r for r in runs if all(r["spec"].get(k) == v or _failure_match(r, k, v) for k, v in pt.items())]
-        row = {"point": pt, "at": {k: number(v) for k, v in pt.items()}, "seeds": len(mine)}
+    for i, pt in enumerate(spec["points"]):
+        mine = [r for r in runs if r.get("point_index") == i]
+        row = {"point": pt, "at": {k: _maybe_number(v) for k, v in pt.items()}, "seeds": len(mine)}
         ys = [p["y"] for p in spec["plots"]]
         if "p_shard_loss" in ys:            # the closed form beside the measured fraction
             ys.append("markov_p_shard_loss")
@@ -142,30 +184,30 @@ def aggregate(spec: dict, runs: list[dict]) -> dict:
             "grid": spec["grid"], "seeds": spec["seeds"], "plots": spec["plots"], "rows": rows}
 
 
-def _failure_match(res: dict, k: str, v: Any) -> bool:
-    f = res["spec"]["failures"]
-    key = {"failures": "preset", "worker_mtbf": "worker_mtbf_h", "server_mtbf": "server_mtbf_h"}.get(k, k)
-    return str(f.get(key, "")).split("+")[0] == str(v) or k in ("worker_repair", "server_repair") and \
-        f.get(f"{k}_s") == str(v)
+def _maybe_number(v: Any) -> float | None:
+    try:
+        return number(v)
+    except HarnessError:
+        return None
 
 
 def run_sweep(spec_path: Path, out: Path, jobs: int, cal_path: str | None) -> int:
     spec = load(spec_path)
     jobs = jobs or os.cpu_count() or 1
     (out / "runs").mkdir(parents=True, exist_ok=True)
-    todo = [({**spec["base"], **pt, "seed": s}, i) for i, (pt, s) in
-            enumerate((pt, s) for pt in spec["points"] for s in spec["seeds"])]
+    todo = [({**spec["base"], **pt, "seed": s}, n, i) for n, (i, pt, s) in
+            enumerate((i, pt, s) for i, pt in enumerate(spec["points"]) for s in spec["seeds"])]
     t0, runs = time.monotonic(), []
     say = (lambda m: print(m, file=sys.stderr, flush=True))
     say(f"sweep {spec['name']}: {len(todo)} runs ({len(spec['points'])} points x {len(spec['seeds'])} seeds), "
         f"{jobs} at a time")
     with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futs = {pool.submit(_one, settings, cal_path): (settings, i) for settings, i in todo}
+        futs = {pool.submit(_one, settings, cal_path): (settings, k, i) for settings, k, i in todo}
         for n, fut in enumerate(as_completed(futs), 1):
-            settings, i = futs[fut]
+            settings, k, i = futs[fut]
             res = fut.result()
-            res["settings"] = settings
-            (out / "runs" / f"{i:04d}.json").write_text(json.dumps(res) + "\n")
+            res["settings"], res["point_index"] = settings, i
+            (out / "runs" / f"{k:04d}.json").write_text(json.dumps(res) + "\n")
             runs.append(res)
             say(f"  [{n}/{len(todo)}] {settings} -> {res['wall_s']} s wall, {res['failovers']} failovers")
     agg = aggregate(spec, runs)
