@@ -9,6 +9,7 @@ time, the checks with their evidence, and the scenario as run.
 from __future__ import annotations
 
 import json
+import math
 from html import escape
 from pathlib import Path
 
@@ -133,7 +134,7 @@ def check_rows(report: dict, moments: dict[str, list[Moment]]) -> str:
 
 
 def render(report: dict, history: list[dict]) -> str:
-    end = max((e["t"] for e in history), default=1.0)
+    end = max((e["t"] for e in history if math.isfinite(e["t"])), default=1.0)
     m = report.get("metrics", {})
     fo = m.get("failover_ms") or {}
     verdict = report["verdict"]

@@ -8,6 +8,7 @@ change, fencing), and faults are windows. `timeline_svg` draws it.
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -109,7 +110,7 @@ def build(history: list[dict], faults: list[dict]) -> Timeline:
     def lane(name: str) -> Lane:
         return lanes.setdefault(name, Lane(name))
 
-    end = max((e["t"] for e in history), default=1.0)
+    end = max((e["t"] for e in history if math.isfinite(e["t"])), default=1.0)     # NaN would poison max()
     for e in history:
         node = e.get("node")
         if node and node != "harness":

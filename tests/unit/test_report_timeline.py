@@ -153,3 +153,13 @@ def test_mark_tooltips_give_the_events_time_not_the_bins():
          ev(0.1299, "worker-0", "ok", "pull", "p", worker="worker-0")]
     page = timeline_svg.render(timeline.build(h + [ev(1000.0, "harness", "info", "quiesce")], []))
     assert "1 × ok at 130 ms" in page
+
+
+def test_a_time_that_is_no_number_links_nowhere_and_draws_nothing():
+    nan = float("nan")
+    checks = {"c": {"valid": False, "details": {"at": [{"t": nan}, {"t": 2.7}]}}}
+    ms = evidence.moments(checks, HISTORY)["c"]
+    assert [m.t for m in ms] == [2.7]
+    h = [ev(nan, "shard-0/0", "info", "checkpoint", seq=3)] + HISTORY          # first: max() would give NaN
+    page = timeline_svg.render(timeline.build(h, FAULTS), ms)
+    assert "nan" not in page.lower()
