@@ -163,3 +163,14 @@ def test_a_time_that_is_no_number_links_nowhere_and_draws_nothing():
     h = [ev(nan, "shard-0/0", "info", "checkpoint", seq=3)] + HISTORY          # first: max() would give NaN
     page = timeline_svg.render(timeline.build(h, FAULTS), ms)
     assert "nan" not in page.lower()
+
+
+def test_a_ten_minute_timeline_ticks_in_whole_minutes_or_seconds():
+    import re
+
+    h = [ev(0.0, "worker-0", "info", "x"), ev(600.0, "worker-0", "info", "x")]
+    page = timeline_svg.render(timeline.build(h, []))
+    for z in timeline_svg.ZOOMS:
+        labels = re.findall(rf'class="zt zt{z}">.*?class="tick"[^>]*>([^<]*)<', page)
+        assert labels[-1] in ("10 min", "600 s") and len(set(labels)) == len(labels), labels
+        assert all(re.fullmatch(r"0|\d+ (s|min)", s) for s in labels), labels
