@@ -84,6 +84,42 @@ def apply_cost(be, net: dict, say: Callable[[str], None], n: int = 15) -> float:
     return round(statistics.mean(per_mb), 6)
 
 
+def server_cpu(be, say: Callable[[str], None], n: int = 400) -> float:
+    """A primary's own CPU per small request: the CPU seconds its process spends on `n` pushes
+    and `n` pulls of a 2,656-float tensor (the mlp's share on 2 shards) from one client, over
+    2n, less what it spends idle for as long (heartbeats, lease keepalives). The scale level
+    charges a primary this per pull, push and replicate call."""
+    import psutil
+
+    from psnodes.codec import tensor_to_pb
+    from psnodes.proto import ps_pb2
+
+    node = be.nodes()[0]
+    proc = psutil.Process(be.pids()[node])
+    size = 2656
+    be.client.init_dense({"calcpu": np.zeros(size, np.float32)})
+    push = ps_pb2.PushRequest(shard=0, update=ps_pb2.Update(
+        worker="calibrate-cpu", dense=[tensor_to_pb("calcpu", np.full(size, 1e-3, np.float32))]))
+    rid = iter(range(1, 1 << 40))
+
+    def cpu() -> float:
+        t = proc.cpu_times()
+        return t.user + t.system
+    c0, w0 = cpu(), time.perf_counter()
+    for _ in range(n):
+        push.update.req_id = next(rid)
+        be.client.call(0, "Push", lambda ep: (push.__setattr__("epoch", ep), push)[1])
+        be.client.pull_dense()
+    busy, took = cpu() - c0, time.perf_counter() - w0
+    c1 = cpu()
+    time.sleep(min(took, 5.0))
+    idle = (cpu() - c1) / min(took, 5.0) * took
+    per = max(0.0, busy - idle) / (2 * n)
+    say(f"  primary CPU: {busy:.3f} s over {2 * n} calls in {took:.2f} s (idle {idle:.3f} s): "
+        f"{per * 1e3:.3f} ms a request")
+    return round(per, 7)
+
+
 def etcd_ops(be, net: dict, say: Callable[[str], None], n: int = 40) -> tuple[float, float]:
     """The real etcd's answer time for a read and for a write (a put: through the WAL and its
     fsync), through psnodes' own client, less the modelled wire both ways."""
@@ -274,6 +310,8 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
             net = network(be, say)
             say("shard apply (sync pushes):")
             apply_s = apply_cost(be, net, say)
+            say("server CPU (a primary's own CPU time per request):")
+            server_s = server_cpu(be, say)
             say("etcd (reads and writes through the real server):")
             etcd_read, etcd_write = etcd_ops(be, net, say)
             say("node start (kill and restart, until it answers):")
@@ -288,6 +326,7 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
         f"{RUNS} runs each, then their twins; about three minutes):")
     cal = Calibration(network=net, worker_step_s=steps, apply_s_per_mb=apply_s,
                       checkpoint_mb_s=ckpt, node_start_s=start_s, etcd_read_s=etcd_read, etcd_write_s=etcd_write,
+                      server_request_s=server_s,
                       measured={"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                 "host": platform.node(), "python": platform.python_version(),
                                 "command": f"pschaos sim calibrate --out {out}"})

@@ -23,7 +23,9 @@ long after each start, so a restarted replica misses as many pushes as a real on
 grant that goes through its log, beyond the modelled wire: its HTTP gateway, the client's
 JSON and, for a write, the WAL's fsync), `etcd_start_s` (a killed etcd started again until it serves: the process backend's restart
 blocks that long; 0.6 s in the process runs' histories, fault-stop minus fault-start minus the
-outage), and `measured` (when, where, and with what command). The committed default lives beside this module;
+outage), `server_request_s` (a primary's own CPU time per small request, pushes and pulls of a
+few kB alike: its process's CPU seconds over a burst of calls divided by their count; the scale
+level's server capacity comes from it), and `measured` (when, where, and with what command). The committed default lives beside this module;
 a run's report names the file it used.
 """
 from __future__ import annotations
@@ -45,7 +47,7 @@ OVERHEAD_S = {"mlp": 0.006, "widedeep": 0.010}
 EVAL_S = {"mlp": 0.0004, "widedeep": 0.006}
 KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "worker_eval_s", "apply_s_per_mb",
         "checkpoint_mb_s",
-        "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s", "measured")
+        "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s", "server_request_s", "measured")
 
 
 @dataclass
@@ -61,6 +63,7 @@ class Calibration:
     etcd_read_s: float = 0.0
     etcd_write_s: float = 0.0
     etcd_start_s: float = 0.6
+    server_request_s: float | None = None     # a primary's CPU per small request (None: not measured)
     measured: dict[str, Any] = field(default_factory=dict)
     path: str = "(built-in defaults)"
 
@@ -117,7 +120,7 @@ class Calibration:
                 "checkpoint_mb_s": self.checkpoint_mb_s, "node_start_s": self.node_start_s,
                 "etcd_read_s": self.etcd_read_s,
                 "etcd_write_s": self.etcd_write_s, "etcd_start_s": self.etcd_start_s,
-                "measured": self.measured}
+                "server_request_s": self.server_request_s, "measured": self.measured}
 
 
 __all__ = ["Calibration", "DEFAULT_PATH"]

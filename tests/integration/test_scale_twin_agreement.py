@@ -5,9 +5,12 @@ The same small cluster (4 workers, 4 shards x 3 copies, sync replication, mlp) t
 virtual seconds under a timed schedule: once through psnodes' own code message by message
 (`--backend sim`), once at the scale level with the same faults as an explicit schedule. Both
 read the committed calibration. Two schedules: two primaries killed (failovers), and a replica
-killed then a primary (the primary's wait for its dead ISR member, then a failover). At this
-size the primaries are far from saturated, which is the regime both levels model; the per-RPC
-twin does not model a primary's CPU queue, so above it they must part (docs/scale.md).
+killed then a primary (the primary's wait for its dead ISR member, then a failover).
+
+One mechanism only the scale level has: a primary's CPU queue (`server_request_s`, measured on a
+real primary). The per-RPC twin charges a request's CPU inside the calibrated step and never
+queues it, so the comparison of like with like turns the queue off (`server_request_s=0`), and
+then checks that the queue, turned on, only slows the scale level down (by its M/D/1 wait).
 """
 from __future__ import annotations
 
@@ -44,10 +47,13 @@ def test_scale_level_matches_the_per_rpc_twin(tmp_path: Path, name: str):
     assert rep["verdict"] == "pass", rep.get("reasons")
     twin = observe(tmp_path / "twin")
 
-    spec = build(dict(workers=4, shards=SHARDS, copies=3, hours=SECONDS / 3600, seed=1, failures="none",
-                      schedule=[{"at_s": t, "kind": "kill", "target": target, "restart_after_s": 1}
-                                for t, target in kills]))
-    scale = ScaleRun(spec, Calibration.load(DEFAULT_PATH)).run()
+    settings = dict(workers=4, shards=SHARDS, copies=3, hours=SECONDS / 3600, seed=1, failures="none",
+                    schedule=[{"at_s": t, "kind": "kill", "target": target, "restart_after_s": 1}
+                              for t, target in kills])
+    cal = Calibration.load(DEFAULT_PATH)
+    scale = ScaleRun(build({**settings, "server_request_s": 0.0}), cal).run()
+    queued = ScaleRun(build(settings), cal).run()
+    assert queued["steps_per_simulated_s"] < scale["steps_per_simulated_s"]
     acked_per_s = scale["steps_per_simulated_s"] * SHARDS       # one acked push per shard per step
 
     assert abs(acked_per_s - twin["acked_per_s"]) / twin["acked_per_s"] <= 0.05, (acked_per_s, twin["acked_per_s"])

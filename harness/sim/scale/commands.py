@@ -36,7 +36,7 @@ def add_parsers(smsub) -> None:
     sc.add_argument("--max-lag", type=int, help="async: entries a replica may trail (lost at a failover at most)")
     sc.add_argument("--min-isr", type=int, help="sync acks need this many in-sync copies (default: psnodes' rule)")
     sc.add_argument("--server-request-s", type=float,
-                    help="a primary's CPU per request (default: the calibrated Echo round trip, a lower bound)")
+                    help="a primary's CPU per request (default: the calibration's, measured on a real primary)")
     sc.add_argument("--target-steps", type=int, help="global steps to the target loss: reports time_to_target_s")
     sc.add_argument("--calibration", help="calibration file (default: the committed one)")
     sc.add_argument("--json", action="store_true", help="the result as one JSON object")

@@ -93,10 +93,10 @@ class Timings:
 
 
 def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
-    """A primary's work per step that touches it: a pull and a push, and in sync mode a replicate
-    call to each other copy, each costing `server_request_s` of CPU (default: the calibrated
-    Echo round trip, the least a gRPC call costs here, so capacities are upper bounds; give your
-    stack's figure), plus the apply of its share of the model and those bytes through its host."""
+    """A primary's work per step that touches it: a pull and a push, and a replicate call to each
+    other copy, each costing `server_request_s` of CPU (default: the calibration's, measured on a
+    real primary; a calibration without it: the Echo round trip), plus the apply of its share of
+    the model and those bytes through its host."""
     net = cal.network or {}
     fixed, per_byte = float(net.get("fixed_s", 1e-4)), float(net.get("per_byte_s", 4e-10))
     total = spec.param_mb * 1e6 if spec.param_mb else MODEL_BYTES[spec.model]
@@ -108,7 +108,7 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
     wire = 2 * (msg + small) + repl
     step = cal.step_s(spec.model, spec.replication, spec.training) + wire
     apply = cal.apply_s_per_mb * shard_bytes / 1e6
-    req = spec.server_request_s if spec.server_request_s is not None else 2 * fixed
+    req = next(v for v in (spec.server_request_s, cal.server_request_s, 2 * fixed) if v is not None)
     calls = 2 + (spec.copies - 1)          # pull, push, and the push's replicate calls (async too, later)
     service = calls * req + apply + (2 + spec.copies - 1) * per_byte * shard_bytes
     elect = spec.candidate_window_s + 2 * cal.etcd_write_s + cal.etcd_read_s + 4 * fixed
