@@ -6,30 +6,12 @@ from typing import Sequence
 import numpy as np
 
 from reports.bounds import holds, parse, value_at
+from reports.percentiles import failover_stats  # one rule for a run's metrics and the aggregates
 
 from .checkers.acks import no_lost_acks
 from .checkers.base import by_f
 from .checkers.failover import failover_times
 from .checkers.updates import no_lost_updates
-
-
-def failover_stats(ms: Sequence[float | None]) -> dict:
-    """p50/p99/max of failover times where None (no new primary acked) counts as +inf, not dropped.
-
-    Percentiles are nearest rank rounded up (numpy "higher"): no interpolation between a time and
-    infinity, and never below what was seen. A value that lands on a failure reads "inf" (JSON has
-    no infinity; `float("inf")` reads it back)."""
-    done = [float(x) for x in ms if x is not None]
-    failed = len(ms) - len(done)
-    if not ms:
-        return {"p50": None, "p99": None, "max": None, "n": 0, "failed": 0, "failed_counted_as": "inf"}
-    a = np.asarray(done + [np.inf] * failed, dtype=float)
-
-    def fmt(x: float) -> float | str:
-        return "inf" if np.isinf(x) else round(float(x), 1)
-
-    return {"p50": fmt(np.percentile(a, 50, method="higher")), "p99": fmt(np.percentile(a, 99, method="higher")),
-            "max": fmt(a.max()), "n": len(ms), "failed": failed, "failed_counted_as": "inf"}
 
 
 def eval_loss(history: list[dict]) -> float | None:

@@ -1,10 +1,10 @@
 """Failover percentiles that count a failover that never completed, as the run's metrics do.
 
-`harness/metrics.failover_stats` counts a failover with no new primary acked as +inf and takes
-nearest-rank percentiles (numpy "higher": no interpolation between a time and infinity, never
-below a value seen). An aggregate that dropped those and interpolated would report a p99 better
-than any run's. Reports may not import the harness (they read histories and verdicts only), so
-the rule is repeated here; a unit test holds both to the same answers.
+A failover with no new primary acked counts as +inf, and percentiles are nearest rank (numpy
+"higher": no interpolation between a time and infinity, never below a value seen). An aggregate
+that dropped those and interpolated would report a p99 better than any run's. The one copy of
+the rule lives here, where both read it: the run's metrics (harness/metrics.py imports it; the
+harness may import reports, not the other way) and the aggregates.
 """
 from __future__ import annotations
 

@@ -85,9 +85,8 @@ def test_pooled_failover_percentiles_agree_with_the_run_metrics():
 
     from reports.percentiles import failover_stats as ours
 
-    for ms in ([], [500.0], [None], [100.0, 200.0, None], [float(x) for x in range(1, 101)] + [None],
-               [300.0, 100.0, 200.0, 400.0]):
-        assert ours(ms) == failover_stats(ms)
+    assert ours is failover_stats                  # one rule: the run's metrics read the reports' copy
+    assert ours([float(x) for x in range(1, 101)] + [None])["p99"] == 100.0     # nearest rank, not interpolated
     runs = [rep("kp", 1, "pass", ms=(100.0, 200.0)), rep("kp", 2, "fail", ms=())]
     assert aggregate(runs)["failover_ms"]["p99"] == 200.0
     runs[1][1]["failover_times"] = [{"ms": None}]                      # one never completed: not dropped
