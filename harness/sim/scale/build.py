@@ -9,7 +9,8 @@ from ...errors import HarnessError
 from .failures import failures
 from .params import ScaleSpec
 
-FAILURE_KEYS = ("failures", "worker_mtbf", "worker_repair", "server_mtbf", "server_repair")
+FAILURE_KEYS = ("failures", "worker_mtbf", "worker_repair", "server_mtbf", "server_repair", "etcd_mtbf",
+                "etcd_repair")
 SPEC_KEYS = tuple(f.name for f in fields(ScaleSpec) if f.name != "failures")
 KEYS = SPEC_KEYS + FAILURE_KEYS
 

@@ -11,7 +11,7 @@ from ...errors import HarnessError
 if TYPE_CHECKING:
     from .params import ScaleSpec
 
-TARGET = re.compile(r"^(primary|replica)\(shard=(\d+)\)$|^shard-(\d+)/(\d+)$|^worker-(\d+)$")
+TARGET = re.compile(r"^(primary|replica)\(shard=(\d+)\)$|^shard-(\d+)/(\d+)$|^worker-(\d+)$|^etcd$")
 MAX_HOURS = 24 * 366
 
 
@@ -77,7 +77,7 @@ def check_schedule(spec: "ScaleSpec") -> None:
         m = TARGET.match(str(f.get("target", "")))
         if not m:
             raise HarnessError(f"{at}.target={f.get('target')!r}: use primary(shard=I), replica(shard=I), "
-                               f"shard-I/R or worker-J")
+                               f"shard-I/R, worker-J or etcd")
         shard = m.group(2) or m.group(3)
         if shard is not None and int(shard) >= spec.shards:
             raise HarnessError(f"{at}.target={f['target']!r}: there are {spec.shards} shards (0..{spec.shards - 1})")

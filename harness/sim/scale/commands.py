@@ -25,7 +25,7 @@ def add_parsers(smsub) -> None:
                     help="shards one step pulls from and pushes to (default: all, a dense model)")
     sc.add_argument("--failures", default="llama3", help="preset: llama3 | osdi14 | none (docs/scale.md)")
     for k, unit in (("worker-mtbf", "hours"), ("worker-repair", "seconds"), ("server-mtbf", "hours"),
-                    ("server-repair", "seconds")):
+                    ("server-repair", "seconds"), ("etcd-mtbf", "hours"), ("etcd-repair", "seconds")):
         sc.add_argument(f"--{k}", help=f"override the preset: exp:MEAN | fixed:V | lognormal:MEDIAN:SIGMA ({unit})")
     sc.add_argument("--heartbeat-s", type=float)
     sc.add_argument("--suspect-s", type=float)
@@ -59,7 +59,8 @@ def scale_main(args: argparse.Namespace) -> int:
 
     keys = ("workers", "shards", "copies", "hours", "seed", "model", "replication", "training", "param_mb",
             "shards_per_step",
-            "failures", "worker_mtbf", "worker_repair", "server_mtbf", "server_repair", "heartbeat_s",
+            "failures", "worker_mtbf", "worker_repair", "server_mtbf", "server_repair", "etcd_mtbf", "etcd_repair",
+            "heartbeat_s",
             "suspect_s", "heartbeat_loss", "checkpoint_interval_s", "target_steps", "candidate_window_s",
             "lease_ttl_s", "max_lag", "min_isr", "server_request_s")
     spec = build({k: getattr(args, k) for k in keys}, "pschaos sim scale")

@@ -51,6 +51,7 @@ class Tally:
     incidents: list = field(default_factory=list)      # [t, ms, what]: failovers and restores
     worker_failures: int = 0
     server_failures: int = 0
+    etcd_failures: int = 0
     catchups: dict = field(default_factory=dict)
     catchup_bytes: float = 0.0
     stalled_s: float = 0.0
@@ -93,6 +94,10 @@ class ScaleRun:
         self.last_rate = 0.0
         self.tick_s = max(1.0, min(60.0, self.end / 500))
         self.suspect_rate = false_suspicion_rate(spec) * max(spec.copies - 1, 0)
+        # etcd: while it is down no election or restore completes; once it was silent for a lease
+        # (less psnodes' margin) no primary may ack (psnodes.core.lease.valid)
+        self.etcd_up, self.lease_ok, self.etcd_life = True, True, 0
+        self.deferred: list[tuple[str, tuple]] = []
 
     # scheduling ------------------------------------------------------------------------------
     def at(self, t: float, kind: str, *args: Any) -> None:
@@ -118,6 +123,8 @@ class ScaleRun:
             draws = f.server_mtbf_h.draw(self.server_rng, n.shards * n.copies, H)
             for k, dt in enumerate(draws):
                 self.at(float(dt), "server-fail", k // n.copies, k % n.copies, 0)
+        if f.etcd_mtbf_h is not None:
+            self.at(float(f.etcd_mtbf_h.draw(self.misc, None, H)), "etcd-fail", 0)
         if self.suspect_rate > 0:
             for s in range(n.shards):
                 self.at(float(self.misc.exponential(1 / self.suspect_rate)), "suspect", s)

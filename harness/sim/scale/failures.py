@@ -16,7 +16,8 @@ MTBF and seconds for repair (the units people quote them in). Presets (docs/scal
   choose your row with `--worker-mtbf` / `--server-mtbf`).
 
 Neither source gives repair times; the presets use 10 minutes for a worker (a replacement host
-takes its place) and 30 minutes for a parameter-server host, both exponential, and say so.
+takes its place) and 30 minutes for a parameter-server host, both exponential, and say so. Nor
+do they give etcd's: no preset fails it; `--etcd-mtbf` / `--etcd-repair` (default exp:60 s) do.
 """
 from __future__ import annotations
 
@@ -80,13 +81,15 @@ class Failures:
     server_mtbf_h: Dist | None
     server_repair_s: Dist
     source: str = ""
+    etcd_mtbf_h: Dist | None = None       # the control plane (no preset's source gives it: yours)
+    etcd_repair_s: Dist = Dist("exp", 60.0)
 
     def to_json(self) -> dict:
         def t(d: Dist | None) -> str | None:
             return None if d is None else d.text()
         return {"preset": self.name, "worker_mtbf_h": t(self.worker_mtbf_h), "worker_repair_s": t(self.worker_repair_s),
                 "server_mtbf_h": t(self.server_mtbf_h), "server_repair_s": t(self.server_repair_s),
-                "source": self.source}
+                "etcd_mtbf_h": t(self.etcd_mtbf_h), "etcd_repair_s": t(self.etcd_repair_s), "source": self.source}
 
 
 LLAMA3_HOST_MTBF_H = 54 * 24 * 2048 / 419                # every cause: one 8-GPU server
@@ -106,15 +109,20 @@ PRESETS: dict[str, Failures] = {
 
 
 def failures(preset: str, worker_mtbf: str | None = None, worker_repair: str | None = None,
-             server_mtbf: str | None = None, server_repair: str | None = None) -> Failures:
-    """A preset with any of its four distributions replaced."""
+             server_mtbf: str | None = None, server_repair: str | None = None, etcd_mtbf: str | None = None,
+             etcd_repair: str | None = None) -> Failures:
+    """A preset with any of its distributions replaced (per node kind: workers, parameter-server
+    hosts, etcd)."""
     if preset not in PRESETS:
         raise HarnessError(f"--failures={preset!r} is not a preset; use one of {sorted(PRESETS)}")
     p = PRESETS[preset]
+    given = (worker_mtbf, worker_repair, server_mtbf, server_repair, etcd_mtbf, etcd_repair)
     return Failures(
-        preset if not any((worker_mtbf, worker_repair, server_mtbf, server_repair)) else f"{preset}+custom",
+        preset if not any(given) else f"{preset}+custom",
         Dist.parse(worker_mtbf, "worker_mtbf") if worker_mtbf else p.worker_mtbf_h,
         Dist.parse(worker_repair, "worker_repair") if worker_repair else p.worker_repair_s,
         Dist.parse(server_mtbf, "server_mtbf") if server_mtbf else p.server_mtbf_h,
         Dist.parse(server_repair, "server_repair") if server_repair else p.server_repair_s,
-        p.source)
+        p.source,
+        Dist.parse(etcd_mtbf, "etcd_mtbf") if etcd_mtbf else p.etcd_mtbf_h,
+        Dist.parse(etcd_repair, "etcd_repair") if etcd_repair else p.etcd_repair_s)

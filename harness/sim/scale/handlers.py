@@ -30,7 +30,7 @@ def refresh(run: "ScaleRun", sh: "Shard") -> None:
     clients' retry schedule (psnodes.client.call) reaches the new primary."""
     s = sh.index
     run.sync_copies(sh)          # in-sync members hold every acked entry (the rule waited for them)
-    ok = sh.acks(run.head(s))
+    ok = run.lease_ok and sh.acks(run.head(s))
     if not ok:
         run.stop_acks(s)
         return
@@ -49,7 +49,7 @@ def refresh(run: "ScaleRun", sh: "Shard") -> None:
 def resume(run: "ScaleRun", s: int, token: int) -> None:
     sh = run.shards[s]
     run.sync_copies(sh)
-    if token == sh.token and sh.fail_t0 is None and sh.acks(run.head(s)):
+    if token == sh.token and sh.fail_t0 is None and run.lease_ok and sh.acks(run.head(s)):
         run.resume_acks(s)
 
 
@@ -143,6 +143,9 @@ def elect(run: "ScaleRun", s: int, failed: str, token: int, spurious: bool) -> N
     sh = run.shards[s]
     if token != sh.token:
         return
+    if not run.etcd_up:          # the compare-and-swap waits for etcd
+        run.deferred.append(("elect", (s, failed, token, spurious)))
+        return
     winner = sh.elect(failed)
     if winner is None:           # no in-sync copy is left: the N-copy group's absorbing state
         run.tally.orphaned.add(s)
@@ -174,6 +177,9 @@ def elect(run: "ScaleRun", s: int, failed: str, token: int, spurious: bool) -> N
 def orphan(run: "ScaleRun", s: int, token: int) -> None:
     sh = run.shards[s]
     if token != sh.token or sh.primary is not None:
+        return
+    if not run.etcd_up:
+        run.deferred.append(("orphan", (s, token)))
         return
     sh.orphan_ready = True
     sh.checkpoint = run.checkpoint_of(s)
@@ -243,6 +249,51 @@ def suspect(run: "ScaleRun", s: int) -> None:
     primary_lost(run, sh, me, spurious=True)
 
 
+# etcd ------------------------------------------------------------------------------------------
+def fail_etcd(run: "ScaleRun", repair_after: float | None) -> None:
+    if not run.etcd_up:
+        return
+    run.etcd_up, run.etcd_life = False, run.etcd_life + 1
+    run.tally.etcd_failures += 1
+    margin = ClusterConfig(cluster_id="scale", etcd="").lease_margin_s
+    run.at(run.now + max(0.0, run.spec.lease_ttl_s - margin), "lease-expire", run.etcd_life)
+    if repair_after is not None:
+        run.at(run.now + repair_after, "etcd-repair", run.etcd_life)
+
+
+def etcd_fail(run: "ScaleRun", life: int) -> None:
+    if run.etcd_life == life:
+        fail_etcd(run, float(run.spec.failures.etcd_repair_s.draw(run.misc)))
+
+
+def lease_expire(run: "ScaleRun", life: int) -> None:
+    """etcd has not confirmed a keepalive for a lease: every primary stops acking."""
+    if run.etcd_life == life and not run.etcd_up:
+        run.lease_ok = False
+        for sh in run.shards:
+            refresh(run, sh)
+
+
+def repair_etcd(run: "ScaleRun") -> None:
+    if run.etcd_up:
+        return
+    run.etcd_up, run.lease_ok, run.etcd_life = True, True, run.etcd_life + 1
+    d = run.spec.failures.etcd_mtbf_h
+    if d is not None:
+        run.at(run.now + float(d.draw(run.misc, None, H)), "etcd-fail", run.etcd_life)
+    waiting, run.deferred = run.deferred, []
+    for kind, args in waiting:   # the elections and restores that waited go on now
+        run.at(run.now + run.t.elect_s, kind, *args)
+    for sh in run.shards:
+        if sh.primary is not None and sh.serving:
+            refresh(run, sh)
+
+
+def etcd_repair(run: "ScaleRun", life: int) -> None:
+    if run.etcd_life == life:
+        repair_etcd(run)
+
+
 # workers ---------------------------------------------------------------------------------------
 def fail_worker(run: "ScaleRun", j: int, repair_after: float | None) -> None:
     if not run.worker_up[j]:
@@ -276,9 +327,12 @@ def worker_repair(run: "ScaleRun", j: int, life: int) -> None:
 
 # an explicit schedule --------------------------------------------------------------------------
 def scheduled(run: "ScaleRun", f: dict) -> None:
-    """{at_s, kind: kill|restart, target: primary(shard=i)|replica(shard=i)|shard-i/r|worker-j,
+    """{at_s, kind: kill|restart, target: primary(shard=i)|replica(shard=i)|shard-i/r|worker-j|etcd,
     restart_after_s (kill only; default: never)}; validated by params.check_schedule."""
     target, kind, after = str(f["target"]), f["kind"], f.get("restart_after_s")
+    if target == "etcd":
+        fail_etcd(run, after) if kind == "kill" else repair_etcd(run)
+        return
     if target.startswith("worker-"):
         j = int(target.split("-")[1])
         fail_worker(run, j, after) if kind == "kill" else repair_worker(run, j)

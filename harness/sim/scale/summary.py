@@ -44,7 +44,8 @@ def rerun(run: "ScaleRun") -> str:
     parts.append(f"--failures {fl.name.split('+')[0]}")
     if "+" in fl.name:
         for flag, d in (("worker-mtbf", fl.worker_mtbf_h), ("worker-repair", fl.worker_repair_s),
-                        ("server-mtbf", fl.server_mtbf_h), ("server-repair", fl.server_repair_s)):
+                        ("server-mtbf", fl.server_mtbf_h), ("server-repair", fl.server_repair_s),
+                        ("etcd-mtbf", fl.etcd_mtbf_h), ("etcd-repair", fl.etcd_repair_s)):
             if d is not None:
                 parts.append(f"--{flag} {d.text()}")
     if run.cal_path:
@@ -89,6 +90,7 @@ def summary(run: "ScaleRun", wall_s: float, maxrss_kb: int) -> dict:
         "restores": ty.restores,
         "server_failures": ty.server_failures,
         "worker_failures": ty.worker_failures,
+        "etcd_failures": ty.etcd_failures,
         "catchups": dict(ty.catchups),
         "catchup_bytes": int(ty.catchup_bytes),
         "availability": {"cluster": round(1 - ty.stalled_s / sim_s, 6) if sim_s else None,
