@@ -76,6 +76,7 @@ demo: install
 bench: install
 	$(BIN)/pschaos bench ps --json
 	$(BIN)/pschaos bench sim
+	$(BIN)/pschaos bench scale
 
 doctor: install
 	$(BIN)/pschaos doctor

@@ -137,6 +137,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from .bench_sim import bench_sim
 
         return bench_sim(args)
+    if args.what == "scale":
+        from .bench_scale import bench_scale
+
+        return bench_scale(args)
     from .bench import bench_ps
 
     return bench_ps(args)
@@ -217,8 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     cl.set_defaults(fn=cmd_cluster)
 
     b = sub.add_parser("bench", help="benchmarks, measured as ratios in one run")
-    b.add_argument("what", choices=["ps", "sim"], help="ps: throughput and failover against baselines; sim: the "
-                                                    "simulator's wall time against real processes")
+    b.add_argument("what", choices=["ps", "sim", "scale"],
+                   help="ps: throughput and failover against baselines; sim: the simulator's wall time against "
+                        "real processes; scale: the scale level's speed and memory against the per-RPC twin")
     b.add_argument("--json", action="store_true")
     b.add_argument("--kills", type=int, default=20)
     b.add_argument("--mb", type=float, default=4.0)

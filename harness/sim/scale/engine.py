@@ -24,6 +24,7 @@ import math
 import resource
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -35,6 +36,18 @@ from .params import ScaleSpec, Timings, barrier_step, false_suspicion_rate, mean
 from .shards import Shard
 
 H = 3600.0
+
+
+def peak_rss_kb() -> int:
+    """This process's peak resident memory: VmHWM (its own address space's high-water mark;
+    getrusage's ru_maxrss survives an exec, so a child started by a big parent reads the parent's)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 @dataclass
@@ -299,4 +312,4 @@ class ScaleRun:
                 self.say(f"scale: {self.now / H:.1f}/{self.spec.hours:g} simulated h, {self.events} events, "
                          f"{self.global_steps:.3g} steps")
         from .summary import summary
-        return summary(self, time.monotonic() - wall0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+        return summary(self, time.monotonic() - wall0, peak_rss_kb())
