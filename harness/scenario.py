@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from reports.bounds import parse
 from reports.yamlpos import line_of
@@ -246,7 +246,8 @@ class Scenario(Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
     description: str = ""
     system: str = "psnodes"               # what runs: psnodes, or an adapter (harness/adapters/)
-    system_options: dict[str, Any] = Field(default_factory=dict)   # the adapter's own settings
+    # the adapter's own settings (its `options`); defaults filled in, so validated even when absent
+    system_options: dict[str, Any] = Field(default_factory=dict, validate_default=True)
     cluster: ClusterSpec = Field(default_factory=ClusterSpec)
     workload: Workload = Field(default_factory=Workload)
     faults: list[Fault] = Field(default_factory=list)
@@ -271,6 +272,19 @@ class Scenario(Strict):
                 raise ValueError(str(e).removeprefix("system: ") + " (README, 'Bring your own system')") from None
         return v
 
+    @field_validator("system_options")
+    @classmethod
+    def options_fit(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """The adapter's own settings, types and defaults (its `options`), named on error."""
+        system = info.data.get("system", "psnodes")
+        if system == "psnodes":
+            return v
+        try:
+            return check_params(system, adapter_class(system).options, v)
+        except NetFaultError as e:
+            raise ValueError(str(e).replace("params.", "system_options.").replace("unknown params", "unknown options")) \
+                from None
+
     @model_validator(mode="after")
     def fits_system(self) -> "Scenario":
         """An adapted system: one group, its options, its checks, the faults it can take."""
@@ -286,10 +300,6 @@ class Scenario(Strict):
         a = adapter_class(self.system)
         if self.cluster.shards != 1:
             raise ValueError(f"cluster.shards: {self.system} runs one group; set shards: 1")
-        try:
-            self.system_options = check_params(f"system_options ({self.system})", a.options, self.system_options)
-        except NetFaultError as e:
-            raise ValueError(str(e)) from None
         if "checks" not in self.expect.model_fields_set:
             self.expect.checks = list(a.default_checks)
         wrong = [c for c in self.expect.checks if c not in a.checks]
