@@ -41,13 +41,20 @@ def _table(rows: list[tuple[str, str]]) -> str:
 
 
 def _ecdf(res: dict) -> dict[str, list[tuple[float, float]]]:
-    """The failovers' times as an ECDF (from the incidents the run kept), real and spurious apart."""
+    """The failovers' times as an ECDF (from the run's quantiles of every one), real and spurious apart."""
     out: dict[str, list[tuple[float, float]]] = {}
-    for name, pick in (("failovers", lambda w: w.startswith("failover")), ("spurious", lambda w: w.startswith("spur"))):
-        ms = sorted(m for _, m, what in res.get("incidents", []) if pick(what))
+    for name, ms in (res.get("failover_quantiles_ms") or {}).items():
         if ms:
             out[name] = [(m, (i + 1) / len(ms)) for i, m in enumerate(ms)]
     return out
+
+
+def _raw(res: dict) -> dict:
+    return {k: v for k, v in res.items() if k not in ("series", "incidents", "failover_quantiles_ms")}
+
+
+def _dist(d: str | None, unit: str) -> str:
+    return "none" if d is None else f"{d} {unit}"
 
 
 def summary_md(res: dict) -> str:
@@ -72,12 +79,13 @@ def write_run(res: dict, path: Path) -> Path:
     for (t0, g0), (t1, g1) in zip(pts, pts[1:]):
         if t1 > t0:
             rate.append((t1 / 3600, (g1 - g0) / (t1 - t0)))
+    fl = sp["failures"]
     windows = [(t / 3600, (t + ms / 1000) / 3600, what) for t, ms, what in res.get("incidents", [])]
     rows = [("cluster", f"{sp['workers']} workers · {sp['shards']} shards · {sp['copies']} copies · "
                         f"{sp['replication']} replication · {sp['training']} training · model {sp['model']}"),
-            ("failures", f"{sp['failures']['preset']}: workers MTBF {sp['failures']['worker_mtbf_h']} h, "
-                         f"repair {sp['failures']['worker_repair_s']} s; servers MTBF "
-                         f"{sp['failures']['server_mtbf_h']} h, repair {sp['failures']['server_repair_s']} s"),
+            ("failures", f"{fl['preset']}: workers MTBF {_dist(fl['worker_mtbf_h'], 'h')}, repair "
+                         f"{_dist(fl['worker_repair_s'], 's')}; servers MTBF {_dist(fl['server_mtbf_h'], 'h')}, "
+                         f"repair {_dist(fl['server_repair_s'], 's')}; etcd MTBF {_dist(fl.get('etcd_mtbf_h'), 'h')}"),
             ("source", sp["failures"].get("source") or "–"),
             ("simulated", f"{sp['hours']:g} h in {res['wall_s']} s wall, {res['events']:,} events"),
             ("worker steps", f"{res['worker_steps']:,} ({res['steps_per_simulated_s']:,} /s simulated; "
@@ -93,16 +101,16 @@ def write_run(res: dict, path: Path) -> Path:
             ("calibration", res.get("calibration") or "–"), ("seed", str(sp["seed"]))]
     body = [f"<h1>scale run: {sp['workers']:,} workers × {sp['shards']} shards</h1>",
             f"<p>Rerun: <code>{escape(res['rerun'])}</code></p>", _table(rows), "<h2>Training throughput</h2>",
-            f"<p>Shaded: failovers and restores (the first {len(windows)}).</p>" if windows else "",
+            f"<p>Shaded: failovers and restores (the first {len(windows)}, spurious ones last).</p>" if windows else "",
             svg.lines("worker steps per second", {"steps/s": rate}, windows=windows, xlabel="simulated hours",
                       ylabel="steps/s", yfmt=ticks.count, xfmt=ticks.plain, badge=BADGE),
             "<h2>Failover time</h2>",
-            svg.lines("failover time, ECDF", _ecdf(res), xlabel="ms until the shard acks again", ylabel="fraction",
+            svg.lines("failover time, ECDF", _ecdf(res), xlabel="from the primary's loss until its shard acks again", ylabel="fraction",
                       yfmt=ticks.percent, xfmt=ticks.millis, badge=BADGE),
             "<h2>Progress</h2>",
             svg.lines("worker steps", {"steps": [(t / 3600, g) for t, g in pts]}, xlabel="simulated hours",
                       ylabel="steps", yfmt=ticks.count, xfmt=ticks.plain, badge=BADGE),
-            f"<h2>Raw figures</h2><pre>{escape(json.dumps({k: v for k, v in res.items() if k not in ('series', 'incidents')}, indent=1))}</pre>"]
+            f"<h2>Raw figures</h2><pre>{escape(json.dumps(_raw(res), indent=1))}</pre>"]
     path.write_text(_page(f"scale run {sp['workers']}x{sp['shards']}", body))
     return path
 

@@ -76,7 +76,8 @@ def scale_main(args: argparse.Namespace) -> int:
         (out / "summary.md").write_text(summary_md(res))
         say(f"scale: wrote {out / 'scale.json'}, {out / 'report.html'} and {out / 'summary.md'}")
     if args.json:
-        print(json.dumps({k: v for k, v in res.items() if k not in ("series", "incidents")}, indent=2))
+        print(json.dumps({k: v for k, v in res.items() if k not in ("series", "incidents", "failover_quantiles_ms")},
+                         indent=2))
     else:
         fo = res["failover_ms"]
         print(f"scale: {spec.workers} workers x {spec.shards} shards x {spec.copies} copies, {spec.hours:g} h "

@@ -55,6 +55,22 @@ def rerun(run: "ScaleRun") -> str:
     return " ".join(parts)
 
 
+def _quantiles(xs: list[float], points: int = 101) -> list[float]:
+    """The distribution in at most `points` evenly spaced quantiles (the report draws its ECDF)."""
+    if not xs:
+        return []
+    a = np.sort(np.asarray(xs))
+    if len(a) <= points:
+        return [round(float(x), 1) for x in a]
+    return [round(float(x), 1) for x in np.quantile(a, np.linspace(0, 1, points), method="nearest")]
+
+
+def _incidents(found: list) -> list:
+    """The first INCIDENTS failovers and restores in time, host failures' before spurious ones."""
+    keep = sorted(found, key=lambda i: (i[2].startswith("spurious"), i[0]))[:INCIDENTS]
+    return sorted(keep, key=lambda i: i[0])
+
+
 def summary(run: "ScaleRun", wall_s: float, maxrss_kb: int) -> dict:
     sp, t, ty = run.spec, run.t, run.tally
     sim_s = run.now
@@ -83,6 +99,7 @@ def summary(run: "ScaleRun", wall_s: float, maxrss_kb: int) -> dict:
         "failover_ms": {"p50": _pct(ty.failover_ms, 0.5), "p99": _pct(ty.failover_ms, 0.99),
                         "max": _pct(ty.failover_ms, 1.0)},
         "spurious_failover_ms": {"p50": _pct(ty.spurious_ms, 0.5), "p99": _pct(ty.spurious_ms, 0.99)},
+        "failover_quantiles_ms": {"failovers": _quantiles(ty.failover_ms), "spurious": _quantiles(ty.spurious_ms)},
         "lost_acked_updates": int(ty.lost_acked_updates),
         "data_loss_events": ty.data_loss_events,
         "shards_lost": len(ty.shards_lost),
@@ -104,5 +121,5 @@ def summary(run: "ScaleRun", wall_s: float, maxrss_kb: int) -> dict:
                     "restart_s": t.restart_s},
         "max_rss_mb": round(maxrss_kb / 1024, 1),
         "series": _series(run),
-        "incidents": run.tally.incidents[:INCIDENTS],
+        "incidents": _incidents(run.tally.incidents),
     }
