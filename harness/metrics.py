@@ -22,6 +22,18 @@ def eval_loss(history: list[dict]) -> float | None:
     return round(float(np.mean(list(last.values()))), 6) if last else None
 
 
+def failovers(history: list[dict], adapted: bool = False) -> int:
+    """Promotions past a shard's first term: psnodes starts every shard at epoch 1; an adapted
+    system at whatever term it had when first sampled (Sentinel's 0, Raft's 2)."""
+    promotes = [e["value"] for e in by_f(history, "promote")]
+    if not adapted:
+        return len([v for v in promotes if v["epoch"] > 1])
+    first: dict[int, int] = {}
+    for v in promotes:
+        first.setdefault(v["shard"], v["epoch"])
+    return len([v for v in promotes if v["epoch"] > first[v["shard"]]])
+
+
 def compute(history: list[dict], ctx: dict) -> dict:
     oks = by_f(history, "push", "ok")
     updates = by_f(history, "update", "ok")       # an adapted system's acknowledged updates
@@ -33,7 +45,7 @@ def compute(history: list[dict], ctx: dict) -> dict:
     return {
         "acked_updates": len(oks) + len(updates),
         "lost_acked_updates": lost.details.get("lost") if lost.valid != "unknown" else None,
-        "failovers": len([e for e in by_f(history, "promote") if e["value"]["epoch"] > 1]),
+        "failovers": failovers(history, adapted=bool(updates)),
         "failover_ms": failover_stats([f["ms"] for f in fo]),
         "failover_failed": sum(1 for f in fo if f["ms"] is None),
         "restores": len(by_f(history, "restore")),

@@ -155,11 +155,11 @@ class RedisClient:
     connection while it answers, ask again after an error."""
 
     def __init__(self, a: RedisSentinel) -> None:
-        self.a, self.node, self.conn = a, None, None
+        self.a, self.node, self.conn, self.epoch = a, None, None, None
 
     def _conn(self):
         if self.conn is None:
-            self.node = self.a.primary()
+            self.epoch, self.node = self.a._view()      # the config epoch that named it: failovers are timed by it
             if self.node is None:
                 raise Refused("no Sentinel names a master")
             self.conn = self.a._redis(self.node, timeout=self.a.opt["socket_timeout_s"])

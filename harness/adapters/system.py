@@ -42,6 +42,7 @@ class AdaptedSystem:
 
     def __init__(self, adapter: type[Adapter]) -> None:
         self.adapter, self.name = adapter, adapter.name
+        self.last: tuple[int, str] | None = None     # the (term, primary) last recorded as promoted
 
     def backend_factory(self, backend: str) -> Callable[..., Backend]:
         if backend != "process":
@@ -52,9 +53,14 @@ class AdaptedSystem:
         return lambda sc, run_dir, run_id, seed: AdapterBackend(self.adapter, sc, run_dir, run_id, seed)
 
     def sample(self, be: Backend, record: Record, tick: int) -> None:
+        """Who the system names primary, and a `promote` when that changes at a higher term (as
+        seen by the sample: up to its period late)."""
         r = be.routing().get(0)
         record("topology", {"tick": tick, "shard": 0, "primary": r.primary if r else None,
-                          "epoch": r.epoch if r else None})
+                            "epoch": r.epoch if r else None})
+        if r is not None and (r.epoch, r.primary) != self.last and r.epoch > (self.last or (-1, ""))[0]:
+            self.last = (r.epoch, r.primary)
+            record("promote", {"shard": 0, "epoch": r.epoch, "node": r.primary, "seen_by": "sample"}, node=r.primary)
 
     def settle(self, be: Backend, clock: Any, record: Record, say: Say) -> None:
         t = self.adapter.settle_s

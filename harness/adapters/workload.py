@@ -73,7 +73,9 @@ class Worker(threading.Thread):
         ev.write("invoke", "update", v, oid)
         try:
             node = client.update(v["key"], op, v["amount"])
-            ev.write("ok", "update", {**v, "node": node}, oid)
+            epoch = getattr(client, "epoch", None)      # the term of the primary it wrote to, if it knows
+            ev.write("ok", "update", {**v, "node": node, "shard": 0, **({"epoch": epoch} if epoch is not None else {})},
+                     oid)
         except Refused as e:
             ev.write("fail", "update", {**v, "error": str(e)[:200]}, oid)
         except Exception as e:  # noqa: BLE001 - it may have been applied: indeterminate, recorded

@@ -17,9 +17,12 @@ def failover_times(history: list[dict]) -> list[dict]:
     pause with no successor stays in with ms None (never completed). A kill timed to a moment
     is timed from the primary's own kill (`primary_killed_after_s` into the fault) to an ack above the epoch it
     names (`failover_after_epoch`: a successor killed mid-promotion ends nothing)."""
-    oks = by_f(history, "push", "ok")
+    # an adapted system's updates count where its client knew the primary's term (Redis: Sentinel's
+    # config epoch); a system whose updates carry none (etcd here) leaves its failovers untimed
+    oks = by_f(history, "push", "ok") + [e for e in by_f(history, "update", "ok") if "epoch" in e["value"]]
     if not oks and by_f(history, "update", "ok"):
-        return []      # an adapted system's updates carry no epoch to time a failover by: not timed
+        return []
+    oks.sort(key=lambda e: e["t"])
     promotes = by_f(history, "promote")
     stops = {e["value"]["index"]: e["t"] for e in by_f(history, "fault-stop") if "index" in e["value"]}
     hits = []
