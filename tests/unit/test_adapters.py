@@ -143,3 +143,21 @@ def test_the_adapter_backend_implements_every_backend_method_with_its_signature(
         impl = getattr(AdapterBackend, name, None)
         assert callable(impl), f"AdapterBackend lacks {name}"
         assert shape(inspect.signature(impl)) == shape(sig), f"AdapterBackend.{name}{inspect.signature(impl)} != {sig}"
+
+
+def test_an_adapted_systems_failover_is_timed_by_the_term_its_acks_carry():
+    from harness.checkers.failover import failover_times
+    from harness.metrics import failovers
+
+    start = ev(1.0, "info", "fault-start", kind="pause", target="shard-0/0", index=0, shard=0, epoch=0,
+               was_primary=True)
+    promotes = [ev(t, "info", "promote", shard=0, epoch=e, node=n) for t, e, n in ((0.1, 0, "shard-0/0"),
+                                                                               (2.0, 1, "shard-0/1"))]
+    acks = [dict(e, value={**e["value"], "shard": 0, "epoch": ep}) for ep, e in
+            ((0, update(1.5, 1.6, "w", 1)[1]), (1, update(3.0, 3.5, "w", 2)[1]))]
+    h = sorted([start, *promotes, *acks, ev(4.0, "info", "fault-stop", kind="pause", target="shard-0/0", index=0)],
+               key=lambda e: e["t"])
+    assert [f["ms"] for f in failover_times(h)] == [2500.0]         # the first ack above epoch 0
+    assert failovers(h, adapted=True) == 1 and failovers(h) == 0      # Sentinel's terms start at 0
+    untimed = [e for e in h if e["f"] != "update"] + update(3.0, 3.5, "w", 2)   # no term on the ack (etcd)
+    assert failover_times(sorted(untimed, key=lambda e: e["t"])) == []
