@@ -30,6 +30,17 @@ from .workload import Worker
 
 
 ELECTION_WAIT_S = 1.0
+SOCKET_PATH_MAX = 100      # the kernel's sun_path holds 108 bytes, the terminating NUL among them
+
+
+def sock_dir(run_dir: Path) -> Path:
+    """Where unix sockets go: in the run folder (gone with it, also after a SIGKILLed harness),
+    or a fresh folder under /tmp when that path would be too long for a socket's name."""
+    inside = run_dir.resolve() / "sock"
+    if len(str(inside / "shard-00-00.sock")) <= SOCKET_PATH_MAX:
+        inside.mkdir(parents=True, exist_ok=True)
+        return inside
+    return Path(tempfile.mkdtemp(prefix="pschaos-"))
 
 
 @dataclass
@@ -48,7 +59,7 @@ class AdapterBackend:
 
     def __init__(self, adapter_cls: type[Adapter], scenario, run_dir: Path, run_id: str, seed: int) -> None:
         self.run_dir, self.run_id, self.seed = run_dir, run_id, seed
-        self.sock_dir = Path(tempfile.mkdtemp(prefix="pschaos-"))
+        self.sock_dir = sock_dir(run_dir)
         self.adapter = adapter_cls(Env(run_dir, self.sock_dir, scenario.cluster.copies, seed,
                                        dict(scenario.system_options)))
         self.n_workers, self.read_every = scenario.cluster.workers, scenario.workload.read_every
