@@ -47,10 +47,13 @@ def _verdict_class(v) -> str:
 
 
 def loss_series(history: list[dict]) -> dict[str, list[tuple[float, float]]]:
+    """Each worker's training loss; a train-step without a numeric loss (another system's
+    workload, an older history) is left out, never a crash of the page."""
     out: dict[str, list[tuple[float, float]]] = {}
     for e in history:
-        if e.get("f") == "train-step":
-            out.setdefault(e["value"]["worker"], []).append((e["t"], e["value"]["loss"]))
+        v = e.get("value") or {}
+        if e.get("f") == "train-step" and isinstance(v.get("loss"), (int, float)) and "worker" in v:
+            out.setdefault(v["worker"], []).append((e["t"], v["loss"]))
     return out
 
 
@@ -68,9 +71,11 @@ def primary_lanes(history: list[dict], end: float) -> dict[str, list[tuple[float
 def lag_series(history: list[dict]) -> dict[str, list[tuple[float, float]]]:
     """Entries each replica trails its primary, from the harness's periodic status samples."""
     by_tick: dict[float, list[dict]] = {}
+    need = ("tick", "shard", "role", "epoch", "seq", "node")
     for e in history:
-        if e.get("f") == "sample":
-            by_tick.setdefault(e["value"]["tick"], []).append(e["value"] | {"t": e["t"]})
+        v = e.get("value") or {}
+        if e.get("f") == "sample" and all(k in v for k in need):     # another system's samples differ
+            by_tick.setdefault(v["tick"], []).append(v | {"t": e["t"]})
     out: dict[str, list[tuple[float, float]]] = {}
     for samples in by_tick.values():
         prim = {s["shard"]: s for s in samples if s["role"] == "primary"}

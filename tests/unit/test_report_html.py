@@ -25,3 +25,14 @@ def test_the_header_escapes_what_it_prints():
 def test_a_check_name_cannot_break_the_summary_table():
     md = markdown.render(REPORT)
     assert "| a\\|b c | pass |" in md
+
+
+def test_another_systems_events_draw_nothing_instead_of_crashing_the_page():
+    """An adapted system's workload may write a train-step with no loss and samples without a
+    role (the adapters engineer renamed theirs to dodge a KeyError): the page renders without them."""
+    hist = [{"t": 0.5, "node": "worker-0", "type": "info", "f": "train-step", "value": {"worker": "worker-0"}},
+            {"t": 0.6, "node": "harness", "type": "info", "f": "sample", "value": {"tick": 1, "node": "n0"}},
+            {"t": 0.7, "node": "worker-0", "type": "info", "f": "train-step", "value": {"worker": "worker-0", "loss": 0.5}}]
+    assert html.loss_series(hist) == {"worker-0": [(0.7, 0.5)]}
+    assert html.lag_series(hist) == {}
+    assert "<svg" in html.render({**REPORT, "seed": 1}, hist)
