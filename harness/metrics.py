@@ -45,7 +45,7 @@ def compute(history: list[dict], ctx: dict) -> dict:
     return {
         "acked_updates": len(oks) + len(updates),
         "lost_acked_updates": lost.details.get("lost") if lost.valid != "unknown" else None,
-        "failovers": failovers(history, adapted=bool(updates)),
+        "failovers": failovers(history, adapted=ctx.get("system", "psnodes") != "psnodes"),
         "failover_ms": failover_stats([f["ms"] for f in fo]),
         "failover_failed": sum(1 for f in fo if f["ms"] is None),
         "restores": len(by_f(history, "restore")),

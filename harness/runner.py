@@ -32,7 +32,6 @@ from .nemesis import schedule as nemesis_schedule
 from .scenario import Scenario
 from .targets import resolve
 from .adapters import system_named
-from .adapters.psnodes import BACKENDS as PSNODES_BACKENDS, docker_backend, process_backend, sim_backend  # noqa: F401
 
 
 @dataclass
@@ -47,8 +46,6 @@ class OpenFault:
 
 
 BackendFactory = Callable[[Scenario, Path, str, int], Backend]
-# psnodes' backends, by --backend name (kept here for callers that pick one: sim validate)
-BACKENDS: dict[str, BackendFactory] = PSNODES_BACKENDS
 
 
 RUN_MARKER = ".pschaos-run"      # in every run folder the runner makes: a reused --out deletes only those
@@ -114,10 +111,10 @@ class Runner:
     # ------------------------------------------------------------------ main
     def run(self) -> dict:
         self.out.mkdir(parents=True, exist_ok=True)
-        self.baseline_loss = None
         self.history = History(self.backend.events_path("harness"), self.clock)
         t_start = time.time()       # wall_s: what the run cost in real time, whatever its clock
-        self.baseline_loss = self._baseline()
+        self.prepared = self.system.prepare(self.sc, self.seed, self.out, self.backend_name, self.make_backend,
+                                            self.say)
         self.tearing_down = False
         trapped = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
         prev = {sig: signal.signal(sig, self._on_term) for sig in trapped}   # SIGINT too: a shell may have
@@ -190,11 +187,14 @@ class Runner:
             self.say(f"fault {i} ({f.kind} at {f.at}) never came due: the workload ended first")
 
     def _sample(self, period: float = 0.5) -> None:
-        """The system's own sample every `period` s (psnodes: each node's role, epoch and seq)."""
+        """The system's own sample every `period` s (each node's role and term, as it reports them)."""
         tick = 0
         while self.sampling:
             tick += 1
-            self.system.sample(self.backend, self.history.record, tick)
+            try:
+                self.system.sample(self.backend, self.history.record, tick)
+            except Exception as e:  # noqa: BLE001 - a sample that failed is evidence, recorded and judged
+                self.history.record("sample-error", {"tick": tick, "error": f"{e.__class__.__name__}: {e}"[:300]})
             self.clock.wait_until(lambda: not self.sampling, period, 0.05)
 
     def _loop(self, ctx: FaultContext, pending: list, watch: StepWatcher, t0: float, limit: float) -> None:
@@ -303,25 +303,12 @@ class Runner:
 
     # ----------------------------------------------------------- observation
     def _quiesce(self) -> None:
-        """Wait until replication settled, as the system judges it (bounded)."""
+        """Wait until the system came to rest, as it judges that (bounded)."""
         self.system.settle(self.backend, self.clock, self.history.record, self.say)
 
     def _observe(self) -> None:
         """Record what the checkers judge the run by: final states, final reads, checkpoint scans."""
         self.system.observe(self.backend, self.clock, self.history.record, self.say)
-
-    def _baseline(self) -> float | None:
-        """The same scenario without faults, same seed: the loss the faulted run is held to."""
-        if "converge-baseline" not in self.sc.expect.checks:
-            return None
-        self.say(f"{self.sc.name}: fault-free baseline run (seed {self.seed}) for converge-baseline")
-        base = self.sc.model_copy(update={"faults": [], "nemesis": None, "name": self.sc.name,
-                                          "expect": self.sc.expect.model_copy(update={"checks": ["converged"],
-                                                                                      "metrics": []})})
-        base.path = self.sc.path
-        rep = Runner(base, self.seed, self.out / "baseline", self.backend_name, quiet=True,
-                     make_backend=self.make_backend).run()
-        return rep["metrics"]["final_loss"]
 
     # ---------------------------------------------------------------- verdict
     def _simulated(self) -> dict:
@@ -330,13 +317,11 @@ class Runner:
         return {"simulated": {"calibration": cal.path, "measured": cal.measured}} if cal is not None else {}
 
     def context(self) -> dict:
-        c, e = self.sc.cluster, self.sc.expect
-        return {"system": self.sc.system, "replication": c.replication, "max_lag": c.max_lag, "workers": [f"worker-{j}" for j in range(c.workers)],
-                "training": c.training, "staleness": c.staleness, "baseline_margin": e.baseline_margin,
-                "stop_acking_grace_s": e.stop_acking_grace_s, "baseline_loss": self.baseline_loss,
-                "steps": self.sc.workload.steps, "duration_s": self.sc.workload.duration_s,
-                "catchup_ratio": e.catchup_ratio, "catchup_vs_snapshot": e.catchup_vs_snapshot,
-                "failover_budget_ms": e.failover_budget_ms, "scheduled_faults": len(self.schedule)}
+        """What every checker may read (the workload, the schedule), then the system's own fields."""
+        w, e = self.sc.workload, self.sc.expect
+        return {"system": self.sc.system, "workers": [f"worker-{j}" for j in range(self.sc.cluster.workers)],
+                "steps": w.steps, "duration_s": w.duration_s, "failover_budget_ms": e.failover_budget_ms,
+                "scheduled_faults": len(self.schedule), **self.system.context(self.sc), **self.prepared}
 
     def _judge(self, t_start: float) -> dict:
         sources = sorted({*self.backend.event_files(), self.history.path})   # sorted: ties merge in one order
@@ -365,6 +350,7 @@ class Runner:
                                  "history": str(self.out / "history.jsonl"),
                                  "scenario_spec": self.sc.model_dump()})
         report_json.write(rep, self.out)
+        self.system.artifacts(hist, self.out)
         junit.write(rep, self.out)
         markdown.write(rep, self.out)
         html.write(rep, hist, self.out)

@@ -217,8 +217,20 @@ class Expect(Strict):
                                                        "pulled-copy-matches", "checkpoints-atomic"])
     metrics: list[str] = Field(default_factory=list)
     # checks this scenario exists to see fail (a system known to lose acknowledged updates): as a
-    # test it passes when each of them fails and none is unknown; its verdict stays fail
-    finds: list[str] = Field(default_factory=list)
+    # test it passes when each of them fails and none is unknown; its verdict stays fail. An entry
+    # may name the failure kinds it accepts ({linearizable-reads: [stale]}); a bare name accepts the
+    # kinds a system causes (harness/checkers/updates.py SYSTEM_BUG_KINDS)
+    finds: list[str | dict[str, list[str]]] = Field(default_factory=list)
+
+    def finds_kinds(self) -> dict[str, tuple[str, ...] | None]:
+        """Each check this scenario finds, with the failure kinds it accepts (None: the defaults)."""
+        out: dict[str, tuple[str, ...] | None] = {}
+        for f in self.finds:
+            if isinstance(f, str):
+                out[f] = None
+            else:
+                out.update({k: tuple(v) for k, v in f.items()})
+        return out
     catchup_ratio: float = Field(1.1, gt=0)          # sync_bytes <= ratio * changed_bytes
     catchup_vs_snapshot: float = Field(0.5, gt=0)   # sync_bytes <= this * snapshot_bytes
     failover_budget_ms: float = Field(800, gt=0)
@@ -314,10 +326,20 @@ class Scenario(Strict):
 
     @model_validator(mode="after")
     def finds_checked(self) -> "Scenario":
-        missing = [c for c in self.expect.finds if c not in self.expect.checks]
+        from .checkers.updates import FAILURE_KINDS
+
+        finds = self.expect.finds_kinds()
+        missing = [c for c in finds if c not in self.expect.checks]
         if missing:
             raise ValueError(f"expect.finds: {missing} are not in expect.checks; a scenario can only expect "
                              "to see fail a check it runs")
+        for check, kinds in finds.items():
+            if kinds is not None:
+                known = FAILURE_KINDS.get(check, ())
+                bad = [k for k in kinds if k not in known] or ([] if kinds else ["(none)"])
+                if bad:
+                    raise ValueError(f"expect.finds.{check}: {bad} are not failure kinds of {check}; "
+                                     f"name some of {', '.join(known) or 'none: give the check by name alone'}")
         return self
 
     @model_validator(mode="after")

@@ -11,7 +11,7 @@ history, checkers, reports):
   Data nodes are named `shard-<group>/<slot>` (the DESIGN contract, so every target selector
   works); helper processes (Sentinels) take any other name and are never fault targets.
 - **topology**: `primary(group)` asks the system who leads a group now (its own control plane:
-  Sentinel, Raft), `epoch(group)` its term, `peer_ports(node)` the TCP ports its peers reach it
+  Sentinel, Raft), `epoch(group)` its term (`view(group)` both from one reading), `peer_ports(node)` the TCP ports its peers reach it
   on (a partition drops every packet on them, or what `cut(node)` says; clients keep their own
   way in), `ready()` and
   `settled()` say when it serves and when replication came to rest after the faults.
@@ -46,7 +46,6 @@ class Env:
     run_dir: Path                  # the run folder: configs, data and logs go below it
     sock_dir: Path                 # a short folder for unix sockets (their paths are capped at 108 bytes)
     copies: int                    # data nodes in the group
-    seed: int
     options: dict[str, Any] = field(default_factory=dict)
 
     def ports(self, n: int) -> list[int]:
@@ -111,6 +110,13 @@ class Adapter:
     def epoch(self, group: int = 0) -> int:
         """The leadership term that named the primary (Sentinel's config epoch, Raft's term)."""
         return 0
+
+    def view(self, group: int = 0) -> tuple[int, str | None]:
+        """(term, primary) from one reading of the control plane, so a failover between two
+        questions cannot pair the old primary with the new term. The harness asks only this;
+        the default asks `epoch` then `primary`, which an adapter whose control plane answers
+        both at once (Sentinel's SENTINEL MASTER, etcd's status) should override."""
+        return self.epoch(group), self.primary(group)
 
     def peer_ports(self, node: str) -> list[int]:
         """The TCP ports a node's peers reach it on; a partition drops every packet on them."""

@@ -53,15 +53,14 @@ class Route:
 
 
 class AdapterBackend:
-    name = "process"
+    name = "adapter"          # local processes, like psnodes' "process" backend, but another system's
     proxied = False
     clock: Clock = WALL
 
     def __init__(self, adapter_cls: type[Adapter], scenario, run_dir: Path, run_id: str, seed: int) -> None:
         self.run_dir, self.run_id, self.seed = run_dir, run_id, seed
         self.sock_dir = sock_dir(run_dir)
-        self.adapter = adapter_cls(Env(run_dir, self.sock_dir, scenario.cluster.copies, seed,
-                                       dict(scenario.system_options)))
+        self.adapter = adapter_cls(Env(run_dir, self.sock_dir, scenario.cluster.copies, dict(scenario.system_options)))
         self.n_workers, self.read_every = scenario.cluster.workers, scenario.workload.read_every
         self.procs: dict[str, Proc] = {}
         self.argv: dict[str, list[str]] = {}
@@ -151,11 +150,13 @@ class AdapterBackend:
         return p is not None and p.alive()
 
     def routing(self) -> dict[int, Route]:
-        """The group's primary as the system names it; mid-election, looked for up to
-        ELECTION_WAIT_S (a fault that came due then would find no `primary(shard=0)`)."""
-        found: list[str | None] = []
-        wait_until(lambda: bool(found.append(self.adapter.primary(0)) or found[-1]), ELECTION_WAIT_S, 0.1)
-        return {0: Route(self.adapter.epoch(0), found[-1])} if found[-1] else {}
+        """The group's (term, primary) as the system names them in one reading (Adapter.view);
+        mid-election, looked for up to ELECTION_WAIT_S (a fault that came due then would find no
+        `primary(shard=0)`)."""
+        found: list[tuple[int, str | None]] = []
+        wait_until(lambda: bool(found.append(self.adapter.view(0)) or found[-1][1]), ELECTION_WAIT_S, 0.1)
+        epoch, primary = found[-1]
+        return {0: Route(epoch, primary)} if primary else {}
 
     def status(self, name: str, checksum: bool = False, applied: bool = False, timeout: float = 2.0,
                audit: bool = False):
@@ -164,6 +165,14 @@ class AdapterBackend:
         r = self.routing().get(0)
         return SimpleNamespace(shard=0, role="primary" if r and r.primary == name else "replica",
                                epoch=r.epoch if r else 0, seq=0, isr=[])
+
+    def settled(self) -> bool:
+        """The adapter says replication came to rest (a probe that raised is a no)."""
+        return _quietly(self.adapter.settled)
+
+    def final(self, keys: list[str]) -> tuple[str, dict[str, dict]]:
+        """What survived, read back from the primary (Adapter.final)."""
+        return self.adapter.final(keys)
 
     def final_state(self, name: str) -> dict | None:
         st = self.status(name)

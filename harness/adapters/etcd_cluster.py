@@ -60,15 +60,18 @@ class EtcdCluster(Adapter):
                 continue
         return out
 
-    def primary(self, group: int = 0) -> str | None:
-        """The leader the member at the highest term names."""
+    def view(self, group: int = 0) -> tuple[int, str | None]:
+        """(term, leader) as the member at the highest term has them, from one round of statuses."""
         st = self._statuses()
         ids = {s["header"]["member_id"]: n for n, s in st.items()}
         best = max(st.values(), key=lambda s: int(s["raftTerm"]), default=None)
-        return ids.get(best.get("leader")) if best else None
+        return (int(best["raftTerm"]), ids.get(best.get("leader"))) if best else (0, None)
+
+    def primary(self, group: int = 0) -> str | None:
+        return self.view(group)[1]
 
     def epoch(self, group: int = 0) -> int:
-        return max((int(s["raftTerm"]) for s in self._statuses().values()), default=0)
+        return self.view(group)[0]
 
     def ready(self) -> bool:
         st = self._statuses()

@@ -106,6 +106,30 @@ class PsnodesSystem:
         for v in be.checkpoint_scan():      # does each manifest name a whole, loadable file?
             record("checkpoint-scan", v)
 
+    def prepare(self, sc, seed: int, out: Path, backend: str, make_backend, say: Say) -> dict:
+        """converge-baseline: the same scenario without faults, same seed; its loss is the bound."""
+        if "converge-baseline" not in sc.expect.checks:
+            return {"baseline_loss": None}
+        from ..runner import Runner
+
+        say(f"{sc.name}: fault-free baseline run (seed {seed}) for converge-baseline")
+        base = sc.model_copy(update={"faults": [], "nemesis": None, "name": sc.name,
+                                     "expect": sc.expect.model_copy(update={"checks": ["converged"], "metrics": []})})
+        base.path = sc.path
+        rep = Runner(base, seed, out / "baseline", backend, quiet=True, make_backend=make_backend).run()
+        return {"baseline_loss": rep["metrics"]["final_loss"]}
+
+    def context(self, sc) -> dict:
+        """The settings psnodes' checkers read: replication, training mode, staleness, bounds."""
+        c, e = sc.cluster, sc.expect
+        return {"replication": c.replication, "max_lag": c.max_lag, "training": c.training,
+                "staleness": c.staleness, "baseline_margin": e.baseline_margin,
+                "stop_acking_grace_s": e.stop_acking_grace_s, "catchup_ratio": e.catchup_ratio,
+                "catchup_vs_snapshot": e.catchup_vs_snapshot}
+
+    def artifacts(self, history: list[dict], out: Path) -> None:
+        """psnodes' evidence is all in history.jsonl and report.json."""
+
     @staticmethod
     def _final_state(be: Backend, n: str) -> dict:
         st = be.final_state(n)

@@ -103,11 +103,15 @@ class RedisSentinel(Adapter):
             best = max(best, (int(m["config-epoch"]), by_port.get(int(m["port"]))), key=lambda x: x[0])
         return best
 
+    def view(self, group: int = 0) -> tuple[int, str | None]:
+        epoch, master = self._view()
+        return max(epoch, 0), master
+
     def primary(self, group: int = 0) -> str | None:
         return self._view()[1]
 
     def epoch(self, group: int = 0) -> int:
-        return max(self._view()[0], 0)
+        return self.view(group)[0]
 
     def _replication(self, node: str) -> dict:
         return self._redis(node).info("replication")

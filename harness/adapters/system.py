@@ -6,6 +6,8 @@ so it asks the scenario's System: psnodes (psnodes.py) or an Adapter wrapped by 
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from ..backend import Backend
@@ -35,6 +37,20 @@ class System(Protocol):
         """Record what the checkers judge the run by (final states, final reads)."""
         ...
 
+    def prepare(self, sc, seed: int, out: Path, backend: str, make_backend: Callable[..., Backend],
+                say: Say) -> dict:
+        """Before the run: what the checkers need from elsewhere (psnodes: a fault-free baseline
+        run's loss), as context fields."""
+        ...
+
+    def context(self, sc) -> dict:
+        """The scenario's settings this system's checkers read (recorded in run-start)."""
+        ...
+
+    def artifacts(self, history: list[dict], out: Path) -> None:
+        """Files beside report.json that hold what the details only sample."""
+        ...
+
 
 class AdaptedSystem:
     """An Adapter as a System: local processes only, settled by the adapter's own word, judged
@@ -58,16 +74,17 @@ class AdaptedSystem:
         r = be.routing().get(0)
         record("topology", {"tick": tick, "shard": 0, "primary": r.primary if r else None,
                             "epoch": r.epoch if r else None})
-        if r is not None and (r.epoch, r.primary) != self.last and r.epoch > (self.last or (-1, ""))[0]:
+        if r is not None and r.epoch > (self.last or (-1, ""))[0]:
             self.last = (r.epoch, r.primary)
             record("promote", {"shard": 0, "epoch": r.epoch, "node": r.primary, "seen_by": "sample"}, node=r.primary)
 
     def settle(self, be: Backend, clock: Any, record: Record, say: Say) -> None:
         t = self.adapter.settle_s
-        ok = clock.wait_until(lambda: _quietly(be.adapter.settled), t, 0.2)
+        ok = clock.wait_until(be.settled, t, 0.2)
         record("quiesce", {"settled": ok, "timeout_s": t})
-        if not ok:
-            say(f"{self.name} did not settle within {t}s (one primary, replicas caught up); reading anyway")
+        if not ok:      # judged: the updates checks say unknown (harness/checkers/updates.py)
+            say(f"{self.name} did not settle within {t}s (one primary, replicas caught up); the checks will be "
+                "unknown")
 
     def observe(self, be: Backend, clock: Any, record: Record, say: Say) -> None:
         for n in be.nodes():
@@ -75,7 +92,7 @@ class AdaptedSystem:
         keys = sorted(be.workers())
         for attempt in range(3):          # a primary changing under the reading: once more, after a pause
             try:
-                node, final = be.adapter.final(keys)
+                node, final = be.final(keys)
                 record("final-read", {"node": node, "keys": final, "attempts": attempt + 1})
                 return
             except Exception as e:  # noqa: BLE001 - no final reading: the checkers say unknown, with this
@@ -83,6 +100,22 @@ class AdaptedSystem:
                 clock.sleep(1.0)
         record("final-read", {"error": error})
         say(f"could not read the final state of {self.name}: {error}")
+
+    def prepare(self, sc, seed: int, out: Path, backend: str, make_backend: Callable[..., Backend],
+                say: Say) -> dict:
+        return {}
+
+    def context(self, sc) -> dict:
+        return {"finds": list(sc.expect.finds)}
+
+    def artifacts(self, history: list[dict], out: Path) -> None:
+        """Every lost update (key, op, op id, the node that acknowledged it, when) in
+        lost-updates.jsonl: the report's details name only the first 20."""
+        from ..checkers.updates import LOST_FILE, lost_updates
+
+        lost = lost_updates(history) if any(e.get("f") == "update" for e in history) else []
+        if lost:
+            (out / LOST_FILE).write_text("".join(json.dumps(x) + "\n" for x in lost))
 
 
 def _quietly(pred: Callable[[], bool]) -> bool:

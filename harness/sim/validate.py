@@ -100,7 +100,8 @@ def compare(real: dict, sim: dict, targeted: tuple[str, ...] = ()) -> dict:
 
 
 def _run(path: Path, backend: str, seed: int, out: Path, cal: str | None) -> Path:
-    from ..runner import BACKENDS, Runner
+    from ..adapters.psnodes import BACKENDS
+    from ..runner import Runner
 
     sc = load_scenario(path)
     make = BACKENDS[backend]

@@ -92,7 +92,9 @@ def test_no_lost_updates_says_how_many_and_which():
     h = update(1, 2, "w", 1) + update(3, 4, "w", 2) + update(5, 6, "w", 3, "info") + [final(w=[1])]
     v = no_lost_updates(h, {})
     assert v.valid is False and v.details["lost"] == 1
-    assert v.details["examples"] == [{"key": "w", "op": 2, "acked_at_s": 4, "acked_by": "shard-0/0"}]
+    assert v.details["examples"] == [{"key": "w", "op": 2, "op_id": "w/u2", "acked_by_node": "shard-0/0",
+                                      "acked_at_s": 4}]
+    assert v.details["lost_by_acking_node"] == {"shard-0/0": 1} and v.details["lost_fraction"] == 0.5
     assert no_lost_updates(h[:-1] + [final(w=[1, 2, 3])], {}).valid is True     # an info op may land
     assert no_lost_updates(h[:-1], {}).valid == "unknown"                         # no final read
     assert no_lost_updates([final(w=[])], {}).valid == "unknown"                  # nothing acked
@@ -110,7 +112,8 @@ def test_counters_match_finds_a_count_off_its_ops_and_ops_never_invoked():
 def test_linearizable_reads_pass_a_correct_history_and_catch_stale_and_backwards_reads():
     h = update(1, 2, "w", 1) + update(3, 4, "w", 2)
     good = h + read(2.5, 2.6, "w", 1, 1) + read(3.5, 3.6, "w", 1, 2) + read(3.5, 3.7, "w", 2, 3) + read(5, 6, "w", 2, 4)
-    assert linearizable_reads(good, {}).valid is True
+    assert linearizable_reads(good + [final(w=[1, 2])], {}).valid is True
+    assert linearizable_reads(good, {}).valid == "unknown"         # no final read to hold the reads to
     stale = h + read(5, 6, "w", 1, 1)                  # both acked before it began
     assert linearizable_reads(stale, {}).details["stale"] == 1
     back = h + read(3.1, 3.2, "w", 2, 1) + read(3.3, 3.4, "w", 1, 2)    # saw 2, then 1 after it
@@ -122,8 +125,12 @@ def test_linearizable_reads_pass_a_correct_history_and_catch_stale_and_backwards
 
 # ---------------------------------------------------------------- expect.finds as a test
 def report(**checks):
+    """Checks by name: a valid value, or (valid, failure kinds)."""
+    def one(v):
+        valid, kinds = v if isinstance(v, tuple) else (v, ["lost"] if v is False else [])
+        return {"valid": valid, "details": {"kinds": kinds}}
     return {"verdict": "fail" if False in checks.values() else "pass",
-            "checks": {k: {"valid": v} for k, v in checks.items()}}
+            "checks": {k: one(v) for k, v in checks.items()}}
 
 
 def test_a_finding_counts_only_when_exactly_the_named_checks_fail(tmp_path):
@@ -161,3 +168,124 @@ def test_an_adapted_systems_failover_is_timed_by_the_term_its_acks_carry():
     assert failovers(h, adapted=True) == 1 and failovers(h) == 0      # Sentinel's terms start at 0
     untimed = [e for e in h if e["f"] != "update"] + update(3.0, 3.5, "w", 2)   # no term on the ack (etcd)
     assert failover_times(sorted(untimed, key=lambda e: e["t"])) == []
+
+
+# ---------------------------------------------------------------- fail closed (review of the adapters)
+def heal(t, kind="pause", **v):
+    return ev(t, "info", "fault-stop", kind=kind, target="shard-0/0", index=0, **v)
+
+
+def test_an_empty_final_read_is_no_finding_but_unknown():
+    h = update(1, 2, "w", 1) + update(3, 4, "w", 2) + [heal(2.5)]
+    v = no_lost_updates(h + [final(w=[])], {})
+    assert v.valid == "unknown" and "none of the 1 updates acknowledged after the last heal" in v.details["reason"]
+    assert no_lost_updates(h + [final(w=[2])], {}).valid is False        # holds the later ack: op 1 is lost
+
+
+def test_no_update_acknowledged_after_the_last_heal_is_unknown():
+    h = update(1, 2, "w", 1) + [heal(5.0)] + [final(w=[1])]
+    v = no_lost_updates(h, {})
+    assert v.valid == "unknown" and "after the last heal" in v.details["reason"]
+
+
+def test_a_system_that_never_settled_or_a_partition_that_dropped_nothing_is_unknown():
+    h = update(1, 2, "w", 1) + update(3, 4, "w", 2) + [final(w=[1, 2])]
+    assert no_lost_updates(h, {}).valid is True
+    unsettled = h + [ev(5, "info", "quiesce", settled=False, timeout_s=40)]
+    for check in (no_lost_updates, counters_match):
+        v = check(unsettled, {})
+        assert v.valid == "unknown" and "never settled" in v.details["reason"], v
+    blunt = h + [heal(2.5, kind="partition", packets_dropped=0)]
+    assert "dropped no packet" in no_lost_updates(blunt, {}).details["reason"]
+    assert no_lost_updates(h + [heal(2.5, kind="partition", packets_dropped=7)], {}).valid is True
+
+
+def test_a_leader_fault_with_no_new_term_seen_decides_only_a_finding():
+    start = ev(0.5, "info", "fault-start", kind="pause", target="shard-0/0", index=0, epoch=3, was_primary=True)
+    h = [start] + update(1, 2, "w", 1) + update(3, 4, "w", 2) + [heal(2.5), final(w=[2])]
+    plain = no_lost_updates(h, {})
+    assert plain.valid is False and "no new primary was seen elected" in plain.details["notes"][0]
+    assert no_lost_updates(h, {"finds": ["no-lost-updates"]}).valid == "unknown"
+    seen = h + [ev(2.0, "info", "topology", tick=3, shard=0, primary="shard-0/1", epoch=4)]
+    assert no_lost_updates(sorted(seen, key=lambda e: e["t"]), {"finds": ["no-lost-updates"]}).valid is False
+
+
+def test_many_sample_errors_make_the_checks_unknown():
+    h = update(1, 2, "w", 1) + [final(w=[1])]
+    errs = [ev(0.1 * i, "info", "sample-error", tick=i, error="KeyError: 'header'") for i in range(3)]
+    ok = [ev(0.1 * i, "info", "topology", tick=i, shard=0, primary="shard-0/0", epoch=2) for i in range(3)]
+    assert "sample-error" in no_lost_updates(h + errs + ok, {}).details["reason"]
+    assert no_lost_updates(h + errs[:1] + ok * 3, {}).valid is True
+
+
+def test_the_final_read_counts_as_a_read_after_every_op():
+    h = update(1, 2, "w", 1) + update(3, 4, "w", 2, "info") + read(5, 6, "w", 2, 1)
+    v = linearizable_reads(h + [final(w=[1])], {})          # a read saw op 2, then it vanished
+    assert v.valid is False and v.details["final_below_read"] == 1 and v.details["kinds"] == ["final_below_read"]
+    assert linearizable_reads(h + [final(w=[1, 2])], {}).valid is True
+
+
+def test_a_finding_must_be_of_a_kind_the_scenario_accepts(tmp_path):
+    sc = load(tmp_path, REDIS + "expect: {checks: [no-lost-updates, linearizable-reads], "
+                                "finds: [no-lost-updates, linearizable-reads]}\n")
+    assert as_expected(sc, report(**{"no-lost-updates": False, "linearizable-reads": (False, ["stale"])}))
+    # a refused update that was applied is the harness' or the adapter's error, not a finding
+    assert not as_expected(sc, report(**{"no-lost-updates": False, "linearizable-reads": (False, ["from_nowhere"])}))
+    assert not as_expected(sc, report(**{"no-lost-updates": False}))          # a check it finds is absent
+    only_stale = load(tmp_path, REDIS + "expect: {checks: [linearizable-reads], finds: [{linearizable-reads: [stale]}]}\n")
+    assert as_expected(only_stale, report(**{"linearizable-reads": (False, ["stale"])}))
+    assert not as_expected(only_stale, report(**{"linearizable-reads": (False, ["stale", "went_back"])}))
+    msg = str(pytest.raises(ScenarioError, load, tmp_path,
+                            REDIS + "expect: {checks: [linearizable-reads], finds: [{linearizable-reads: [old]}]}\n").value)
+    assert "expect.finds.linearizable-reads" in msg and "stale" in msg
+
+
+def test_the_runner_names_no_system():
+    import harness.runner as runner
+
+    text = inspect.getsource(runner)
+    for word in ("psnodes", "process_backend", "BACKENDS", "baseline", "replication", "staleness"):
+        assert word not in text, word
+
+
+def test_a_sample_that_raises_is_recorded_and_the_sampler_goes_on():
+    from types import SimpleNamespace
+
+    from harness.clock import WALL
+    from harness.runner import Runner
+
+    events, calls = [], []
+
+    def sample(be, record, tick):
+        calls.append(tick)
+        if tick == 3:
+            fake.sampling = False
+        if tick < 3:
+            raise KeyError("header")          # etcd's status with an error body, a paused node
+    fake = SimpleNamespace(sampling=True, backend=None, clock=WALL, system=SimpleNamespace(sample=sample),
+                           history=SimpleNamespace(record=lambda f, v, **kw: events.append((f, v))))
+    Runner._sample(fake, period=0.01)
+    assert calls == [1, 2, 3]
+    assert [f for f, _ in events] == ["sample-error", "sample-error"] and "KeyError" in events[0][1]["error"]
+
+
+def test_routing_reads_term_and_primary_from_one_view():
+    from harness.adapters.api import Adapter
+    from harness.adapters.backend import AdapterBackend
+
+    class Flipping(Adapter):
+        """A failover between two questions: primary() answers before it, epoch() after."""
+        def primary(self, group=0):
+            return "shard-0/0"
+
+        def epoch(self, group=0):
+            return 5
+
+        def view(self, group=0):
+            return 5, "shard-0/1"
+
+    be = AdapterBackend.__new__(AdapterBackend)
+    be.adapter = Flipping.__new__(Flipping)
+    r = be.routing()[0]
+    assert (r.epoch, r.primary) == (5, "shard-0/1")
+    assert Adapter.view(Flipping.__new__(Flipping)) == (5, "shard-0/0")      # the default: both questions
