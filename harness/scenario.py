@@ -6,6 +6,7 @@ so `faults[1].target` on line 14 is what a user reads, never a traceback.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -17,8 +18,6 @@ from reports.yamlpos import line_of
 
 from .adapters import SYSTEMS, adapter_class
 from .errors import HarnessError, ScenarioError
-from netfaults.errors import NetFaultError
-from netfaults.faults.base import check_params
 
 from .faults import ALL_KINDS, LINK_KINDS, params_error
 from .faults.registry import NO_TARGET
@@ -30,6 +29,25 @@ CHECKS = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "c
           "no-lost-updates", "counters-match", "linearizable-reads")
 # the fault kinds an adapted system takes (harness/adapters/backend.py, portcut.py)
 ADAPTED_KINDS = ("kill", "stop", "restart", "pause", "partition", "loss")
+ADAPTED_CLUSTER_FIELDS = {"shards", "copies", "workers"}      # the rest of cluster is psnodes' own
+
+
+def adapted_target_error(target: str, params: dict, copies: int) -> str | None:
+    """What an adapted system cannot do with this fault, said with the fix; None if it can. Its
+    fault targets are its data nodes `shard-0/<r>` (or selectors of them); its workers are
+    threads of the harness, and it has no `etcd` or `toxiproxy` of pschaos'."""
+    if "during" in params:
+        return (f"params.during: {params['during']!r} times a kill to a psnodes protocol moment; an adapted "
+                "system has none; remove during and give the fault a time or step")
+    for n in re.findall(r"worker-\d+|\b(?:workers|etcd|toxiproxy)\b", target):
+        return (f"target: {target!r}: {n} is not a node of an adapted system (its workers run inside the "
+                f"harness); target its data nodes, shard-0/0 .. shard-0/{copies - 1}, or a selector such as "
+                "primary(shard=0)")
+    for m in re.finditer(r"shard-(\d+)/(\d+)", target):
+        if int(m.group(1)) != 0 or int(m.group(2)) >= copies:
+            return (f"target: {target!r}: {m.group(0)} is not a data node; an adapted system has shard-0/0 .. "
+                    f"shard-0/{copies - 1}")
+    return None
 
 
 class Strict(BaseModel):
@@ -291,11 +309,7 @@ class Scenario(Strict):
         system = info.data.get("system", "psnodes")
         if system == "psnodes":
             return v
-        try:
-            return check_params(system, adapter_class(system).options, v)
-        except NetFaultError as e:
-            raise ValueError(str(e).replace("params.", "system_options.").replace("unknown params", "unknown options")) \
-                from None
+        return adapter_class(system).check_options(v)
 
     @model_validator(mode="after")
     def fits_system(self) -> "Scenario":
@@ -308,6 +322,9 @@ class Scenario(Strict):
             if adapter_only:
                 raise ValueError(f"expect.checks: {adapter_only} judge an adapted system's updates; psnodes is "
                                  "judged by no-lost-acks, exactly-once and the rest")
+            if "read_every" in self.workload.model_fields_set:
+                raise ValueError("workload.read_every: psnodes' workers train and read nothing back this way; "
+                                 "remove read_every (it sets an adapted system's reads)")
             return self
         a = adapter_class(self.system)
         if self.cluster.shards != 1:
@@ -318,10 +335,28 @@ class Scenario(Strict):
         if wrong:
             raise ValueError(f"expect.checks: {wrong} do not apply to {self.system}; it is judged by "
                              f"{', '.join(a.checks)}")
+        ignored = sorted(self.cluster.model_fields_set - ADAPTED_CLUSTER_FIELDS)
+        if ignored:
+            raise ValueError(f"cluster: {ignored} are psnodes' settings and {self.system} would ignore them; remove "
+                             f"them (an adapted system takes {', '.join(sorted(ADAPTED_CLUSTER_FIELDS))} there, and "
+                             "its own settings under system_options)")
         kinds = [f.kind for f in self.faults] + (self.nemesis.kinds if self.nemesis else [])
         bad = sorted({k for k in kinds if k not in ADAPTED_KINDS})
         if bad:
             raise ValueError(f"faults: {self.system} takes the fault kinds {', '.join(ADAPTED_KINDS)}, not {bad}")
+        targets = [(f"faults[{i}]", f.target, f.params) for i, f in enumerate(self.faults)]
+        if self.nemesis:
+            targets += [(f"nemesis.targets.{k}", t, {}) for k, ts in self.nemesis.targets.items()
+                        for t in ([ts] if isinstance(ts, str) else ts)]
+            targets += [(f"nemesis.params.{k}", "primary(shard=0)", p) for k, ps in self.nemesis.params.items()
+                        for p in ([ps] if isinstance(ps, dict) else ps)]
+        for where, target, params in targets:
+            err = adapted_target_error(target, params, self.cluster.copies)
+            if err:
+                raise ValueError(f"{where}: {err}")
+        err = a.scenario_error(self.cluster.copies, self.system_options)
+        if err:
+            raise ValueError(err)
         return self
 
     @model_validator(mode="after")

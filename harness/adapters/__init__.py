@@ -12,11 +12,13 @@ from ..errors import HarnessError
 from .api import Adapter, Refused
 from .system import AdaptedSystem, System
 
+# systems that implement the runner's System protocol themselves (psnodes.py says why psnodes does)
+NATIVE: dict[str, str] = {"psnodes": "harness.adapters.psnodes:PsnodesSystem"}
 ADAPTERS: dict[str, str] = {
     "redis-sentinel": "harness.adapters.redis_sentinel:RedisSentinel",
     "etcd": "harness.adapters.etcd_cluster:EtcdCluster",
 }
-SYSTEMS = ("psnodes", *ADAPTERS)
+SYSTEMS = (*NATIVE, *ADAPTERS)
 
 
 def adapter_class(name: str) -> type[Adapter]:
@@ -35,10 +37,10 @@ def adapter_class(name: str) -> type[Adapter]:
 
 
 def system_named(name: str) -> System:
-    if name == "psnodes":
-        from .psnodes import PsnodesSystem
-
-        return PsnodesSystem()
+    """The System a scenario's `system:` names: a native one, or an Adapter made into one."""
+    if name in NATIVE:
+        module, _, cls = NATIVE[name].partition(":")
+        return getattr(import_module(module), cls)()
     return AdaptedSystem(adapter_class(name))
 
 

@@ -24,6 +24,16 @@ class RedisSentinel(Adapter):
                "wait_timeout_ms": (int, 100), "socket_timeout_s": (float, 10.0), "partition_keeps_replica": (bool, False)}
     settle_s = 40.0      # Sentinel waits 8 s before it turns a returned old master into a replica
 
+    @classmethod
+    def scenario_error(cls, copies: int, options: dict) -> str | None:
+        if options.get("partition_keeps_replica") and copies < 2:
+            return (f"system_options.partition_keeps_replica: the master keeps a replica's link, and with "
+                    f"cluster.copies: {copies} it has none; set copies: 3 or remove partition_keeps_replica")
+        if options.get("wait_replicas", 0) > copies - 1:
+            return (f"system_options.wait_replicas: {options['wait_replicas']} replicas cannot acknowledge with "
+                    f"cluster.copies: {copies} ({copies - 1} replicas); lower wait_replicas or raise copies")
+        return None
+
     def configure(self) -> None:
         need("redis-server"), need("redis-sentinel")     # MissingDependency with the install command
         try:

@@ -289,3 +289,26 @@ def test_routing_reads_term_and_primary_from_one_view():
     r = be.routing()[0]
     assert (r.epoch, r.primary) == (5, "shard-0/1")
     assert Adapter.view(Flipping.__new__(Flipping)) == (5, "shard-0/0")      # the default: both questions
+
+
+@pytest.mark.parametrize("extra, where, says", [
+    ("faults:\n  - {at: {time: 1}, kind: kill, target: worker-0, duration_s: 1}\n", "faults[0]", "shard-0/0 .. shard-0/2"),
+    ("faults:\n  - {at: {time: 1}, kind: kill, target: etcd, duration_s: 1}\n", "faults[0]", "not a node"),
+    ("faults:\n  - {at: {time: 1}, kind: kill, target: shard-0/5, duration_s: 1}\n", "faults[0]", "not a data node"),
+    ("faults:\n  - {at: {time: 1}, kind: kill, target: primary(shard=0), duration_s: 1, params: {during: promotion}}\n",
+     "params.during", "remove during"),
+    ("system_options: {partition_keeps_replica: true}\n", "partition_keeps_replica", "copies: 3"),
+    ("system_options: {wait_replicas: 3}\n", "wait_replicas", "copies"),
+])
+def test_an_adapted_scenario_that_could_only_fail_at_run_time_is_refused_at_load(tmp_path, extra, where, says):
+    text = (REDIS.replace("copies: 3", "copies: 1") if "keeps" in extra else REDIS) + extra
+    msg = str(pytest.raises(ScenarioError, load, tmp_path, text).value)
+    assert where in msg and says in msg, msg
+
+
+def test_settings_another_system_would_ignore_are_refused(tmp_path):
+    msg = str(pytest.raises(ScenarioError, load, tmp_path, REDIS.replace("workers: 2", "workers: 2, replication: async,"
+                                                                          " training: bsp")).value)
+    assert "cluster" in msg and "['replication', 'training']" in msg and "system_options" in msg
+    msg = str(pytest.raises(ScenarioError, load, tmp_path, "name: p\nworkload: {steps: 5, read_every: 3}\n").value)
+    assert "workload.read_every" in msg and "remove read_every" in msg
