@@ -13,11 +13,13 @@ from pathlib import Path
 DIR = Path(os.environ.get("PSCHAOS_RUNS_DIR", Path(tempfile.gettempdir()) / "pschaos-runs"))
 
 
-def register(run_id: str, owner: int, nft_table: str, owner_start: float | None = None) -> None:
-    """`owner_start` (the owner's start time) tells the owner from a later process given its pid."""
+def register(run_id: str, owner: int, nft_table: str, owner_start: float | None = None,
+             folders: list[str] | None = None) -> None:
+    """`owner_start` (the owner's start time) tells the owner from a later process given its pid;
+    `folders`: what the run made outside its --out (a socket folder under /tmp), for `clean`."""
     DIR.mkdir(parents=True, exist_ok=True)
     (DIR / f"{run_id}.json").write_text(json.dumps({"run_id": run_id, "owner": owner, "nft_table": nft_table,
-                                                    "owner_start": owner_start}))
+                                                    "owner_start": owner_start, "folders": folders or []}))
 
 
 def unregister(run_id: str) -> None:

@@ -12,6 +12,8 @@ import os
 import shutil
 import signal
 import tempfile
+import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -33,14 +35,15 @@ ELECTION_WAIT_S = 1.0
 SOCKET_PATH_MAX = 100      # the kernel's sun_path holds 108 bytes, the terminating NUL among them
 
 
-def sock_dir(run_dir: Path) -> Path:
+def sock_dir(run_dir: Path, run_id: str) -> Path:
     """Where unix sockets go: in the run folder (gone with it, also after a SIGKILLed harness),
-    or a fresh folder under /tmp when that path would be too long for a socket's name."""
+    or, when that path would be too long for a socket's name, a folder under /tmp named by the
+    run (created in `start`, once the registry names it, so `pschaos clean` removes it after a
+    crash; teardown removes it otherwise)."""
     inside = run_dir.resolve() / "sock"
     if len(str(inside / "shard-00-00.sock")) <= SOCKET_PATH_MAX:
-        inside.mkdir(parents=True, exist_ok=True)
         return inside
-    return Path(tempfile.mkdtemp(prefix="pschaos-"))
+    return Path(tempfile.gettempdir()) / f"pschaos-sock-{run_id[-6:]}-{uuid.uuid4().hex[:8]}"
 
 
 @dataclass
@@ -54,12 +57,13 @@ class Route:
 
 class AdapterBackend:
     name = "adapter"          # local processes, like psnodes' "process" backend, but another system's
+    WORKER_JOIN_S = 5.0       # teardown waits this long for all the workers together
     proxied = False
     clock: Clock = WALL
 
     def __init__(self, adapter_cls: type[Adapter], scenario, run_dir: Path, run_id: str, seed: int) -> None:
         self.run_dir, self.run_id, self.seed = run_dir, run_id, seed
-        self.sock_dir = sock_dir(run_dir)
+        self.sock_dir = sock_dir(run_dir, run_id)
         self.adapter = adapter_cls(Env(run_dir, self.sock_dir, scenario.cluster.copies, dict(scenario.system_options)))
         self.n_workers, self.read_every = scenario.cluster.workers, scenario.workload.read_every
         self.procs: dict[str, Proc] = {}
@@ -72,7 +76,9 @@ class AdapterBackend:
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 30.0, workers_steps: int | None = None, duration: float | None = None,
               step_delay: float = 0.0) -> None:
-        registry.register(self.run_id, os.getpid(), table_name(self.run_id), start_time(os.getpid()))
+        outside = [] if self.sock_dir.is_relative_to(self.run_dir.resolve()) else [str(self.sock_dir)]
+        registry.register(self.run_id, os.getpid(), table_name(self.run_id), start_time(os.getpid()), folders=outside)
+        self.sock_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.adapter.configure()
         self.argv = self.adapter.commands()
         for name in self.argv:
@@ -116,22 +122,34 @@ class AdapterBackend:
 
     def teardown(self) -> None:
         """The rules first, then every process with a short grace (a paused one is resumed so it
-        can exit), so a worker blocked on a frozen node fails at once; then the workers (they stop
-        at their next operation), whatever this run's tag still marks, the registry entry and the
-        socket folder."""
+        can exit), so a worker blocked on a frozen node fails at once; then the workers, all
+        against one deadline (they stop at their next operation), whatever this run's tag still
+        marks, the socket folder and the registry entry. Each step runs whatever the one before
+        raised; the first error is raised once every step has run."""
         self.closing = True
-        self.nft.destroy(force=True)
-        stop_all(list(self.procs.values()), grace=0.2 if self.hurry else 3.0, hurry=lambda: self.hurry)
-        for w in self.threads.values():
-            w.join(0.2 if self.hurry else 5.0)
-        left = [p for p in tagged_processes(self.run_id) if p.pid != os.getpid()]
-        if left:
-            reap(left)
-        registry.unregister(self.run_id)
-        shutil.rmtree(self.sock_dir, ignore_errors=True)
+
+        def join_workers() -> None:
+            deadline = time.monotonic() + (0.2 if self.hurry else self.WORKER_JOIN_S)
+            for w in self.threads.values():
+                w.join(max(0.0, deadline - time.monotonic()))
+
+        def reap_tagged() -> None:
+            left = [p for p in tagged_processes(self.run_id) if p.pid != os.getpid()]
+            if left:
+                reap(left)
+        run_all([lambda: self.nft.destroy(force=True),
+                 lambda: stop_all(list(self.procs.values()), grace=0.2 if self.hurry else 3.0, hurry=lambda: self.hurry),
+                 join_workers, reap_tagged, lambda: shutil.rmtree(self.sock_dir, ignore_errors=True),
+                 lambda: registry.unregister(self.run_id)])
 
     def discard_data(self) -> None:
-        shutil.rmtree(self.run_dir / "data", ignore_errors=True)
+        """Node data goes; a config the system rewrote (Sentinel's failover state) stays as evidence."""
+        data = self.run_dir / "data"
+        for f in data.glob("*/*.conf") if data.exists() else []:
+            keep = self.run_dir / "configs" / f.parent.name / f.name
+            keep.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, keep)
+        shutil.rmtree(data, ignore_errors=True)
 
     # ------------------------------------------------------------------ observation
     def nodes(self) -> list[str]:
@@ -226,6 +244,18 @@ class AdapterBackend:
 
     def link_fault(self, kind: str, links: list[tuple[str, str]], params: dict) -> PortCut:
         return PortCut(self.nft, kind, self.adapter.cut(isolated(links)), params)
+
+
+def run_all(steps: list) -> None:
+    """Run every step whatever the ones before raised; then raise the first error."""
+    errors: list[BaseException] = []
+    for fn in steps:
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - every later step still runs; re-raised below
+            errors.append(e)
+    if errors:
+        raise errors[0]
 
 
 def _quietly(pred, *args) -> bool:

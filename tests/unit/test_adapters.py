@@ -312,3 +312,92 @@ def test_settings_another_system_would_ignore_are_refused(tmp_path):
     assert "cluster" in msg and "['replication', 'training']" in msg and "system_options" in msg
     msg = str(pytest.raises(ScenarioError, load, tmp_path, "name: p\nworkload: {steps: 5, read_every: 3}\n").value)
     assert "workload.read_every" in msg and "remove read_every" in msg
+
+
+# ---------------------------------------------------------------- debris
+class Empty:
+    """An adapter with no processes: what start and teardown do around any adapter."""
+    name, options, settle_s = "empty", {}, 1.0
+
+    def __init__(self, env):
+        self.env, self.nodes = env, []
+
+    def configure(self):
+        pass
+
+    def commands(self):
+        return {}
+
+    def ready(self):
+        return True
+
+
+def backend(tmp_path, monkeypatch, long_path: bool):
+    from types import SimpleNamespace
+
+    from harness import registry
+    from harness.adapters.backend import AdapterBackend
+
+    monkeypatch.setattr(registry, "DIR", tmp_path / "runs")
+    run_dir = tmp_path / ("x" * 120 if long_path else "r") / "run"
+    run_dir.mkdir(parents=True)
+    sc = SimpleNamespace(cluster=SimpleNamespace(copies=1, workers=0), workload=SimpleNamespace(read_every=0),
+                         system_options={})
+    return AdapterBackend(Empty, sc, run_dir, "t-debris-" + tmp_path.name[-6:], 1)
+
+
+def test_a_socket_folder_outside_the_run_is_registered_and_clean_removes_it(tmp_path, monkeypatch):
+    import json
+
+    from harness import registry
+    from harness.reaper import remove_folders
+
+    be = backend(tmp_path, monkeypatch, long_path=True)
+    try:
+        be.start(timeout=2)
+        assert be.sock_dir.is_dir() and str(be.sock_dir).startswith("/tmp/pschaos-")
+        entry = json.loads((registry.DIR / f"{be.run_id}.json").read_text())
+        assert entry["folders"] == [str(be.sock_dir)]              # a SIGKILLed harness leaves this
+        assert remove_folders(entry) == [str(be.sock_dir)] and not be.sock_dir.exists()
+        assert remove_folders({"folders": [str(tmp_path)]}) == []  # nothing outside /tmp/pschaos-*
+    finally:
+        be.teardown()
+    assert not (registry.DIR / f"{be.run_id}.json").exists()
+
+
+def test_teardown_runs_every_step_and_joins_the_workers_against_one_deadline(tmp_path, monkeypatch):
+    import time
+
+    from harness import registry
+
+    be = backend(tmp_path, monkeypatch, long_path=True)
+    be.start(timeout=2)
+
+    class Stuck:
+        def join(self, t):
+            time.sleep(t)
+
+        def is_alive(self):
+            return True
+    be.threads = {"worker-0": Stuck(), "worker-1": Stuck(), "worker-2": Stuck()}
+    be.WORKER_JOIN_S = 0.3
+
+    def broken(force=False):
+        raise RuntimeError("nft: table busy")
+    be.nft.destroy = broken
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="table busy"):
+        be.teardown()
+    assert time.monotonic() - t0 < 0.8                                  # not 3 x 0.3 (nor 3 x 5 s)
+    assert not be.sock_dir.exists() and not (registry.DIR / f"{be.run_id}.json").exists()
+
+
+def test_discarding_data_keeps_the_configs_the_system_rewrote(tmp_path, monkeypatch):
+    be = backend(tmp_path, monkeypatch, long_path=False)
+    node = be.run_dir / "data" / "sentinel-0"
+    node.mkdir(parents=True)
+    (node / "sentinel.conf").write_text("sentinel known-replica mymaster 127.0.0.1 7001\n")
+    (node / "dump.rdb").write_text("data")
+    be.discard_data()
+    assert not (be.run_dir / "data").exists()
+    assert "known-replica" in (be.run_dir / "configs" / "sentinel-0" / "sentinel.conf").read_text()
