@@ -280,7 +280,7 @@ class Runner:
                                                 "why": why, **({"heal_error": heal_error} if heal_error else {}),
                                                 **({"cut_short": True} if cut_short else {}),
                                                 **{k: v for k, v in o.fault.info.items()
-                                                   if k in ("packets_dropped", "victims")}})
+                                                   if k in ("packets_dropped", "victims", "evidence")}})
         self.faults_done.append({"kind": o.kind, "target": o.target, "start_s": o.start_t, "end_s": ev["t"],
                                  **({"reason": o.fault.info["reason"]} if "reason" in o.fault.info else {})})
 

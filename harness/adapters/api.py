@@ -152,6 +152,12 @@ class Adapter:
         """The TCP ports a node's peers reach it on; a partition drops every packet on them."""
         raise NotImplementedError
 
+    def progress(self, node: str) -> dict | None:
+        """The node's own view of where it is (etcd: its term, raft index and whether it thinks it
+        leads; Redis: its role and replication offset), read at a partition's start and end as
+        evidence of what the cut did; None when the adapter cannot say."""
+        return None
+
     def cut(self, node: str) -> list[str]:
         """What a partition isolating `node` drops, as nftables matches (default: every packet
         to or from its peer ports); a system may spare a link its scenario keeps."""

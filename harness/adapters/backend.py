@@ -243,7 +243,18 @@ class AdapterBackend:
         return [(a, b) for a in self.adapter.nodes for b in self.adapter.nodes if a != b]
 
     def link_fault(self, kind: str, links: list[tuple[str, str]], params: dict) -> PortCut:
-        return PortCut(self.nft, kind, self.adapter.cut(isolated(links)), params)
+        node = isolated(links)
+        return PortCut(self.nft, kind, self.adapter.cut(node), params, probe=lambda: self._probe(node))
+
+    def _probe(self, node: str) -> dict:
+        """The cut node's own progress and the group's (term, primary), each or the error reading it."""
+        out: dict = {"node": node}
+        for key, read in (("progress", lambda: self.adapter.progress(node)), ("view", lambda: self.adapter.view(0))):
+            try:
+                out[key] = read()
+            except Exception as e:  # noqa: BLE001 - a node that does not answer: recorded as such
+                out[key] = {"error": f"{e.__class__.__name__}: {e}"[:200]}
+        return out
 
 
 def run_all(steps: list) -> None:

@@ -4,8 +4,11 @@ An update is one transaction through etcd's JSON gateway (/v3beta): if the key's
 at the mod revision the client read, put the new count and sum and record the op id under
 `ops/<key>/<op>`; a transaction whose compare failed did nothing (refused, read again). Reads
 are etcd's default, linearizable ones. Each worker talks to one member and moves to the next
-when it does not answer, as etcd's clients do. A partition drops the member's peer port: what
-it sends its peers is cut, and its clients still reach it on its client port.
+when it does not answer, as etcd's clients do. A partition drops every packet to or from the
+member's peer port, and its clients still reach it on its client port. That is a one-way cut,
+not isolation: etcd 3.4 carries a peer's raft messages to the member on the stream the member
+dialed to the peer's port, which survives, so a cut leader still hears its followers while they
+no longer hear it (portcut.py; the fault's `evidence` records the leader's term and index).
 """
 from __future__ import annotations
 
@@ -72,6 +75,11 @@ class EtcdCluster(Adapter):
 
     def epoch(self, group: int = 0) -> int:
         return self.view(group)[0]
+
+    def progress(self, node: str) -> dict | None:
+        s = self.status(node)
+        return {"term": int(s["raftTerm"]), "index": int(s["raftIndex"]),
+                "leads": s.get("leader") == s["header"]["member_id"]}
 
     def ready(self) -> bool:
         st = self._statuses()

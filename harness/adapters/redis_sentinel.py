@@ -126,6 +126,10 @@ class RedisSentinel(Adapter):
     def _replication(self, node: str) -> dict:
         return self._redis(node).info("replication")
 
+    def progress(self, node: str) -> dict | None:
+        i = self._replication(node)
+        return {"role": i["role"], "offset": int(i.get("master_repl_offset", 0))}
+
     def up(self, name: str) -> bool:
         if name in self.sentinels or name == self.nodes[0]:
             return bool(self._redis(name).ping())

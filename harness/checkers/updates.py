@@ -35,10 +35,12 @@ def leader_faults_unanswered(history: list[dict]) -> list[str]:
     out = []
     for e in by_f(history, "fault-start"):
         v = e["value"]
-        if v.get("kind") in LEADER_FAULT_KINDS and v.get("was_primary"):
-            if not any(s["t"] > e["t"] and s["value"]["epoch"] > v.get("epoch", 0) for s in samples):
+        cut = v.get("isolated_primary") or {}          # a partition: the primary on the cut side
+        if v.get("kind") in LEADER_FAULT_KINDS and (v.get("was_primary") or cut):
+            epoch = cut.get("epoch", v.get("epoch", 0))
+            if not any(s["t"] > e["t"] and s["value"]["epoch"] > epoch for s in samples):
                 out.append(f"no sample after fault {v.get('index', '?')} ({v['kind']} {v['target']}) saw a term above "
-                           f"{v.get('epoch', 0)}: no new primary was seen elected")
+                           f"{epoch}: no new primary was seen elected")
     return out
 
 

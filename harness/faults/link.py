@@ -31,4 +31,6 @@ class LinkFaultAdapter(Fault):
         if impl is not None:
             if hasattr(impl, "dropped"):
                 self.info["packets_dropped"] = impl.dropped()
+            if hasattr(impl, "evidence"):         # did the cut bite: the cut node's own progress
+                self.info["evidence"] = impl.evidence()
             impl.heal()

@@ -39,7 +39,8 @@ def test_the_readme_adapter_runs_as_written_and_finds_the_empty_master_wiping_it
     lost = rep["checks"]["no-lost-updates"]["details"]
     assert checks["no-lost-updates"] is False and lost["lost"] > 0, lost
     assert checks["counters-match"] is True and checks["scenario-ran"] is True, checks
-    assert all(e["acked_by"] == "shard-0/0" for e in lost["examples"])
+    assert all(e["acked_by_node"] == "shard-0/0" for e in lost["examples"])
+    assert (tmp_path / "out" / "lost-updates.jsonl").read_text().count("\n") == lost["lost"]   # every one, not 20
 
 
 SCENARIO = """name: killed-redis-harness

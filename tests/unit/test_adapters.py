@@ -401,3 +401,38 @@ def test_discarding_data_keeps_the_configs_the_system_rewrote(tmp_path, monkeypa
     be.discard_data()
     assert not (be.run_dir / "data").exists()
     assert "known-replica" in (be.run_dir / "configs" / "sentinel-0" / "sentinel.conf").read_text()
+
+
+# ---------------------------------------------------------------- did the cut bite
+def test_a_partition_records_the_cut_nodes_progress_and_the_term_before_it_heals(monkeypatch):
+    import harness.adapters.portcut as portcut
+
+    class Table:
+        created, name, rules = True, "t", []
+
+        def handles(self):
+            return list(range(len(self.rules)))
+
+        def delete(self, handles):
+            self.rules.clear()
+
+        def dropped(self, handles):
+            return 9
+    table = Table()
+    monkeypatch.setattr(portcut, "nft", lambda *a: table.rules.append(a))
+    reads = iter([{"node": "shard-0/0", "progress": {"term": 2, "index": 100, "leads": True}, "view": (2, "shard-0/0")},
+                  {"node": "shard-0/0", "progress": {"term": 2, "index": 180, "leads": True}, "view": (3, "shard-0/1")}])
+    cut = portcut.PortCut(table, "partition", ["tcp dport 5"], {}, probe=lambda: next(reads))
+    cut.inject()
+    ev_ = cut.evidence()              # as the link fault asks it: before it heals (harness/faults/link.py)
+    cut.heal()
+    assert ev_["new_primary_elected"] is True and ev_["cut_node_advanced"] is True     # its log still grew
+    assert ev_["after"]["progress"]["index"] == 180 and not table.rules
+
+
+def test_a_partition_of_the_primary_with_no_new_term_seen_is_noted():
+    start = ev(0.5, "info", "fault-start", kind="partition", target="primary(shard=0) <-> replicas(shard=0)", index=0,
+               isolated_primary={"node": "shard-0/0", "epoch": 2, "shard": 0})
+    h = [start] + update(1, 2, "w", 1) + update(3, 4, "w", 2) + [heal(2.5, kind="partition", packets_dropped=5),
+                                                                 final(w=[1, 2])]
+    assert "no new primary was seen elected" in no_lost_updates(h, {}).details["notes"][0]
