@@ -60,24 +60,31 @@ def as_expected(scenario, report: dict) -> bool:
     (a system known to lose acknowledged updates), when exactly those failed, each with failure
     kinds it accepts (by default those a system causes, not a harness misclassification), and
     every other check held: a finding that comes with an unknown, an unexpected failure or a
-    missing check is no finding."""
+    missing check is no finding. A check it `may_find` must be decided: pass, or fail as a finding."""
     from .checkers.updates import SYSTEM_BUG_KINDS
 
-    finds = scenario.expect.finds_kinds()
-    if not finds:
+    finds, may = scenario.expect.finds_kinds(), set(scenario.expect.may_find)
+    if not finds and not may:
         return report["verdict"] == "pass"
     checks = report["checks"]
-    if not set(finds) <= checks.keys():
+    if not (set(finds) | may) <= checks.keys():
         return False
 
     def found(name: str, c: dict) -> bool:
-        accepted = finds[name] if finds[name] is not None else SYSTEM_BUG_KINDS.get(name)
+        accepted = finds.get(name) if finds.get(name) is not None else SYSTEM_BUG_KINDS.get(name)
         kinds = (c.get("details") or {}).get("kinds")
         if accepted is None:           # a check without failure kinds: its failing is the finding
             return c["valid"] is False
         return c["valid"] is False and bool(kinds) and set(kinds) <= set(accepted)
 
-    return all(found(name, c) if name in finds else (c["valid"] is True) for name, c in checks.items())
+    def holds(name: str, c: dict) -> bool:
+        if name in finds:
+            return found(name, c)
+        if name in may:                # decided either way: never unknown, a failure only as a finding
+            return c["valid"] is True or found(name, c)
+        return c["valid"] is True
+
+    return all(holds(name, c) for name, c in checks.items())
 
 
 class ScenarioFailed(Exception):

@@ -436,3 +436,16 @@ def test_a_partition_of_the_primary_with_no_new_term_seen_is_noted():
     h = [start] + update(1, 2, "w", 1) + update(3, 4, "w", 2) + [heal(2.5, kind="partition", packets_dropped=5),
                                                                  final(w=[1, 2])]
     assert "no new primary was seen elected" in no_lost_updates(h, {}).details["notes"][0]
+
+
+def test_a_check_the_scenario_may_find_must_be_decided_either_way(tmp_path):
+    sc = load(tmp_path, REDIS + "expect: {checks: [no-lost-updates, counters-match], may_find: [no-lost-updates]}\n")
+    assert as_expected(sc, report(**{"no-lost-updates": True, "counters-match": True, "scenario-ran": True}))
+    assert as_expected(sc, report(**{"no-lost-updates": False, "counters-match": True, "scenario-ran": True}))
+    assert not as_expected(sc, report(**{"no-lost-updates": "unknown", "counters-match": True}))
+    assert not as_expected(sc, report(**{"no-lost-updates": True, "counters-match": False}))
+    assert not as_expected(sc, report(**{"counters-match": True}))                  # absent: not decided
+    assert load_scenario("scenarios/redis-kill-master.yaml").expect.may_find == ["no-lost-updates"]
+    msg = str(pytest.raises(ScenarioError, load, tmp_path, REDIS + "expect: {checks: [no-lost-updates], finds: "
+                                                                   "[no-lost-updates], may_find: [no-lost-updates]}\n").value)
+    assert "expect.may_find" in msg and "one of them" in msg
