@@ -4,11 +4,14 @@ nftables table `pschaos clean` reaps. (The library's redis-* and etcd-store-* sc
 scenario items in `make test`.)"""
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 import yaml
 
+from harness import registry
 from harness.procs import tagged_processes
 from harness.runner import Runner
 from harness.scenario import Scenario
@@ -55,15 +58,22 @@ expect: {checks: [no-lost-updates]}
 
 @needs_redis
 @pytest.mark.skipif(find("nft") is None, reason="nft is needed (apt-get install nftables)")
-def test_a_sigkilled_harness_leaves_no_redis_process_or_rule_that_clean_does_not_reap(tmp_path):
-    harness = start_run(SCENARIO, tmp_path, "killed-redis-harness")
+@pytest.mark.parametrize("deep", [False, True], ids=["sockets-in-run", "sockets-under-tmp"])
+def test_a_sigkilled_harness_leaves_no_redis_process_or_rule_that_clean_does_not_reap(tmp_path, deep):
+    """`deep`: a run folder too deep for a socket's name puts the sockets under /tmp; clean removes them."""
+    where = tmp_path / ("d" * 60) if deep else tmp_path
+    where.mkdir(exist_ok=True)
+    harness = start_run(SCENARIO, where, "killed-redis-harness")
     run_id = None
     try:
-        run_id = await_fault(tmp_path)
+        run_id = await_fault(where)
         left = tagged_processes(run_id)
         names = " ".join(" ".join(p.cmdline()[:1]) for p in left)
         assert len(left) == 6 and "redis-sentinel" in names, names      # 3 servers, 3 Sentinels
         assert run_tables(run_id), "the partition's nftables table is missing"
+        folders = json.loads((registry.DIR / f"{run_id}.json").read_text())["folders"]
+        assert bool(folders) == deep and all(Path(f).is_dir() for f in folders), folders
         sigkill_then_clean(harness, run_id)
+        assert not any(Path(f).exists() for f in folders), folders
     finally:
         reap_run(harness, run_id)
