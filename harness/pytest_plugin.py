@@ -94,10 +94,12 @@ class ScenarioFailed(Exception):
 
 
 def explain(report: dict) -> str:
-    finds = [f if isinstance(f, str) else next(iter(f)) for f in
-             (report.get("scenario_spec") or {}).get("expect", {}).get("finds") or []]
+    expect = (report.get("scenario_spec") or {}).get("expect", {})
+    finds = [f if isinstance(f, str) else next(iter(f)) for f in expect.get("finds") or []]
+    may = expect.get("may_find") or []
     lines = [f"scenario {report['scenario']} (seed {report['seed']}, {report['backend']}): {report['verdict'].upper()}"
-             + (f" (expected to find: {', '.join(finds)} failing, every other check holding)" if finds else "")]
+             + (f" (expected to find: {', '.join(finds)} failing, every other check holding)" if finds else "")
+             + (f" (may find: {', '.join(may)}: decided either way, never unknown)" if may else "")]
     for name, c in report["checks"].items():
         if c["valid"] is not True:
             lines.append(f"  {name}: {c['valid']}")

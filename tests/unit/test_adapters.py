@@ -449,3 +449,12 @@ def test_a_check_the_scenario_may_find_must_be_decided_either_way(tmp_path):
     msg = str(pytest.raises(ScenarioError, load, tmp_path, REDIS + "expect: {checks: [no-lost-updates], finds: "
                                                                    "[no-lost-updates], may_find: [no-lost-updates]}\n").value)
     assert "expect.may_find" in msg and "one of them" in msg
+
+
+def test_a_failing_item_says_what_it_may_find():
+    from harness.pytest_plugin import explain
+
+    rep = {"scenario": "k", "seed": 1, "backend": "process", "verdict": "unknown", "rerun": "pschaos run k",
+           "scenario_spec": {"expect": {"finds": [], "may_find": ["no-lost-updates"]}},
+           "checks": {"no-lost-updates": {"valid": "unknown", "details": {"reason": "never settled"}}}}
+    assert "may find: no-lost-updates" in explain(rep) and "never settled" in explain(rep)
