@@ -41,7 +41,8 @@ def test_hostile_requests_change_nothing(make_cluster, pytestconfig):
             assert st["reached"] >= MIN_STRUCTURED_SHARE[method] * st["sent"], (method, r, report)
     specials = [r for r in run.records if r["form"] == "special" and "replay_of" not in r]
     assert len(specials) == REQUESTS // cases.SPECIAL_EVERY + 1, report
-    assert len({r["target"] for r in run.records if r["role"] != "primary"}) == 2, report    # both replicas
+    # both replicas were reached (a failover on a loaded machine makes the old primary a third)
+    assert len({r["target"] for r in run.records if r["role"] != "primary"}) >= 2, report
     noise = s["noise"]
     assert noise["count"] <= 0.01 * s["sent"] and len(noise["items"]) == noise["count"], report
     u = s["unauthenticated"]
