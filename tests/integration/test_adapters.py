@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -60,8 +62,11 @@ expect: {checks: [no-lost-updates]}
 @pytest.mark.skipif(find("nft") is None, reason="nft is needed (apt-get install nftables)")
 @pytest.mark.parametrize("deep", [False, True], ids=["sockets-in-run", "sockets-under-tmp"])
 def test_a_sigkilled_harness_leaves_no_redis_process_or_rule_that_clean_does_not_reap(tmp_path, deep):
-    """`deep`: a run folder too deep for a socket's name puts the sockets under /tmp; clean removes them."""
-    where = tmp_path / ("d" * 60) if deep else tmp_path
+    """`deep`: a run folder too deep for a socket's name puts the sockets under /tmp; clean removes them.
+    The shallow case starts from a short folder of its own: pytest's tmp_path varies in length
+    (pytest-NNN/popen-gwN/<test name>) and can itself be too deep for a socket's name."""
+    short = Path(tempfile.mkdtemp(prefix="pk-"))
+    where = tmp_path / ("d" * 60) if deep else short
     where.mkdir(exist_ok=True)
     harness = start_run(SCENARIO, where, "killed-redis-harness")
     run_id = None
@@ -77,3 +82,4 @@ def test_a_sigkilled_harness_leaves_no_redis_process_or_rule_that_clean_does_not
         assert not any(Path(f).exists() for f in folders), folders
     finally:
         reap_run(harness, run_id)
+        shutil.rmtree(short, ignore_errors=True)
