@@ -105,6 +105,7 @@ class ScaleRun:
         self.bsp = barrier_step(self.t, spec.workers, self.misc) if spec.training == "bsp" else None
         self.cv2 = math.exp(self.t.jitter ** 2) - 1
         self.last_rate = 0.0
+        self._rates: dict[int, float] = {}     # stepping workers -> base_rate (the timings are fixed)
         self.tick_s = max(1.0, min(60.0, self.end / 500))
         self.suspect_rate = false_suspicion_rate(spec) * max(spec.copies - 1, 0)
         # etcd: while it is down no election or restore completes; once it was silent for a lease
@@ -169,9 +170,11 @@ class ScaleRun:
     def base_rate(self) -> float:
         """Cluster steps per second with every shard acking (0 while BSP misses a worker)."""
         up = int(self.worker_up.sum())
-        if self.bsp is not None:
-            return 0.0 if up < self.spec.workers else step_rate(self.t, up, self.bsp)
-        return step_rate(self.t, up)
+        if self.bsp is not None and up < self.spec.workers:
+            return 0.0
+        if up not in self._rates:            # a bisection: once per count of stepping workers
+            self._rates[up] = step_rate(self.t, up, self.bsp)
+        return self._rates[up]
 
     def advance(self, to: float) -> None:
         dt = to - self.now

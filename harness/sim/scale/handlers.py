@@ -117,7 +117,8 @@ def isr_drop(run: "ScaleRun", s: int, name: str, token: int, incarnation: int) -
     sh = run.shards[s]
     c = sh.copy(name)
     if token != sh.token or name not in sh.pending_drop or c.incarnation != incarnation or c.up:
-        sh.pending_drop.discard(name) if token == sh.token and c.up else None
+        if token == sh.token and c.up:       # back before its drop: the primary waits for it no more
+            sh.pending_drop.discard(name)
         return
     sh.pending_drop.discard(name)
     if not sh.drop(name):
