@@ -20,6 +20,7 @@ TIMED_OUT = "BSP/SSP wait timed out"
 GRACE_S = 3.0          # beyond the member TTL: etcd's lessor (500 ms), the nodes' poll, a step
 GRACEFUL = ("stop", "scale-in")     # the worker leaves at once: no TTL to wait for
 GRACEFUL_S = 1.0       # a graceful leave judged over at least this long
+HELD_S = 1.0           # survivors silent this long until the heal (or the end): held by the lost worker
 
 
 def _views(history: list[dict]) -> dict[str, tuple[list[float], list[dict]]]:
@@ -158,7 +159,8 @@ def barrier_live(history: list[dict], ctx: dict) -> Verdict:
     and after each worker loss the others stepped again before the lost one came back.
 
     Each loss's stall is the longest gap between the survivors' consecutive steps from the loss
-    to its heal (or the end of the run): measured and reported. A crash or pause healed sooner
+    (measured and reported); they were held when they stepped no more in the last second before
+    its heal (or their end). A crash or pause healed sooner
     than member_ttl_s + 3 s (a graceful stop or scale-in: 1 s) cannot tell a live barrier from
     one that waited: it is not judged, and says so.
     """
@@ -187,15 +189,17 @@ def barrier_live(history: list[dict], ctx: dict) -> Verdict:
                                             f"(member_ttl_s {ttl})"})
             continue
         times = [e["t"] for e in steps if e["value"]["worker"] not in loss["victims"] and t0 <= e["t"] <= t1]
-        edges = [t0, *times, t1]
-        gaps = [(b - a, b) for a, b in zip(edges, edges[1:])]
-        gap, until = max(gaps)
+        edges = [t0, *times]
+        gaps = [b - a for a, b in zip(edges, edges[1:])]
+        silent = t1 - edges[-1]          # survivors' silence at the end: the lost worker still held them
         stalls.append({"kind": loss["kind"], "victims": loss["victims"], "t": round(t0, 4),
-                       "stall_s": round(gap, 4), "resumed": until < t1 and bool(times),
-                       "resumed_after_s": round(until - t0, 4) if until < t1 else None})
+                       "stall_s": round(max(gaps, default=silent), 4), "silent_at_end_s": round(silent, 4),
+                       "resumed": silent < HELD_S})
     held = [s for s in stalls if not s["resumed"]]
     details = {"mode": mode, "member_ttl_s": ttl, "stalls": stalls, "held_by_lost_worker": held,
                "gated_pull_timeouts": timed_out[:10], "timeout_count": len(timed_out), "not_judged": unjudged}
     if timed_out or held:
         return Verdict(False, details)
+    if unjudged and not stalls:
+        return unknown("every worker loss was too short to tell a live barrier from one that waited", **details)
     return Verdict(True, details)
