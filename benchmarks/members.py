@@ -4,7 +4,7 @@ steps/s before and after a join, over seeds and backends.
 Runs each membership scenario with `pschaos run` (one at a time: the machine is shared), then
 reads each report and history: the verdict, barrier-live's stall per worker loss, and for a
 scale-out the barrier's rate (worker-0's steps per second, and all workers' steps per second)
-over the 2 s before the fault and the 2 s after the last joiner was admitted.
+over the 2 s before the fault (from the first step at most) and the 2 s after the last joiner was admitted.
 
     .venv/bin/python benchmarks/members.py [--seeds 1 2 3] [--backends sim process] [--out out/members]
 """
@@ -30,12 +30,13 @@ def rates(history: list[dict]) -> dict | None:
         return None
     steps = [(e["t"], e["value"]["worker"]) for e in history if e["f"] == "train-step"]
     after = max(admitted)
+    before = max(start - WINDOW_S, min(t for t, _ in steps))     # not the start-up before the first step
 
     def rate(lo: float, hi: float, who: str | None) -> float:
         return round(sum(1 for t, w in steps if lo <= t < hi and (who is None or w == who)) / (hi - lo), 1)
-    return {"worker0_before": rate(start - WINDOW_S, start, "worker-0"),
+    return {"worker0_before": rate(before, start, "worker-0"),
             "worker0_after": rate(after, after + WINDOW_S, "worker-0"),
-            "all_before": rate(start - WINDOW_S, start, None), "all_after": rate(after, after + WINDOW_S, None),
+            "all_before": rate(before, start, None), "all_after": rate(after, after + WINDOW_S, None),
             "join_s": round(after - start, 3)}
 
 

@@ -155,8 +155,10 @@ class ShardNode:
             if not membership.newer(rec, self.members):
                 return
             self.members = rec
+            # under the lock: the event's time precedes every pull this generation gates (the
+            # staleness check takes a view as held from its event on)
+            self.events.emit("member-view", view_event(self.shard, rec))
             self.cond.notify_all()
-        self.events.emit("member-view", view_event(self.shard, rec))
 
     def barrier(self) -> int | None:
         """The slowest member's clock (lock held); None before a node with etcd read a generation."""
