@@ -19,7 +19,7 @@ import threading
 
 from .core import membership
 from .errors import PSError
-from .members import change_event, encode, parse, plan, prefix, record_key
+from .members import change_event, encode, joined_still_registered, parse, plan, prefix, record_key
 
 log = logging.getLogger("psnodes.members")
 
@@ -49,7 +49,8 @@ class MemberWatch(threading.Thread):
         if write is None:
             return
         rec, changes = write
-        if node.etcd.cas(record_key(cfg), snap.revision, encode(rec)):
+        if node.etcd.cas(record_key(cfg), snap.revision, encode(rec),
+                         also_compare=joined_still_registered(cfg, snap, changes)):
             for c in changes:
                 node.events.emit(*change_event(c, node.name))
             node.adopt_members(rec)

@@ -9,8 +9,9 @@ module reads and writes etcd for it. Two kinds of key, under `<prefix>workers/`:
   `member_ttl_s` seconds and kept alive from a background loop. A dead worker's registration
   is deleted by etcd when the lease runs out; a reconcile by a shard primary then drops it.
 
-The writers are the shard primaries (reconcile: joins and expiries, psnodes/member_watch.py) and
-a worker leaving gracefully (it takes itself out at once). A BSP/SSP worker registers, waits until
+The writers are the shard primaries (reconcile: joins and expiries, psnodes/member_watch.py),
+whose compare-and-swap also compares each admitted worker's registration, and a worker leaving
+gracefully: it takes itself out and deletes its registration in one transaction, at once. A BSP/SSP worker registers, waits until
 the record names it under its lease, and starts at the step the record gives it.
 """
 from __future__ import annotations
@@ -52,6 +53,7 @@ class Snapshot:
     record: Record | None = None
     revision: int = 0
     registered: dict[str, int] = field(default_factory=dict)
+    registered_at: dict[str, int] = field(default_factory=dict)     # name -> the registration's mod revision
 
 
 def parse(kvs, cfg: ClusterConfig) -> Snapshot:
@@ -67,6 +69,7 @@ def parse(kvs, cfg: ClusterConfig) -> Snapshot:
             out.revision = kv.mod_revision
         elif kv.key.startswith(live) and kv.lease:
             out.registered[kv.key[len(live):]] = kv.lease
+            out.registered_at[kv.key[len(live):]] = kv.mod_revision
     return out
 
 
@@ -83,6 +86,12 @@ def change_event(c: Change, by: str) -> tuple[str, dict]:
 def view_event(shard: int, rec: Record) -> dict:
     """A node's `member-view`: the generation it gates by from now on, and each member's start."""
     return {"shard": shard, "generation": rec.generation, "members": rec.starts()}
+
+
+def joined_still_registered(cfg: ClusterConfig, snap: Snapshot, changes: list[Change]) -> list[tuple[str, int]]:
+    """What a reconcile's compare-and-swap also compares: the registration of every worker it
+    admits is still the one it read (a worker that left or expired meanwhile is not admitted)."""
+    return [(live_key(cfg, c.worker), snap.registered_at[c.worker]) for c in changes if c.kind == "join"]
 
 
 def plan(snap: Snapshot, primary: bool, front: int, workers: int) -> tuple[Record, tuple[Record, list[Change]] | None]:
@@ -166,8 +175,9 @@ class WorkerMembership:
                 pass            # etcd away: try again next period; the lease may yet survive
 
     def leave(self) -> None:
-        """Take this worker out of the record now (graceful stop), then give the lease back, which
-        deletes the registration; a crash leaves both to the lease's TTL."""
+        """Take this worker out of the record and delete its registration, in one transaction (a
+        reconcile between the two would admit it again as a joiner), then give the lease back; a
+        crash leaves both to the lease's TTL."""
         self.stopped = True
         if not self.lease:
             return
@@ -178,7 +188,8 @@ class WorkerMembership:
                 if out is None:
                     break
                 rec, change = out
-                if self.etcd.cas(record_key(self.cfg), snap.revision, encode(rec)):
+                if self.etcd.cas(record_key(self.cfg), snap.revision, encode(rec),
+                                 also_delete=[live_key(self.cfg, self.name)]):
                     self.events.emit(*change_event(change, self.name))
                     break
             except (PSError, ValueError):

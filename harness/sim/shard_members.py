@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from psnodes.core import membership
 from psnodes.errors import PSError
-from psnodes.members import change_event, encode, parse, plan, prefix, record_key
+from psnodes.members import change_event, encode, joined_still_registered, parse, plan, prefix, record_key
 
 from .rpc import Gen
 
@@ -35,7 +35,8 @@ def member_tick(c: "SimCopy") -> Gen:
     if write is None:
         return
     rec, changes = write
-    won = yield from c.ecall(lambda: c.etcd.cas(record_key(cfg), snap.revision, encode(rec)))
+    won = yield from c.ecall(lambda: c.etcd.cas(record_key(cfg), snap.revision, encode(rec),
+                                                also_compare=joined_still_registered(cfg, snap, changes)))
     if won:
         for ch in changes:
             c.emit(*change_event(ch, c.name))

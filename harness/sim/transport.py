@@ -118,8 +118,10 @@ class SimEtcdClient:
     def put(self, key: str, value, lease: int = 0) -> None:
         return self._call(lambda: self.w.etcd.put(key, value, lease))
 
-    def cas(self, key: str, expect_mod_revision: int, value, lease: int = 0, also_put=(), also_compare=()) -> bool:
-        return self._call(lambda: self.w.etcd.cas(key, expect_mod_revision, value, lease, also_put, also_compare))
+    def cas(self, key: str, expect_mod_revision: int, value, lease: int = 0, also_put=(), also_compare=(),
+            also_delete=()) -> bool:
+        return self._call(lambda: self.w.etcd.cas(key, expect_mod_revision, value, lease, also_put, also_compare,
+                                                  also_delete))
 
     def grant(self, ttl: int, timeout: float | None = None) -> int:
         return self._call(lambda: self.w.etcd.grant(ttl))
