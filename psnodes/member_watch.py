@@ -19,6 +19,7 @@ import threading
 
 from .core import membership
 from .errors import PSError
+from .etcd import Etcd
 from .members import change_event, encode, joined_still_registered, parse, plan, prefix, record_key
 
 log = logging.getLogger("psnodes.members")
@@ -28,6 +29,8 @@ class MemberWatch(threading.Thread):
     def __init__(self, node) -> None:
         super().__init__(name=f"{node.name}-members", daemon=True)
         self.node = node
+        # a session of its own: the polls never queue behind (or ahead of) the lease keepalives
+        self.etcd = Etcd(node.etcd.endpoint, timeout=0.5) if isinstance(node.etcd, Etcd) else node.etcd
 
     def run(self) -> None:
         node = self.node
@@ -40,7 +43,7 @@ class MemberWatch(threading.Thread):
 
     def tick(self) -> None:
         node, cfg = self.node, self.node.cfg
-        snap = parse(node.etcd.get_prefix(prefix(cfg)), cfg)
+        snap = parse(self.etcd.get_prefix(prefix(cfg)), cfg)
         with node.cond:
             primary = node.is_primary() and node.lease_valid()
             front = membership.front(node.store.clocks)
@@ -49,7 +52,7 @@ class MemberWatch(threading.Thread):
         if write is None:
             return
         rec, changes = write
-        if node.etcd.cas(record_key(cfg), snap.revision, encode(rec),
+        if self.etcd.cas(record_key(cfg), snap.revision, encode(rec),
                          also_compare=joined_still_registered(cfg, snap, changes)):
             for c in changes:
                 node.events.emit(*change_event(c, node.name))
