@@ -25,7 +25,7 @@ from .targets import is_link_target, valid_target
 
 CHECKS = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "converged", "catch-up-by-delta",
           "failover-budget", "delta-complete", "pulled-copy-matches", "monotone-reads", "staleness",
-          "checkpoints-atomic", "checkpoints-monotone", "stops-acking", "converge-baseline", "losses-accounted",
+          "barrier-live", "checkpoints-atomic", "checkpoints-monotone", "stops-acking", "converge-baseline", "losses-accounted",
           "no-lost-updates", "counters-match", "linearizable-reads")
 # the fault kinds an adapted system takes (harness/adapters/backend.py, portcut.py)
 ADAPTED_KINDS = ("kill", "stop", "restart", "pause", "partition", "loss")
@@ -61,6 +61,9 @@ class ClusterSpec(Strict):
     replication: Literal["sync", "async"] = "sync"
     training: Literal["async", "bsp", "ssp"] = "async"
     staleness: int = Field(2, ge=0)
+    # BSP/SSP: seconds a dead worker still holds the barrier (its registration lease's TTL, whole
+    # seconds as etcd takes them): psnodes.config.ClusterConfig.member_ttl_s
+    member_ttl_s: int = Field(2, ge=1, le=60)
     model: Literal["mlp", "widedeep"] = "mlp"
     # a read-only evaluation pass (held-out batch, cold-start ids for widedeep) after every N-th
     # step of each worker, pulling and never pushing, as an evaluator or a server reads a PS; 0: none
@@ -389,17 +392,14 @@ class Scenario(Strict):
     def consistent(self) -> "Scenario":
         if self.cluster.network == "direct" and self.uses_links():
             raise ValueError("cluster.network: direct cannot carry link faults; use auto or proxied")
-        if "staleness" in self.expect.checks and self.cluster.training == "async":
-            raise ValueError("expect.checks: staleness needs cluster.training: bsp or ssp "
-                             "(async training has no staleness bound to check)")
+        for check in ("staleness", "barrier-live"):
+            if check in self.expect.checks and self.cluster.training == "async":
+                raise ValueError(f"expect.checks: {check} needs cluster.training: bsp or ssp "
+                                 "(async training has no barrier to check)")
         ev = self.cluster.eval_every
         if ev > self.workload.steps and self.workload.duration_s is None:
             raise ValueError(f"cluster.eval_every: {ev} is more than workload.steps={self.workload.steps}, "
                              f"so no evaluation pass would run; use at most {self.workload.steps}, or 0 for none")
-        scaled = any(f.kind in ("scale-out", "scale-in") for f in self.faults)
-        if scaled and self.cluster.training != "async":
-            raise ValueError("faults: scale-out/scale-in need cluster.training: async "
-                             "(BSP and SSP wait on a fixed set of workers)")
         return self
 
 

@@ -47,6 +47,11 @@ class ClusterConfig:
     lease_ttl_s: int = 2
     lease_margin_s: float = 0.3                 # a primary stops acking this long before its lease could expire
     max_lag: int = 256                          # async: entries a replica may trail before pushes wait
+    # BSP/SSP membership (psnodes/members.py): a worker whose registration lease is not kept alive
+    # for member_ttl_s seconds leaves the barrier (etcd takes whole seconds); nodes read the
+    # membership record every member_poll_s
+    member_ttl_s: int = 2
+    member_poll_s: float = 0.1
     # sync acks need this many in-sync copies; 0 = 2 if copies >= 3 else 1. With 2 copies an ack may
     # live on the primary alone: losing it then means a restore (a reported loss), and the lease
     # bound (psnodes.node) keeps that primary from acking once a restore may happen
@@ -75,6 +80,14 @@ class ClusterConfig:
             self.min_isr = 2 if self.copies >= 3 else 1
         if not 1 <= self.min_isr <= self.copies:
             raise ConfigError(f"min_isr={self.min_isr} must be between 1 and copies={self.copies}")
+        if isinstance(self.member_ttl_s, bool) or not isinstance(self.member_ttl_s, int) \
+                or not 1 <= self.member_ttl_s <= 3600:
+            raise ConfigError(f"member_ttl_s={self.member_ttl_s!r} must be a whole number of seconds from 1 to 3600 "
+                              "(an etcd lease TTL): how long a silent worker still holds the BSP/SSP barrier")
+        if isinstance(self.member_poll_s, bool) or not isinstance(self.member_poll_s, (int, float)) \
+                or not 0 < self.member_poll_s < self.member_ttl_s:
+            raise ConfigError(f"member_poll_s={self.member_poll_s!r} must be > 0 and under member_ttl_s="
+                              f"{self.member_ttl_s}: nodes must see a membership change well within a TTL")
         if not 0 <= self.lease_margin_s < self.lease_ttl_s / 2:
             raise ConfigError(f"lease_margin_s={self.lease_margin_s} must be >= 0 and under half of "
                               f"lease_ttl_s={self.lease_ttl_s}")

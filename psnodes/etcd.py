@@ -83,9 +83,10 @@ class Etcd:
 
     def cas(self, key: str, expect_mod_revision: int, value: str | bytes, lease: int = 0,
             also_put: list[tuple[str, str | bytes, int]] = (),
-            also_compare: list[tuple[str, int]] = ()) -> bool:
+            also_compare: list[tuple[str, int]] = (), also_delete: list[str] = ()) -> bool:
         """Put `value` iff the key's mod revision is `expect_mod_revision` (0: the key is absent),
-        and each (key, mod revision) of `also_compare` still holds, all in one transaction."""
+        and each (key, mod revision) of `also_compare` still holds, all in one transaction (with
+        the puts of `also_put` and the deletes of `also_delete`)."""
         put = {"key": _b64(key), "value": _b64(value)}
         if lease:
             put["lease"] = str(lease)
@@ -95,6 +96,7 @@ class Etcd:
             if l:
                 p["lease"] = str(l)
             ops.append({"request_put": p})
+        ops += [{"request_delete_range": {"key": _b64(k)}} for k in also_delete]
         cmps = [{"key": _b64(k), "target": "MOD", "result": "EQUAL", "mod_revision": str(rev)}
                 for k, rev in [(key, expect_mod_revision), *also_compare]]
         return bool(self._call("/kv/txn", {"compare": cmps, "success": ops}).get("succeeded", False))

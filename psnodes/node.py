@@ -29,11 +29,12 @@ import grpc
 
 from .checkpoint import read_checkpoint, write_checkpoint
 from .config import ClusterConfig, ShardRecord
-from .core import ack, checkpoints, dedup, fencing, gating, lease, promotion
+from .core import ack, checkpoints, dedup, fencing, lease, membership, promotion
 from .digest import dense_digest, wants_digest
 from .errors import InvalidArgument, NotPrimary, ReplicationFailed, StaleEpoch, Timeout, TooLarge
 from .etcd import Etcd
 from .events import EventLog
+from .members import view_event
 from .metrics import NodeMetrics
 from .placement import parse_node_name
 from .proto import ps_pb2
@@ -91,6 +92,8 @@ class ShardNode:
         self.verified: set[tuple[int, str]] = set()   # (epoch, primary) pairs etcd's record confirmed
         self.ckpt_lock = threading.Lock()                     # one checkpoint export and write at a time
         self.snapshot_slot = threading.Lock()                 # one Snapshot call at a time; others are refused
+        # the worker membership generation BSP/SSP pulls are gated by (psnodes/member_watch.py)
+        self.members: membership.Record | None = None
         self.on_promote: Callable[[], None] = lambda: None   # set by the replication manager
         self.on_step_down: Callable[[], None] = lambda: None
         self.metrics.set_role(self.role)
@@ -144,6 +147,22 @@ class ShardNode:
             else:
                 self.follow(self.epoch, "", self.epoch_start)
         self.events.emit("fenced", {"shard": self.shard, "reason": reason})
+
+    # ------------------------------------------------------------ membership
+    def adopt_members(self, rec: membership.Record) -> None:
+        """Gate by a newer membership generation from now on (older ones are ignored)."""
+        with self.cond:
+            if not membership.newer(rec, self.members):
+                return
+            self.members = rec
+            # under the lock: the event's time precedes every pull this generation gates (the
+            # staleness check takes a view as held from its event on)
+            self.events.emit("member-view", view_event(self.shard, rec))
+            self.cond.notify_all()
+
+    def barrier(self) -> int | None:
+        """The slowest member's clock (lock held); None before a node with etcd read a generation."""
+        return membership.barrier_floor(self.store.clocks, self.members, self.cfg.workers, self.etcd is not None)
 
     # ------------------------------------------------------------------ lease
     def renew_lease(self, sent: float, ttl: float) -> None:
@@ -281,11 +300,12 @@ class ShardNode:
         with self.cond:
             self._check_primary(req.epoch)
             epoch = self.epoch
-            while not gating.ready(req.min_clock, self.store.min_clock()):
+            while not membership.pull_ready(req.min_clock, self.barrier()):
                 left = deadline - time.monotonic()
                 if left <= 0:
+                    gen = self.members.generation if self.members is not None else None
                     raise Timeout(f"min_clock={req.min_clock}: the slowest worker is at clock "
-                                  f"{self.store.min_clock()}; BSP/SSP wait timed out")
+                                  f"{self.barrier()} (membership generation {gen}); BSP/SSP wait timed out")
                 self.cond.wait(min(left, 0.05))
                 self._check_primary(req.epoch)
             if self.cfg.mode == "sync":

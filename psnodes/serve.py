@@ -17,6 +17,7 @@ from .election import Elector
 from .errors import PSError
 from .etcd import Etcd
 from .events import EventLog
+from .member_watch import MemberWatch
 from .logs import LEVELS, setup as setup_logging
 from .tuning import tune_malloc
 from .metrics import NodeMetrics
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     threading.Thread(target=elector.keepalive, daemon=True).start()
     elector.bootstrap()
     elector.start()
+    MemberWatch(node).start()
     events.emit("start", {"shard": node.shard, "seq": node.store.seq, "role": node.role, "epoch": node.epoch})
     done = threading.Event()
 

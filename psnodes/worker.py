@@ -6,6 +6,12 @@ PyTorch, and push them to the shards. Every step's loss and every push go to the
 Pulls also bring the shards' audit tensors (`__audit__/<s>`); they are not model parameters.
 Modes: `async` (no waits), `bsp` (lock-step), `ssp` (at most `staleness` steps ahead).
 
+Under BSP/SSP a worker is a member of the barrier (psnodes/members.py): it registers in etcd under
+a lease, waits until the membership record names it, and starts at the step the record gives it
+(0 for the config's workers, the shards' front for one that joins later or comes back after a
+crash); at the end, or on SIGTERM, it leaves at once. If it finds its lease gone (it was silent
+for a TTL and the barrier went on without it) it joins again and goes on from its new start.
+
 With `--eval-every K` the worker is also a read-only client, as evaluation and serving are in a
 real deployment: after every K-th step it computes the loss on a held-out batch (whose embedding
 ids include cold-start ids no training batch draws), pulling rows and pushing nothing, and logs
@@ -23,9 +29,10 @@ import torch
 
 from .client import PSClient
 from .config import ClusterConfig, load_links
-from .core import gating
+from .core import gating, membership
 from .errors import PSError
 from .events import EventLog
+from .members import WorkerMembership
 from .tuning import tune_malloc
 from .models import make_task, pick_device
 from .placement import is_audit
@@ -65,6 +72,9 @@ class Worker:
         self.step_delay = step_delay
         self.stop = False
         self.losses: list[float] = []
+        #: the barrier membership of a BSP/SSP worker (None in async training: nothing waits on it)
+        self.members = (WorkerMembership(cfg, name, self.client.etcd, runtime, self.events, self.client.incarnation)
+                        if mode != "async" else None)
 
     def min_clock(self, step: int) -> int:
         """The clock this step's pull waits for (psnodes.core.gating)."""
@@ -74,9 +84,11 @@ class Worker:
         """The model's current dense values (what this worker last pulled, or its initial ones)."""
         return {n: p.detach().cpu().numpy() for n, p in self.params.items()}
 
-    def start(self) -> None:
+    def start(self) -> int:
+        """Wait for the shards, offer initial values, join the barrier; the first step to run."""
         self.client.wait_ready()
         self.client.init_dense(self.values())
+        return self.members.join() if self.members is not None else 0
 
     def step(self, step: int) -> float:
         got = self.client.pull_dense(self.min_clock(step))
@@ -133,10 +145,18 @@ class Worker:
         return bool(self.eval_every) and (step + 1) % self.eval_every == 0 and not self.stop
 
     def run(self, steps: int, duration: float | None = None) -> float:
-        self.start()
+        try:
+            return self._run(steps, duration)
+        finally:
+            if self.members is not None:
+                self.members.leave()        # graceful: the barrier stops waiting for us at once
+
+    def _run(self, steps: int, duration: float | None) -> float:
+        step = self.start()
         end = self.rt.monotonic() + duration if duration else None
-        step = 0
         while step < steps and not self.stop and (end is None or self.rt.monotonic() < end):
+            if self.members is not None and self.members.lost:
+                step = membership.resume_step(step, self.members.join())
             try:
                 self.step(step)
             except PSError as e:

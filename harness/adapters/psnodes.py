@@ -123,7 +123,7 @@ class PsnodesSystem:
         """The settings psnodes' checkers read: replication, training mode, staleness, bounds."""
         c, e = sc.cluster, sc.expect
         return {"replication": c.replication, "max_lag": c.max_lag, "training": c.training,
-                "staleness": c.staleness, "baseline_margin": e.baseline_margin,
+                "staleness": c.staleness, "member_ttl_s": c.member_ttl_s, "baseline_margin": e.baseline_margin,
                 "stop_acking_grace_s": e.stop_acking_grace_s, "catchup_ratio": e.catchup_ratio,
                 "catchup_vs_snapshot": e.catchup_vs_snapshot}
 

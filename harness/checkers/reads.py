@@ -1,5 +1,5 @@
-"""What workers read: deltas are complete and assemble the server's state, reads never go back,
-staleness stays bounded.
+"""What workers read: deltas are complete and assemble the server's state, reads never go back
+(the BSP/SSP staleness bound is judged with membership in barrier.py).
 
 Reads are judged by the (epoch, seq) the server put in each reply, not by the cursor the client
 keeps, so a client bug cannot hide a server one. pulled-copy-matches is the one check that holds
@@ -140,47 +140,3 @@ def monotone_reads(history: list[dict], ctx: dict) -> Verdict:
         "regressions": back[:10], "count": len(back), "pulls": len(pulls),
         "undone_reads": undone[:10], "undone_count": len(undone),
         "undone_fails": sync})
-
-
-def staleness(history: list[dict], ctx: dict) -> Verdict:
-    """BSP/SSP(tau): when a worker finished step s, every other worker had started pushing step s-tau-1.
-
-    Judged from invokes (sent before the server applied them) against the step's end, so the
-    order is certain even across processes. In async mode there is no bound to judge: unknown.
-    """
-    mode = ctx.get("training", "async")
-    if mode == "async":
-        return unknown("training is async: there is no staleness bound to check (use bsp or ssp)")
-    tau = 0 if mode == "bsp" else ctx.get("staleness", 0)
-    invokes: dict[str, list[tuple[float, int]]] = {}
-    for e in by_f(history, "push", "invoke"):
-        invokes.setdefault(e["value"]["worker"], []).append((e["t"], e["value"]["clock"]))
-    steps = by_f(history, "train-step")
-    workers = sorted({e["value"]["worker"] for e in steps} | set(invokes))
-    if len(workers) < 2:
-        return unknown(f"{len(workers)} worker(s) trained: staleness needs at least two to compare")
-    # per worker: invoke times in order and the highest clock invoked up to each, so "the newest
-    # clock another worker had started before t" is one bisection, not a scan of its invokes
-    seen: dict[str, tuple[list[float], list[int]]] = {}
-    for w, inv in invokes.items():
-        inv.sort(key=lambda tc: tc[0])
-        ts, best, top = [], [], -1
-        for t, c in inv:
-            top = max(top, c)
-            ts.append(t)
-            best.append(top)
-        seen[w] = (ts, best)
-    worst, bad = 0, []
-    for e in steps:
-        w, s = e["value"]["worker"], e["value"]["step"]
-        for other in workers:
-            if other == w:
-                continue
-            ts, best = seen.get(other, ([], []))
-            k = bisect_left(ts, e["t"])           # invokes strictly before the step's end
-            done = best[k - 1] if k else -1
-            lead = s - done - 1
-            worst = max(worst, lead)
-            if lead > tau:
-                bad.append({"worker": w, "step": s, "other": other, "other_clock": done, "lead": lead})
-    return Verdict(not bad, {"mode": mode, "tau": tau, "max_lead": worst, "violations": bad[:10]})

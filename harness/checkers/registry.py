@@ -1,10 +1,11 @@
 """The checkers scenarios name in `expect.checks`."""
 from .acks import exactly_once, no_lost_acks
+from .barrier import barrier_live, staleness
 from .failover import failover_budget
 from .primaries import single_primary
 from .replicas import catch_up_by_delta, replicas_match
 from .durability import checkpoints_atomic, checkpoints_monotone, converge_baseline, losses_accounted, stops_acking
-from .reads import delta_complete, monotone_reads, pulled_copy_matches, staleness
+from .reads import delta_complete, monotone_reads, pulled_copy_matches
 from .training import converged
 from .updates import counters_match, linearizable_reads, no_lost_updates
 
@@ -20,6 +21,7 @@ CHECKERS = {
     "pulled-copy-matches": pulled_copy_matches,
     "monotone-reads": monotone_reads,
     "staleness": staleness,
+    "barrier-live": barrier_live,
     "checkpoints-atomic": checkpoints_atomic,
     "checkpoints-monotone": checkpoints_monotone,
     "stops-acking": stops_acking,

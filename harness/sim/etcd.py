@@ -186,13 +186,15 @@ class SimEtcd:
 
     def cas(self, key: str, expect_mod_revision: int, value: str | bytes, lease: int = 0,
             also_put: list[tuple[str, str | bytes, int]] = (),
-            also_compare: list[tuple[str, int]] = ()) -> bool:
+            also_compare: list[tuple[str, int]] = (), also_delete: list[str] = ()) -> bool:
         """One txn, as the client builds it: compare MOD == rev for (key, expect_mod_revision) and
         each of `also_compare` (absent key: 0); on success put `value` on `key` and each
-        (key, value, lease) of `also_put`, all at one new revision; on failure nothing."""
+        (key, value, lease) of `also_put`, and delete each key of `also_delete`, all at one new
+        revision; on failure nothing."""
         self._enter("/kv/txn")
         puts = [(key, value, lease), *also_put]
-        if len({k for k, _, _ in puts}) != len(puts):     # etcd refuses it before comparing
+        written = [k for k, _, _ in puts] + list(also_delete)
+        if len(set(written)) != len(written):     # etcd refuses it before comparing
             raise EtcdError("etcd /kv/txn: etcdserver: duplicate key given in txn request")
         for k, rev in [(key, expect_mod_revision), *also_compare]:
             kv = self._kv.get(k)
@@ -200,7 +202,7 @@ class SimEtcd:
                 return False
         for _, _, l in puts:                               # leases are checked on the path taken
             self._check_lease("/kv/txn", l)
-        self._write({k: (self._bytes(v), l) for k, v, l in puts}, "txn")
+        self._write({**{k: (self._bytes(v), l) for k, v, l in puts}, **{k: None for k in also_delete}}, "txn")
         return True
 
     # ------------------------------------------------------------------ leases

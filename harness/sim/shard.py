@@ -17,9 +17,10 @@ from typing import Any, Callable
 import simpy
 
 from psnodes.config import ClusterConfig, ShardRecord
-from psnodes.core import ack, dedup, fencing, gating, lease
+from psnodes.core import ack, dedup, fencing, lease, membership
 from psnodes.digest import dense_digest, wants_digest
 from psnodes.errors import InvalidArgument, NotPrimary, ReplicationFailed, Timeout
+from psnodes.members import view_event
 from psnodes.placement import parse_node_name
 from psnodes.proto import ps_pb2
 from psnodes.store import ShardSpec, ShardStore
@@ -73,6 +74,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
         self.peer_seq: dict[str, int] = {}
         self.peer_heard: dict[str, float] = {}
         self.suspecting = 0
+        self.members: membership.Record | None = None      # the BSP/SSP gate's generation (shard_members.py)
         self.verified: set[tuple[int, str]] = set()   # (epoch, primary) pairs etcd's record confirmed
         self.lease = 0
         self.lease_until = math.inf
@@ -110,6 +112,18 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
         """One etcd call over this copy's link to etcd, with serve.py's client timeout unless the
         call names its own (as election.py's grant and keepalive do)."""
         return (yield from etcd_call(self.net, self.env, self.name, fn, timeout=timeout, server=self.etcd))
+
+    # ------------------------------------------------------------ membership
+    def adopt_members(self, rec: membership.Record) -> None:
+        """ShardNode.adopt_members: gate by a newer generation from now on."""
+        if not membership.newer(rec, self.members):
+            return
+        self.members = rec
+        self.notify()
+        self.emit("member-view", view_event(self.shard, rec))
+
+    def barrier(self) -> int | None:
+        return membership.barrier_floor(self.store.clocks, self.members, self.cfg.workers, True)
 
     # ------------------------------------------------------------ roles
     def is_primary(self, epoch: int | None = None) -> bool:
@@ -251,11 +265,12 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
         ids = self.store.check_pull(req)
         self._check_primary(req.epoch)
         epoch = self.epoch
-        while not gating.ready(req.min_clock, self.store.min_clock()):
+        while not membership.pull_ready(req.min_clock, self.barrier()):
             left = deadline - self.now()
             if left <= 0:
+                gen = self.members.generation if self.members is not None else None
                 raise Timeout(f"min_clock={req.min_clock}: the slowest worker is at clock "
-                              f"{self.store.min_clock()}; BSP/SSP wait timed out")
+                              f"{self.barrier()} (membership generation {gen}); BSP/SSP wait timed out")
             yield from self.wait_change(min(left, 0.05))
             self._check_primary(req.epoch)
         if self.cfg.mode == "sync":

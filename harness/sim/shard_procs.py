@@ -10,7 +10,7 @@ and restart, so code begun before never touches the new incarnation's state; a k
 runs no clean-up (a checkpoint write leaves its temporary file).
 
 `CopyProcs.start` is serve.py's main: load the local checkpoint, register (retried while etcd is
-away), keepalive, bootstrap, "start", the elector, and the periodic checkpoint writer. `stop` is
+away), keepalive, bootstrap, the membership watch, "start", the elector, and the periodic checkpoint writer. `stop` is
 its SIGTERM path: the writer finishes, the loops stop, the server refuses new calls and gives
 those in flight 0.2 s, a final checkpoint, the lease revoked, "stop". A SIGTERM before "start"
 (serve.py has not installed its handler yet) ends the process at once, as the default action does.
@@ -27,6 +27,7 @@ from .disk import local_dir, shared_dir
 from .network import DEADLINE_EXCEEDED, UNAVAILABLE
 from .rpc import Gen, SimRpcError
 from .shard_election import SimElector
+from .shard_members import member_watch
 from .shard_replication import SimReplication
 
 if TYPE_CHECKING:
@@ -200,6 +201,7 @@ class CopyProcs(SimReplication, SimElector):
         except PSError:          # serve.py does not catch it: the process exits with the traceback
             c.kill()
             return
+        c.spawn(member_watch(c))
         c.started = True
         c.emit("start", {"shard": c.shard, "seq": c.store.seq, "role": c.role, "epoch": c.epoch})
         c.spawn(self.elector())

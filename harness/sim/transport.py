@@ -85,16 +85,17 @@ class SimStub:
 
 
 class SimEtcdClient:
-    """psnodes.etcd.Etcd's `get` for a client, over the link src->etcd."""
+    """psnodes.etcd.Etcd as a worker uses it (the client's routing reads, the membership's
+    registration, keepalive, compare-and-swap and revoke), each call over the link src->etcd."""
 
     def __init__(self, world: Any, src: str, dead: Callable[[], bool]) -> None:
         self.w, self.src, self.dead = world, src, dead
 
-    def get(self, key: str):
+    def _call(self, fn: Callable[[], Any]) -> Any:
         if self.dead():
             raise Killed(self.src)
         try:
-            out = self.w.vt.run_process(etcd_call(self.w.net, self.w.env, self.src, lambda: self.w.etcd.get(key),
+            out = self.w.vt.run_process(etcd_call(self.w.net, self.w.env, self.src, fn,
                                                   timeout=CLIENT_ETCD_TIMEOUT_S, server=self.w.etcd))
         except EtcdError:
             if self.dead():
@@ -107,6 +108,33 @@ class SimEtcdClient:
         if self.dead():
             raise Killed(self.src)
         return out
+
+    def get(self, key: str):
+        return self._call(lambda: self.w.etcd.get(key))
+
+    def get_prefix(self, prefix: str):
+        return self._call(lambda: self.w.etcd.get_prefix(prefix))
+
+    def put(self, key: str, value, lease: int = 0) -> None:
+        return self._call(lambda: self.w.etcd.put(key, value, lease))
+
+    def cas(self, key: str, expect_mod_revision: int, value, lease: int = 0, also_put=(), also_compare=(),
+            also_delete=()) -> bool:
+        return self._call(lambda: self.w.etcd.cas(key, expect_mod_revision, value, lease, also_put, also_compare,
+                                                  also_delete))
+
+    def grant(self, ttl: int, timeout: float | None = None) -> int:
+        return self._call(lambda: self.w.etcd.grant(ttl))
+
+    def keepalive(self, lease: int, timeout: float | None = None) -> int:
+        return self._call(lambda: self.w.etcd.keepalive(lease))
+
+    def revoke(self, lease: int) -> None:
+        """Like the real client: an unreachable etcd is swallowed (the lease then runs out)."""
+        try:
+            self._call(lambda: self.w.etcd.revoke(lease))
+        except EtcdError:
+            pass
 
 
 class SimFuture:

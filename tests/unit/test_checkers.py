@@ -254,9 +254,15 @@ def test_a_read_that_a_failover_undid_is_reported():
 
 
 def _steps_and_pushes(lead):
-    h = []
+    """worker-0 finishes step `lead` when worker-1 had pushed clock 0; both are members (the
+    copy that served the step's pull says so: harness/checkers/barrier.py)."""
+    h = [ev(0.0, "member-view", {"shard": 0, "generation": 1, "members": {"worker-0": 0, "worker-1": 0}},
+            node="shard-0/0")]
     for w in ("worker-0", "worker-1"):
         h.append(ev(0.1, "push", {"worker": w, "req_id": 1, "shard": 0, "clock": 0}, "invoke", w))
+    pull = {"worker": "worker-0", "shard": 0, "min_clock": max(0, lead - 1)}
+    h += [ev(0.5, "pull", pull, "invoke", "worker-0", "p1"),
+          ev(0.6, "pull", {**pull, "epoch": 1, "seq": 1, "node": "shard-0/0"}, "ok", "worker-0", "p1")]
     h.append(ev(1.0, "train-step", {"worker": "worker-0", "step": lead, "loss": 0.1}))
     return h
 

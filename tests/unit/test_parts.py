@@ -167,3 +167,13 @@ def test_ports_are_never_handed_out_twice(tmp_path, monkeypatch):
     a, b = ports.free_ports(30), ports.free_ports(30)
     assert len(set(a) | set(b)) == 60
     assert all(p < ports._ephemeral()[0] or p > ports._ephemeral()[1] for p in a + b)
+
+
+def test_member_ttl_and_poll_are_checked_naming_the_field():
+    for bad in (0, 1.5, True, "2", 3601):
+        with pytest.raises(ConfigError, match="member_ttl_s=.*whole number of seconds"):
+            ClusterConfig(cluster_id="c", etcd="http://127.0.0.1:1", member_ttl_s=bad)
+    for bad in (0, -0.1, 2, 5.0, "0.1"):
+        with pytest.raises(ConfigError, match="member_poll_s=.*under member_ttl_s=2"):
+            ClusterConfig(cluster_id="c", etcd="http://127.0.0.1:1", member_ttl_s=2, member_poll_s=bad)
+    assert ClusterConfig(cluster_id="c", etcd="x", member_ttl_s=1, member_poll_s=0.05).member_ttl_s == 1

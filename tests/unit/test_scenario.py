@@ -46,3 +46,13 @@ def test_bad_yaml_and_bad_bound(tmp_path):
 
 def test_missing_file(tmp_path):
     assert "cannot read" in str(pytest.raises(ScenarioError, load_scenario, tmp_path / "none.yaml").value)
+
+
+def test_workers_scale_under_bsp_and_the_member_ttl_is_bounded(tmp_path):
+    scaled = ("name: x\ncluster:\n  training: {t}\n  member_ttl_s: {ttl}\nfaults:\n  - at: {{step: 3}}\n"
+              "    kind: scale-out\n    params: {{count: 1}}\nexpect:\n  checks: [barrier-live]\n")
+    assert load_scenario(write(tmp_path, scaled.format(t="bsp", ttl=2))).cluster.member_ttl_s == 2
+    assert "member_ttl_s" in str(pytest.raises(ScenarioError, load_scenario,
+                                               write(tmp_path, scaled.format(t="ssp", ttl=0))).value)
+    assert "barrier-live needs cluster.training: bsp or ssp" in str(
+        pytest.raises(ScenarioError, load_scenario, write(tmp_path, scaled.format(t="async", ttl=2))).value)

@@ -1,0 +1,43 @@
+"""psnodes/member_watch.py in virtual time: a copy polls the membership keys, gates by the newest
+generation, and a primary reconciles by compare-and-swap, with the same decisions
+(psnodes.members.plan, psnodes.core.membership) and the same events as the real node."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from psnodes.core import membership
+from psnodes.errors import PSError
+from psnodes.members import change_event, encode, joined_still_registered, parse, plan, prefix, record_key
+
+from .rpc import Gen
+
+if TYPE_CHECKING:
+    from .shard import SimCopy
+
+
+def member_watch(c: "SimCopy") -> Gen:
+    """MemberWatch.run: a poll every member_poll_s until the copy stops (its process ends with it)."""
+    while not c.stopping:
+        try:
+            yield from member_tick(c)
+        except (PSError, ValueError):
+            pass            # etcd away or a bad record: the view stays as it is
+        yield c.env.timeout(c.cfg.member_poll_s)
+
+
+def member_tick(c: "SimCopy") -> Gen:
+    cfg = c.cfg
+    kvs = yield from c.ecall(lambda: c.etcd.get_prefix(prefix(cfg)))
+    snap = parse(kvs, cfg)
+    primary = c.is_primary() and c.lease_valid()
+    view, write = plan(snap, primary, membership.front(c.store.clocks), cfg.workers)
+    c.adopt_members(view)
+    if write is None:
+        return
+    rec, changes = write
+    won = yield from c.ecall(lambda: c.etcd.cas(record_key(cfg), snap.revision, encode(rec),
+                                                also_compare=joined_still_registered(cfg, snap, changes)))
+    if won:
+        for ch in changes:
+            c.emit(*change_event(ch, c.name))
+        c.adopt_members(rec)
