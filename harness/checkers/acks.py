@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from .base import Verdict, by_f, final_states, idem, unknown
+from .migration import applied_anywhere, bucket_shortfalls, fq, retired_copies
 
 
 def _contains(ranges: list[list[int]], x: int) -> bool:
@@ -45,10 +46,14 @@ def applied_keys(copy: dict, worker: str) -> int:
 
 
 def live_copies(history: list[dict]) -> dict[int, list[dict]]:
+    """Each shard's copies alive at the end; a shard a scale-in retired, as it was when stopped."""
     out: dict[int, list[dict]] = defaultdict(list)
     for s in final_states(history):
         if s.get("alive"):
             out[s["shard"]].append(s)
+    for shard, cs in retired_copies(history).items():
+        if shard not in out:
+            out[shard] = cs
     return out
 
 
@@ -102,9 +107,12 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
     unaudited = sum(1 for v in oks if not audited(v))
     lost, explained, unexplained = [], Counter(), []
     seen = set()
+    anywhere = applied_anywhere(history) if any("applied_on" in v for v in oks) else {}
     for v in oks:
         k = (v["shard"], idem(v), v.get("pid"), v["req_id"])
-        if k in seen or _contains(_ranges(prim[v["shard"]], v), v["req_id"]):
+        # a duplicate the shard knew from a migrated applied set was applied by the shard named
+        ranges = anywhere.get(fq(v), []) if "applied_on" in v else _ranges(prim[v["shard"]], v)
+        if k in seen or _contains(ranges, v["req_id"]):
             seen.add(k)
             continue
         seen.add(k)
@@ -139,6 +147,15 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
                             for v in unexplained[:10]]}
     details["unaudited_acks"] = unaudited
     details["lagging_copies"] = sorted(lagging)
+    bshort, bfig, bwhy = bucket_shortfalls(history)
+    details.update(bfig, bucket_short=bshort[:10])
+    short += bshort
+    worst_by_worker: Counter = Counter()
+    for b in bshort:
+        worst_by_worker[b["worker"]] = max(worst_by_worker[b["worker"]], b["acked"] - b["count"])
+    details["lost"] = max(details["lost"], sum(worst_by_worker.values()))
+    if bwhy and not unexplained and not short:
+        return unknown(f"{bwhy}: the moved keys' values were not checked", **details)
     if (no_audit or unaudited) and not unexplained and not short:
         why = f"copies {sorted(set(no_audit))} report no audit tensor" if no_audit else \
             f"{unaudited} acknowledged pushes carried no audit increment"
