@@ -39,6 +39,17 @@ def audited(v: dict) -> bool:
     return f"__audit__/{v['shard']}" in v.get("keys", ())
 
 
+def credited(v: dict) -> dict:
+    """The ack as the pinned audit tensors count it: a duplicate that a shard recognised from a
+    migrated applied set (`applied_on`) was applied, and counted, by that shard under its own key."""
+    if "applied_on" not in v:
+        return v
+    out = {**v, "shard": v["applied_on"]}
+    if out.get("origin") == out["shard"]:
+        out.pop("origin")
+    return out
+
+
 def applied_keys(copy: dict, worker: str) -> int:
     """How many keys of `worker` (all its incarnations) a copy's applied set claims."""
     return sum(hi - lo + 1 for k, rs in (copy.get("applied") or {}).items()
@@ -103,7 +114,7 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
         return unknown(f"no live primary at the end for shards {missing}")
     mode, max_lag = ctx.get("replication", "sync"), ctx.get("max_lag", 256)
     promotes = [e["value"] for e in by_f(history, "promote")]
-    keys = unique_keys([v for v in oks if audited(v)])
+    keys = unique_keys([credited(v) for v in oks if audited(v)])
     unaudited = sum(1 for v in oks if not audited(v))
     lost, explained, unexplained = [], Counter(), []
     seen = set()

@@ -67,8 +67,9 @@ class _ScaleShards(Fault):
     def inject(self) -> None:
         be = self.ctx.backend
         if not hasattr(be, "migrate_shards"):
-            raise HarnessError(f"fault kind {self.kind!r} is not supported by the {getattr(be, 'name', '?')} "
-                               "backend (shard migration runs on the process backend)")
+            where = "the simulator" if getattr(be, "name", "") == "sim" else f"the {getattr(be, 'name', '?')} backend"
+            raise HarnessError(f"fault kind {self.kind!r} is not modelled by {where}; shard migration runs on "
+                               "the process backend")
         cur = be.active_shards()
         n = target_count(self.kind, len(cur), self.params)
         if isinstance(n, str):

@@ -19,6 +19,7 @@ import simpy
 from psnodes.config import ClusterConfig, ShardRecord
 from psnodes.core import ack, dedup, fencing, gating, lease
 from psnodes.digest import dense_digest, wants_digest
+from psnodes.moving import bucket_counts
 from psnodes.errors import InvalidArgument, NotPrimary, ReplicationFailed, Timeout
 from psnodes.placement import parse_node_name
 from psnodes.proto import ps_pb2
@@ -323,7 +324,8 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
         return {**st, "role": self.role, "epoch": self.epoch, "seq": self.store.seq,
                 "checksum": self.store.checksum(), "pushes": self.store.pushes,
                 "applied": {k: [list(r) for r in v] for k, v in self.store.applied.ranges.items()},
-                "restored_from": self.restored_from, "audit": self.store.audit_counts()}
+                "restored_from": self.restored_from, "audit": self.store.audit_counts(),
+                "buckets": bucket_counts(self.store)}
 
 
 __all__ = ["ReplicateReply", "ReplicateReq", "SimCopy"]
