@@ -53,6 +53,14 @@ def shard_counts(start: int, faults) -> list[int] | str:
     return out
 
 
+def target_shards(cur: list[int], n: int) -> list[int]:
+    """The shard set of n shards after `cur`: the next free ids added, or the highest removed."""
+    if n >= len(cur):
+        free = [s for s in range(64) if s not in cur]
+        return sorted(list(cur) + free[: n - len(cur)])
+    return sorted(cur)[:n]
+
+
 class _ScaleShards(Fault):
     params_spec = SPEC
 
@@ -74,7 +82,7 @@ class _ScaleShards(Fault):
         n = target_count(self.kind, len(cur), self.params)
         if isinstance(n, str):
             raise HarnessError(n)
-        dst = self.plan(cur, n)
+        dst = target_shards(cur, n)
         added = sorted(set(dst) - set(cur))
         be.start_shard_groups(added)
         self.info.update(shards_before=cur, shards_after=dst, shards_added=added,
@@ -82,9 +90,6 @@ class _ScaleShards(Fault):
         self.thread = threading.Thread(target=self._migrate, args=(dst,), name=f"{self.kind}", daemon=True)
         self.done = threading.Event()
         self.thread.start()
-
-    def plan(self, cur: list[int], n: int) -> list[int]:
-        raise NotImplementedError
 
     def _migrate(self, dst: list[int]) -> None:
         be = self.ctx.backend
@@ -121,15 +126,8 @@ class ScaleOutShards(_ScaleShards):
 
     kind = "scale-out-shards"
 
-    def plan(self, cur: list[int], n: int) -> list[int]:
-        free = [s for s in range(64) if s not in cur]
-        return sorted(cur + free[: n - len(cur)])
-
 
 class ScaleInShards(_ScaleShards):
     """Move the keys of the highest-numbered shards to the others, then stop their groups."""
 
     kind = "scale-in-shards"
-
-    def plan(self, cur: list[int], n: int) -> list[int]:
-        return sorted(cur)[:n]
