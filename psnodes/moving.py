@@ -43,11 +43,11 @@ def push_key(idem: str, origin: int | None, shard: int) -> str:
 
 
 # ------------------------------------------------------------------ ownership
-def owns(store: "ShardStore", name: str) -> bool:
+def owns(store: "ShardStore", name: str, shards: tuple[int, ...] | None = None) -> bool:
     pin = pinned_shard(name)
     if pin is not None:
         return pin == store.spec.shard
-    return owner(name, store.shards) == store.spec.shard
+    return owner(name, shards or store.shards) == store.spec.shard
 
 
 def owner_of(store: "ShardStore", name: str) -> int:
@@ -175,6 +175,28 @@ def _check_import(store: "ShardStore", meta: dict, arrays: dict) -> None:
             a = arrays.get(f"t/{name}/{k}")
             if a is None or a.shape[0] != ids.size or (a.ndim == 2 and a.shape[1] != t.dim):
                 raise InvalidArgument(f"MIGRATE: table {name!r} array {k} does not match its ids")
+
+
+def plan_effect(plan: tuple, shapes: dict, routing_epoch: int, shards: tuple) -> tuple[int, tuple]:
+    """What an internal entry changes for the entries checked after it in the same batch (a replica
+    checks a whole batch before it applies any): the dense shapes an import brings, the routing a
+    ROUTE moves to. Returns the (routing epoch, shard set) the next entries meet."""
+    kind, meta, arrays = plan
+    if kind == "migrate":
+        for n in meta["dense"]:
+            shapes.setdefault(n, arrays[f"d/{n}"].shape)
+    elif kind == "route" and meta["epoch"] > routing_epoch:
+        return meta["epoch"], tuple(sorted(meta["shards"]))
+    return routing_epoch, shards
+
+
+def routing_of(meta: dict, default: tuple) -> tuple:
+    """The shard set a state blob's meta carries (an older blob: `default`)."""
+    return tuple(int(s) for s in meta["routing"][1]) if "routing" in meta else default
+
+
+def routing_epoch_of(meta: dict, default: int) -> int:
+    return int(meta["routing"][0]) if "routing" in meta else default
 
 
 # ------------------------------------------------------------------ apply

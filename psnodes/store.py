@@ -86,10 +86,11 @@ class ShardStore:
         self.shape_seq = 0                 # the last entry that removed keys (catch-up by snapshot before it)
 
     # ----------------------------------------------------------------- checks
-    def validate(self, upd: ps_pb2.Update, shapes: dict[str, tuple] | None = None) -> Decoded:
+    def validate(self, upd: ps_pb2.Update, shapes: dict[str, tuple] | None = None,
+                 shards: tuple[int, ...] | None = None) -> Decoded:
         """Decode and check an update without changing state; raises InvalidArgument, TooLarge or
-        NotFound naming the field. `shapes` (name -> shape) stands for the dense parameters when
-        checking replicated entries ahead of the state they will meet; by default, ours."""
+        NotFound naming the field. `shapes` (name -> shape) and `shards` (the routing's shard set)
+        stand for the state replicated entries will meet, when checked ahead of it; by default, ours."""
         s, lim = self.spec, self.spec.limits
         if upd.kind in moving.INTERNAL:
             return Decoded(upd, [], [], moving.decode(self, upd))
@@ -120,8 +121,8 @@ class ShardStore:
             if t.name in seen:
                 raise InvalidArgument(f"dense[{t.name!r}] appears twice in one update; send each name once")
             seen.add(t.name)
-            if not moving.owns(self, t.name):
-                raise InvalidArgument(f"dense[{t.name!r}] belongs to shard {owner(t.name, self.shards)}, not shard "
+            if not moving.owns(self, t.name, shards):
+                raise InvalidArgument(f"dense[{t.name!r}] belongs to shard {owner(t.name, shards or self.shards)}, not shard "
                                       f"{s.shard} (routing epoch {self.routing_epoch}); route by psnodes.placement")
             if is_audit(t.name) and (arr.shape != (AUDIT_SLOTS,)):
                 raise InvalidArgument(f"dense[{t.name!r}]: an audit tensor has shape [{AUDIT_SLOTS}], not "
@@ -148,7 +149,7 @@ class ShardStore:
                 raise InvalidArgument(f"sparse[{r.table!r}] appears twice in one update; send each table once")
             tables.add(r.table)
             ids, data = rows_from_pb(r, self.tables[r.table].dim, limits=lim)
-            homes = row_owners(r.table, ids, self.shards)
+            homes = row_owners(r.table, ids, shards or self.shards)
             if ids.size and (homes != s.shard).any():
                 bad = int(ids[homes != s.shard][0])
                 raise InvalidArgument(f"sparse[{r.table!r}].ids: id {bad} belongs to shard "
@@ -277,6 +278,8 @@ class ShardStore:
             shapes.update({n: arrays[f"d/{n}"].shape for n in meta["dense"]})
             seq, seq_epoch = meta["seq"], meta["seq_epoch"]
         plan = []
+        shards = self.shards if checked is None else moving.routing_of(checked[0], self.shards)
+        routing_epoch = self.routing_epoch if checked is None else moving.routing_epoch_of(checked[0], self.routing_epoch)
         for i, e in enumerate(entries):
             step = fencing.take_entry(seq, e.seq)
             if step is fencing.Entry.GAP:
@@ -287,11 +290,13 @@ class ShardStore:
                 raise InvalidArgument(f"entries[{i}] (seq {e.seq}) has epoch {e.epoch}, outside "
                                       f"[{seq_epoch}, {epoch}]: entries never go back in epoch nor come from a later one")
             try:
-                dec = self.validate(parse(ps_pb2.Update, e.payload, f"Replicate entries[{i}].payload"), shapes)
+                dec = self.validate(parse(ps_pb2.Update, e.payload, f"Replicate entries[{i}].payload"), shapes, shards)
             except (InvalidArgument, NotFound) as err:
                 raise InvalidArgument(f"entries[{i}] (seq {e.seq}): {err}") from None
             for name, arr in dec.dense:
                 shapes.setdefault(name, arr.shape)
+            if dec.internal is not None:      # an import brings keys, a switch moves the routing: the next entries meet them
+                routing_epoch, shards = moving.plan_effect(dec.internal, shapes, routing_epoch, shards)
             plan.append((e, dec))
             seq, seq_epoch = e.seq, e.epoch
         return plan

@@ -110,3 +110,20 @@ def test_an_import_that_does_not_match_the_shards_tables_is_refused():
     arrays = {k: v for k, v in arrays.items() if not k.startswith("ds/")}
     with pytest.raises(InvalidArgument, match="optimizer slot"):
         mk(2).validate(internal(ps_pb2.Update.MIGRATE, pack(meta, arrays)))
+
+
+def test_a_replica_checks_a_batch_holding_the_switch_and_a_push_routed_by_it():
+    """A replica takes [ROUTE to epoch 1, a push of a moved key] in one call: the push must be
+    checked against the routing the ROUTE entry sets, not the replica's current one (migration-
+    partition-worker seed 2 stalled shard 2's ISR for 20 s on the old code)."""
+    src, own, moving_keys = seeded_source()
+    prim, rep = mk(2), mk(2)
+    entries = []
+    push = ps_pb2.Update(worker="worker-1", incarnation=5, req_id=1,
+                         dense=[tensor_to_pb(moving_keys[0], np.full(3, 0.1))])
+    for u in (internal(ps_pb2.Update.MIGRATE, export(src)),
+              internal(ps_pb2.Update.ROUTE, {"migration": "", "epoch": 1, "shards": DST}), push):
+        seq = apply(prim, u)
+        entries.append(Entry(seq, 1, u.SerializeToString()))
+    rep.take_replicated(b"", entries, prim.seq, 1, False)
+    assert rep.seq == prim.seq and rep.checksum() == prim.checksum()
