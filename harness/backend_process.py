@@ -22,7 +22,7 @@ from psnodes.config import ClusterConfig, ShardRecord
 from psnodes.etcd import Etcd, EtcdError
 
 from . import registry
-from .backend_common import routes_from_copies, scan_entry
+from .backend_common import retire_groups, routes_from_copies, scan_entry, start_groups
 from .errors import HarnessError
 from netfaults.faults import LINK_FAULTS, NetContext
 from netfaults.links import LinkTable
@@ -208,23 +208,7 @@ class ProcessBackend:
 
     def start_shard_groups(self, shards: list[int], timeout: float = 30.0) -> None:
         """Start the copies of new shard groups and wait until each has a primary in etcd."""
-        limit = max(self.cfg.shards, self.cfg.max_shards)
-        bad = [s for s in shards if s >= limit]
-        if bad:
-            raise HarnessError(f"shards {bad} have no addresses (max_shards={limit}); raise cluster.max_shards")
-        for s in shards:
-            self.start_nodes(self.cfg.shard_nodes(s))
-            if s not in self.active:
-                self.active.append(s)
-        etcd = Etcd(self.cfg.etcd, timeout=1.0)
-
-        def ready() -> bool:
-            try:
-                return all(etcd.get(self.cfg.shard_key(s)) is not None for s in shards)
-            except EtcdError:
-                return False
-        if not self.clock.wait_until(ready, timeout, 0.05):
-            raise HarnessError(f"new shard groups {shards} elected no primary within {timeout}s")
+        start_groups(self, shards, self.start_node, Etcd(self.cfg.etcd, timeout=1.0), timeout)
 
     def migrate_shards(self, dst: list[int], record, hold_s: float = 0.0):
         """Run psnodes' migration coordinator to shard set `dst` (its phases go to the history)."""
@@ -237,18 +221,8 @@ class ProcessBackend:
             m.close()
 
     def retire_shard_groups(self, shards: list[int], record, observe: bool = True) -> None:
-        """Stop the groups of shards that own nothing now; with `observe`, record each copy's final
-        state first (`retired-state`): the acks those shards gave are judged by it."""
-        for s in shards:
-            for n in self.cfg.shard_nodes(s):
-                if observe:
-                    st = self.final_state(n)
-                    record("retired-state", {"node": n, "shard": s, "alive": st is not None, **(st or {})})
-            if s in self.active:
-                self.active.remove(s)
-            for n in self.cfg.shard_nodes(s):
-                if n in self.procs:
-                    self.stop(n)
+        """Stop the groups of shards that own nothing now (backend_common.retire_groups)."""
+        retire_groups(self, shards, record, observe, lambda n: n in self.procs)
 
     def migration_phase(self) -> str:
         """The phase of the migration in the routing record ('' when none, or etcd is down)."""

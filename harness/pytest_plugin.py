@@ -133,7 +133,6 @@ class ScenarioItem(pytest.Item):
         from .adapters import system_named
         from .errors import HarnessError
         from .faults.container import container_kinds_of
-        from .faults.shards import KINDS as SHARD_KINDS
         from .runner import Runner
 
         cfg = self.config
@@ -143,9 +142,6 @@ class ScenarioItem(pytest.Item):
         only = container_kinds_of(sc)
         if only and cfg.getoption("backend") != "docker":     # pschaos run refuses them by name (unknown)
             pytest.skip(f"{sc.name}: fault kinds {', '.join(only)} need containers; run it with --backend docker")
-        moving = [f.kind for f in sc.faults if f.kind in SHARD_KINDS]
-        if moving and cfg.getoption("backend") == "sim":       # pschaos run refuses them by name (unknown)
-            pytest.skip(f"{sc.name}: fault kinds {', '.join(sorted(set(moving)))} are not modelled by the simulator")
         try:       # another system's adapter runs where it can (redis-sentinel and etcd: processes)
             system_named(sc.system).backend_factory(cfg.getoption("backend"))
         except HarnessError as e:

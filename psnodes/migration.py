@@ -20,10 +20,13 @@ that cannot finish aborts: the record loses the migration by compare-and-swap (s
 cannot land) and the fences are lifted; the old routing stays valid throughout. An abort needs
 etcd, so while etcd is silent after the fence the coordinator waits, and the fenced keys stay
 unavailable for writes (never acked by two shards). Every phase is an event (`emit`).
+
+The machine is a parameter, as for the PS client (psnodes/runtime.py): clocks and sleep from
+`runtime`, the nodes' stubs from `stub_factory`, etcd from `etcd`; the harness's simulator passes
+its virtual ones, so a simulated migration runs this very coordinator.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -37,6 +40,7 @@ from .core.routing import Routing, aborted, begin, switched, with_phase
 from .errors import PSError, from_rpc_error
 from .etcd import Etcd, EtcdError
 from .proto import ps_pb2, ps_pb2_grpc
+from .runtime import REAL, Runtime
 
 Op = ps_pb2.MigrateRequest
 Emit = Callable[[str, dict], None]
@@ -64,7 +68,8 @@ class Outcome:
 class Migrator:
     def __init__(self, cfg: ClusterConfig, etcd: Etcd | None = None, emit: Emit | None = None,
                  addresses: dict[str, str] | None = None, hold_s: float = 0.0, give_up_s: float = 15.0,
-                 etcd_wait_s: float = 120.0) -> None:
+                 etcd_wait_s: float = 120.0, *, runtime: Runtime = REAL,
+                 stub_factory: Callable[[str], object] | None = None) -> None:
         if not cfg.peer_token:
             raise MigrationFailed("the migration coordinator needs the cluster config with its peer token "
                                   "(cluster.json, not the client view)")
@@ -72,6 +77,7 @@ class Migrator:
         self.emit = emit or (lambda f, v: None)
         self.addresses = addresses or dict(cfg.addresses)
         self.hold_s, self.give_up_s, self.etcd_wait_s = hold_s, give_up_s, etcd_wait_s
+        self.rt, self._stub_factory = runtime, stub_factory
         self.md = auth(cfg.token, cfg.peer_token)
         self._stubs: dict[str, ps_pb2_grpc.ParameterServerStub] = {}
         self._channels: list[grpc.Channel] = []
@@ -79,6 +85,8 @@ class Migrator:
 
     # ------------------------------------------------------------ plumbing
     def _stub(self, node: str):
+        if node not in self._stubs and self._stub_factory is not None:
+            self._stubs[node] = self._stub_factory(node)
         if node not in self._stubs:
             ch = dial(self.addresses[node], self.cfg.max_message_bytes)
             self._channels.append(ch)
@@ -92,7 +100,7 @@ class Migrator:
     def _call(self, shard: int, req: ps_pb2.MigrateRequest, phase: str) -> ps_pb2.MigrateReply:
         """The step on the shard's primary now, retried on whoever is primary until give_up_s."""
         req.shard = shard
-        t0, last = time.monotonic(), ""
+        t0, last = self.rt.monotonic(), ""
         while True:
             try:
                 kv = self.etcd.get(self.cfg.shard_key(shard))
@@ -104,30 +112,38 @@ class Migrator:
                 last = str(from_rpc_error(e))
             except EtcdError as e:
                 last = str(e)
-            step = plan.on_failure(plan.Failure(phase, time.monotonic() - t0, self._etcd_up()), self.give_up_s)
-            if step is plan.Step.ABORT or time.monotonic() - t0 > self.etcd_wait_s:
+            step = plan.on_failure(plan.Failure(phase, self.rt.monotonic() - t0, self._etcd_up()), self.give_up_s)
+            if step is plan.Step.ABORT or self.rt.monotonic() - t0 > self.etcd_wait_s:
                 raise MigrationFailed(f"{phase} on shard {shard} failed for {self.give_up_s}s: {last}")
-            time.sleep(0.05)
+            self.rt.sleep(0.05)
 
     def _etcd_up(self) -> bool:
         return self.etcd.healthy()
 
     def _swap(self, make: Callable[[Routing], Routing | str], what: str) -> Routing:
         """Read the record, make the next one, compare-and-swap; retried across lost races and an
-        etcd that does not answer (for up to etcd_wait_s)."""
-        t0 = time.monotonic()
+        etcd that does not answer (for up to etcd_wait_s). A swap whose answer was lost may have
+        landed all the same (etcd applied it and went down before answering): when the record read
+        next is exactly the one sent, it is ours, and the step is done (made again from it, the
+        announce would find a migration in progress and the switch none)."""
+        t0 = self.rt.monotonic()
+        sent: Routing | None = None          # the last swap etcd did not answer
         while True:
             try:
                 cur, rev = routing.read(self.etcd, self.cfg)
+                if sent is not None and cur == sent:
+                    return cur
                 new = make(cur)
                 if isinstance(new, str):
                     raise MigrationFailed(f"{what}: {new}")
+                sent = new
                 if routing.swap(self.etcd, self.cfg, rev, new):
                     return new
+                sent = None                  # the compare failed: nothing was written
             except EtcdError as e:
-                if time.monotonic() - t0 > self.etcd_wait_s:
+                if self.rt.monotonic() - t0 > self.etcd_wait_s:
                     raise MigrationFailed(f"{what}: etcd did not answer for {self.etcd_wait_s}s ({e})") from None
-            time.sleep(0.05)
+            self.rt.sleep(0.05)
 
     # --------------------------------------------------------------- steps
     def run(self, dst: list[int] | tuple[int, ...]) -> Outcome:
@@ -156,7 +172,7 @@ class Migrator:
             return out
         new = self._swap(lambda r: switched(r, mid), "switch")
         out.switched, out.routing_epoch = True, new.epoch
-        out.unavailable_ms = round((time.monotonic() - t_fence) * 1000, 2)
+        out.unavailable_ms = round((self.rt.monotonic() - t_fence) * 1000, 2)
         self.emit("migration-switch", {"migration": mid, "routing_epoch": new.epoch, "shards": list(new.shards),
                                        "fenced_ms": out.unavailable_ms})
         self._route(out, new)
@@ -180,20 +196,20 @@ class Migrator:
         return exp.seq, exp.seq_epoch
 
     def _copy(self, out: Outcome) -> dict[tuple[int, int], tuple[int, int]]:
-        t0 = time.monotonic()
+        t0 = self.rt.monotonic()
         self.emit("migration-copy-start", {"migration": out.id, "pairs": plan.pairs(out.src, out.dst)})
         base = {}
         for a, b in plan.pairs(out.src, out.dst):
             base[(a, b)] = self._move(a, b, "copy", (0, 0), out.id, out)
         if self.hold_s:
-            time.sleep(self.hold_s)         # pacing: a large copy takes this long; training goes on
+            self.rt.sleep(self.hold_s)         # pacing: a large copy takes this long; training goes on
         self.emit("migration-copy-end", {"migration": out.id, "bytes": out.bytes, "key_bytes": out.key_bytes,
-                                         "keys": out.keys, "took_ms": round((time.monotonic() - t0) * 1000, 2)})
+                                         "keys": out.keys, "took_ms": round((self.rt.monotonic() - t0) * 1000, 2)})
         return base
 
     def _fence(self, out: Outcome) -> float:
         self._swap(lambda r: with_phase(r, out.id, "fenced"), "fence")
-        t = time.monotonic()
+        t = self.rt.monotonic()
         self.emit("migration-fence", {"migration": out.id, "routing_epoch": out.routing_epoch,
                                       "sources": plan.sources(out.src, out.dst)})
         for a in plan.sources(out.src, out.dst):

@@ -11,22 +11,31 @@ refused as stale routing too, so a source never acks a key once its hand-off beg
 The Migrate RPC carries out the coordinator's steps (EXPORT, IMPORT, FENCE, UNFENCE, ROUTE) on
 the primary; every step that changes state is an entry of the shard's own log, applied and
 replicated (sync mode: acked by the ISR) before the call returns, so a failover keeps it.
+
+Two shells run this: the real node (psnodes/node.py: its lock, waits and etcd client) and the
+SimPy twin (harness/sim/shard_migrate.py). The checks (`check_call`, `check_push`, `check_pull`:
+any copy with `store`, `name` and `shard`) and the decisions of a Migrate step (`plan_migrate`,
+`route_step`, `adoption`, `check_export`, `export_now`, `export_reply`) hold no lock, clock or
+I/O, so both shells decide alike; `sync_routing`, `adopt`, `append` and `migrate` are the real
+node's shell around them.
 """
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 import numpy as np
 
 from . import moving, routing
 from .codec import ids_from_pb
-from .core.routing import Epochs, compare
+from .core.routing import Epochs, Routing, compare
 from .errors import STALE_ROUTING, InvalidArgument, NotPrimary, StaleRouting
 from .proto import ps_pb2
 
 if TYPE_CHECKING:
     from .node import ShardNode
+    from .store import ShardStore
 
 Op = ps_pb2.MigrateRequest
 
@@ -38,10 +47,8 @@ def sync_routing(node: "ShardNode", caller_epoch: int, deadline: float) -> None:
     try:
         rec, _ = routing.read(node.etcd, node.cfg)
     except Exception as e:  # noqa: BLE001 - no etcd, no proof of the newer routing
-        raise NotPrimary(f"{node.name}: the caller routes by routing epoch {caller_epoch}, this shard knows "
-                         f"{node.store.routing_epoch}, and etcd could not be read ({e}); retry") from None
-    if rec.epoch < caller_epoch:
-        raise NotPrimary(f"{node.name}: routing epoch {caller_epoch} is not in etcd (it holds {rec.epoch}); retry")
+        raise unreadable(node.name, caller_epoch, node.store.routing_epoch, e) from None
+    rec = adoption(node.name, caller_epoch, rec)
     adopt(node, rec.epoch, rec.shards, deadline)
 
 
@@ -49,9 +56,8 @@ def adopt(node: "ShardNode", epoch: int, shards, deadline: float) -> int:
     """Append a ROUTE entry for `epoch` (nothing when the store is there already)."""
     if epoch <= node.store.routing_epoch:
         return node.store.seq
-    meta = json.dumps({"migration": "", "epoch": int(epoch), "shards": sorted(int(s) for s in shards)})
-    return append(node, ps_pb2.Update(kind=ps_pb2.Update.ROUTE, meta=meta.encode()), deadline,
-                  lambda: epoch > node.store.routing_epoch)
+    step = route_step(epoch, shards)
+    return append(node, step.update, deadline, lambda: step.still(node.store))
 
 
 def append(node: "ShardNode", upd: ps_pb2.Update, deadline: float, still=lambda: True) -> int:
@@ -115,58 +121,133 @@ def check_pull(node: "ShardNode", req: ps_pb2.PullRequest) -> None:
                                    f"elsewhere at routing epoch {node.store.routing_epoch}; re-route")
 
 
-# ---------------------------------------------------------------- Migrate RPC
-def migrate(node: "ShardNode", req: ps_pb2.MigrateRequest, deadline: float) -> ps_pb2.MigrateReply:
-    node._check_shard(req.shard, "Migrate")
+# ------------------------------------------- decisions both shells take (no lock, clock or I/O)
+# psnodes/node.py (gRPC and threads) and the SimPy twin (harness/sim/shard_migrate.py) each hold
+# their own lock and waits around these, so a Migrate step decides the same on both.
+def unreadable(name: str, caller_epoch: int, ours: int, err: Exception) -> NotPrimary:
+    """The refusal of a call routed by a newer epoch while the record could not be read."""
+    return NotPrimary(f"{name}: the caller routes by routing epoch {caller_epoch}, this shard knows {ours}, and "
+                      f"etcd could not be read ({err}); retry")
+
+
+def adoption(name: str, caller_epoch: int, rec: Routing) -> Routing:
+    """The record read for a caller ahead of us: adopt it, unless etcd does not hold that epoch yet."""
+    if rec.epoch < caller_epoch:
+        raise NotPrimary(f"{name}: routing epoch {caller_epoch} is not in etcd (it holds {rec.epoch}); retry")
+    return rec
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one Migrate call does: EXPORT (`export`), adopt a routing (`route`: epoch and shards,
+    nothing appended when the store is there already), or append `update` to the shard's log while
+    `still(store)` holds, checked under the lock (a retried step appends nothing twice), and emit
+    `event` once it is replicated."""
+
+    export: bool = False
+    route: tuple[int, tuple[int, ...]] | None = None
+    update: ps_pb2.Update | None = None
+    still: Callable[["ShardStore"], bool] = lambda store: True
+    event: str = ""
+
+
+def route_step(epoch: int, shards) -> Step:
+    meta = json.dumps({"migration": "", "epoch": int(epoch), "shards": sorted(int(s) for s in shards)})
+    return Step(update=ps_pb2.Update(kind=ps_pb2.Update.ROUTE, meta=meta.encode()),
+                still=lambda store: epoch > store.routing_epoch)
+
+
+def plan_migrate(req: ps_pb2.MigrateRequest) -> Step:
+    """A Migrate request checked, and the step it asks for (the shard is the shell's check)."""
     if not req.migration and req.op != Op.ROUTE:
         raise InvalidArgument("Migrate: migration is empty; every step names its migration id")
     src, dst = sorted(req.src), sorted(req.dst)
     if req.op in (Op.EXPORT, Op.FENCE) and (not src or not dst):
         raise InvalidArgument("Migrate: src and dst must both name the shard sets keys move between")
     if req.op == Op.EXPORT:
-        return _export(node, req, src, dst, deadline)
+        return Step(export=True)
     if req.op == Op.IMPORT:
         marker = f"{req.migration}/{req.part}/{req.from_shard}"
-        seq = append(node, ps_pb2.Update(kind=ps_pb2.Update.MIGRATE, meta=req.state), deadline,
-                     lambda: marker not in node.store.imported)
-    elif req.op == Op.FENCE:
+        return Step(update=ps_pb2.Update(kind=ps_pb2.Update.MIGRATE, meta=req.state),
+                    still=lambda store: marker not in store.imported)
+    if req.op == Op.FENCE:
         meta = json.dumps({"migration": req.migration, "src": src, "dst": dst}).encode()
-        seq = append(node, ps_pb2.Update(kind=ps_pb2.Update.FENCE, meta=meta), deadline,
-                     lambda: (node.store.fence or {}).get("migration") != req.migration)
-        node.events.emit("migrate-fenced", {"shard": node.shard, "migration": req.migration, "seq": seq})
-    elif req.op == Op.UNFENCE:
+        return Step(update=ps_pb2.Update(kind=ps_pb2.Update.FENCE, meta=meta),
+                    still=lambda store: (store.fence or {}).get("migration") != req.migration, event="migrate-fenced")
+    if req.op == Op.UNFENCE:
         meta = json.dumps({"migration": req.migration}).encode()
-        seq = append(node, ps_pb2.Update(kind=ps_pb2.Update.UNFENCE, meta=meta), deadline)
-    elif req.op == Op.ROUTE:
+        return Step(update=ps_pb2.Update(kind=ps_pb2.Update.UNFENCE, meta=meta))
+    if req.op == Op.ROUTE:
         if not dst:
             raise InvalidArgument("Migrate ROUTE: dst must name the shards of the routing epoch")
-        seq = adopt(node, req.routing_epoch, dst, deadline)
-    else:
-        raise InvalidArgument(f"Migrate: op={req.op} is unknown")
-    return ps_pb2.MigrateReply(seq=seq, seq_epoch=node.store.seq_epoch, routing_epoch=node.store.routing_epoch,
-                               node=node.name)
+        return Step(route=(int(req.routing_epoch), tuple(dst)))
+    raise InvalidArgument(f"Migrate: op={req.op} is unknown")
 
 
-def _export(node: "ShardNode", req, src, dst, deadline: float) -> ps_pb2.MigrateReply:
-    """The moving keys as of a replicated seq: in sync mode only what every ISR copy holds is
-    exported, so a failover of the source never takes back a value the destination already has."""
+def step_reply(store: "ShardStore", seq: int, name: str) -> ps_pb2.MigrateReply:
+    return ps_pb2.MigrateReply(seq=seq, seq_epoch=store.seq_epoch, routing_epoch=store.routing_epoch, node=name)
+
+
+def check_export(store: "ShardStore", req: ps_pb2.MigrateRequest, name: str) -> None:
+    """A delta is exported only from a source fenced for the migration (its values are final)."""
+    if req.part == "delta" and (store.fence or {}).get("migration") != req.migration:
+        raise InvalidArgument(f"Migrate EXPORT delta: {name} is not fenced for migration {req.migration}; "
+                              "fence it first")
+
+
+class Exported(NamedTuple):
+    blob: bytes
+    key_bytes: int
+    keys: int
+    full: bool
+    seq: int
+    seq_epoch: int
+    routing_epoch: int
+
+
+def export_now(store: "ShardStore", req: ps_pb2.MigrateRequest) -> Exported:
+    """The keys moving to `req.to`, as of the store now (the shell waited until that is replicated):
+    changed since the copy's (seq, epoch) when this history still holds it, else all of them."""
+    since = int(req.since_seq)
+    full = since == 0 or not store.matches(since, int(req.since_epoch)) or since < store.shape_seq
+    blob, key_bytes, keys = moving.export_keys(store, req.to, sorted(req.src), sorted(req.dst), 0 if full else since)
+    return Exported(blob, key_bytes, keys, full, store.seq, store.seq_epoch, store.routing_epoch)
+
+
+def export_reply(x: Exported, req: ps_pb2.MigrateRequest, name: str) -> ps_pb2.MigrateReply:
+    """The export's reply, the migration id and part added to its state (they go in the entry the
+    destination logs); built outside the lock."""
     from .blob import pack, unpack
 
+    meta, arrays = unpack(x.blob)
+    blob = pack({**meta, "migration": req.migration, "part": req.part or "copy"}, arrays)
+    return ps_pb2.MigrateReply(seq=x.seq, seq_epoch=x.seq_epoch, state=blob, key_bytes=x.key_bytes, keys=x.keys,
+                               full=x.full, routing_epoch=x.routing_epoch, node=name)
+
+
+# ---------------------------------------------------------------- Migrate RPC (the real node's shell)
+def migrate(node: "ShardNode", req: ps_pb2.MigrateRequest, deadline: float) -> ps_pb2.MigrateReply:
+    node._check_shard(req.shard, "Migrate")
+    step = plan_migrate(req)
+    if step.export:
+        return _export(node, req, deadline)
+    if step.route is not None:
+        seq = adopt(node, *step.route, deadline)
+    else:
+        seq = append(node, step.update, deadline, lambda: step.still(node.store))
+        if step.event:
+            node.events.emit(step.event, {"shard": node.shard, "migration": req.migration, "seq": seq})
+    return step_reply(node.store, seq, node.name)
+
+
+def _export(node: "ShardNode", req, deadline: float) -> ps_pb2.MigrateReply:
+    """The moving keys as of a replicated seq: in sync mode only what every ISR copy holds is
+    exported, so a failover of the source never takes back a value the destination already has."""
     with node.cond:
         node._check_primary(0)
         epoch = node.epoch
-        if req.part == "delta" and (node.store.fence or {}).get("migration") != req.migration:
-            raise InvalidArgument(f"Migrate EXPORT delta: {node.name} is not fenced for migration {req.migration}; "
-                                  "fence it first")
+        check_export(node.store, req, node.name)
         if node.cfg.mode == "sync":
             node._wait_replicated(node.store.seq, epoch, deadline)
-        store = node.store
-        since = int(req.since_seq)
-        full = since == 0 or not store.matches(since, int(req.since_epoch)) or since < store.shape_seq
-        blob, key_bytes, keys = moving.export_keys(store, req.to, src, dst, 0 if full else since)
-        seq, seq_epoch = store.seq, store.seq_epoch
-    meta, arrays = unpack(blob)       # the migration id and part go in the entry the destination logs
-    blob = pack({**meta, "migration": req.migration, "part": req.part or "copy"}, arrays)
-    return ps_pb2.MigrateReply(seq=seq, seq_epoch=seq_epoch, state=blob, key_bytes=key_bytes, keys=keys, full=full,
-                               routing_epoch=store.routing_epoch, node=node.name)
-
+        x = export_now(node.store, req)
+    return export_reply(x, req, node.name)

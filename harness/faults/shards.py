@@ -8,7 +8,9 @@ switch landed, records the retired groups' final states (`retired-state`: no-los
 their acks by them) and stops them. Params: `to` (the shard count after) or `count` (shards
 added or removed), and `hold_s` (the copy phase lasts at least this long, as a large copy would,
 so faults can land in it). The fault stays open until the migration ended (switched or aborted;
-`finished`), and its info says which, with the bytes moved and the fenced time.
+`finished`), and its info says which, with the bytes moved and the fenced time. The coordinator
+runs in a thread of the run's clock (a real thread, or a simulated one on the sim backend, where
+the same coordinator runs in virtual time).
 """
 from __future__ import annotations
 
@@ -75,9 +77,8 @@ class _ScaleShards(Fault):
     def inject(self) -> None:
         be = self.ctx.backend
         if not hasattr(be, "migrate_shards"):
-            where = "the simulator" if getattr(be, "name", "") == "sim" else f"the {getattr(be, 'name', '?')} backend"
-            raise HarnessError(f"fault kind {self.kind!r} is not modelled by {where}; shard migration runs on "
-                               "the process backend")
+            raise HarnessError(f"fault kind {self.kind!r} is not modelled by the {getattr(be, 'name', '?')} backend; "
+                               "shard migration runs on the process and sim backends")
         cur = be.active_shards()
         n = target_count(self.kind, len(cur), self.params)
         if isinstance(n, str):
@@ -87,9 +88,8 @@ class _ScaleShards(Fault):
         be.start_shard_groups(added)
         self.info.update(shards_before=cur, shards_after=dst, shards_added=added,
                          shards_removed=sorted(set(cur) - set(dst)))
-        self.thread = threading.Thread(target=self._migrate, args=(dst,), name=f"{self.kind}", daemon=True)
-        self.done = threading.Event()
-        self.thread.start()
+        self.done = threading.Event()        # only polled (finished), never waited on
+        self.thread = self.ctx.clock.spawn(lambda: self._migrate(dst), self.kind)
 
     def _migrate(self, dst: list[int]) -> None:
         be = self.ctx.backend
@@ -114,8 +114,7 @@ class _ScaleShards(Fault):
         """The end of the run: wait (bounded) for a migration still going on."""
         t = getattr(self, "thread", None)
         if t is not None:
-            t.join(60)
-            if t.is_alive():
+            if not self.ctx.clock.join(t, 60):
                 raise HarnessError(f"{self.kind}: the migration did not end within 60 s of the heal")
         if self.info.get("migration_error"):
             raise HarnessError(f"{self.kind}: {self.info['migration_error']}")
