@@ -52,6 +52,15 @@ def client(be: SimBackend, name: str = "worker-0") -> PSClient:
                     etcd=SimEtcdClient(be, name, never), stub_factory=lambda node: SimStub(be, name, node, never))
 
 
+def trained(be: SimBackend) -> PSClient:
+    """The cluster up, NAMES initialised through a client on shards 0 and 1; the client."""
+    be.start(timeout=10)
+    c = client(be)
+    c.wait_ready(5)
+    c.init_dense(values())
+    return c
+
+
 def values() -> dict[str, np.ndarray]:
     return {n: np.full(4, float(i), np.float32) for i, n in enumerate(NAMES)}
 
@@ -62,10 +71,7 @@ def primary(be: SimBackend, shard: int):
 
 def test_the_coordinator_in_virtual_time_moves_keys_with_their_values_to_every_copy_of_the_new_shard(backend):
     be = backend
-    be.start(timeout=10)
-    c = client(be)
-    c.wait_ready(5)
-    c.init_dense(values())
+    c = trained(be)
     c.push({n: np.ones(4, np.float32) for n in NAMES}, {})
     moved = [n for n in NAMES if owner(n, (0, 1, 2)) == 2]
     assert moved
@@ -90,10 +96,7 @@ def test_the_coordinator_in_virtual_time_moves_keys_with_their_values_to_every_c
 
 def test_a_fenced_key_and_a_stale_routing_epoch_are_refused_ABORTED_and_the_client_reroutes(backend):
     be = backend
-    be.start(timeout=10)
-    c = client(be)
-    c.wait_ready(5)
-    c.init_dense(values())
+    c = trained(be)
     be.start_shard_groups([2])
     moving_name = next(n for n in NAMES if owner(n, (0, 1, 2)) == 2)
     src = owner(moving_name, (0, 1))
