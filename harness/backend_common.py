@@ -42,16 +42,15 @@ def routes_from_copies(nodes: Iterable[str], alive: Callable[[str], bool],
     return out
 
 
-def start_groups(be: Any, shards: list[int], start: Callable[[str], None], etcd: Any, timeout: float) -> None:
-    """Start the copies of new shard groups (`start(name)`; `be.active` gains them) and wait on the
-    backend's clock until each has a primary in etcd."""
+def start_groups(be: Any, shards: list[int], start: Callable[[list[str]], None], etcd: Any, timeout: float) -> None:
+    """Start the copies of new shard groups (`start(names)`, a group at a time; `be.active` gains
+    them) and wait on the backend's clock until each has a primary in etcd."""
     limit = max(be.cfg.shards, be.cfg.max_shards)
     bad = [s for s in shards if s >= limit]
     if bad:
         raise HarnessError(f"shards {bad} have no addresses (max_shards={limit}); raise cluster.max_shards")
     for s in shards:
-        for n in be.cfg.shard_nodes(s):
-            start(n)
+        start(be.cfg.shard_nodes(s))
         if s not in be.active:
             be.active.append(s)
 

@@ -208,7 +208,7 @@ class ProcessBackend:
 
     def start_shard_groups(self, shards: list[int], timeout: float = 30.0) -> None:
         """Start the copies of new shard groups and wait until each has a primary in etcd."""
-        start_groups(self, shards, self.start_node, Etcd(self.cfg.etcd, timeout=1.0), timeout)
+        start_groups(self, shards, self.start_nodes, Etcd(self.cfg.etcd, timeout=1.0), timeout)
 
     def migrate_shards(self, dst: list[int], record, hold_s: float = 0.0):
         """Run psnodes' migration coordinator to shard set `dst` (its phases go to the history)."""

@@ -276,6 +276,10 @@ def build_parser() -> argparse.ArgumentParser:
     sv = smsub.add_parser("validate", help="real scenarios and their sim twins at several seeds: measured vs "
                                            "predicted, relative errors (exit 0 within targets, 1 outside)")
     sv.add_argument("--seeds", type=int, default=5, help="seeds per scenario (default 5)")
+    sv.add_argument("--scenario", action="append", metavar="NAME",
+                    help="only this scenario of the set (repeatable; default all): kill-primary, "
+                         "replica-restart-catchup, async-kill-primary, ssp-kill-primary, scale-out-shards, "
+                         "scale-in-shards")
     sv.add_argument("--json", action="store_true", help="the comparison as one JSON object")
     sv.add_argument("--out", default="out/sim-validate", help="run folders and validate.json (default out/sim-validate)")
     sv.add_argument("--calibration", help="calibration file (default: the committed one)")

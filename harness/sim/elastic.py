@@ -44,11 +44,12 @@ class ElasticShards:
     def start_shard_groups(self, shards: list[int], timeout: float = 30.0) -> None:
         """Start the copies of new shard groups (again, for a group a scale-in retired) and wait
         until each has a primary in etcd."""
-        def start(n: str) -> None:
-            if n in self.copies:
-                self.restart(n)
-            else:
-                self._new_copy(n)
+        def start(names: list[str]) -> None:
+            for n in names:
+                if n in self.copies:
+                    self.restart(n)
+                else:
+                    self._new_copy(n)
         start_groups(self, shards, start, self.etcd, timeout)
 
     def migrate_shards(self, dst: list[int], record: Callable[[str, dict], Any], hold_s: float = 0.0):
