@@ -101,6 +101,7 @@ class SimBackend(ElasticShards):
         self.files.pids[name] = self.files.pids.get(name, 1000 + 10 * len(self.files.pids)) + 1
         c = SimCopy(self.env, self.sim_clock, self.etcd, self.net, self.cfg, name, self.files, disk=self.disk)
         c.start_delay_s = self.cal.node_start_s
+        c.request_s, c.apply_s_per_mb = self.cal.server_request_s or 0.0, self.cal.apply_s_per_mb
         self.copies[name] = c
         self.procs[name] = CopyProcs(c, self.copies)
         self.procs[name].start()

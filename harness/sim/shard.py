@@ -58,6 +58,8 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.procs: list[simpy.Process] = []
         self.on_promote: Callable[[], None] = lambda: None          # shard_procs: start senders
         self.start_delay_s = 0.0    # calibration node_start_s: a (re)start's time until it serves
+        # calibration server_request_s and apply_s_per_mb: a Migrate call's CPU on the node (shard_migrate)
+        self.request_s, self.apply_s_per_mb = 0.0, 0.0
         self.on_start: Callable[[], None] = lambda: None            # shard_procs: serve.py's start
         self.on_stop: Callable[[float], simpy.Process] | None = None  # shard_procs: serve.py's SIGTERM
         self._fresh()

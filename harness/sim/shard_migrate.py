@@ -8,6 +8,10 @@ read the routing record (over its link to etcd) and append a ROUTE entry; a Migr
 its entry as primary and returns once the mode's ack rule holds, so the coordinator
 (psnodes/migration.py, run in virtual time by harness/sim/elastic.py) sees what it sees on
 real nodes.
+
+Time: the twin charges no server CPU on the calls of a worker's step (the calibrated worker
+overhead covers them), but a Migrate call belongs to no step, so its handler spends the
+calibration's `server_request_s` plus `apply_s_per_mb` for the state it carries in or out.
 """
 from __future__ import annotations
 
@@ -33,8 +37,11 @@ class MigrateSide:
     def _migrate(self: "SimCopy", req: ps_pb2.MigrateRequest, deadline: float) -> Gen:
         self._check_shard(req.shard, "Migrate")
         step = ownership.plan_migrate(req)
+        yield from self._spend(len(req.state), self.request_s)
         if step.export:
-            return (yield from self._export(req, deadline))
+            rep = yield from self._export(req, deadline)
+            yield from self._spend(len(rep.state))
+            return rep
         if step.route is not None:
             seq = yield from self.adopt(*step.route, deadline)
         else:
@@ -42,6 +49,12 @@ class MigrateSide:
             if step.event:
                 self.emit(step.event, {"shard": self.shard, "migration": req.migration, "seq": seq})
         return ownership.step_reply(self.store, seq, self.name)
+
+    def _spend(self: "SimCopy", nbytes: int, per_call: float = 0.0) -> Gen:
+        """The handler's CPU time: `per_call`, and per MB of state taken in or sent out."""
+        cost = per_call + self.apply_s_per_mb * nbytes / 1e6
+        if cost > 0:
+            yield self.env.timeout(cost)
 
     def _export(self: "SimCopy", req: ps_pb2.MigrateRequest, deadline: float) -> Gen:
         """ownership._export: the moving keys as of a replicated seq (sync mode)."""
