@@ -1,6 +1,6 @@
 """The twin's shell of elastic shards: SimCopy serving Migrate and checking routing epochs, the
-stubs carrying StaleRouting as ABORTED, shard groups started at run time, and psnodes' migration
-coordinator run in virtual time. And one core, two shells: the same Migrate steps on a real
+stubs carrying StaleRouting as ABORTED, shard groups started at run time, psnodes' migration
+coordinator run in virtual time, and a kill timed against the hand-off. And one core, two shells: the same Migrate steps on a real
 ShardNode and on a SimCopy leave the same state."""
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import grpc
 import numpy as np
 import pytest
 
-from harness.scenario import ClusterSpec
+from harness.history import read_events
+from harness.runner import Runner
+from harness.scenario import ClusterSpec, load_scenario
 from harness.sim.backend import SimBackend
 from harness.sim.elastic import MIGRATOR
 from harness.sim.transport import SimEtcdClient, SimPool, SimStatusError, SimStub
@@ -136,6 +138,39 @@ def test_a_call_routed_by_a_newer_epoch_makes_the_primary_adopt_the_record_throu
     with pytest.raises(SimStatusError) as e:
         stub.Push(ps_pb2.PushRequest(shard=0, epoch=r0.epoch, update=init, routing_epoch=2))   # not in etcd
     assert e.value.code() is grpc.StatusCode.UNAVAILABLE and "not in etcd" in e.value.details()
+
+
+HANDOFF_KILL = """\
+name: handoff-kill
+cluster: {shards: 2, copies: 3, workers: 1, replication: sync, training: async, model: mlp}
+workload: {steps: 200}
+faults:
+  - at: {step: 40}
+    kind: scale-out-shards
+    params: {to: 3, hold_s: 0.3}
+  - at: {step: 40}
+    kind: kill
+    target: primary(shard=0)
+    params: {during: handoff}
+    duration_s: 0.5
+expect:
+  checks: [no-lost-acks, single-owner, single-primary, exactly-once, replicas-match]
+  metrics: ["migrations == 1", "failovers >= 1"]
+"""
+
+
+def test_a_kill_during_the_handoff_lands_while_the_sources_are_fenced_and_the_migration_still_switches(tmp_path):
+    path = tmp_path / "handoff-kill.yaml"
+    path.write_text(HANDOFF_KILL)
+    rep = Runner(load_scenario(path), 1, tmp_path / "out", "sim", quiet=True).run()
+    assert rep["verdict"] == "pass", rep.get("unknown_reasons") or rep["checks"]
+    hist = read_events(tmp_path / "out" / "history.jsonl")
+    (kill,) = [e["value"] for e in hist if e["f"] == "fault-start" and e["value"]["kind"] == "kill"]
+    (fence,) = [e["t"] for e in hist if e["f"] == "migration-fence"]
+    (switch,) = [e["t"] for e in hist if e["f"] == "migration-switch"]
+    promoted = [e["t"] for e in hist if e["f"] == "promote" and e["value"]["shard"] == 0 and e["value"]["epoch"] > 1]
+    assert kill["caught_migrating"] == "fenced"
+    assert promoted and fence < promoted[0] < switch          # the fenced source failed over, then the switch
 
 
 # ----------------------------------------------------------------- one core, two shells
