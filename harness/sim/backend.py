@@ -9,9 +9,10 @@ port or file elsewhere.
 
 Process faults act on copies, workers and etcd as the process backend's signals do (etcd: SimEtcd's
 crash, start, freeze and thaw); link faults are SimNetwork's. Shard groups are started and
-retired at run time, and psnodes' migration coordinator runs in virtual time (elastic.py). A fault kind the model cannot
-express is refused by name when it comes due (a HarnessError the runner records as a fault-error,
-so the run is `unknown` and says which kind): fail closed, never skipped.
+retired at run time, and psnodes' migration coordinator runs in virtual time (elastic.py). A
+fault kind the model cannot express is refused by name when it comes due (a HarnessError the
+runner records as a fault-error, so the run is `unknown` and says which kind): fail closed,
+never skipped.
 """
 from __future__ import annotations
 
