@@ -1,6 +1,7 @@
-"""Observation code both backends share: a checkpoint judged from its manifest, and the routing
-table read from the live copies while the control plane is down. One place, so the process and
-the simulated backend cannot judge the same evidence two ways."""
+"""Observation code both backends share: a checkpoint judged from its manifest, the routing
+table read from the live copies while the control plane is down, and the lifecycle of elastic
+shard groups (started by a scale-out, their final states recorded as a scale-in retires them).
+One place, so the process and the simulated backend cannot judge the same evidence two ways."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,9 @@ from typing import Any, Callable, Iterable
 
 from psnodes.blob import unpack
 from psnodes.config import ShardRecord
+from psnodes.etcd import EtcdError
+
+from .errors import HarnessError
 
 
 def scan_entry(d: str, stray_tmp: list[str], manifest: bytes | str, read: Callable[[str], bytes]) -> dict:
@@ -36,3 +40,41 @@ def routes_from_copies(nodes: Iterable[str], alive: Callable[[str], bool],
             if cur is None or st.epoch > cur.epoch:
                 out[st.shard] = ShardRecord(st.epoch, n, list(st.isr))
     return out
+
+
+def start_groups(be: Any, shards: list[int], start: Callable[[list[str]], None], etcd: Any, timeout: float) -> None:
+    """Start the copies of new shard groups (`start(names)`, a group at a time; `be.active` gains
+    them) and wait on the backend's clock until each has a primary in etcd."""
+    limit = max(be.cfg.shards, be.cfg.max_shards)
+    bad = [s for s in shards if s >= limit]
+    if bad:
+        raise HarnessError(f"shards {bad} have no addresses (max_shards={limit}); raise cluster.max_shards")
+    for s in shards:
+        start(be.cfg.shard_nodes(s))
+        if s not in be.active:
+            be.active.append(s)
+
+    def ready() -> bool:
+        try:
+            return all(etcd.get(be.cfg.shard_key(s)) is not None for s in shards)
+        except EtcdError:
+            return False
+    if not be.clock.wait_until(ready, timeout, 0.05):
+        raise HarnessError(f"new shard groups {shards} elected no primary within {timeout}s")
+
+
+def retire_groups(be: Any, shards: list[int], record: Callable[[str, dict], Any], observe: bool,
+                  running: Callable[[str], bool]) -> None:
+    """Stop the groups of shards that own nothing now (`be.active` loses them); with `observe`,
+    record each copy's final state first (`retired-state`): the acks those shards gave are judged
+    by it (harness/checkers/migration.py)."""
+    for s in shards:
+        for n in be.cfg.shard_nodes(s):
+            if observe:
+                st = be.final_state(n)
+                record("retired-state", {"node": n, "shard": s, "alive": st is not None, **(st or {})})
+        if s in be.active:
+            be.active.remove(s)
+        for n in be.cfg.shard_nodes(s):
+            if running(n):
+                be.stop(n)

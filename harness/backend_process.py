@@ -22,7 +22,7 @@ from psnodes.config import ClusterConfig, ShardRecord
 from psnodes.etcd import Etcd, EtcdError
 
 from . import registry
-from .backend_common import routes_from_copies, scan_entry
+from .backend_common import retire_groups, routes_from_copies, scan_entry, start_groups
 from .errors import HarnessError
 from netfaults.faults import LINK_FAULTS, NetContext
 from netfaults.links import LinkTable
@@ -58,6 +58,7 @@ class ProcessBackend:
         self.cfg: ClusterConfig | None = None
         self.client: PSClient | None = None
         self.worker_args: dict[str, list[str]] = {}
+        self.active: list[int] = []    # shard groups running (elastic shards: faults/shards.py)
         self.closing = False       # teardown began: nothing is started any more
         self.hurry = False         # a second Ctrl-C: teardown cuts its grace periods short
 
@@ -98,20 +99,23 @@ class ProcessBackend:
         owner = self.owner if self.owner is not None else os.getpid()
         registry.register(self.run_id, owner, table_name(self.run_id), start_time(owner) if owner > 0 else None)
         s = self.spec
-        nodes = [f"shard-{i}/{r}" for i in range(s.shards) for r in range(s.copies)]
-        ports = free_ports(2 * len(nodes))
+        groups = max(s.shards, s.max_shards)    # addresses for every group a scale-out may start
+        slots = [f"shard-{i}/{r}" for i in range(groups) for r in range(s.copies)]
+        nodes = slots[: s.shards * s.copies]
+        ports = free_ports(2 * len(slots))
+        self.active = list(range(s.shards))
         self.cfg = ClusterConfig(
-            cluster_id=self.run_id, etcd=self.etcd_server.url, shards=s.shards, copies=s.copies,
+            cluster_id=self.run_id, etcd=self.etcd_server.url, shards=s.shards, copies=s.copies, max_shards=groups,
             workers=s.workers, mode=s.replication, tables=self.tables,
             optimizer={"name": s.optimizer, "lr": s.lr}, seed=self.seed,
-            addresses={n: f"127.0.0.1:{ports[i]}" for i, n in enumerate(nodes)},
-            metrics_ports={n: ports[len(nodes) + i] for i, n in enumerate(nodes)},
+            addresses={n: f"127.0.0.1:{ports[i]}" for i, n in enumerate(slots)},
+            metrics_ports={n: ports[len(slots) + i] for i, n in enumerate(slots)},
             workdir=str(self.work_dir), checkpoint_interval_s=s.checkpoint_interval_s,
             max_lag=s.max_lag, min_isr=s.min_isr, member_ttl_s=s.member_ttl_s, peer_token=secrets.token_hex(16))
         self.cfg.save(self.config_path)
         self.cfg.client_view().save(self.client_config_path)
         if self.proxied:
-            self._build_links(nodes, [f"worker-{j}" for j in range(s.workers)])
+            self._build_links(slots, [f"worker-{j}" for j in range(s.workers)])
         self.launcher.start()
         if workers_steps is not None:
             self.start_workers(workers_steps, duration, step_delay)
@@ -134,7 +138,7 @@ class ProcessBackend:
         pairs = []
         for src in sources:
             if src.startswith("worker-"):
-                pairs += [(src, n) for n in self.cfg.all_nodes()]
+                pairs += [(src, n) for n in self.slot_nodes()]
             else:
                 shard = int(src.split("-")[1].split("/")[0])
                 pairs += [(src, n) for n in self.cfg.shard_nodes(shard) if n != src]
@@ -191,7 +195,44 @@ class ProcessBackend:
 
     # ---------------------------------------------------------------- queries
     def nodes(self) -> list[str]:
-        return self.cfg.all_nodes() if self.cfg else []
+        """The copies of every shard group running now (scale-out adds groups, scale-in retires them)."""
+        return [n for i in self.active for n in self.cfg.shard_nodes(i)] if self.cfg else []
+
+    def slot_nodes(self) -> list[str]:
+        """Every copy the cluster has an address for, started or not (ClusterSpec.max_shards)."""
+        return [n for i in range(max(self.cfg.shards, self.cfg.max_shards)) for n in self.cfg.shard_nodes(i)]
+
+    # ------------------------------------------------------- elastic shards
+    def active_shards(self) -> list[int]:
+        return list(self.active)
+
+    def start_shard_groups(self, shards: list[int], timeout: float = 30.0) -> None:
+        """Start the copies of new shard groups and wait until each has a primary in etcd."""
+        start_groups(self, shards, self.start_nodes, Etcd(self.cfg.etcd, timeout=1.0), timeout)
+
+    def migrate_shards(self, dst: list[int], record, hold_s: float = 0.0):
+        """Run psnodes' migration coordinator to shard set `dst` (its phases go to the history)."""
+        from psnodes.migration import Migrator
+
+        m = Migrator(self.cfg, emit=record, hold_s=hold_s)
+        try:
+            return m.run(dst)
+        finally:
+            m.close()
+
+    def retire_shard_groups(self, shards: list[int], record, observe: bool = True) -> None:
+        """Stop the groups of shards that own nothing now (backend_common.retire_groups)."""
+        retire_groups(self, shards, record, observe, lambda n: n in self.procs)
+
+    def migration_phase(self) -> str:
+        """The phase of the migration in the routing record ('' when none, or etcd is down)."""
+        from psnodes import routing
+
+        try:
+            rec, _ = routing.read(Etcd(self.cfg.etcd, timeout=0.5), self.cfg)
+        except EtcdError:
+            return ""
+        return rec.migration.phase if rec.migration else ""
 
     def shard_nodes(self, shard: int) -> list[str]:
         return self.cfg.shard_nodes(shard)
@@ -210,7 +251,7 @@ class ProcessBackend:
         etcd = Etcd(self.cfg.etcd, timeout=1.0)
         out = {}
         try:
-            for i in range(self.cfg.shards):
+            for i in self.active:
                 kv = etcd.get(self.cfg.shard_key(i))
                 if kv is not None:
                     out[i] = ShardRecord.from_json(kv.value)
@@ -246,7 +287,9 @@ class ProcessBackend:
             return None
         return {"role": st.role, "epoch": st.epoch, "seq": st.seq, "checksum": st.checksum, "pushes": st.pushes,
                 "applied": json.loads(st.applied_json or "{}"), "restored_from": st.restored_from,
-                "audit": json.loads(st.audit_json) if st.audit_json else None}
+                "audit": json.loads(st.audit_json) if st.audit_json else None,
+                "buckets": json.loads(st.buckets_json) if st.buckets_json else None,
+                "routing_epoch": st.routing_epoch, "routing_shards": list(st.routing_shards), "fence": st.fence}
 
     def checkpoint_scan(self) -> list[dict]:
         """Every checkpoint folder under the work dir: does its manifest name a whole, loadable file?"""

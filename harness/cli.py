@@ -129,6 +129,8 @@ def cmd_cluster(args: argparse.Namespace) -> int:
         return local_cluster.up(args)
     if args.action == "down":
         return local_cluster.down(args)
+    if args.action == "scale":
+        return local_cluster.scale(args)
     return local_cluster.status(args)
 
 
@@ -207,8 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.set_defaults(fn=cmd_clean)
 
     cl = sub.add_parser("cluster", help="a local cluster of processes")
-    cl.add_argument("action", choices=["up", "down", "status"])
-    cl.add_argument("--shards", type=int, default=2)
+    cl.add_argument("action", choices=["up", "down", "status", "scale"])
+    cl.add_argument("--shards", type=int, default=2, help="up: shards at start; scale: the shard count to move to")
+    cl.add_argument("--max-shards", type=int, default=0,
+                    help="up: shard groups to give addresses for, so `cluster scale` can add shards (default --shards)")
     cl.add_argument("--replicas", type=int, default=2, help="replicas per shard besides the primary")
     cl.add_argument("--workers", type=int, default=2)
     cl.add_argument("--mode", default="sync", choices=["sync", "async"])
@@ -272,6 +276,10 @@ def build_parser() -> argparse.ArgumentParser:
     sv = smsub.add_parser("validate", help="real scenarios and their sim twins at several seeds: measured vs "
                                            "predicted, relative errors (exit 0 within targets, 1 outside)")
     sv.add_argument("--seeds", type=int, default=5, help="seeds per scenario (default 5)")
+    sv.add_argument("--scenario", action="append", metavar="NAME",
+                    help="only this scenario of the set (repeatable; default all): kill-primary, "
+                         "replica-restart-catchup, async-kill-primary, ssp-kill-primary, scale-out-shards, "
+                         "scale-in-shards")
     sv.add_argument("--json", action="store_true", help="the comparison as one JSON object")
     sv.add_argument("--out", default="out/sim-validate", help="run folders and validate.json (default out/sim-validate)")
     sv.add_argument("--calibration", help="calibration file (default: the committed one)")

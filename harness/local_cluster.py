@@ -2,7 +2,10 @@
 
 `up` starts etcd, the shard nodes and the workers detached from the terminal and writes a state
 file; `down` stops every process the state file names (checking each still carries the run tag)
-and removes the folder. `pschaos clean --all` reaps such a cluster too.
+and removes the folder. `pschaos clean --all` reaps such a cluster too. `scale --shards N` moves
+the running cluster to N shards while it trains: it starts the new groups (their addresses were
+given at `up`, up to `--max-shards`), runs the live key migration (psnodes/migration.py), and stops
+the groups a scale-in retired.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ def up(args) -> int:
     if _state_path(d).exists():
         raise HarnessError(f"a cluster is already up in {d}; run `pschaos cluster down --dir {d}` first")
     spec = ClusterSpec(shards=args.shards, copies=args.replicas + 1, workers=args.workers,
-                       replication=args.mode, model=args.model)
+                       replication=args.mode, model=args.model, max_shards=max(args.shards, args.max_shards or 0))
     run_id = f"cluster-{uuid.uuid4().hex[:6]}"
     backend = getattr(args, "backend", "process")
     if backend == "docker":           # containers outlive this command by nature; labels name the run
@@ -143,4 +146,66 @@ def _down_containers(d: Path, state: dict) -> int:
         client.close()
     shutil.rmtree(d, ignore_errors=True)
     print(f"cluster {state['run_id']} down: {len(cs)} container(s) removed, {d} removed")
+    return 0
+
+
+def scale(args) -> int:
+    """Move a running `cluster up` cluster to `--shards` shards, with live key migration."""
+    from psnodes import routing
+    from psnodes.config import ClusterConfig
+    from psnodes.etcd import Etcd
+    from psnodes.migration import Migrator
+
+    from .faults.shards import target_shards
+    from .launcher import Launcher
+
+    d = Path(args.dir)
+    if not _state_path(d).exists():
+        raise HarnessError(f"no cluster in {d}; start one with `pschaos cluster up --dir {d} --max-shards N`")
+    state = json.loads(_state_path(d).read_text())
+    if state.get("backend", "process") != "process":
+        raise HarnessError("cluster scale: only a cluster of local processes (cluster up --backend process) scales")
+    cfg = ClusterConfig.load(d / "cluster.json")
+    cur = list(routing.read(Etcd(cfg.etcd, timeout=1.0), cfg)[0].shards)
+    room = max(cfg.shards, cfg.max_shards)
+    if not 1 <= args.shards <= room:
+        raise HarnessError(f"--shards {args.shards}: this cluster has addresses for 1..{room} shards; bring it "
+                           f"up again with `pschaos cluster up --max-shards {args.shards}`")
+    if args.shards == len(cur):
+        print(f"the cluster already has {len(cur)} shards: {cur}")
+        return 0
+    dst = target_shards(cur, args.shards)
+    launcher = Launcher(d, state["run_id"], DETACHED_OWNER, True, use_zygote=False)
+    for s in sorted(set(dst) - set(cur)):
+        for n in cfg.shard_nodes(s):
+            h = launcher.spawn(n, "psnodes.serve", ["--config", str(d / "cluster.json"), "--name", n, "--events",
+                                                    str(d / "events" / (n.replace("/", "-") + ".jsonl"))],
+                               d / "logs" / (n.replace("/", "-") + ".log"))
+            state["pids"][n] = h.pid
+    _state_path(d).write_text(json.dumps(state, indent=2))
+    etcd = Etcd(cfg.etcd, timeout=1.0)
+    end = time.monotonic() + 30
+    while any(etcd.get(cfg.shard_key(s)) is None for s in dst):
+        if time.monotonic() > end:
+            raise HarnessError(f"the new shard groups elected no primary within 30 s; see {d / 'logs'}")
+        time.sleep(0.1)
+    m = Migrator(cfg, emit=lambda f, v: print(json.dumps({"event": f, **v})))
+    try:
+        out = m.run(dst)
+    finally:
+        m.close()
+    if not out.switched:
+        print(f"migration {out.id} aborted ({out.aborted}); the cluster keeps shards {cur}")
+        return 1
+    for s in out.retired:
+        for n in cfg.shard_nodes(s):
+            pid = state["pids"].pop(n, None)
+            if pid is not None:
+                try:
+                    psutil.Process(pid).terminate()
+                except psutil.Error:
+                    pass
+    _state_path(d).write_text(json.dumps(state, indent=2))
+    print(f"cluster {state['run_id']}: shards {cur} -> {list(dst)} at routing epoch {out.routing_epoch}; "
+          f"{out.bytes} bytes shipped for {out.key_bytes} bytes of moved keys, writes fenced {out.unavailable_ms} ms")
     return 0

@@ -11,6 +11,7 @@ from reports.percentiles import failover_stats  # one rule for a run's metrics a
 from .checkers.acks import no_lost_acks
 from .checkers.base import by_f
 from .checkers.failover import failover_times
+from .checkers.migration import migration_metrics
 from .checkers.updates import no_lost_updates
 
 
@@ -62,6 +63,7 @@ def compute(history: list[dict], ctx: dict) -> dict:
         "duplicate_acks": sum(1 for e in oks if e["value"].get("duplicate")),
         "steps": sum(e["value"]["steps"] for e in by_f(history, "train-done")),
         "first_step_s": next((round(e["t"], 3) for e in by_f(history, "train-step")), None),
+        **migration_metrics(history),
     }
 
 

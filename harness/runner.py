@@ -25,6 +25,7 @@ from .checkers.failover import failover_times
 from .clock import WallClock, clock_of
 from .errors import HarnessError
 from .faults import LINK_KINDS, Fault, FaultContext, build
+from .faults.registry import NO_TARGET
 from .history import History, StepWatcher, merge
 from .judge import judge
 from .progress import Progress
@@ -206,6 +207,8 @@ class Runner:
                 if (o.heal_at_t is not None and now >= o.heal_at_t) or \
                    (o.heal_at_step is not None and step >= o.heal_at_step):
                     self._heal(o, "scheduled")
+                elif o.fault.finished():
+                    self._heal(o, "finished")
             for item in list(pending):
                 i, f = item
                 if (f.at.time is not None and now >= f.at.time) or (f.at.step is not None and step >= f.at.step):
@@ -230,7 +233,7 @@ class Runner:
 
     def _inject_one(self, ctx: FaultContext, i: int, spec, now: float, step: int) -> None:
         kind = spec.kind
-        target = spec.target if (kind in LINK_KINDS or kind in ("flap", "scale-out", "scale-in")) \
+        target = spec.target if (kind in LINK_KINDS or kind == "flap" or kind in NO_TARGET) \
             else resolve(spec.target, self.backend, self.rng)
         fault = build(kind, ctx, target, spec.params)
         info = {"kind": kind, "target": target, "selector": spec.target, "index": i, "step": step,
@@ -280,7 +283,9 @@ class Runner:
                                                 "why": why, **({"heal_error": heal_error} if heal_error else {}),
                                                 **({"cut_short": True} if cut_short else {}),
                                                 **{k: v for k, v in o.fault.info.items()
-                                                   if k in ("packets_dropped", "victims", "evidence")}})
+                                                   if k in ("packets_dropped", "victims", "evidence", "migration",
+                                                            "switched", "aborted", "routing_epoch", "bytes",
+                                                            "key_bytes", "fenced_ms", "migration_error")}})
         self.faults_done.append({"kind": o.kind, "target": o.target, "start_s": o.start_t, "end_s": ev["t"],
                                  **({"reason": o.fault.info["reason"]} if "reason" in o.fault.info else {})})
 

@@ -26,7 +26,7 @@ from .targets import is_link_target, valid_target
 CHECKS = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "converged", "catch-up-by-delta",
           "failover-budget", "delta-complete", "pulled-copy-matches", "monotone-reads", "staleness",
           "barrier-live", "checkpoints-atomic", "checkpoints-monotone", "stops-acking", "converge-baseline", "losses-accounted",
-          "no-lost-updates", "counters-match", "linearizable-reads")
+          "no-lost-updates", "counters-match", "linearizable-reads", "single-owner")
 # the fault kinds an adapted system takes (harness/adapters/backend.py, portcut.py)
 ADAPTED_KINDS = ("kill", "stop", "restart", "pause", "partition", "loss")
 ADAPTED_CLUSTER_FIELDS = {"shards", "copies", "workers"}      # the rest of cluster is psnodes' own
@@ -56,6 +56,9 @@ class Strict(BaseModel):
 
 class ClusterSpec(Strict):
     shards: int = Field(2, ge=1, le=64)
+    # shard groups given addresses (and links) at start, so shards can be added while training;
+    # 0 = shards, raised by the schedule's scale-out-shards faults (docs/elastic-shards.md)
+    max_shards: int = Field(0, ge=0, le=64)
     copies: int = Field(3, ge=1, le=9)
     workers: int = Field(2, ge=0, le=64)
     replication: Literal["sync", "async"] = "sync"
@@ -332,6 +335,11 @@ class Scenario(Strict):
             if "read_every" in self.workload.model_fields_set:
                 raise ValueError("workload.read_every: psnodes' workers train and read nothing back this way; "
                                  "remove read_every (it sets an adapted system's reads)")
+            from .faults.shards import shard_counts
+            counts = shard_counts(self.cluster.shards, self.faults)
+            if isinstance(counts, str):
+                raise ValueError(counts)
+            self.cluster.max_shards = max(self.cluster.max_shards, *counts)
             return self
         a = adapter_class(self.system)
         if self.cluster.shards != 1:

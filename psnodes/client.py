@@ -25,10 +25,12 @@ from .channels import auth, dial
 from .codec import rows_to_pb, tensor_from_pb, tensor_to_pb
 from .config import ClusterConfig, ShardRecord, etcd_url
 from .digest import dense_digest
-from .errors import RETRYABLE, NotFound, PSError, from_rpc_error
+from . import routing
+from .core.routing import Routing, static
+from .errors import RETRYABLE, NotFound, PSError, StaleRouting, from_rpc_error
 from .etcd import Etcd
 from .events import EventLog
-from .placement import AUDIT_SLOTS, audit_name, dense_shard, row_shards
+from .placement import AUDIT_SLOTS, audit_name, bucket_names, owner, row_owners
 from .proto import ps_pb2, ps_pb2_grpc
 from .runtime import REAL, Runtime
 
@@ -63,6 +65,9 @@ class PSClient:
         self.call_timeout = call_timeout or cfg.rpc_timeout_s
         self.retry_budget = retry_budget
         self.routes: dict[int, ShardRecord] = {}
+        #: the routing record (psnodes/routing.py): which shards own keys; re-read on StaleRouting
+        self.routing: Routing = static(cfg.shards)
+        self._pulled_routing = 0          # the routing epoch of the pull cursors in `versions`
         self._stubs: dict[str, ps_pb2_grpc.ParameterServerStub] = {}
         self._channels: list[grpc.Channel] = []
         self.incarnation = int(runtime.time() * 1e6)      # this process (µs); part of every idempotency key
@@ -76,13 +81,20 @@ class PSClient:
         #: shard -> the dense state this client assembled from its pulls (the full pull, then each
         #: delta over it), digested against the server's state on every delta pull (psnodes.digest)
         self.copies: dict[int, dict[str, np.ndarray]] = {}
-        self.pool = runtime.pool(max(1, cfg.shards), "ps-client")
+        self.pool = runtime.pool(max(1, cfg.shards, cfg.max_shards), "ps-client")
         self.pushed_bytes = 0
         self.pulled_bytes = 0
 
     # --------------------------------------------------------------- routing
+    def refresh_routing(self) -> Routing:
+        """Re-read the routing record (an etcd error propagates: the caller retries)."""
+        rec, _ = routing.read(self.etcd, self.cfg)
+        if rec.epoch >= self.routing.epoch:
+            self.routing = rec
+        return self.routing
+
     def refresh(self, shard: int | None = None) -> None:
-        for i in ([shard] if shard is not None else range(self.cfg.shards)):
+        for i in ([shard] if shard is not None else self.routing.shards):
             kv = self.etcd.get(self.cfg.shard_key(i))
             if kv is not None:
                 self.routes[i] = ShardRecord.from_json(kv.value)
@@ -92,14 +104,15 @@ class PSClient:
         end = self.rt.monotonic() + timeout
         while True:
             try:
+                self.refresh_routing()
                 self.refresh()
             except PSError:
                 pass
-            if len(self.routes) == self.cfg.shards:
+            if set(self.routing.shards) <= set(self.routes):
                 return
             if self.rt.monotonic() > end:
                 raise Unavailable(f"shards without a primary after {timeout}s: "
-                                  f"{sorted(set(range(self.cfg.shards)) - set(self.routes))}")
+                                  f"{sorted(set(self.routing.shards) - set(self.routes))}")
             self.rt.sleep(0.05)
 
     def stub(self, node: str) -> ps_pb2_grpc.ParameterServerStub:
@@ -146,22 +159,42 @@ class PSClient:
     def init_dense(self, params: dict[str, np.ndarray], shards: list[int] | None = None) -> None:
         """Offer initial values (set-if-absent: the first worker's values win, all workers agree),
         with zeros for each shard's audit tensor. `shards` limits the offer to those shards."""
-        wanted = range(self.cfg.shards) if shards is None else shards
-        by_shard: dict[int, list] = {s: [tensor_to_pb(audit_name(s), np.zeros(AUDIT_SLOTS, np.float32))]
-                                     for s in wanted}
-        for n, a in params.items():
-            s = dense_shard(n, self.cfg.shards)
-            if s in by_shard:
-                by_shard[s].append(tensor_to_pb(n, a))
-        for shard, tensors in by_shard.items():
-            upd = ps_pb2.Update(kind=ps_pb2.Update.INIT, dense=tensors)
-            self.call(shard, "Push", lambda ep, s=shard, u=upd: ps_pb2.PushRequest(shard=s, epoch=ep, update=u))
+        end = self.rt.monotonic() + self.retry_budget
+        while True:
+            r = self.routing
+            wanted = r.shards if shards is None else [s for s in shards if s in r.shards]
+            by_shard: dict[int, list] = {s: [tensor_to_pb(audit_name(s), np.zeros(AUDIT_SLOTS, np.float32))]
+                                         for s in wanted}
+            zeros = {b: np.zeros(AUDIT_SLOTS, np.float32) for b in bucket_names()} if self.audit_slot is not None else {}
+            for n, a in {**params, **zeros}.items():
+                s = owner(n, r.shards)
+                if s in by_shard:
+                    by_shard[s].append(tensor_to_pb(n, a))
+            try:
+                for shard, tensors in by_shard.items():
+                    upd = ps_pb2.Update(kind=ps_pb2.Update.INIT, dense=tensors)
+                    self.call(shard, "Push", lambda ep, s=shard, u=upd: ps_pb2.PushRequest(
+                        shard=s, epoch=ep, update=u, routing_epoch=r.epoch))
+                return
+            except StaleRouting:
+                if self.rt.monotonic() > end:
+                    raise
+                self._reroute_wait()
 
-    def _audit(self, shard: int) -> ps_pb2.Tensor:
+    def _audit(self, name: str) -> ps_pb2.Tensor:
         """The audit gradient of one push: -1 at this worker's slot (plain SGD lr 1 adds +1)."""
         g = np.zeros(AUDIT_SLOTS, np.float32)
         g[self.audit_slot] = -1.0
-        return tensor_to_pb(audit_name(shard), g)
+        return tensor_to_pb(name, g)
+
+    def _add_audit(self, shard: int, upd: ps_pb2.Update) -> None:
+        """The shard's pinned audit tensor and every migrating audit bucket it owns, +1 each."""
+        if self.audit_slot is None:
+            return
+        upd.dense.append(self._audit(audit_name(shard)))
+        for b in bucket_names():
+            if owner(b, self.routing.shards) == shard:
+                upd.dense.append(self._audit(b))
 
     def push(self, dense: dict[str, np.ndarray], sparse: dict[str, tuple[np.ndarray, np.ndarray]],
              clock: int = -1) -> dict[int, ps_pb2.PushReply | None]:
@@ -172,54 +205,127 @@ class PSClient:
             if s not in per:
                 per[s] = ps_pb2.Update(worker=self.name, incarnation=self.incarnation, clock=clock)
             return per[s]
+        shards = self.routing.shards
         for n, g in dense.items():
-            update(dense_shard(n, self.cfg.shards)).dense.append(tensor_to_pb(n, g))
+            update(owner(n, shards)).dense.append(tensor_to_pb(n, g))
         for table, (ids, grads) in sparse.items():
-            homes = row_shards(table, ids, self.cfg.shards)
+            homes = row_owners(table, ids, shards)
             for s in np.unique(homes).tolist():
                 m = homes == s
                 update(s).sparse.append(rows_to_pb(table, ids[m], grads[m], grads.shape[1]))
         if clock >= 0:   # every shard hears every clock tick, for BSP/SSP
-            for s in range(self.cfg.shards):
+            for s in shards:
                 update(s)
         for s, upd in per.items():
             upd.req_id = next(self._req_ids[s])     # per shard: one applied interval per process
-            if self.audit_slot is not None:
-                upd.dense.append(self._audit(s))
+            self._add_audit(s, upd)
         futs = {s: self.pool.submit(self._push_one, s, u) for s, u in per.items()}
         return {s: f.result() for s, f in futs.items()}
 
-    def _push_one(self, shard: int, upd: ps_pb2.Update) -> ps_pb2.PushReply | None:
+    def _push_one(self, shard: int, upd: ps_pb2.Update, depth: int = 0) -> ps_pb2.PushReply | None:
         op = f"{self.name}:{next(self._ops)}"
         val = {"worker": self.name, "incarnation": upd.incarnation, "req_id": upd.req_id, "shard": shard,
                "clock": upd.clock,
                "keys": [t.name for t in upd.dense] + [f"{r.table}[{len(r.ids) // 8}]" for r in upd.sparse]}
+        if upd.HasField("origin"):
+            val["origin"] = upd.origin
         self.events.emit("push", val, "invoke", op)
         size = upd.ByteSize()
-        req = ps_pb2.PushRequest(shard=shard, update=upd)   # built once; a retry only changes the epoch
+        req = ps_pb2.PushRequest(shard=shard, update=upd)   # built once; a retry only changes the epochs
+        end = self.rt.monotonic() + self.retry_budget
 
         def make(ep: int) -> ps_pb2.PushRequest:
             req.epoch = ep
+            req.routing_epoch = self.routing.epoch
             return req
-        try:
+        while True:
             try:
-                rep = self.call(shard, "Push", make)
-            except NotFound as e:            # a tensor's INIT is gone (async failover): offer it again
-                self._reinit(shard, str(e))
-                rep = self.call(shard, "Push", make)   # same idempotency key
-        except PSError as e:
-            definite = not isinstance(e, Unavailable)
-            self.events.emit("push", {**val, "error": str(e)}, "fail" if definite else "info", op)
-            return None
+                try:
+                    rep = self.call(shard, "Push", make)
+                except NotFound as e:            # a tensor's INIT is gone (async failover): offer it again
+                    self._reinit(shard, str(e))
+                    rep = self.call(shard, "Push", make)   # same idempotency key
+                break
+            except StaleRouting as e:
+                if self.rt.monotonic() > end or depth > 4:
+                    self.events.emit("push", {**val, "error": f"routing did not settle: {e}"}, "info", op)
+                    return None
+                self._reroute_wait()
+                parts = self._regroup(shard, upd)
+                if self._same(parts, shard, upd):
+                    continue                      # a fenced key, or only the epoch moved: retry here
+                # the keys now live elsewhere: this op ends here, its parts go on as ops of their own,
+                # each with the same request id numbered for the shard it was first sent to
+                self.events.emit("push", {**val, "rerouted": sorted(parts), "routing_epoch": self.routing.epoch,
+                                          "error": str(e)}, "info", op)
+                out = None
+                for s, u in parts.items():
+                    r = self._push_one(s, u, depth + 1)
+                    out = out or r
+                return out
+            except PSError as e:
+                definite = not isinstance(e, Unavailable)
+                self.events.emit("push", {**val, "error": str(e)}, "fail" if definite else "info", op)
+                return None
         self.pushed_bytes += size
-        self.events.emit("push", {**val, "epoch": rep.epoch, "seq": rep.seq, "node": rep.node,
-                                  "duplicate": rep.duplicate}, "ok", op)
+        ok = {**val, "epoch": rep.epoch, "seq": rep.seq, "node": rep.node, "duplicate": rep.duplicate,
+              "routing_epoch": rep.routing_epoch}
+        if rep.HasField("applied_on"):
+            ok["applied_on"] = rep.applied_on
+        self.events.emit("push", ok, "ok", op)
         return rep
+
+    def _reroute_wait(self) -> None:
+        """A short pause, then the routing record again (a hand-off takes milliseconds)."""
+        self.rt.sleep(0.02)
+        try:
+            self.refresh_routing()
+        except PSError:
+            pass
+
+    def _regroup(self, shard: int, upd: ps_pb2.Update) -> dict[int, ps_pb2.Update]:
+        """A push's keys split by their owners in the current routing, each part keeping the push's
+        idempotency key (its request id, and `origin`, the shard that id was numbered for), with the
+        audit increments of the shard it now goes to."""
+        shards = self.routing.shards
+        origin = upd.origin if upd.HasField("origin") else shard
+        parts: dict[int, ps_pb2.Update] = {}
+
+        def part(s: int) -> ps_pb2.Update:
+            if s not in parts:
+                parts[s] = ps_pb2.Update(worker=upd.worker, incarnation=upd.incarnation, clock=upd.clock,
+                                         req_id=upd.req_id, kind=upd.kind)
+                if s != origin:
+                    parts[s].origin = origin
+            return parts[s]
+        for t in upd.dense:
+            if not t.name.startswith("__audit__/"):
+                part(owner(t.name, shards)).dense.append(t)
+        for r in upd.sparse:
+            ids = np.frombuffer(r.ids, dtype="<i8")
+            data = np.frombuffer(r.data, dtype="<f4").reshape(ids.size, -1) if ids.size else np.zeros((0, r.dim))
+            homes = row_owners(r.table, ids, shards)
+            for s in np.unique(homes).tolist():
+                m = homes == s
+                part(s).sparse.append(rows_to_pb(r.table, ids[m], data[m], r.dim))
+        if shard in shards and upd.clock >= 0:
+            part(shard)
+        for s, u in parts.items():
+            self._add_audit(s, u)
+        return parts
+
+    @staticmethod
+    def _same(parts: dict[int, ps_pb2.Update], shard: int, upd: ps_pb2.Update) -> bool:
+        if set(parts) != {shard}:
+            return False
+        p = parts[shard]
+        return [t.name for t in p.dense] == [t.name for t in upd.dense] and \
+            [(r.table, r.ids) for r in p.sparse] == [(r.table, r.ids) for r in upd.sparse]
 
     def _reinit(self, shard: int, why: str) -> None:
         """Re-offer INIT (set-if-absent) of this worker's current values for one shard."""
         values = self.current_values() if self.current_values is not None else {}
-        names = [n for n in values if dense_shard(n, self.cfg.shards) == shard]
+        names = [n for n in values if owner(n, self.routing.shards) == shard]
         self.events.emit("reinit", {"worker": self.name, "incarnation": self.incarnation, "shard": shard,
                                     "keys": [audit_name(shard), *names], "reason": why})
         self.init_dense(values, shards=[shard])
@@ -227,16 +333,32 @@ class PSClient:
     # ---------------------------------------------------------------- reads
     def pull_dense(self, min_clock: int = -1) -> PullResult:
         """Dense tensors changed since this client's last pull from each shard (all after a failover)."""
-        out = PullResult()
-        futs = {s: self.pool.submit(self._pull_dense_one, s, min_clock) for s in range(self.cfg.shards)}
-        for s, f in futs.items():
-            arrays, size = f.result()
-            out.dense.update(arrays)
-            out.bytes += size
-        self.pulled_bytes += out.bytes
-        return out
+        end = self.rt.monotonic() + self.retry_budget
+        while True:
+            r = self.routing
+            if r.epoch != self._pulled_routing:       # keys moved: every shard's cursor and copy start over
+                self.versions.clear()
+                self.copies.clear()
+                self._pulled_routing = r.epoch
+            out = PullResult()
+            futs = {s: self.pool.submit(self._pull_dense_one, s, min_clock, r.epoch) for s in r.shards}
+            stale: StaleRouting | None = None
+            for s, f in futs.items():
+                try:
+                    arrays, size = f.result()
+                except StaleRouting as e:
+                    stale = e
+                    continue
+                out.dense.update(arrays)
+                out.bytes += size
+            self.pulled_bytes += out.bytes
+            if stale is None:
+                return out
+            if self.rt.monotonic() > end:
+                raise stale
+            self._reroute_wait()
 
-    def _pull_dense_one(self, shard: int, min_clock: int) -> tuple[dict[str, np.ndarray], int]:
+    def _pull_dense_one(self, shard: int, min_clock: int, routing_epoch: int = 0) -> tuple[dict[str, np.ndarray], int]:
         """One shard's changed tensors and the reply's size; the pull's event records the server's
         state digest beside the digest of this client's copy after the delta (state_crc, copy_crc)."""
         sent: dict = {}
@@ -246,7 +368,7 @@ class PSClient:
             sent["since"] = last_seq if last_epoch == ep else 0
             sent["cursor_epoch"] = last_epoch
             return ps_pb2.PullRequest(shard=shard, epoch=ep, since_seq=sent["since"], min_clock=min_clock,
-                                      worker=self.name)
+                                      worker=self.name, routing_epoch=routing_epoch)
         op = f"{self.name}:{next(self._ops)}"
         val = {"worker": self.name, "shard": shard, "min_clock": min_clock}
         self.events.emit("pull", val, "invoke", op)
@@ -279,19 +401,32 @@ class PSClient:
         """Rows for `ids` (any order, repeats allowed), gathered from their shards."""
         ids = np.asarray(ids, dtype=np.int64)
         out = np.empty((ids.size, dim), dtype=np.float32)
-        homes = row_shards(table, ids, self.cfg.shards)
-        futs = {}
-        for s in np.unique(homes).tolist():
-            m = homes == s
-            req_rows = rows_to_pb(table, ids[m], None, dim)
-            futs[s] = (m, self.pool.submit(self.call, s, "Pull", lambda ep, s=s, r=req_rows: ps_pb2.PullRequest(
-                shard=s, epoch=ep, sparse=[r], no_dense=True, min_clock=-1, worker=self.name)))
-        for s, (m, f) in futs.items():
-            rep = f.result()
-            r = rep.sparse[0]
-            out[m] = np.frombuffer(r.data, dtype=np.float32).reshape(-1, dim)
-            self.pulled_bytes += rep.bytes
-        return out
+        end = self.rt.monotonic() + self.retry_budget
+        while True:
+            ro = self.routing
+            homes = row_owners(table, ids, ro.shards)
+            futs = {}
+            for s in np.unique(homes).tolist():
+                m = homes == s
+                req_rows = rows_to_pb(table, ids[m], None, dim)
+                futs[s] = (m, self.pool.submit(self.call, s, "Pull", lambda ep, s=s, r=req_rows: ps_pb2.PullRequest(
+                    shard=s, epoch=ep, sparse=[r], no_dense=True, min_clock=-1, worker=self.name,
+                    routing_epoch=ro.epoch)))
+            stale: StaleRouting | None = None
+            for s, (m, f) in futs.items():
+                try:
+                    rep = f.result()
+                except StaleRouting as e:
+                    stale = e
+                    continue
+                r = rep.sparse[0]
+                out[m] = np.frombuffer(r.data, dtype=np.float32).reshape(-1, dim)
+                self.pulled_bytes += rep.bytes
+            if stale is None:
+                return out
+            if self.rt.monotonic() > end:
+                raise stale
+            self._reroute_wait()
 
     def status(self, node: str, checksum: bool = False, applied: bool = False,
                timeout: float = 2.0, audit: bool = False) -> ps_pb2.StatusReply:

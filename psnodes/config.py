@@ -23,7 +23,8 @@ MODES = ("sync", "async")
 class ClusterConfig:
     cluster_id: str
     etcd: str                                   # etcd client URL, http://127.0.0.1:PORT
-    shards: int = 2
+    shards: int = 2                             # shards at start; the routing record in etcd has the current set
+    max_shards: int = 0                         # shard groups with addresses (scale-out room); 0 = shards
     copies: int = 3                             # primary + replicas per shard
     workers: int = 2
     mode: str = "sync"

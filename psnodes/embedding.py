@@ -157,6 +157,19 @@ class EmbeddingTable:
         out.update({f"{prefix}slot/{k}": v[sel] for k, v in self.slots.items()})
         return out
 
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep only the rows where `mask` (over the first n rows) is true: the rows a shard still
+        owns after its keys moved away (psnodes/moving.py)."""
+        sel = np.nonzero(mask)[0]
+        self.ids[: sel.size] = self.ids[sel]
+        self.rows[: sel.size] = self.rows[sel]
+        self.steps[: sel.size] = self.steps[sel]
+        self.mod[: sel.size] = self.mod[sel]
+        for v in self.slots.values():
+            v[: sel.size] = v[sel]
+        self.n = int(sel.size)
+        self.index = {int(i): p for p, i in enumerate(self.ids[: self.n].tolist())}
+
     def merge(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
         """Overwrite (or create) the rows of an `arrays` export."""
         ids = arrays[f"{prefix}ids"]

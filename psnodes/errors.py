@@ -40,6 +40,17 @@ class StaleEpoch(PSError):
     code = grpc.StatusCode.FAILED_PRECONDITION
 
 
+class StaleRouting(PSError):
+    """The caller placed keys by an older routing epoch, or a key it sent is moving to another
+    shard (fenced): re-read the routing record and re-route. Its own status code (ABORTED), so it
+    is never taken for a failover's FAILED_PRECONDITION; the message starts with STALE_ROUTING."""
+
+    code = grpc.StatusCode.ABORTED
+
+
+STALE_ROUTING = "stale routing epoch"
+
+
 class NotPrimary(PSError):
     """This node does not (or no longer) serve as primary for the shard: re-route."""
 
@@ -78,6 +89,7 @@ _BY_CODE: dict[grpc.StatusCode, type[PSError]] = {
     grpc.StatusCode.UNAVAILABLE: NotPrimary,
     grpc.StatusCode.DEADLINE_EXCEEDED: Timeout,
     grpc.StatusCode.RESOURCE_EXHAUSTED: TooLarge,
+    grpc.StatusCode.ABORTED: StaleRouting,
 }
 
 #: codes after which a client should refresh its routing and retry the same request

@@ -27,6 +27,7 @@ from typing import Callable
 
 import grpc
 
+from . import moving, ownership
 from .checkpoint import read_checkpoint, write_checkpoint
 from .config import ClusterConfig, ShardRecord
 from .core import ack, checkpoints, dedup, fencing, lease, membership, promotion
@@ -230,13 +231,18 @@ class ShardNode:
         """Apply (or recognise a retry of) a push; `payload` is the Update's wire bytes when known."""
         upd = req.update
         self._check_shard(req.shard, "Push")
+        if upd.kind not in (ps_pb2.Update.PUSH, ps_pb2.Update.INIT):
+            raise InvalidArgument(f"update.kind={upd.kind}: clients send PUSH (0) or INIT (1)")
+        ownership.sync_routing(self, req.routing_epoch, deadline)
         with self.cond:
             self._check_primary(req.epoch)
             epoch = self.epoch
+            ownership.check_push(self, req.routing_epoch, upd)
+            routing_epoch = self.store.routing_epoch
             if self.cfg.mode == "async":
                 self._wait_lag(epoch, deadline)
             dec = self.store.validate(upd)                # a malformed retry is refused too, not "duplicate"
-            dup_seq = self.store.duplicate_seq(upd)      # keyed by worker#incarnation, req_id
+            dup_seq, applied_on = self.store.duplicate_of(upd)      # keyed by worker#incarnation, req_id
             noop = dup_seq is None and self.store.is_noop(dec)
             mods = [self.store.dense_mod[n] for n, _ in dec.dense] if noop else []
             d = dedup.decide(dup_seq, noop, mods, self.store.seq)
@@ -256,7 +262,8 @@ class ShardNode:
                 self._wait_replicated(seq, epoch, deadline)
             else:
                 self._wait_followers(epoch, deadline)
-        return ps_pb2.PushReply(epoch=epoch, seq=seq, duplicate=duplicate, node=self.name)
+        return ps_pb2.PushReply(epoch=epoch, seq=seq, duplicate=duplicate, node=self.name, routing_epoch=routing_epoch,
+                                applied_on=applied_on)
 
     def _followers_fresh(self) -> bool:
         """Every ISR peer accepted one of our replicate calls recently enough that it cannot have
@@ -297,9 +304,11 @@ class ShardNode:
         request is checked against the limits before the lock, so no pull holds it for long."""
         self._check_shard(req.shard, "Pull")
         ids = self.store.check_pull(req)
+        ownership.sync_routing(self, req.routing_epoch, deadline)
         with self.cond:
             self._check_primary(req.epoch)
             epoch = self.epoch
+            ownership.check_pull(self, req)
             while not membership.pull_ready(req.min_clock, self.barrier()):
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -313,11 +322,12 @@ class ShardNode:
                 self._wait_replicated(self.store.seq, epoch, deadline)
             dense = [] if req.no_dense else self.store.pull_dense(req.since_seq, list(req.names))
             rows = [self.store.pull_rows(r.table, i) for r, i in zip(req.sparse, ids)]
-            crc = dense_digest(self.store.dense) if wants_digest(req) else None   # same lock as the reply
+            crc = dense_digest(moving.owned_dense(self.store)) if wants_digest(req) else None   # same lock as the reply
             reply = encode_pull_reply(epoch, self.store.seq, self.name,
                                       ((n, a.shape, memoryview(a).cast("B")) for n, a in dense),
                                       ((r.table, ids.tobytes(), dim, data.tobytes())
-                                       for r, (ids, data, dim) in zip(req.sparse, rows)), crc)
+                                       for r, (ids, data, dim) in zip(req.sparse, rows)), crc,
+                                      self.store.routing_epoch)
         self.metrics.pulls.inc()
         self.metrics.pull_bytes.inc(len(reply))
         return reply
@@ -385,7 +395,9 @@ class ShardNode:
             reply = ps_pb2.StatusReply(
                 node=self.name, shard=self.shard, role=self.role, epoch=self.epoch, seq=self.store.seq,
                 isr=self.isr, log_start=self.store.log.base_seq, seq_epoch=self.store.seq_epoch,
-                restored_from=self.restored_from, pushes=self.store.pushes)
+                restored_from=self.restored_from, pushes=self.store.pushes,
+                routing_epoch=self.store.routing_epoch, routing_shards=list(self.store.shards),
+                fence=(self.store.fence or {}).get("migration", ""))
             if req.checksum:
                 reply.checksum = self.store.checksum()
             if req.applied:
@@ -393,7 +405,12 @@ class ShardNode:
             if req.audit:
                 counts = self.store.audit_counts()
                 reply.audit_json = "" if counts is None else json.dumps(counts, sort_keys=True)
+                reply.buckets_json = json.dumps(moving.bucket_counts(self.store), sort_keys=True)
         return reply
+
+    def migrate(self, req: ps_pb2.MigrateRequest, deadline: float) -> ps_pb2.MigrateReply:
+        """One step of a key migration (psnodes/ownership.py)."""
+        return ownership.migrate(self, req, deadline)
 
     # ------------------------------------------------------------- checkpoints
     def snapshot(self, req: ps_pb2.SnapshotRequest) -> dict:

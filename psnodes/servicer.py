@@ -30,7 +30,7 @@ class TokenInterceptor(grpc.ServerInterceptor):
                 lambda request, context: context.abort(grpc.StatusCode.UNAUTHENTICATED, why))
 
         self._deny = deny(f"missing or wrong {TOKEN_HEADER} metadata; send the cluster token from the config")
-        self._deny_peer = deny(f"Replicate is node-to-node: missing or wrong {PEER_HEADER} metadata "
+        self._deny_peer = deny(f"Replicate and Migrate are node-to-node: missing or wrong {PEER_HEADER} metadata "
                                "(only shard nodes hold the peer token; clients never replicate)")
 
     @staticmethod
@@ -43,7 +43,7 @@ class TokenInterceptor(grpc.ServerInterceptor):
         if not self._matches(md, TOKEN_HEADER, self._token):
             log.debug("refused %s: missing or wrong token", details.method)
             return self._deny
-        if self._peer and details.method.endswith("/Replicate") and not self._matches(md, PEER_HEADER, self._peer):
+        if self._peer and details.method.endswith(("/Replicate", "/Migrate")) and not self._matches(md, PEER_HEADER, self._peer):
             log.debug("refused %s: missing or wrong peer token", details.method)
             return self._deny_peer
         return continuation(details)
@@ -94,6 +94,10 @@ class Servicer(ps_pb2_grpc.ParameterServerServicer):
     def Status(self, request, context):
         return self.node.status(parse(ps_pb2.StatusRequest, request, "Status"))
 
+    @_guard
+    def Migrate(self, request, context):
+        return self.node.migrate(parse(ps_pb2.MigrateRequest, request, "Migrate"), deadline_of(context, self.timeout))
+
     def Echo(self, request: bytes, context) -> bytes:
         """Raw bytes in, the same bytes out: no protobuf parse or serialize on either side, so the
         echo is the wire's ceiling to measure the hot paths against (a Blob-encoded request comes
@@ -122,6 +126,7 @@ def handlers(s: Servicer) -> grpc.GenericRpcHandler:
         "Snapshot": h(s.Snapshot, _raw),
         "Status": h(s.Status, _raw),
         "Echo": h(s.Echo, _raw, _raw),
+        "Migrate": h(s.Migrate, _raw),
     })
 
 

@@ -15,6 +15,7 @@ from typing import Iterable
 
 import numpy as np
 
+from . import moving
 from .applied import AppliedSet, idem_key
 from .blob import pack, unpack
 from .codec import check_magnitude, check_shape, ids_from_pb, rows_from_pb, tensor_from_pb
@@ -23,7 +24,7 @@ from .embedding import EmbeddingTable
 from .errors import InvalidArgument, NotFound, TooLarge
 from .limits import Limits
 from .optimizers import OptimizerConfig, stepped
-from .placement import AUDIT_SLOTS, audit_name, dense_shard, is_audit, row_shards
+from .placement import AUDIT_SLOTS, audit_name, is_audit, owner, row_owners
 from .proto import ps_pb2
 from .statecheck import check_state
 from .updatelog import Entry, UpdateLog
@@ -56,6 +57,7 @@ class Decoded:
     update: ps_pb2.Update
     dense: list[tuple[str, np.ndarray]]
     sparse: list[tuple[str, np.ndarray, np.ndarray]]
+    internal: tuple | None = None          # MIGRATE, FENCE, UNFENCE, ROUTE: psnodes/moving.py's plan
 
 
 class ShardStore:
@@ -74,13 +76,24 @@ class ShardStore:
         self.seq_epoch = 0
         self.epochs: list[list[int]] = []   # [epoch, first seq] each time the epoch changed
         self.log = UpdateLog(spec.log_entries, spec.log_bytes)
+        # elastic shards (psnodes/moving.py): the routing epoch and shard set the log has reached,
+        # the fence of a migration in progress, migrated dedup state, imports taken
+        self.routing_epoch = 0
+        self.shards: tuple[int, ...] = tuple(range(spec.num_shards))
+        self.fence: dict | None = None
+        self.foreign: dict[str, list[list[int]]] = {}
+        self.imported: list[str] = []
+        self.shape_seq = 0                 # the last entry that removed keys (catch-up by snapshot before it)
 
     # ----------------------------------------------------------------- checks
-    def validate(self, upd: ps_pb2.Update, shapes: dict[str, tuple] | None = None) -> Decoded:
+    def validate(self, upd: ps_pb2.Update, shapes: dict[str, tuple] | None = None,
+                 shards: tuple[int, ...] | None = None) -> Decoded:
         """Decode and check an update without changing state; raises InvalidArgument, TooLarge or
-        NotFound naming the field. `shapes` (name -> shape) stands for the dense parameters when
-        checking replicated entries ahead of the state they will meet; by default, ours."""
+        NotFound naming the field. `shapes` (name -> shape) and `shards` (the routing's shard set)
+        stand for the state replicated entries will meet, when checked ahead of it; by default, ours."""
         s, lim = self.spec, self.spec.limits
+        if upd.kind in moving.INTERNAL:
+            return Decoded(upd, [], [], moving.decode(self, upd))
         if upd.kind not in (ps_pb2.Update.PUSH, ps_pb2.Update.INIT):
             raise InvalidArgument(f"update.kind={upd.kind} is unknown; send PUSH (0) or INIT (1)")
         push = upd.kind == ps_pb2.Update.PUSH
@@ -108,10 +121,9 @@ class ShardStore:
             if t.name in seen:
                 raise InvalidArgument(f"dense[{t.name!r}] appears twice in one update; send each name once")
             seen.add(t.name)
-            home = dense_shard(t.name, s.num_shards)
-            if home != s.shard:
-                raise InvalidArgument(f"dense[{t.name!r}] belongs to shard {home}, not shard {s.shard}; "
-                                      "route by psnodes.placement.dense_shard")
+            if not moving.owns(self, t.name, shards):
+                raise InvalidArgument(f"dense[{t.name!r}] belongs to shard {owner(t.name, shards or self.shards)}, not shard "
+                                      f"{s.shard} (routing epoch {self.routing_epoch}); route by psnodes.placement")
             if is_audit(t.name) and (arr.shape != (AUDIT_SLOTS,)):
                 raise InvalidArgument(f"dense[{t.name!r}]: an audit tensor has shape [{AUDIT_SLOTS}], not "
                                       f"{list(arr.shape)}")
@@ -137,24 +149,33 @@ class ShardStore:
                 raise InvalidArgument(f"sparse[{r.table!r}] appears twice in one update; send each table once")
             tables.add(r.table)
             ids, data = rows_from_pb(r, self.tables[r.table].dim, limits=lim)
-            homes = row_shards(r.table, ids, s.num_shards)
+            homes = row_owners(r.table, ids, shards or self.shards)
             if ids.size and (homes != s.shard).any():
                 bad = int(ids[homes != s.shard][0])
                 raise InvalidArgument(f"sparse[{r.table!r}].ids: id {bad} belongs to shard "
-                                      f"{int(row_shards(r.table, np.array([bad]), s.num_shards)[0])}, "
-                                      f"not {s.shard}; route by psnodes.placement.row_shards")
+                                      f"{int(homes[homes != s.shard][0])}, not {s.shard} (routing epoch "
+                                      f"{self.routing_epoch}); route by psnodes.placement.row_owners")
             sparse.append((r.table, ids, data))
         return Decoded(upd, dense, sparse)
 
     def duplicate_seq(self, upd: ps_pb2.Update) -> int | None:
         """For a PUSH whose idempotency key was applied: the seq that applied it (our seq when it
         has left the recent window). None for anything new."""
+        return self.duplicate_of(upd)[0]
+
+    def duplicate_of(self, upd: ps_pb2.Update) -> tuple[int | None, int | None]:
+        """(duplicate_seq, applied_on): applied_on is the shard that applied a push this store knows
+        only from a migrated applied set (its keys came here since); None when it applied it itself."""
         if upd.kind != ps_pb2.Update.PUSH:
-            return None
-        key = idem_key(upd.worker, upd.incarnation)
-        if not self.applied.contains(key, upd.req_id):
-            return None
-        return dedup.retry_seq(self.applied.seq_of(key, upd.req_id), self.seq)
+            return None, None
+        origin = upd.origin if upd.HasField("origin") else None
+        key = moving.push_key(idem_key(upd.worker, upd.incarnation), origin, self.spec.shard)
+        if self.applied.contains(key, upd.req_id):
+            return dedup.retry_seq(self.applied.seq_of(key, upd.req_id), self.seq), None
+        full = moving.fq(key, self.spec.shard)
+        if any(lo <= upd.req_id <= hi for lo, hi in self.foreign.get(full, ())):
+            return self.seq, int(full.rsplit("@", 1)[1])
+        return None, None
 
     def is_noop(self, dec: Decoded) -> bool:
         """An INIT whose tensors all exist changes nothing and is not logged."""
@@ -167,7 +188,9 @@ class ShardStore:
         nothing changed): validate, then apply atomically."""
         seq = self.seq + 1
         upd = dec.update
-        if upd.kind == ps_pb2.Update.INIT:
+        if dec.internal is not None:
+            moving.apply_internal(self, dec.internal, seq)
+        elif upd.kind == ps_pb2.Update.INIT:
             for name, arr in dec.dense:
                 if name not in self.dense:
                     self.dense[name] = arr.astype(np.float32, copy=True)
@@ -182,7 +205,9 @@ class ShardStore:
                 self.dense_mod[name] = seq
             for table, step in rows:
                 self.tables[table].commit(step, seq)
-            self.applied.add(idem_key(upd.worker, upd.incarnation), upd.req_id, seq)
+            origin = upd.origin if upd.HasField("origin") else None
+            self.applied.add(moving.push_key(idem_key(upd.worker, upd.incarnation), origin, self.spec.shard),
+                             upd.req_id, seq)
             self.pushes += 1
             if upd.clock >= 0:
                 self.clocks[upd.worker] = gating.advance(self.clocks, upd.worker, upd.clock)
@@ -253,6 +278,8 @@ class ShardStore:
             shapes.update({n: arrays[f"d/{n}"].shape for n in meta["dense"]})
             seq, seq_epoch = meta["seq"], meta["seq_epoch"]
         plan = []
+        shards = self.shards if checked is None else moving.routing_of(checked[0], self.shards)
+        routing_epoch = self.routing_epoch if checked is None else moving.routing_epoch_of(checked[0], self.routing_epoch)
         for i, e in enumerate(entries):
             step = fencing.take_entry(seq, e.seq)
             if step is fencing.Entry.GAP:
@@ -263,11 +290,13 @@ class ShardStore:
                 raise InvalidArgument(f"entries[{i}] (seq {e.seq}) has epoch {e.epoch}, outside "
                                       f"[{seq_epoch}, {epoch}]: entries never go back in epoch nor come from a later one")
             try:
-                dec = self.validate(parse(ps_pb2.Update, e.payload, f"Replicate entries[{i}].payload"), shapes)
+                dec = self.validate(parse(ps_pb2.Update, e.payload, f"Replicate entries[{i}].payload"), shapes, shards)
             except (InvalidArgument, NotFound) as err:
                 raise InvalidArgument(f"entries[{i}] (seq {e.seq}): {err}") from None
             for name, arr in dec.dense:
                 shapes.setdefault(name, arr.shape)
+            if dec.internal is not None:      # an import brings keys, a switch moves the routing: the next entries meet them
+                routing_epoch, shards = moving.plan_effect(dec.internal, shapes, routing_epoch, shards)
             plan.append((e, dec))
             seq, seq_epoch = e.seq, e.epoch
         return plan
@@ -283,7 +312,7 @@ class ShardStore:
         """Dense tensors changed after `since` (all of them when since == 0).
 
         The arrays are the live ones, not copies: encode them before the next update applies."""
-        wanted = names or sorted(self.dense)
+        wanted = names or sorted(n for n in self.dense if moving.owns(self, n))
         out = []
         for n in wanted:
             if n not in self.dense:
@@ -348,6 +377,7 @@ class ShardStore:
         for name in sorted(self.tables):
             self.tables[name].digest(h)
         h.update(json.dumps(self.applied.ranges, sort_keys=True).encode())
+        moving.digest(self, h)
         return h.hexdigest()
 
     def state_bytes(self) -> int:
@@ -369,6 +399,8 @@ class ShardStore:
         A copy whose state at `since` matches ours (see `matches`) becomes equal to us by
         `import_state`; that is incremental catch-up. With since == 0 it is a full snapshot.
         """
+        if since and since < self.shape_seq:
+            since = 0           # keys were removed after `since`: a delta cannot say so, a snapshot can
         arrays: dict[str, np.ndarray] = {}
         names = [n for n in sorted(self.dense) if self.dense_mod[n] > since]
         for n in names:
@@ -381,7 +413,7 @@ class ShardStore:
                 "shard": self.spec.shard, "epochs": self.epochs, "dense": names,
                 "dense_steps": {n: self.dense_steps[n] for n in names},
                 "dense_mod": {n: self.dense_mod[n] for n in names}, "clocks": self.clocks, "pushes": self.pushes,
-                "applied": self.applied.to_json(since)}
+                "applied": self.applied.to_json(since), **moving.state_meta(self)}
         return pack(meta, arrays), sum(a.nbytes for a in arrays.values())
 
     def check_state(self, blob: bytes) -> tuple[dict, dict[str, np.ndarray]]:
@@ -418,4 +450,5 @@ class ShardStore:
         self.applied.merge_json(meta["applied"])
         self.epochs = [list(e) for e in meta["epochs"]]
         self.seq, self.seq_epoch = int(meta["seq"]), int(meta["seq_epoch"])
+        moving.take_meta(self, meta)
         self.log.reset(self.seq, self.seq_epoch)

@@ -131,7 +131,8 @@ def rows_parts(table: str, ids, dim: int, data) -> list:
 
 
 def encode_pull_reply(epoch: int, seq: int, node: str, dense: Iterable[tuple[str, Sequence[int], object]],
-                      sparse: Iterable[tuple[str, object, int, object]], state_crc: int | None = None) -> bytes:
+                      sparse: Iterable[tuple[str, object, int, object]], state_crc: int | None = None,
+                      routing_epoch: int = 0) -> bytes:
     """A serialized PullReply; `bytes` is the size of everything else in the reply. `state_crc`
     (psnodes.digest) is written whenever given, 0 included: the field has presence."""
     parts: list = [*_uint(1, epoch), *_uint(2, seq)]
@@ -144,6 +145,7 @@ def encode_pull_reply(epoch: int, seq: int, node: str, dense: Iterable[tuple[str
         if not 0 <= state_crc < 1 << 32:
             raise ValueError(f"state_crc={state_crc} is not a CRC-32 (0 <= crc < 2**32)")
         parts += [_key(7, _VARINT), varint(state_crc)]
+    parts += _uint(8, routing_epoch)
     size = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)
     parts += _uint(5, size)
     return b"".join(parts)

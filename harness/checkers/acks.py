@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from .base import Verdict, by_f, final_states, idem, unknown
+from .migration import applied_anywhere, bucket_shortfalls, fq, retired_copies
 
 
 def _contains(ranges: list[list[int]], x: int) -> bool:
@@ -38,6 +39,17 @@ def audited(v: dict) -> bool:
     return f"__audit__/{v['shard']}" in v.get("keys", ())
 
 
+def credited(v: dict) -> dict:
+    """The ack as the pinned audit tensors count it: a duplicate that a shard recognised from a
+    migrated applied set (`applied_on`) was applied, and counted, by that shard under its own key."""
+    if "applied_on" not in v:
+        return v
+    out = {**v, "shard": v["applied_on"]}
+    if out.get("origin") == out["shard"]:
+        out.pop("origin")
+    return out
+
+
 def applied_keys(copy: dict, worker: str) -> int:
     """How many keys of `worker` (all its incarnations) a copy's applied set claims."""
     return sum(hi - lo + 1 for k, rs in (copy.get("applied") or {}).items()
@@ -45,10 +57,14 @@ def applied_keys(copy: dict, worker: str) -> int:
 
 
 def live_copies(history: list[dict]) -> dict[int, list[dict]]:
+    """Each shard's copies alive at the end; a shard a scale-in retired, as it was when stopped."""
     out: dict[int, list[dict]] = defaultdict(list)
     for s in final_states(history):
         if s.get("alive"):
             out[s["shard"]].append(s)
+    for shard, cs in retired_copies(history).items():
+        if shard not in out:
+            out[shard] = cs
     return out
 
 
@@ -98,13 +114,16 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
         return unknown(f"no live primary at the end for shards {missing}")
     mode, max_lag = ctx.get("replication", "sync"), ctx.get("max_lag", 256)
     promotes = [e["value"] for e in by_f(history, "promote")]
-    keys = unique_keys([v for v in oks if audited(v)])
+    keys = unique_keys([credited(v) for v in oks if audited(v)])
     unaudited = sum(1 for v in oks if not audited(v))
     lost, explained, unexplained = [], Counter(), []
     seen = set()
+    anywhere = applied_anywhere(history) if any("applied_on" in v for v in oks) else {}
     for v in oks:
         k = (v["shard"], idem(v), v.get("pid"), v["req_id"])
-        if k in seen or _contains(_ranges(prim[v["shard"]], v), v["req_id"]):
+        # a duplicate the shard knew from a migrated applied set was applied by the shard named
+        ranges = anywhere.get(fq(v), []) if "applied_on" in v else _ranges(prim[v["shard"]], v)
+        if k in seen or _contains(ranges, v["req_id"]):
             seen.add(k)
             continue
         seen.add(k)
@@ -139,6 +158,15 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
                             for v in unexplained[:10]]}
     details["unaudited_acks"] = unaudited
     details["lagging_copies"] = sorted(lagging)
+    bshort, bfig, bwhy = bucket_shortfalls(history)
+    details.update(bfig, bucket_short=bshort[:10])
+    short += bshort
+    worst_by_worker: Counter = Counter()
+    for b in bshort:
+        worst_by_worker[b["worker"]] = max(worst_by_worker[b["worker"]], b["acked"] - b["count"])
+    details["lost"] = max(details["lost"], sum(worst_by_worker.values()))
+    if bwhy and not unexplained and not short:
+        return unknown(f"{bwhy}: the moved keys' values were not checked", **details)
     if (no_audit or unaudited) and not unexplained and not short:
         why = f"copies {sorted(set(no_audit))} report no audit tensor" if no_audit else \
             f"{unaudited} acknowledged pushes carried no audit increment"

@@ -92,8 +92,12 @@ def op_key(e: dict) -> tuple:
 
 
 def idem(v: dict) -> str:
-    """The applied-set key of a push: worker and incarnation (a restarted worker is a new one)."""
-    return f"{v['worker']}#{v.get('incarnation', 0)}"
+    """The applied-set key of a push: worker and incarnation (a restarted worker is a new one), and
+    the shard its request id was numbered for when a migration re-routed it elsewhere (`origin`),
+    as the shard records it (psnodes/moving.py push_key)."""
+    key = f"{v['worker']}#{v.get('incarnation', 0)}"
+    origin = v.get("origin")
+    return key if origin is None or origin == v.get("shard") else f"{key}@{origin}"
 
 
 def shard_of(node: str) -> int | None:

@@ -43,6 +43,9 @@ def _fault_reasons(history: list[dict], ctx: dict) -> tuple[list[str], int]:
         if during == "catch-up" and not v.get("caught_catching_up"):
             reasons.append(f"fault {v['index']} (kill {v['target']} during catch-up) never saw the restarted "
                            "copy back outside the ISR: its primary was not killed mid-catch-up")
+        if during in ("migration", "handoff") and not v.get("caught_migrating"):
+            reasons.append(f"fault {v['index']} (kill {v['target']} during {during}) found no shard migration in "
+                           "that phase: it was an ordinary kill")
         if during == "promotion" and not v.get("caught_promoting"):
             reasons.append(f"fault {v['index']} (kill during promotion on shard {v.get('shard', '?')}) saw no "
                            "successor named: only the primary was killed")

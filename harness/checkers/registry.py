@@ -8,6 +8,7 @@ from .durability import checkpoints_atomic, checkpoints_monotone, converge_basel
 from .reads import delta_complete, monotone_reads, pulled_copy_matches
 from .training import converged
 from .updates import counters_match, linearizable_reads, no_lost_updates
+from .migration import single_owner
 
 CHECKERS = {
     "no-lost-acks": no_lost_acks,
@@ -30,4 +31,5 @@ CHECKERS = {
     "no-lost-updates": no_lost_updates,
     "counters-match": counters_match,
     "linearizable-reads": linearizable_reads,
+    "single-owner": single_owner,
 }

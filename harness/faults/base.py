@@ -40,6 +40,10 @@ class Fault:
     def heal(self) -> None:
         """Undo the fault; a no-op when nothing is left to undo."""
 
+    def finished(self) -> bool:
+        """A fault that ends by itself (a shard migration) says so here; the runner heals it then."""
+        return False
+
     @classmethod
     def params_problem(cls, params: dict) -> str | None:
         """Why `params` (types and defaults already checked) cannot mean what the kind promises,

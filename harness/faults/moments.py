@@ -26,6 +26,9 @@ from ..checkers.base import shard_of as node_shard
 from ..errors import HarnessError
 
 MOMENTS = ("checkpoint", "catch-up", "promotion")
+# a shard migration's phases (harness/faults/shards.py): `migration` is its background copy,
+# `handoff` the fenced hand-off; apart from MOMENTS, which a nemesis may draw without a migration
+MIGRATION_MOMENTS = ("migration", "handoff")
 POLL_S = 0.002             # how often a moment is looked for: its window can be tens of milliseconds
 # long, and each look reads etcd (and asks a copy), so a tighter loop only competes with the cluster
 
@@ -120,3 +123,22 @@ def kill_mid_promotion(ctx: Any, target: str, wait_s: float, info: dict) -> None
     be.kill(named["node"])
     after_ms = round((ctx.clock.monotonic() - named["at"]) * 1000, 2)
     info["caught_promoting"] = {"epoch": named["epoch"], "after_ms": after_ms}
+
+
+def await_migration(ctx: Any, moment: str, wait_s: float) -> str | None:
+    """Wait until the routing record shows a migration in the moment's phase (copy, or fenced for
+    `handoff`); the phase seen, or None when none came within `wait_s` (the kill then lands as an
+    ordinary one, and scenario-ran says so)."""
+    be = ctx.backend
+    if not hasattr(be, "migration_phase"):
+        raise HarnessError(f"kill during {moment}: the {getattr(be, 'name', '?')} backend runs no shard migration")
+    want = "copy" if moment == "migration" else "fenced"
+    seen: list[str] = []
+
+    def phase() -> bool:
+        p = be.migration_phase()
+        if p == want:
+            seen.append(p)
+        return bool(seen)
+    ctx.clock.wait_until(phase, wait_s, POLL_S)
+    return seen[0] if seen else None

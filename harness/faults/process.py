@@ -9,7 +9,7 @@ from psnodes.checkpoint import MANIFEST
 from ..errors import HarnessError
 
 from .base import Fault
-from .moments import MOMENTS, kill_mid_catchup, kill_mid_promotion
+from .moments import MIGRATION_MOMENTS, MOMENTS, await_migration, kill_mid_catchup, kill_mid_promotion
 
 
 class Kill(Fault):
@@ -28,9 +28,9 @@ class Kill(Fault):
 
     @classmethod
     def params_problem(cls, params: dict) -> str | None:
-        if params["during"] and params["during"] not in MOMENTS:
+        if params["during"] and params["during"] not in MOMENTS + MIGRATION_MOMENTS:
             return (f"kill: params.during={params['during']!r} is not a moment; use one of "
-                    f"{', '.join(MOMENTS)} (or leave it out for a kill at the scheduled time)")
+                    f"{', '.join(MOMENTS + MIGRATION_MOMENTS)} (or leave it out for a kill at the scheduled time)")
         if params["wait_s"] <= 0:
             return "kill: params.wait_s must be > 0 (seconds to wait for the moment)"
         if params["wait_s"] != 10.0 and not params["during"]:
@@ -58,6 +58,8 @@ class Kill(Fault):
             return
         if during == "checkpoint":
             self.info["caught_writing"] = self._await_checkpoint_write(be, self.params.get("wait_s", 10.0))
+        if during in MIGRATION_MOMENTS:
+            self.info["caught_migrating"] = await_migration(self.ctx, during, self.params.get("wait_s", 10.0))
         be.kill(self.target)
         if during:
             self.info["in_place_after_s"] = round(self.ctx.clock.monotonic() - t0, 3)

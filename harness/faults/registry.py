@@ -13,13 +13,15 @@ from .link import LinkFaultAdapter
 from .memory_limit import MemoryLimit
 from .process import Kill, Pause, Restart, Stop
 from .scale import ScaleIn, ScaleOut
+from .shards import ScaleInShards, ScaleOutShards
 
 PROCESS: dict[str, type[Fault]] = {c.kind: c for c in (Kill, Stop, Restart, Pause, Flap, ScaleOut, ScaleIn,
-                                                        CpuThrottle, MemoryLimit, DiskFull)}
+                                                        CpuThrottle, MemoryLimit, DiskFull, ScaleOutShards,
+                                                        ScaleInShards)}
 PROCESS_KINDS = tuple(PROCESS)
 LINK_KINDS = tuple(LINK_FAULTS)
 ALL_KINDS = PROCESS_KINDS + LINK_KINDS
-NO_TARGET = ("scale-out", "scale-in")
+NO_TARGET = ("scale-out", "scale-in", "scale-out-shards", "scale-in-shards")
 
 
 def params_error(kind: str, params: dict) -> str | None:

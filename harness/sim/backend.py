@@ -8,9 +8,11 @@ scenario takes as long as its computation. Nothing outside the run folder is tou
 port or file elsewhere.
 
 Process faults act on copies, workers and etcd as the process backend's signals do (etcd: SimEtcd's
-crash, start, freeze and thaw); link faults are SimNetwork's. A fault kind the model cannot
-express is refused by name when it comes due (a HarnessError the runner records as a fault-error,
-so the run is `unknown` and says which kind): fail closed, never skipped.
+crash, start, freeze and thaw); link faults are SimNetwork's. Shard groups are started and
+retired at run time, and psnodes' migration coordinator runs in virtual time (elastic.py). A
+fault kind the model cannot express is refused by name when it comes due (a HarnessError the
+runner records as a fault-error, so the run is `unknown` and says which kind): fail closed,
+never skipped.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from ..scenario import ClusterSpec
 from .calibration import Calibration
 from .clock import SimClock
 from .disk import SimDisk
+from .elastic import ElasticShards
 from .etcd import SimEtcd
 from .eventfiles import EventFiles
 from .network import SimNetwork
@@ -46,7 +49,7 @@ from .vtime import Baton, VirtualTime
 from .workers import SimWorkers
 
 
-class SimBackend:
+class SimBackend(ElasticShards):
     name = "sim"
     proxied = True          # every directed link is modelled: link faults always apply
 
@@ -67,6 +70,7 @@ class SimBackend:
         self.cfg: ClusterConfig | None = None
         self.copies: dict[str, SimCopy] = {}
         self.procs: dict[str, CopyProcs] = {}
+        self.active: list[int] = []    # shard groups running (elastic shards: elastic.py)
         self.files = EventFiles(run_dir / "events", self.clock.now)
         self.workers_ = SimWorkers(self)
         self.etcd_starting = False
@@ -80,10 +84,13 @@ class SimBackend:
         self.net = SimNetwork(self.env, self.rng, self.cal.network)
         self.disk = SimDisk(self.env, self.sim_clock, self.cal.to_json())     # checkpoint_mb_s: the write rate
         self.cfg = ClusterConfig(cluster_id=self.run_id, etcd="sim://etcd", shards=s.shards, copies=s.copies,
+                                 max_shards=max(s.shards, s.max_shards),
                                  workers=s.workers, mode=s.replication, tables=self.tables,
                                  optimizer={"name": s.optimizer, "lr": s.lr}, seed=self.seed,
                                  workdir=str(self.run_dir / "work"), checkpoint_interval_s=s.checkpoint_interval_s,
-                                 max_lag=s.max_lag, min_isr=s.min_isr, member_ttl_s=s.member_ttl_s)
+                                 max_lag=s.max_lag, min_isr=s.min_isr, member_ttl_s=s.member_ttl_s,
+                                 peer_token=f"sim-{self.seed}")
+        self.active = list(range(s.shards))
         for n in self.cfg.all_nodes():
             self._new_copy(n)
         if workers_steps is not None:
@@ -96,6 +103,7 @@ class SimBackend:
         self.files.pids[name] = self.files.pids.get(name, 1000 + 10 * len(self.files.pids)) + 1
         c = SimCopy(self.env, self.sim_clock, self.etcd, self.net, self.cfg, name, self.files, disk=self.disk)
         c.start_delay_s = self.cal.node_start_s
+        c.request_s, c.apply_s_per_mb = self.cal.server_request_s or 0.0, self.cal.apply_s_per_mb
         self.copies[name] = c
         self.procs[name] = CopyProcs(c, self.copies)
         self.procs[name].start()
@@ -110,7 +118,8 @@ class SimBackend:
 
     # ------------------------------------------------------------ observation
     def nodes(self) -> list[str]:
-        return self.cfg.all_nodes() if self.cfg else []
+        """The copies of every shard group running now (scale-out adds groups, scale-in retires them)."""
+        return [n for i in self.active for n in self.cfg.shard_nodes(i)] if self.cfg else []
 
     def shard_nodes(self, shard: int) -> list[str]:
         return self.cfg.shard_nodes(shard)
@@ -133,7 +142,7 @@ class SimBackend:
         if self.etcd.frozen:        # a paused etcd: the process backend's client waits up to 1 s
             self.vt.wait_event(self.etcd.thawed | self.env.timeout(1.0))
         try:
-            for i in range(self.cfg.shards):
+            for i in self.active:
                 kv = self.etcd.get(self.cfg.shard_key(i))
                 if kv is not None:
                     out[i] = ShardRecord.from_json(kv.value)
@@ -259,12 +268,12 @@ class SimBackend:
     # ----------------------------------------------------------------- links
     def links(self) -> list[tuple[str, str]]:
         out = []
-        for n in self.nodes():
+        for n in self.slot_nodes():     # the groups a scale-out may start have their links from the start
             out.append((n, ETCD))
             shard = int(n.split("-")[1].split("/")[0])
             out += [(n, p) for p in self.shard_nodes(shard) if p != n]
         for w in self.workers_.planned():
-            out += [(w, ETCD)] + [(w, n) for n in self.nodes()]
+            out += [(w, ETCD)] + [(w, n) for n in self.slot_nodes()]
         return out
 
     def link_fault(self, kind: str, links: list[tuple[str, str]], params: dict) -> "SimLinkFault":

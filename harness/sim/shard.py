@@ -5,7 +5,8 @@ variable, a copy here is only touched by one SimPy process at a time, and "notif
 that waiting processes yield on (`_changed`). Every decision is the core's. Here: state, roles,
 the lease bound, and the Push, Pull and Status handlers. Mixed in: process control and the
 calls' server side (shard_procs.ProcessControl), the Replicate handler
-(shard_replication.ReplicaSide) and checkpoints (shard_checkpoint.CopyCheckpoints). The
+(shard_replication.ReplicaSide), checkpoints (shard_checkpoint.CopyCheckpoints), and elastic
+shards' routing epochs and Migrate handler (shard_migrate.MigrateSide). The
 processes that drive a copy are in shard_replication.py, shard_election.py and shard_procs.py.
 """
 from __future__ import annotations
@@ -16,9 +17,11 @@ from typing import Any, Callable
 
 import simpy
 
+from psnodes import ownership
 from psnodes.config import ClusterConfig, ShardRecord
 from psnodes.core import ack, dedup, fencing, lease, membership
 from psnodes.digest import dense_digest, wants_digest
+from psnodes.moving import bucket_counts, owned_dense
 from psnodes.errors import InvalidArgument, NotPrimary, ReplicationFailed, Timeout
 from psnodes.members import view_event
 from psnodes.placement import parse_node_name
@@ -32,13 +35,14 @@ from .etcd import SimEtcd
 from .network import SimNetwork
 from .rpc import Gen, SimHistory, etcd_call
 from .shard_checkpoint import CopyCheckpoints
+from .shard_migrate import MigrateSide
 from .shard_procs import ProcessControl
 from .shard_replication import ReplicateReply, ReplicateReq, ReplicaSide
 
 NODE_ETCD_TIMEOUT_S = 0.5     # psnodes/serve.py: Etcd(..., timeout=0.5)
 
 
-class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
+class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
     """One copy `shard-<i>/<r>`: store, role, ISR and lease bound, its RPC handlers, its disk."""
 
     def __init__(self, env: simpy.Environment, clock: SimClock, etcd: SimEtcd, net: SimNetwork,
@@ -55,6 +59,8 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
         self.procs: list[simpy.Process] = []
         self.on_promote: Callable[[], None] = lambda: None          # shard_procs: start senders
         self.start_delay_s = 0.0    # calibration node_start_s: a (re)start's time until it serves
+        # calibration server_request_s and apply_s_per_mb: a Migrate call's CPU on the node (shard_migrate)
+        self.request_s, self.apply_s_per_mb = 0.0, 0.0
         self.on_start: Callable[[], None] = lambda: None            # shard_procs: serve.py's start
         self.on_stop: Callable[[float], simpy.Process] | None = None  # shard_procs: serve.py's SIGTERM
         self._fresh()
@@ -227,7 +233,9 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
         reply = ps_pb2.StatusReply(
             node=self.name, shard=self.shard, role=self.role, epoch=self.epoch, seq=self.store.seq,
             isr=self.isr, log_start=self.store.log.base_seq, seq_epoch=self.store.seq_epoch,
-            restored_from=self.restored_from, pushes=self.store.pushes)
+            restored_from=self.restored_from, pushes=self.store.pushes,
+            routing_epoch=self.store.routing_epoch, routing_shards=list(self.store.shards),
+            fence=(self.store.fence or {}).get("migration", ""))
         if req.checksum:
             reply.checksum = self.store.checksum()
         if req.applied:
@@ -235,18 +243,24 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
         if req.audit:
             counts = self.store.audit_counts()
             reply.audit_json = "" if counts is None else json.dumps(counts, sort_keys=True)
+            reply.buckets_json = json.dumps(bucket_counts(self.store), sort_keys=True)
         return reply
 
     def _push(self, req: ps_pb2.PushRequest, deadline: float) -> Gen:
         upd = req.update
         self._check_shard(req.shard, "Push")
+        if upd.kind not in (ps_pb2.Update.PUSH, ps_pb2.Update.INIT):
+            raise InvalidArgument(f"update.kind={upd.kind}: clients send PUSH (0) or INIT (1)")
+        yield from self.sync_routing(req.routing_epoch, deadline)
         self._check_primary(req.epoch)
         epoch = self.epoch
+        ownership.check_push(self, req.routing_epoch, upd)
+        routing_epoch = self.store.routing_epoch
         if self.cfg.mode == "async":
             yield from self._wait_lag(epoch, deadline)
-        dup_seq = self.store.duplicate_seq(upd)
-        dec = self.store.validate(upd) if dup_seq is None else None
-        noop = dec is not None and self.store.is_noop(dec)
+        dec = self.store.validate(upd)                # a malformed retry is refused too, not "duplicate"
+        dup_seq, applied_on = self.store.duplicate_of(upd)
+        noop = dup_seq is None and self.store.is_noop(dec)
         mods = [self.store.dense_mod[n] for n, _ in dec.dense] if noop else []
         d = dedup.decide(dup_seq, noop, mods, self.store.seq)
         seq = d.seq
@@ -258,13 +272,16 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
             yield from self._wait_replicated(seq, epoch, deadline)
         else:
             yield from self._wait_followers(epoch, deadline)
-        return ps_pb2.PushReply(epoch=epoch, seq=seq, duplicate=d.duplicate, node=self.name)
+        return ps_pb2.PushReply(epoch=epoch, seq=seq, duplicate=d.duplicate, node=self.name,
+                                routing_epoch=routing_epoch, applied_on=applied_on)
 
     def _pull(self, req: ps_pb2.PullRequest, deadline: float) -> Gen:
         self._check_shard(req.shard, "Pull")
         ids = self.store.check_pull(req)
+        yield from self.sync_routing(req.routing_epoch, deadline)
         self._check_primary(req.epoch)
         epoch = self.epoch
+        ownership.check_pull(self, req)
         while not membership.pull_ready(req.min_clock, self.barrier()):
             left = deadline - self.now()
             if left <= 0:
@@ -278,11 +295,12 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
             yield from self._wait_replicated(self.store.seq, epoch, deadline)
         dense = [] if req.no_dense else self.store.pull_dense(req.since_seq, list(req.names))
         rows = [self.store.pull_rows(r.table, i) for r, i in zip(req.sparse, ids)]
-        crc = dense_digest(self.store.dense) if wants_digest(req) else None   # no yield since the reads above
+        crc = dense_digest(owned_dense(self.store)) if wants_digest(req) else None   # no yield since the reads above
         return encode_pull_reply(epoch, self.store.seq, self.name,
                                  ((n, a.shape, memoryview(a).cast("B")) for n, a in dense),
                                  ((r.table, i.tobytes(), dim, data.tobytes())
-                                  for r, (i, data, dim) in zip(req.sparse, rows)), crc)
+                                  for r, (i, data, dim) in zip(req.sparse, rows)), crc,
+                                 self.store.routing_epoch)
 
     def _wait_replicated(self, seq: int, epoch: int, deadline: float) -> Gen:
         """Until every ISR member applied `seq`; raise if primacy or the lease is lost."""
@@ -338,7 +356,9 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
         return {**st, "role": self.role, "epoch": self.epoch, "seq": self.store.seq,
                 "checksum": self.store.checksum(), "pushes": self.store.pushes,
                 "applied": {k: [list(r) for r in v] for k, v in self.store.applied.ranges.items()},
-                "restored_from": self.restored_from, "audit": self.store.audit_counts()}
+                "restored_from": self.restored_from, "audit": self.store.audit_counts(),
+                "buckets": bucket_counts(self.store), "routing_epoch": self.store.routing_epoch,
+                "routing_shards": list(self.store.shards), "fence": (self.store.fence or {}).get("migration", "")}
 
 
 __all__ = ["ReplicateReply", "ReplicateReq", "SimCopy"]

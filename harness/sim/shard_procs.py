@@ -12,7 +12,8 @@ runs no clean-up (a checkpoint write leaves its temporary file).
 `CopyProcs.start` is serve.py's main: load the local checkpoint, register (retried while etcd is
 away), keepalive, bootstrap, the membership watch, "start", the elector, and the periodic checkpoint writer. `stop` is
 its SIGTERM path: the writer finishes, the loops stop, the server refuses new calls and gives
-those in flight 0.2 s, a final checkpoint, the lease revoked, "stop". A SIGTERM before "start"
+those in flight 0.2 s (`server.stop(grace=0.2)` returns at once: the final checkpoint does not
+wait for the grace), a final checkpoint, the lease revoked, "stop", and the process exits. A SIGTERM before "start"
 (serve.py has not installed its handler yet) ends the process at once, as the default action does.
 """
 from __future__ import annotations
@@ -253,10 +254,8 @@ class CopyProcs(SimReplication, SimElector):
             if p.is_alive and p is not me:
                 p.interrupt("stopping")
         c.procs = [me]
-        c.accepting = False                 # server.stop(grace=0.2)
-        yield from c.clock.sleep(STOP_GRACE_S)
-        c.answering = False
-        c.notify()
+        c.accepting = False                 # server.stop(grace=0.2), which returns at once
+        c.spawn(self.grace())
         try:
             yield from c.checkpoint(shared=c.role == "primary")
         except OSError:                     # serve.py does not catch it: exit without "stop"
@@ -268,6 +267,14 @@ class CopyProcs(SimReplication, SimElector):
             pass
         c.emit("stop", {"shard": c.shard, "seq": c.store.seq})
         c._exit()
+
+    def grace(self) -> Gen:
+        """The calls in flight at the SIGTERM are answered for STOP_GRACE_S at most (or until the
+        process exits, which comes first when the checkpoint is quick)."""
+        c = self.c
+        yield from c.clock.sleep(STOP_GRACE_S)
+        c.answering = False
+        c.notify()
 
 
 __all__ = ["CopyProcs", "ProcessControl"]

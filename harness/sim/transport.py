@@ -1,9 +1,12 @@
-"""What the real PS client (psnodes/client.py) dials, in a simulated run: stubs, etcd, thread pool.
+"""What the real PS client (psnodes/client.py) and the migration coordinator (psnodes/migration.py)
+dial, in a simulated run: stubs, etcd, thread pool.
 
-psnodes.client.PSClient takes a stub factory, an etcd client and a Runtime; here they carry its
-calls over SimNetwork to the SimCopy handlers in virtual time (harness/sim/vtime.py blocks the
-calling thread meanwhile). A failure reaches the client as a grpc.RpcError with the status code
-the real channel would raise, so the client's retry and error mapping run unchanged.
+psnodes.client.PSClient and psnodes.migration.Migrator take a stub factory, an etcd client and a
+Runtime; here they carry their calls over SimNetwork to the SimCopy handlers in virtual time
+(harness/sim/vtime.py blocks the calling thread meanwhile). A failure reaches the caller as a
+grpc.RpcError with the status code the real channel would raise (a domain error with its own:
+StaleRouting is ABORTED, as the real servicer maps it), so the callers' retry and error mapping
+run unchanged.
 """
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ class Killed(BaseException):
 
 
 class SimStub:
-    """ParameterServerStub of one node: Push, Pull, Status, as generated stubs are called."""
+    """ParameterServerStub of one node: Push, Pull, Status, Migrate, as generated stubs are called."""
 
     def __init__(self, world: Any, src: str, dst: str, dead: Callable[[], bool]) -> None:
         self.w, self.src, self.dst, self.dead = world, src, dst, dead
@@ -83,20 +86,32 @@ class SimStub:
             yield  # noqa: unreachable - a generator like every handler
         return self._call(handler, req, timeout, lambda r: r.ByteSize())
 
+    def Migrate(self, req: ps_pb2.MigrateRequest, timeout: float | None = None, metadata=None) -> ps_pb2.MigrateReply:
+        return self._call(lambda c, dl: c.migrate(req, dl - 0.02), req, timeout, lambda r: r.ByteSize())
+
 
 class SimEtcdClient:
-    """psnodes.etcd.Etcd as a worker uses it (the client's routing reads, the membership's
-    registration, keepalive, compare-and-swap and revoke), each call over the link src->etcd."""
+    """psnodes.etcd.Etcd as a worker and the migration coordinator use it (routing reads, the
+    membership's registration, keepalive, compare-and-swap and revoke, `healthy`), each call over
+    the link src->etcd with the caller's client timeout (the PS client's 0.5 s by default)."""
 
-    def __init__(self, world: Any, src: str, dead: Callable[[], bool]) -> None:
-        self.w, self.src, self.dead = world, src, dead
+    def __init__(self, world: Any, src: str, dead: Callable[[], bool], timeout: float = CLIENT_ETCD_TIMEOUT_S) -> None:
+        self.w, self.src, self.dead, self.timeout = world, src, dead, timeout
 
-    def _call(self, fn: Callable[[], Any]) -> Any:
+    def healthy(self) -> bool:
+        """Etcd.healthy: a read answered within 0.5 s."""
+        try:
+            self._call(lambda: self.w.etcd.get("/health-probe"), min(self.timeout, 0.5))
+            return True
+        except EtcdError:
+            return False
+
+    def _call(self, fn: Callable[[], Any], timeout: float | None = None) -> Any:
         if self.dead():
             raise Killed(self.src)
         try:
             out = self.w.vt.run_process(etcd_call(self.w.net, self.w.env, self.src, fn,
-                                                  timeout=CLIENT_ETCD_TIMEOUT_S, server=self.w.etcd))
+                                                  timeout=timeout or self.timeout, server=self.w.etcd))
         except EtcdError:
             if self.dead():
                 raise Killed(self.src) from None

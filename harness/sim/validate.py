@@ -8,9 +8,13 @@ the relative error are printed, pooled over the seeds:
 - catch-up bytes and time (`sync` events), replication lag (samples: primary seq minus replica seq),
 - SSP staleness where the scenario trains SSP (the largest lead of a worker over another, in
   clocks, from the staleness check; mean over seeds), the final loss (the sim's mean must fall in the
-  real runs' band, widened by 10%).
+  real runs' band, widened by 10%),
+- where the scenario migrates shards (issue 13): the moved keys' write unavailability (each run's
+  `migration_unavailable_ms` p50, pooled as the median over seeds), the bytes shipped over the
+  moved keys' bytes and the fraction of keys moved (means over seeds).
 Targets (issue 8): failover p50 within 10%, p99 within 20%, throughput within 10%, catch-up bytes
-within 5%. Exit 0 when every target holds, 1 when one does not, 3 when a run gave no evidence.
+within 5%; the migration figures are reported, not targeted. Exit 0 when every target holds, 1
+when one does not, 3 when a run gave no evidence. `--scenario` runs some of the set only.
 """
 from __future__ import annotations
 
@@ -29,7 +33,10 @@ from ..tools import REPO
 SCENARIOS = {"kill-primary": ("failover_p50_ms", "failover_p99_ms", "acked_per_s", "catchup_bytes"),
              "replica-restart-catchup": ("acked_per_s", "catchup_bytes"),
              "async-kill-primary": ("failover_p50_ms", "failover_p99_ms", "acked_per_s", "catchup_bytes"),
-             "ssp-kill-primary": ("failover_p50_ms", "failover_p99_ms", "acked_per_s")}
+             "ssp-kill-primary": ("failover_p50_ms", "failover_p99_ms", "acked_per_s"),
+             "scale-out-shards": ("acked_per_s",),
+             "scale-in-shards": ("acked_per_s",)}
+MIGRATION = ("migration_unavailable_p50_ms", "migration_bytes_ratio", "keys_moved_fraction")
 TARGETS = {"failover_p50_ms": 0.10, "failover_p99_ms": 0.20, "acked_per_s": 0.10, "catchup_bytes": 0.05}
 
 
@@ -61,7 +68,10 @@ def observe(run_dir: Path) -> dict:
             p = prim.get((v["tick"], v["shard"]))
             if p is not None:
                 lags.append(max(0, p - v["seq"]))
+    m = rep["metrics"]
     return {"verdict": rep["verdict"], "failover_ms": [f["ms"] for f in rep.get("failover_times") or []],
+            "migration_unavailable_p50_ms": (m.get("migration_unavailable_ms") or {}).get("p50"),
+            "migration_bytes_ratio": m.get("migration_bytes_ratio"), "keys_moved_fraction": m.get("keys_moved_fraction"),
             "acked_per_s": (len(oks) / span) if span > 0 else None,
             "catchup_bytes": sum(s.get("bytes", 0) for s in syncs) if syncs else None,
             "catchup_s": sum(s.get("duration_s", 0.0) for s in syncs) if syncs else None,
@@ -75,11 +85,13 @@ def pooled(runs: list[dict]) -> dict:
         xs = [r[key] for r in runs if r.get(key) is not None]
         return statistics.mean(xs) if xs else None
     fo = [ms for r in runs for ms in (r["failover_ms"] or []) if isinstance(ms, (int, float))]
+    unavailable = [r["migration_unavailable_p50_ms"] for r in runs if r.get("migration_unavailable_p50_ms") is not None]
     losses = [r["final_loss"] for r in runs if r.get("final_loss") is not None]
     return {"failover_p50_ms": _pct(fo, 0.5), "failover_p99_ms": _pct(fo, 0.99), "acked_per_s": mean("acked_per_s"),
             "catchup_bytes": mean("catchup_bytes"), "catchup_s": mean("catchup_s"), "replication_lag": mean("lag"),
             "ssp_max_lead": mean("ssp_lead"), "final_loss": mean("final_loss"), "final_loss_band": [min(losses), max(losses)] if losses else None,
-            "failovers": len(fo)}
+            "failovers": len(fo), "migration_unavailable_p50_ms": _pct(unavailable, 0.5),
+            "migration_bytes_ratio": mean("migration_bytes_ratio"), "keys_moved_fraction": mean("keys_moved_fraction")}
 
 
 def compare(real: dict, sim: dict, targeted: tuple[str, ...] = ()) -> dict:
@@ -87,8 +99,10 @@ def compare(real: dict, sim: dict, targeted: tuple[str, ...] = ()) -> dict:
     either side has no value (no evidence is never a pass), None for an informational one."""
     out = {}
     for k in ("failover_p50_ms", "failover_p99_ms", "acked_per_s", "catchup_bytes", "catchup_s", "replication_lag",
-              "ssp_max_lead"):
+              "ssp_max_lead", *MIGRATION):
         m, p = real.get(k), sim.get(k)
+        if k in MIGRATION and m is None and p is None:
+            continue                      # a scenario without migrations
         err = abs(p - m) / abs(m) if m not in (None, 0) and p is not None else None
         target = TARGETS.get(k) if k in targeted else None
         out[k] = {"measured": m, "predicted": p, "rel_error": err, "target": target,
@@ -124,6 +138,11 @@ def validate_main(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         print(f"pschaos sim validate: --seeds={args.seeds}; give at least 1 (the targets ask for 5)", file=sys.stderr)
         return 2
+    unknown_names = sorted(set(getattr(args, "scenario", None) or ()) - set(SCENARIOS))
+    if unknown_names:
+        print(f"pschaos sim validate: --scenario {', '.join(unknown_names)}: not in the set; use one of "
+              f"{', '.join(SCENARIOS)}", file=sys.stderr)
+        return 2
     if getattr(args, "calibrate", False):
         if args.calibration:
             print("pschaos sim validate: --calibrate measures its own calibration; drop --calibration or --calibrate",
@@ -138,6 +157,8 @@ def validate_main(args: argparse.Namespace) -> int:
     t0 = time.time()
     unknown = False
     for name, targeted in SCENARIOS.items():
+        if getattr(args, "scenario", None) and name not in args.scenario:
+            continue
         path = REPO / "scenarios" / f"{name}.yaml"
         runs: dict[str, list[dict]] = {"process": [], "sim": []}
         for seed in seeds:
@@ -169,15 +190,15 @@ def _print(result: dict) -> None:
     for name, s in result["scenarios"].items():
         print(f"\n{name} (seeds {result['seeds']}): real {s['verdicts']['process']}, sim {s['verdicts']['sim']}; "
               f"wall {s['wall_s']['process']:.0f}s real, {s['wall_s']['sim']:.0f}s sim")
-        print(f"  {'metric':18} {'measured':>12} {'predicted':>12} {'rel.err':>8} {'target':>7}  ok")
+        print(f"  {'metric':28} {'measured':>12} {'predicted':>12} {'rel.err':>8} {'target':>7}  ok")
         for k, c in s["compare"].items():
             if k == "final_loss":
-                print(f"  {k:18} {str(c['measured_band']):>12} {c['predicted']!s:>12} {'':>8} {'band':>7}  {c['holds']}")
+                print(f"  {k:28} {str(c['measured_band']):>12} {c['predicted']!s:>12} {'':>8} {'band':>7}  {c['holds']}")
                 continue
             f = (lambda v: "-" if v is None else f"{v:.4g}")
             err = "-" if c["rel_error"] is None else f"{100 * c['rel_error']:.1f}%"
             tgt = "-" if c["target"] is None else f"{100 * c['target']:.0f}%"
-            print(f"  {k:18} {f(c['measured']):>12} {f(c['predicted']):>12} {err:>8} {tgt:>7}  {c['holds']}")
+            print(f"  {k:28} {f(c['measured']):>12} {f(c['predicted']):>12} {err:>8} {tgt:>7}  {c['holds']}")
     print(f"\nall targets hold: {result['all_targets_hold']}")
 
 

@@ -64,6 +64,11 @@ class ParameterServerStub:
                 request_serializer=ps__pb2.Blob.SerializeToString,
                 response_deserializer=ps__pb2.Blob.FromString,
                 _registered_method=True)
+        self.Migrate = channel.unary_unary(
+                '/pschaos.ps.ParameterServer/Migrate',
+                request_serializer=ps__pb2.MigrateRequest.SerializeToString,
+                response_deserializer=ps__pb2.MigrateReply.FromString,
+                _registered_method=True)
 
 
 class ParameterServerServicer:
@@ -100,6 +105,12 @@ class ParameterServerServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Echo(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Migrate(self, request, context):
         """raw bytes echo: the benchmark baseline
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -138,6 +149,11 @@ def add_ParameterServerServicer_to_server(servicer, server):
                     servicer.Echo,
                     request_deserializer=ps__pb2.Blob.FromString,
                     response_serializer=ps__pb2.Blob.SerializeToString,
+            ),
+            'Migrate': grpc.unary_unary_rpc_method_handler(
+                    servicer.Migrate,
+                    request_deserializer=ps__pb2.MigrateRequest.FromString,
+                    response_serializer=ps__pb2.MigrateReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -302,6 +318,33 @@ class ParameterServer:
             '/pschaos.ps.ParameterServer/Echo',
             ps__pb2.Blob.SerializeToString,
             ps__pb2.Blob.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Migrate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/pschaos.ps.ParameterServer/Migrate',
+            ps__pb2.MigrateRequest.SerializeToString,
+            ps__pb2.MigrateReply.FromString,
             options,
             channel_credentials,
             insecure,

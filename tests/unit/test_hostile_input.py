@@ -38,9 +38,10 @@ def refused(s: ShardStore, upd: ps_pb2.Update, exc=InvalidArgument, words: str =
 def test_an_unknown_update_kind_is_refused_before_anything_else():
     s = store()
     init(s)
-    # the case: a Push body whose update has kind 2 and an empty worker; and a wrong-shape
-    # gradient with kind 7
-    refused(s, ps_pb2.PushRequest.FromString(bytes.fromhex("10011a0408021807")).update, words="update.kind=2")
+    # the case: a Push body whose update has kind 2 and an empty worker (kind 2 is a shard's
+    # own MIGRATE entry since elastic shards: its state must be an export's blob, and the node's Push
+    # refuses every kind but PUSH and INIT before the store sees it); and a wrong-shape gradient with kind 7
+    refused(s, ps_pb2.PushRequest.FromString(bytes.fromhex("10011a0408021807")).update, words="MIGRATE: state")
     u = push_update(1, dense={"w": np.ones(5)})
     u.kind = 7
     refused(s, u, words="update.kind=7")

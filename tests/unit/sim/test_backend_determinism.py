@@ -3,7 +3,8 @@
 kill-primary, shortened (the same cluster, workers and fault, fewer steps, checkpoints more often), runs twice in this
 process and once in a subprocess with another PYTHONHASHSEED: the three history.jsonl files are
 byte-identical, so neither the OS scheduler nor set or dict iteration order over strings leaks
-into a simulated run.
+into a simulated run. So does migration-kill-source-primary, shortened: a scale-out whose
+coordinator runs in a simulated thread, new shard groups, and a kill timed against the copy.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from harness.runner import Runner
@@ -31,6 +33,18 @@ def short_kill_primary(tmp: Path) -> Path:
     return path
 
 
+def short_migration(tmp: Path) -> Path:
+    spec = yaml.safe_load((ROOT / "scenarios" / "migration-kill-source-primary.yaml").read_text())
+    spec["workload"]["steps"] = 160
+    for f in spec["faults"]:
+        f["at"] = {"step": 40}
+    spec["faults"][0]["params"]["hold_s"] = 1.0
+    spec["faults"][1]["duration_s"] = 1.0
+    path = tmp / "migration-kill-source-primary-short.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
 def run_here(path: Path, out: Path) -> dict:
     return Runner(load_scenario(path), SEED, out, backend="sim", quiet=True).run()
 
@@ -45,13 +59,17 @@ print(rep["verdict"])
 """
 
 
-def test_same_seed_same_history_bytes_in_process_and_under_another_hash_seed(tmp_path: Path) -> None:
-    path = short_kill_primary(tmp_path)
+@pytest.mark.parametrize("make, happened", [
+    (short_kill_primary, (b'"f": "promote"', b'"f": "fault-start"')),                  # it did fail over
+    (short_migration, (b'"f": "migration-switch"', b'"caught_migrating": "copy"', b'"epoch": 2')),
+], ids=["kill-primary", "migration-kill-source-primary"])
+def test_same_seed_same_history_bytes_in_process_and_under_another_hash_seed(tmp_path: Path, make, happened) -> None:
+    path = make(tmp_path)
     a, b = run_here(path, tmp_path / "a"), run_here(path, tmp_path / "b")
     assert a["verdict"] == b["verdict"] == "pass", (a["checks"], a.get("unknown_reasons"))
     ha, hb = (tmp_path / "a" / "history.jsonl").read_bytes(), (tmp_path / "b" / "history.jsonl").read_bytes()
     assert ha == hb
-    assert b'"f": "promote"' in ha and b'"f": "fault-start"' in ha      # it did fail over
+    assert all(x in ha for x in happened), [x for x in happened if x not in ha]
 
     hash_seed = "4242" if os.environ.get("PYTHONHASHSEED") != "4242" else "4343"
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}

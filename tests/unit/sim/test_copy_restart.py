@@ -66,8 +66,9 @@ def test_a_stop_writes_the_local_checkpoint_gives_the_lease_back_and_exits(seede
     (stop,) = ev(cl, "stop", "shard-0/2")
     seq = stop["value"]["seq"]
     assert stop["t"] == out["stopped_t"] and not out["alive_after_stop"]
-    # SIGTERM at 3: the server's 0.2 s grace, then the checkpoint write (a small blob: ~2 fsyncs)
-    assert STOP_T + 0.2 < stop["t"] < STOP_T + 0.21
+    # SIGTERM at 3: the checkpoint write (a small blob: ~2 fsyncs) and the revoke; serve.py's
+    # server.stop(grace=0.2) returns at once, so the stop does not wait out the grace
+    assert STOP_T < stop["t"] < STOP_T + 0.01
     assert out["manifest"]["seq"] == seq and out["manifest"]["node"] == "shard-0/2"
     key = cl.cfg.node_key("shard-0/2")
     revoked = [c for c in cl.etcd.changes if c.key == key and c.kind == "delete"]

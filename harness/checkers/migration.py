@@ -1,0 +1,143 @@
+"""Checks of elastic shards: one owner per key and routing epoch; moved keys lost nothing.
+
+`single-owner`: every acknowledged push names the routing epoch it was acked in and the shard
+that acked it (psnodes' PushReply.routing_epoch); per dense key and routing epoch at most one
+shard may have acked it. A push ack without a routing epoch is no evidence: the check is then
+unknown (fail closed), never a pass.
+
+The oracle for moved keys is the migrating audit buckets (`__audit__/m<b>`, psnodes.placement):
+each is placed like any dense key, so it moves with migrations, and every push adds +1 at its
+worker's slot on each bucket its shard owns. A bucket's count on its final owner must cover every
+distinct acknowledged push that carried it, whichever shard acked it in whichever routing epoch:
+`bucket_shortfalls` is what no-lost-acks adds to its pinned-audit evidence. Shards a scale-in
+retired are judged by the final states recorded as they stopped (`retired-state`).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .base import Verdict, by_f, final_states, idem, unknown
+
+BUCKET = "__audit__/m"
+
+
+def retired_copies(history: list[dict]) -> dict[int, list[dict]]:
+    """shard -> the states of its copies as recorded when a scale-in stopped its group."""
+    out: dict[int, list[dict]] = defaultdict(list)
+    for e in by_f(history, "retired-state"):
+        v = e["value"]
+        if v.get("alive"):
+            out[v["shard"]].append(v)
+    return out
+
+
+def identity(v: dict) -> tuple:
+    """A push's idempotency identity across shards: process, key, origin numbering, request id."""
+    return (v.get("pid"), f"{v['worker']}#{v.get('incarnation', 0)}", v.get("origin", v["shard"]), v["req_id"])
+
+
+def single_owner(history: list[dict], ctx: dict) -> Verdict:
+    oks = [e["value"] for e in by_f(history, "push", "ok")]
+    if not oks:
+        return unknown("no push was acknowledged: no ownership to judge")
+    missing = [v for v in oks if "routing_epoch" not in v or "shard" not in v]
+    if missing:
+        return unknown(f"{len(missing)} acknowledged pushes carry no routing epoch: the acking shard per "
+                       "routing epoch cannot be told", examples=[{k: v.get(k) for k in ("worker", "req_id", "shard")}
+                                                                 for v in missing[:5]])
+    owners: dict[tuple[str, int], set[int]] = defaultdict(set)
+    for v in oks:
+        for k in v.get("keys", ()):
+            if "[" in k:         # embedding rows are listed by count, not id: judged by their table's buckets
+                continue
+            owners[(k, int(v["routing_epoch"]))].add(int(v["shard"]))
+    twice = [{"key": k, "routing_epoch": ep, "shards": sorted(s)} for (k, ep), s in sorted(owners.items())
+             if len(s) > 1]
+    epochs = sorted({ep for _, ep in owners})
+    return Verdict(not twice, {"keys": len({k for k, _ in owners}), "routing_epochs": epochs,
+                               "acks": len(oks), "two_owners": twice[:10], "violations": len(twice)})
+
+
+def bucket_shortfalls(history: list[dict]) -> tuple[list[dict], dict, str]:
+    """Audit buckets whose final count is below the acknowledged pushes that carried them:
+    (shortfalls, figures, why the evidence is missing or '')."""
+    oks = [e["value"] | {"pid": e.get("pid")} for e in by_f(history, "push", "ok")]
+    carried: dict[tuple[str, str], set] = defaultdict(set)
+    for v in oks:
+        for k in v.get("keys", ()):
+            if k.startswith(BUCKET):
+                carried[(k, v["worker"])].add(identity(v))
+    if not carried:
+        return [], {"buckets_checked": 0}, ""
+    final: dict[str, dict] = {}
+    for s in final_states(history):
+        if s.get("alive") and s.get("role") == "primary" and s.get("buckets") is not None:
+            for b, counts in s["buckets"].items():
+                final[b] = counts
+    if not final:
+        return [], {"buckets_checked": 0}, "no final primary reported its audit buckets"
+    short = []
+    for (b, worker), ids in sorted(carried.items()):
+        have = int(final.get(b, {}).get(worker, 0))
+        if have < len(ids):
+            short.append({"bucket": b, "worker": worker, "acked": len(ids), "count": have,
+                          "owner_reported": b in final})
+    return short, {"buckets_checked": len({b for b, _ in carried}), "bucket_acks": sum(len(i) for i in carried.values())}, ""
+
+
+def applied_anywhere(history: list[dict]) -> dict[str, list[list[int]]]:
+    """Every final and retired primary's applied ranges, by fully qualified key (`w#inc@shard`):
+    where a duplicate answered from a migrated applied set (applied_on) is looked up."""
+    out: dict[str, list] = defaultdict(list)
+    states = [s for s in final_states(history) if s.get("alive")] + \
+        [c for cs in retired_copies(history).values() for c in cs]
+    for s in states:
+        if s.get("role") != "primary":
+            continue
+        for k, rs in (s.get("applied") or {}).items():
+            out[k if "@" in k else f"{k}@{s['shard']}"] += rs
+    return out
+
+
+def fq(v: dict) -> str:
+    """The fully qualified applied key of an ack (`worker#inc@origin`)."""
+    key = idem(v)
+    return key if "@" in key else f"{key}@{v.get('applied_on', v['shard'])}"
+
+
+def migration_metrics(history: list[dict]) -> dict:
+    """The metrics of a run's migrations: how many switched or aborted, the bytes shipped against
+    the moved keys' bytes, the fraction of the model's keys that moved, and how long the moved keys
+    could not be written: from the fence to the first ack of a moved key at the new routing epoch
+    (what a client saw), per migration."""
+    from psnodes.placement import owner, pinned_shard
+    from reports.percentiles import failover_stats
+
+    done = [e["value"] for e in by_f(history, "migration-done")]
+    fences = {e["value"]["migration"]: e["t"] for e in by_f(history, "migration-fence")}
+    starts = {e["value"]["migration"]: e["value"] for e in by_f(history, "migration-start")}
+    oks = sorted(by_f(history, "push", "ok"), key=lambda e: e["t"])
+    keys = sorted({k for e in oks for k in e["value"].get("keys", ()) if "[" not in k and pinned_shard(k) is None
+                   and not k.startswith(BUCKET)})
+    fractions, unavailable = [], []
+    for e in by_f(history, "migration-switch"):
+        v = e["value"]
+        st = starts.get(v["migration"])
+        if st is None:
+            continue
+        moved = {k for k in keys if owner(k, st["src"]) != owner(k, st["dst"])}
+        if keys:
+            fractions.append(len(moved) / len(keys))
+        t_fence = fences.get(v["migration"])
+        first = next((o["t"] for o in oks if t_fence is not None and o["t"] > t_fence
+                      and o["value"].get("routing_epoch", 0) >= v["routing_epoch"]
+                      and moved & set(o["value"].get("keys", ()))), None)
+        unavailable.append(round((first - t_fence) * 1000, 2) if first is not None else v.get("fenced_ms"))
+    shipped, key_bytes = sum(d["bytes"] for d in done), sum(d["key_bytes"] for d in done)
+    return {"migrations": len(by_f(history, "migration-switch")),
+            "migration_aborts": len(by_f(history, "migration-abort")),
+            "migration_bytes": shipped, "moved_key_bytes": key_bytes,
+            "migration_bytes_ratio": round(shipped / key_bytes, 3) if key_bytes else None,
+            "keys_moved_fraction": round(sum(fractions) / len(fractions), 4) if fractions else None,
+            "migration_unavailable_ms": failover_stats(unavailable) if unavailable else
+            {"p50": None, "p99": None, "max": None, "n": 0}}

@@ -1,0 +1,132 @@
+"""Scale-out and scale-in of shards while training, with live key migration.
+
+`scale-out-shards` starts the new shard groups (primary and replicas, addresses given at start:
+ClusterSpec.max_shards), waits until each has a primary, and runs psnodes' migration coordinator
+(psnodes/migration.py) in the background: copy, fence, hand-off, switch of the routing record.
+`scale-in-shards` moves the keys of the highest-numbered shards to the others and, once the
+switch landed, records the retired groups' final states (`retired-state`: no-lost-acks judges
+their acks by them) and stops them. Params: `to` (the shard count after) or `count` (shards
+added or removed), and `hold_s` (the copy phase lasts at least this long, as a large copy would,
+so faults can land in it). The fault stays open until the migration ended (switched or aborted;
+`finished`), and its info says which, with the bytes moved and the fenced time. The coordinator
+runs in a thread of the run's clock (a real thread, or a simulated one on the sim backend, where
+the same coordinator runs in virtual time).
+"""
+from __future__ import annotations
+
+import threading
+
+from ..errors import HarnessError
+from .base import Fault
+
+KINDS = ("scale-out-shards", "scale-in-shards")
+SPEC = {"to": (int, 0), "count": (int, 0), "hold_s": (float, 0.0)}
+
+
+def target_count(kind: str, current: int, params: dict) -> int | str:
+    """The shard count a scale fault asks for from `current`, or why it cannot."""
+    to, count = params.get("to", 0), params.get("count", 0)
+    if bool(to) == bool(count):
+        return f"{kind}: give exactly one of params.to (the shard count after) or params.count (shards to " \
+               f"{'add' if kind == 'scale-out-shards' else 'remove'})"
+    if count < 0 or to < 0:
+        return f"{kind}: params.to and params.count must be positive"
+    n = to or (current + count if kind == "scale-out-shards" else current - count)
+    if kind == "scale-out-shards" and n <= current:
+        return f"{kind}: params.to={n} is not above the {current} shards there are then; use scale-in-shards"
+    if kind == "scale-in-shards" and not 1 <= n < current:
+        return f"{kind}: params.to={n} must be at least 1 and below the {current} shards there are then"
+    if n > 64:
+        return f"{kind}: at most 64 shards (params.to={n})"
+    return n
+
+
+def shard_counts(start: int, faults) -> list[int] | str:
+    """The shard counts a schedule goes through, in order (its largest sizes the cluster's address
+    space); or why a step of it cannot happen."""
+    out, cur = [start], start
+    for i, f in enumerate(sorted(faults, key=lambda f: (f.at.time or 0, f.at.step or 0))):
+        if f.kind in KINDS:
+            n = target_count(f.kind, cur, {**{k: d for k, (_, d) in SPEC.items()}, **f.params})
+            if isinstance(n, str):
+                return f"faults: {n}"
+            out.append(n)
+            cur = n
+    return out
+
+
+def target_shards(cur: list[int], n: int) -> list[int]:
+    """The shard set of n shards after `cur`: the next free ids added, or the highest removed."""
+    if n >= len(cur):
+        free = [s for s in range(64) if s not in cur]
+        return sorted(list(cur) + free[: n - len(cur)])
+    return sorted(cur)[:n]
+
+
+class _ScaleShards(Fault):
+    params_spec = SPEC
+
+    @classmethod
+    def params_problem(cls, params: dict) -> str | None:
+        if bool(params["to"]) == bool(params["count"]):
+            return f"{cls.kind}: give exactly one of params.to or params.count"
+        if params["hold_s"] < 0 or params["hold_s"] > 60:
+            return f"{cls.kind}: params.hold_s must be between 0 and 60 seconds"
+        return None
+
+    def inject(self) -> None:
+        be = self.ctx.backend
+        if not hasattr(be, "migrate_shards"):
+            raise HarnessError(f"fault kind {self.kind!r} is not modelled by the {getattr(be, 'name', '?')} backend; "
+                               "shard migration runs on the process and sim backends")
+        cur = be.active_shards()
+        n = target_count(self.kind, len(cur), self.params)
+        if isinstance(n, str):
+            raise HarnessError(n)
+        dst = target_shards(cur, n)
+        added = sorted(set(dst) - set(cur))
+        be.start_shard_groups(added)
+        self.info.update(shards_before=cur, shards_after=dst, shards_added=added,
+                         shards_removed=sorted(set(cur) - set(dst)))
+        self.done = threading.Event()        # only polled (finished), never waited on
+        self.thread = self.ctx.clock.spawn(lambda: self._migrate(dst), self.kind)
+
+    def _migrate(self, dst: list[int]) -> None:
+        be = self.ctx.backend
+        try:
+            out = be.migrate_shards(dst, self.ctx.record, self.params["hold_s"])
+            self.info.update(migration=out.id, switched=out.switched, aborted=out.aborted or None,
+                             routing_epoch=out.routing_epoch, bytes=out.bytes, key_bytes=out.key_bytes,
+                             fenced_ms=out.unavailable_ms)
+            if out.switched and out.retired:
+                be.retire_shard_groups(out.retired, self.ctx.record)
+            if not out.switched and self.info.get("shards_added"):
+                be.retire_shard_groups(self.info["shards_added"], self.ctx.record, observe=False)
+        except Exception as e:  # noqa: BLE001 - recorded: the fault-stop says the migration failed
+            self.info["migration_error"] = f"{e.__class__.__name__}: {e}"
+        finally:
+            self.done.set()
+
+    def finished(self) -> bool:
+        return getattr(self, "done", None) is not None and self.done.is_set()
+
+    def heal(self) -> None:
+        """The end of the run: wait (bounded) for a migration still going on."""
+        t = getattr(self, "thread", None)
+        if t is not None:
+            if not self.ctx.clock.join(t, 60):
+                raise HarnessError(f"{self.kind}: the migration did not end within 60 s of the heal")
+        if self.info.get("migration_error"):
+            raise HarnessError(f"{self.kind}: {self.info['migration_error']}")
+
+
+class ScaleOutShards(_ScaleShards):
+    """Add shard groups (the next free shard ids) and move their keys to them."""
+
+    kind = "scale-out-shards"
+
+
+class ScaleInShards(_ScaleShards):
+    """Move the keys of the highest-numbered shards to the others, then stop their groups."""
+
+    kind = "scale-in-shards"

@@ -1,0 +1,80 @@
+"""The elastic-shard checks can fail: two shards acking one key in one routing epoch, a moved
+audit bucket below the acks that carried it, a duplicate credited to the shard that applied it;
+and missing evidence is unknown, never a pass."""
+from harness.checkers.acks import no_lost_acks
+from harness.checkers.migration import migration_metrics, single_owner
+
+from .histories import ev, final, ok
+
+
+def acked_at(t, shard, req, routing_epoch, keys, **extra):
+    e = ok(t, "worker-0", req, shard, 1, req, node=f"shard-{shard}/0", keys=keys)
+    e["value"]["routing_epoch"] = routing_epoch
+    e["value"].update(extra)
+    return e
+
+
+def test_two_owners_acking_one_key_in_one_routing_epoch_fail():
+    h = [acked_at(1.0, 0, 1, 1, ["0.weight"]), acked_at(1.1, 2, 1, 1, ["0.weight"])]
+    v = single_owner(h, {})
+    assert v.valid is False
+    assert v.details["two_owners"] == [{"key": "0.weight", "routing_epoch": 1, "shards": [0, 2]}]
+
+
+def test_one_key_acked_by_its_old_and_new_owner_in_different_epochs_passes():
+    h = [acked_at(1.0, 0, 1, 0, ["0.weight"]), acked_at(2.0, 2, 1, 1, ["0.weight"])]
+    v = single_owner(h, {})
+    assert v.valid is True and v.details["routing_epochs"] == [0, 1]
+
+
+def test_an_ack_without_its_routing_epoch_is_no_evidence():
+    h = [acked_at(1.0, 0, 1, 0, ["0.weight"]), ok(1.1, "worker-0", 2, 0, 1, 2, keys=("0.weight",))]
+    assert single_owner(h, {}).valid == "unknown"
+    assert single_owner([], {}).valid == "unknown"
+
+
+def _run(bucket_count: int, with_buckets: bool = True) -> list[dict]:
+    """Worker-0 pushed twice to shard 0 carrying bucket m1; the bucket moved to shard 2, whose final
+    state reports `bucket_count` for it."""
+    keys = ["0.weight", "__audit__/0", "__audit__/m1"]
+    h = [ev(0, "run-start", {}), acked_at(1.0, 0, 1, 0, keys), acked_at(1.1, 0, 2, 0, keys)]
+    f0 = final("shard-0/0", 0, "primary", 1, 2, {"worker-0#1": [[1, 2]]})
+    f2 = final("shard-2/0", 2, "primary", 1, 1, {})
+    if with_buckets:
+        f0["value"]["buckets"] = {}
+        f2["value"]["buckets"] = {"__audit__/m1": {"worker-0": bucket_count}}
+    return h + [f0, f2]
+
+
+def test_a_moved_bucket_short_of_its_acks_is_a_loss():
+    assert no_lost_acks(_run(2), {}).valid is True
+    v = no_lost_acks(_run(1), {})
+    assert v.valid is False and v.details["lost"] == 1
+    assert v.details["bucket_short"] == [{"bucket": "__audit__/m1", "worker": "worker-0", "acked": 2, "count": 1,
+                                          "owner_reported": True}]
+
+
+def test_no_bucket_counts_at_all_is_unknown():
+    assert no_lost_acks(_run(2, with_buckets=False), {}).valid == "unknown"
+
+
+def test_a_duplicate_from_a_migrated_applied_set_is_credited_to_the_shard_that_applied_it():
+    """Push 3 was applied by shard 0 (its ack lost), re-routed to shard 2, which answered it as a
+    duplicate from shard 0's applied set: it counts in shard 0's audit, not shard 2's."""
+    h = [ev(0, "run-start", {}), acked_at(1.0, 0, 1, 0, ["0.weight"]),
+         acked_at(3.0, 2, 3, 1, ["0.weight"], origin=0, applied_on=0, duplicate=True)]
+    states = [final("shard-0/0", 0, "primary", 1, 3, {"worker-0#1": [[1, 1], [3, 3]]}),
+              final("shard-2/0", 2, "primary", 1, 0, {})]
+    assert no_lost_acks(h + states, {}).valid is True
+    states[0] = final("shard-0/0", 0, "primary", 1, 1, {"worker-0#1": [[1, 1]]})     # 3 never applied
+    assert no_lost_acks(h + states, {}).valid is False
+
+
+def test_migration_metrics_from_the_events():
+    h = [ev(1.0, "migration-start", {"migration": "0.0", "src": [0, 1], "dst": [0, 1, 2], "routing_epoch": 0}),
+         ev(2.0, "migration-fence", {"migration": "0.0", "routing_epoch": 0, "sources": [0, 1]}),
+         ev(2.1, "migration-switch", {"migration": "0.0", "routing_epoch": 1, "shards": [0, 1, 2], "fenced_ms": 100}),
+         ev(2.2, "migration-done", {"migration": "0.0", "bytes": 300, "key_bytes": 150, "keys": 3, "retired": []})]
+    m = migration_metrics(h)
+    assert m["migrations"] == 1 and m["migration_bytes_ratio"] == 2.0
+    assert m["migration_unavailable_ms"]["p50"] == 100.0      # no ack of a moved key: the fence to the switch
