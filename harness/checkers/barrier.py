@@ -25,6 +25,7 @@ from .members_vs_workers import clock_series, join_violations, pushes_outside_me
 LOSS_KINDS = ("kill", "stop", "pause")      # a worker fault that silences it: the barrier must drop it
 GRACE_S = 3.0          # beyond the member TTL: etcd's lessor (500 ms), the nodes' poll, a step or two
 GRACEFUL = ("stop", "scale-in")     # the worker leaves at once: no TTL to wait for
+GRACEFUL_S = 2.0       # a graceful leave: one transaction, a poll (0.1 s), a step or two on a loaded machine
 CUT_FROM_ETCD = re.compile(r"^(?:(worker-\d+)\s*->\s*etcd|etcd\s*->\s*(worker-\d+))$")
 
 
@@ -201,7 +202,7 @@ def _active_until(history: list[dict], workers: set[str], end: float) -> float:
 def barrier_live(history: list[dict], ctx: dict) -> Verdict:
     """A worker that dies, leaves or is cut off from etcd does not hold the BSP/SSP barrier: after
     each such loss the others' longest gap between steps (the stall, from the loss until its heal
-    or their end) stays within member_ttl_s + GRACE_S (a graceful stop or scale-in: GRACE_S).
+    or their end) stays within member_ttl_s + GRACE_S (a graceful stop or scale-in: GRACEFUL_S).
 
     A loss whose window is shorter than that bound cannot tell a live barrier from one that
     waited: it is not judged. No loss at all: nothing to judge (unknown). Gated pulls that timed
@@ -224,7 +225,7 @@ def barrier_live(history: list[dict], ctx: dict) -> Verdict:
         t0, t1 = loss["t"], loss["healed"] if loss["healed"] is not None else end
         others = {e["value"]["worker"] for e in steps} - set(loss["victims"])
         t1 = min(t1, _active_until(history, others, end))
-        bound = GRACE_S if loss["kind"] in GRACEFUL else (ttl or 0) + GRACE_S
+        bound = GRACEFUL_S if loss["kind"] in GRACEFUL else (ttl or 0) + GRACE_S
         if (ttl is None and loss["kind"] not in GRACEFUL) or t1 - t0 < bound:
             unjudged.append({**loss, "why": f"over {round(t1 - t0, 3)} s, under the {bound} s it takes to tell "
                                             f"(member_ttl_s {ttl} + {GRACE_S})"})

@@ -114,7 +114,7 @@ def test_barrier_live_does_not_judge_a_loss_too_short_to_tell_and_needs_steps():
     leave = [*steady(0.0, 4.5, ["worker-0", "worker-1"]), fault_start(1.0, "scale-in", "workers", index=0,
                                                                        removed=["worker-1"])]
     v = CHECKERS["barrier-live"](leave, BSP)
-    assert v.valid is True and v.details["stalls"][0]["kind"] == "scale-in"     # graceful: judged over GRACE_S
+    assert v.valid is True and v.details["stalls"][0]["kind"] == "scale-in"     # graceful: judged over GRACEFUL_S
     assert CHECKERS["barrier-live"]([kill], BSP).valid == "unknown"
 
 
