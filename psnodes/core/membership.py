@@ -180,11 +180,13 @@ def pull_ready(min_clock: int, barrier: int | None) -> bool:
 def pull_wait(min_clock: int, clocks: Mapping[str, int], rec: Record | None, worker: str, workers: int,
               elastic: bool) -> str | None:
     """Why a pull must wait yet (words for its timeout), or None when it may be served: ungated,
-    or from a member of the generation held whose slowest member is within its bound."""
+    or from a member of the generation held whose slowest member is within its bound. A pull at
+    clock 0 asks nothing of anyone (every clock is >= 0): it needs a generation, not membership,
+    as before (a request that leaves min_clock unset, an anonymous reader, is such a pull)."""
     if min_clock < 0:
         return None
     gen = rec.generation if rec is not None else None
-    if not member_of(rec, worker, elastic):
+    if min_clock > 0 and not member_of(rec, worker, elastic):
         return (f"min_clock={min_clock}: {worker!r} is not a member of membership generation {gen} here "
                 "(dropped, or not adopted here yet); it must join again")
     barrier = barrier_floor(clocks, rec, workers, elastic)

@@ -144,7 +144,9 @@ def test_a_gated_pull_is_served_only_to_a_member_of_the_generation_held():
     clocks = {"worker-0": 10, "worker-1": 4}
     assert pull_wait(5, clocks, rec, "worker-0", 2, elastic=True) is None
     assert "not a member of membership generation 3" in pull_wait(5, clocks, rec, "worker-1", 2, elastic=True)
-    assert "not a member" in pull_wait(0, clocks, Record(4, {}), "worker-0", 2, elastic=True)
+    assert "not a member" in pull_wait(1, clocks, Record(4, {}), "worker-0", 2, elastic=True)
+    assert pull_wait(0, clocks, Record(4, {}), "", 2, elastic=True) is None   # clock 0 waits for nobody
+    assert pull_wait(0, clocks, None, "", 2, elastic=True) is not None        # but for a generation
     assert "BSP/SSP wait timed out" in pull_wait(11, clocks, rec, "worker-0", 2, elastic=True)
     assert pull_wait(-1, clocks, Record(4, {}), "worker-9", 2, elastic=True) is None      # ungated
     assert pull_wait(4, clocks, None, "worker-1", 2, elastic=False) is None   # no etcd: the fixed set
