@@ -215,3 +215,18 @@ def test_a_bsp_worker_on_a_cluster_without_a_barrier_is_refused_naming_the_field
     with pytest.raises(ValueError, match="barrier: true"):
         Worker(cfg, "worker-0", "mlp", "ssp", device="cpu", events=Log("worker-0"), runtime=Clock().runtime(),
                client=FakeClient(Cuttable(simpy.Environment())))
+
+
+def test_join_grace_times_each_unregistered_config_worker_from_when_this_copy_first_saw_it():
+    """#5: the shell's side of the grace (psnodes/member_watch.py and the twin use it)."""
+    from psnodes.members import JoinGrace, Snapshot
+
+    g = JoinGrace(60.0)
+    rec = membership.Record(1, {"worker-0": membership.Member(0, 7), "worker-1": membership.Member(0, 0)})
+    snap = Snapshot(record=rec, revision=3, registered={"worker-0": 7})
+    assert g.overdue(snap, 2, now=5.0) == set()
+    assert g.overdue(snap, 2, now=64.9) == set() and g.overdue(snap, 2, now=65.0) == {"worker-1"}
+    _, (new, changes) = plan(snap, True, 30, 2, g.overdue(snap, 2, now=65.0))
+    assert sorted(new.members) == ["worker-0"] and [c.kind for c in changes] == ["expire"]
+    late = Snapshot(record=rec, revision=3, registered={"worker-0": 7, "worker-1": 9})
+    assert g.overdue(late, 2, now=70.0) == set() and g.since == {}       # registered: no longer timed
