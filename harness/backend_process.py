@@ -111,7 +111,8 @@ class ProcessBackend:
             addresses={n: f"127.0.0.1:{ports[i]}" for i, n in enumerate(slots)},
             metrics_ports={n: ports[len(slots) + i] for i, n in enumerate(slots)},
             workdir=str(self.work_dir), checkpoint_interval_s=s.checkpoint_interval_s,
-            max_lag=s.max_lag, min_isr=s.min_isr, member_ttl_s=s.member_ttl_s, peer_token=secrets.token_hex(16))
+            max_lag=s.max_lag, min_isr=s.min_isr, peer_token=secrets.token_hex(16),
+            **s.membership_config())
         self.cfg.save(self.config_path)
         self.cfg.client_view().save(self.client_config_path)
         if self.proxied:

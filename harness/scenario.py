@@ -67,6 +67,11 @@ class ClusterSpec(Strict):
     # BSP/SSP: seconds a dead worker still holds the barrier (its registration lease's TTL, whole
     # seconds as etcd takes them): psnodes.config.ClusterConfig.member_ttl_s
     member_ttl_s: int = Field(2, ge=1, le=60)
+    # BSP/SSP: a config worker not registered this long after the primaries began watching is
+    # dropped from the barrier (ClusterConfig.member_join_grace_s); a worker not admitted within
+    # member_join_timeout_s gives up with a fatal train-error
+    member_join_grace_s: float = Field(60.0, gt=0)
+    member_join_timeout_s: float = Field(30.0, gt=0)
     model: Literal["mlp", "widedeep"] = "mlp"
     # a read-only evaluation pass (held-out batch, cold-start ids for widedeep) after every N-th
     # step of each worker, pulling and never pushing, as an evaluator or a server reads a PS; 0: none
@@ -79,6 +84,12 @@ class ClusterSpec(Strict):
     max_lag: int = Field(256, ge=1)
     min_isr: int = Field(0, ge=0, le=9)          # 0: 2 when copies >= 3, else 1
     network: Literal["auto", "proxied", "direct"] = "auto"   # auto: proxied when a link fault is scheduled
+
+    def membership_config(self) -> dict:
+        """The ClusterConfig fields of worker membership, as every backend passes them: nodes keep
+        membership only when the workers train BSP/SSP (`barrier`)."""
+        return {"barrier": self.training != "async", "member_ttl_s": self.member_ttl_s,
+                "member_join_grace_s": self.member_join_grace_s, "member_join_timeout_s": self.member_join_timeout_s}
 
     @field_validator("eval_every")
     @classmethod

@@ -53,6 +53,20 @@ class ClusterConfig:
     # membership record every member_poll_s
     member_ttl_s: int = 2
     member_poll_s: float = 0.1
+    # whether any worker trains BSP/SSP: only then do nodes keep worker membership (MemberWatch's
+    # polls, the primaries' record writes) and serve gated pulls; an async-only cluster spends
+    # nothing on it. A config file without the field keeps membership on (the safe side)
+    barrier: bool = True
+    # a BSP/SSP worker stops stepping this long before its registration lease could expire (from
+    # the send time of its last confirmed keepalive), as a primary stops acking: past that, etcd
+    # may have dropped it from the barrier while it still trains
+    member_margin_s: float = 0.3
+    # a config worker not registered this long after a primary began watching (it died starting,
+    # or never started) is dropped from the barrier; it joins at the front if it registers later
+    member_join_grace_s: float = 60.0
+    # how long a worker tries to be named in the record (etcd unreachable, no primary) before it
+    # gives up with a train-error and exits
+    member_join_timeout_s: float = 30.0
     # sync acks need this many in-sync copies; 0 = 2 if copies >= 3 else 1. With 2 copies an ack may
     # live on the primary alone: losing it then means a restore (a reported loss), and the lease
     # bound (psnodes.node) keeps that primary from acking once a restore may happen
@@ -89,6 +103,16 @@ class ClusterConfig:
                 or not 0 < self.member_poll_s < self.member_ttl_s:
             raise ConfigError(f"member_poll_s={self.member_poll_s!r} must be > 0 and under member_ttl_s="
                               f"{self.member_ttl_s}: nodes must see a membership change well within a TTL")
+        if not isinstance(self.barrier, bool):
+            raise ConfigError(f"barrier={self.barrier!r} must be true or false: whether any worker trains BSP/SSP")
+        if isinstance(self.member_margin_s, bool) or not isinstance(self.member_margin_s, (int, float)) \
+                or not 0 <= self.member_margin_s < self.member_ttl_s / 2:
+            raise ConfigError(f"member_margin_s={self.member_margin_s!r} must be >= 0 and under half of member_ttl_s="
+                              f"{self.member_ttl_s}: a worker stops stepping this long before its lease could expire")
+        for f in ("member_join_grace_s", "member_join_timeout_s"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise ConfigError(f"{f}={v!r} must be a number of seconds > 0")
         if not 0 <= self.lease_margin_s < self.lease_ttl_s / 2:
             raise ConfigError(f"lease_margin_s={self.lease_margin_s} must be >= 0 and under half of "
                               f"lease_ttl_s={self.lease_ttl_s}")

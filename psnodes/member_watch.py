@@ -10,17 +10,24 @@ Shards learn a generation at different moments (up to one poll apart). Each gate
 generation it holds, and a worker's step waits on every shard's pull, so a step is held by the
 members of every generation its shards gated by: a joiner counts from the first shard that
 adopts it, a leaver until the last one does. psnodes never serves a gated pull before it read a
-generation (the implicit generation 0, the config's workers, when none is written yet).
+generation (the implicit generation 0, the config's workers, when none is written yet), and
+serves a gated pull only to a member of the generation it holds.
+
+Only a cluster whose config says `barrier: true` (some worker trains BSP/SSP) runs a watch
+(psnodes/serve.py): async training spends no polls and writes no record. A config worker still
+unregistered `member_join_grace_s` after this watch began is dropped by a primary's reconcile
+(JoinGrace). A record that does not parse is logged as an error: the view stays as it was.
 """
 from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from .core import membership
 from .errors import PSError
 from .etcd import Etcd
-from .members import change_event, encode, joined_still_registered, parse, plan, prefix, record_key
+from .members import JoinGrace, change_event, encode, joined_still_registered, parse, plan, prefix, record_key
 
 log = logging.getLogger("psnodes.members")
 
@@ -31,14 +38,18 @@ class MemberWatch(threading.Thread):
         self.node = node
         # a session of its own: the polls never queue behind (or ahead of) the lease keepalives
         self.etcd = Etcd(node.etcd.endpoint, timeout=0.5) if isinstance(node.etcd, Etcd) else node.etcd
+        self.grace = JoinGrace(node.cfg.member_join_grace_s)
 
     def run(self) -> None:
         node = self.node
         while not node.stopping.is_set():
             try:
                 self.tick()
-            except (PSError, ValueError) as e:      # etcd away or a bad record: the view stays as it is
+            except PSError as e:        # etcd away: the view stays as it is
                 log.debug("%s: membership poll: %s", node.name, e)
+            except ValueError as e:     # a record that does not parse: say so loudly, keep the view
+                log.error("%s: membership record unreadable, gating by generation %s: %s", node.name,
+                          node.members.generation if node.members is not None else None, e)
             node.stopping.wait(node.cfg.member_poll_s)
 
     def tick(self) -> None:
@@ -47,7 +58,8 @@ class MemberWatch(threading.Thread):
         with node.cond:
             primary = node.is_primary() and node.lease_valid()
             front = membership.front(node.store.clocks)
-        view, write = plan(snap, primary, front, cfg.workers)
+        overdue = self.grace.overdue(snap, cfg.workers, time.monotonic())
+        view, write = plan(snap, primary, front, cfg.workers, overdue)
         node.adopt_members(view)
         if write is None:
             return

@@ -161,9 +161,10 @@ class ShardNode:
             self.events.emit("member-view", view_event(self.shard, rec))
             self.cond.notify_all()
 
-    def barrier(self) -> int | None:
-        """The slowest member's clock (lock held); None before a node with etcd read a generation."""
-        return membership.barrier_floor(self.store.clocks, self.members, self.cfg.workers, self.etcd is not None)
+    def _gate(self, req: ps_pb2.PullRequest) -> str | None:
+        """Why a pull waits yet (lock held), None when it may be served (psnodes.core.membership)."""
+        return membership.pull_wait(req.min_clock, self.store.clocks, self.members, req.worker, self.cfg.workers,
+                                    self.etcd is not None)
 
     # ------------------------------------------------------------------ lease
     def renew_lease(self, sent: float, ttl: float) -> None:
@@ -309,12 +310,13 @@ class ShardNode:
             self._check_primary(req.epoch)
             epoch = self.epoch
             ownership.check_pull(self, req)
-            while not membership.pull_ready(req.min_clock, self.barrier()):
+            refused = membership.no_barrier(req.min_clock, self.cfg.barrier)
+            if refused:
+                raise InvalidArgument(refused)
+            while (why := self._gate(req)) is not None:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    gen = self.members.generation if self.members is not None else None
-                    raise Timeout(f"min_clock={req.min_clock}: the slowest worker is at clock "
-                                  f"{self.barrier()} (membership generation {gen}); BSP/SSP wait timed out")
+                    raise Timeout(why)
                 self.cond.wait(min(left, 0.05))
                 self._check_primary(req.epoch)
             if self.cfg.mode == "sync":

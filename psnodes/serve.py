@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     threading.Thread(target=elector.keepalive, daemon=True).start()
     elector.bootstrap()
     elector.start()
-    MemberWatch(node).start()
+    if cfg.barrier:         # some worker trains BSP/SSP: keep its membership (async spends nothing on it)
+        MemberWatch(node).start()
     events.emit("start", {"shard": node.shard, "seq": node.store.seq, "role": node.role, "epoch": node.epoch})
     done = threading.Event()
 

@@ -359,10 +359,6 @@ class ShardStore:
             return None
         return {f"worker-{j}": int(round(float(a.flat[j]))) for j in np.flatnonzero(a).tolist()}
 
-    def min_clock(self) -> int:
-        """The slowest expected worker's clock (BSP/SSP waits on it)."""
-        return gating.min_clock(self.clocks, self.spec.workers)
-
     # -------------------------------------------------------- whole-state views
     def checksum(self) -> str:
         """A digest of parameters, optimizer state and applied keys: equal iff the copies agree."""

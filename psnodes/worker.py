@@ -9,8 +9,12 @@ Modes: `async` (no waits), `bsp` (lock-step), `ssp` (at most `staleness` steps a
 Under BSP/SSP a worker is a member of the barrier (psnodes/members.py): it registers in etcd under
 a lease, waits until the membership record names it, and starts at the step the record gives it
 (0 for the config's workers, the shards' front for one that joins later or comes back after a
-crash); at the end, or on SIGTERM, it leaves at once. If it finds its lease gone (it was silent
-for a TTL and the barrier went on without it) it joins again and goes on from its new start.
+crash); at the end, or on SIGTERM, it leaves at once. It steps only while its lease surely lives:
+once no keepalive was confirmed for member_ttl_s less member_margin_s (cut off from etcd, or
+paused) it stops (`member-fenced`), drops the step in hand unpushed, and waits until a keepalive
+renews the lease or the lease is found (or surely) gone; then it joins again and goes on from
+its new start. A worker the record does not name within member_join_timeout_s writes a
+`train-error` (`fatal`) and exits 1.
 
 With `--eval-every K` the worker is also a read-only client, as evaluation and serving are in a
 real deployment: after every K-th step it computes the loss on a held-out batch (whose embedding
@@ -32,7 +36,7 @@ from .config import ClusterConfig, load_links
 from .core import gating, membership
 from .errors import PSError
 from .events import EventLog
-from .members import WorkerMembership
+from .members import Fenced, NotAdmitted, WorkerMembership
 from .tuning import tune_malloc
 from .models import make_task, pick_device
 from .placement import is_audit
@@ -73,8 +77,12 @@ class Worker:
         self.stop = False
         self.losses: list[float] = []
         #: the barrier membership of a BSP/SSP worker (None in async training: nothing waits on it)
-        self.members = (WorkerMembership(cfg, name, self.client.etcd, runtime, self.events, self.client.incarnation)
-                        if mode != "async" else None)
+        if mode != "async" and not cfg.barrier:
+            raise ValueError(f"mode={mode!r} needs a barrier, but the cluster config has barrier: false "
+                             "(nodes keep no worker membership); start the cluster with barrier: true")
+        self.members = (WorkerMembership(cfg, name, self.client.etcd, runtime, self.events, self.client.incarnation,
+                                         should_stop=lambda: self.stop) if mode != "async" else None)
+        self.failed: str | None = None     # why the run ended without training (not admitted)
 
     def min_clock(self, step: int) -> int:
         """The clock this step's pull waits for (psnodes.core.gating)."""
@@ -84,8 +92,9 @@ class Worker:
         """The model's current dense values (what this worker last pulled, or its initial ones)."""
         return {n: p.detach().cpu().numpy() for n, p in self.params.items()}
 
-    def start(self) -> int:
-        """Wait for the shards, offer initial values, join the barrier; the first step to run."""
+    def start(self) -> int | None:
+        """Wait for the shards, offer initial values, join the barrier; the first step to run
+        (None: stopped before it was admitted)."""
         self.client.wait_ready()
         self.client.init_dense(self.values())
         return self.members.join() if self.members is not None else 0
@@ -112,6 +121,10 @@ class Worker:
         self.rt.compute("step")
         dense = {n: p.grad.detach().cpu().numpy() for n, p in self.params.items() if p.grad is not None}
         sparse = {t: (uniq, r.grad.detach().cpu().numpy()) for t, r in rows.items()}
+        if self.members is not None and not self.members.valid():
+            # the lease may have run out while the step was computed (or its pull waited): the
+            # barrier may have dropped us, so the step is not pushed; it is run again once admitted
+            raise Fenced(f"{self.name}: lease may have expired before step {step}'s push; the step is redone")
         self.client.push(dense, sparse, clock=step)
         value = float(loss.detach().cpu())
         self.losses.append(value)
@@ -151,14 +164,35 @@ class Worker:
             if self.members is not None:
                 self.members.leave()        # graceful: the barrier stops waiting for us at once
 
+    def _admit(self, step: int) -> int | None:
+        """Join (again) and the step to go on from; None when stopped first. NotAdmitted escapes."""
+        start = self.members.join()
+        return None if start is None else membership.resume_step(step, start)
+
     def _run(self, steps: int, duration: float | None) -> float:
-        step = self.start()
+        step = 0
+        try:
+            first = self.start()
+        except NotAdmitted as e:
+            return self._fatal(step, e)
+        step = first if first is not None else 0
         end = self.rt.monotonic() + duration if duration else None
         while step < steps and not self.stop and (end is None or self.rt.monotonic() < end):
-            if self.members is not None and self.members.lost:
-                step = membership.resume_step(step, self.members.join())
+            if self.members is not None and not self.members.hold():
+                if self.stop:
+                    break
+                try:
+                    got = self._admit(step)
+                except NotAdmitted as e:
+                    return self._fatal(step, e)
+                if got is None:
+                    break
+                step = got
             try:
                 self.step(step)
+            except Fenced as e:
+                self.events.emit("train-error", {"worker": self.name, "step": step, "error": str(e)})
+                continue                    # not pushed: the same step again, inside the barrier
             except PSError as e:
                 self.events.emit("train-error", {"worker": self.name, "step": step, "error": str(e)})
             if self.eval_due(step):
@@ -177,6 +211,14 @@ class Worker:
                                         "pulled_bytes": self.client.pulled_bytes})
         self.client.close()
         return final
+
+    def _fatal(self, step: int, e: NotAdmitted) -> float:
+        """Never admitted (etcd unreachable, or no primary reconciled): a train-error saying so,
+        no train-done (it did not train), and the process exits 1 (main)."""
+        self.failed = str(e)
+        self.events.emit("train-error", {"worker": self.name, "step": step, "error": str(e), "fatal": True})
+        self.client.close()
+        return float("nan")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     final = w.run(args.steps, args.duration)
+    if w.failed:
+        print(f"psnodes.worker {args.name}: {w.failed}", file=sys.stderr)
+        return 1
     print(f"{args.name}: final loss {final:.4f} (target {w.task.target_loss})")
     return 0
 

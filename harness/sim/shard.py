@@ -128,9 +128,6 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.notify()
         self.emit("member-view", view_event(self.shard, rec))
 
-    def barrier(self) -> int | None:
-        return membership.barrier_floor(self.store.clocks, self.members, self.cfg.workers, True)
-
     # ------------------------------------------------------------ roles
     def is_primary(self, epoch: int | None = None) -> bool:
         return self.alive and self.role == "primary" and (epoch is None or self.epoch == epoch)
@@ -282,12 +279,14 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self._check_primary(req.epoch)
         epoch = self.epoch
         ownership.check_pull(self, req)
-        while not membership.pull_ready(req.min_clock, self.barrier()):
+        refused = membership.no_barrier(req.min_clock, self.cfg.barrier)
+        if refused:
+            raise InvalidArgument(refused)
+        while (why := membership.pull_wait(req.min_clock, self.store.clocks, self.members, req.worker,
+                                           self.cfg.workers, True)) is not None:
             left = deadline - self.now()
             if left <= 0:
-                gen = self.members.generation if self.members is not None else None
-                raise Timeout(f"min_clock={req.min_clock}: the slowest worker is at clock "
-                              f"{self.barrier()} (membership generation {gen}); BSP/SSP wait timed out")
+                raise Timeout(why)
             yield from self.wait_change(min(left, 0.05))
             self._check_primary(req.epoch)
         if self.cfg.mode == "sync":

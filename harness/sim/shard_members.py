@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from psnodes.core import membership
 from psnodes.errors import PSError
-from psnodes.members import change_event, encode, joined_still_registered, parse, plan, prefix, record_key
+from psnodes.members import JoinGrace, change_event, encode, joined_still_registered, parse, plan, prefix, record_key
 
 from .rpc import Gen
 
@@ -17,20 +17,22 @@ if TYPE_CHECKING:
 
 def member_watch(c: "SimCopy") -> Gen:
     """MemberWatch.run: a poll every member_poll_s until the copy stops (its process ends with it)."""
+    grace = JoinGrace(c.cfg.member_join_grace_s)
     while not c.stopping:
         try:
-            yield from member_tick(c)
+            yield from member_tick(c, grace)
         except (PSError, ValueError):
             pass            # etcd away or a bad record: the view stays as it is
         yield c.env.timeout(c.cfg.member_poll_s)
 
 
-def member_tick(c: "SimCopy") -> Gen:
+def member_tick(c: "SimCopy", grace: JoinGrace) -> Gen:
     cfg = c.cfg
     kvs = yield from c.ecall(lambda: c.etcd.get_prefix(prefix(cfg)))
     snap = parse(kvs, cfg)
     primary = c.is_primary() and c.lease_valid()
-    view, write = plan(snap, primary, membership.front(c.store.clocks), cfg.workers)
+    overdue = grace.overdue(snap, cfg.workers, c.now())
+    view, write = plan(snap, primary, membership.front(c.store.clocks), cfg.workers, overdue)
     c.adopt_members(view)
     if write is None:
         return

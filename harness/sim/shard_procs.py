@@ -202,7 +202,8 @@ class CopyProcs(SimReplication, SimElector):
         except PSError:          # serve.py does not catch it: the process exits with the traceback
             c.kill()
             return
-        c.spawn(member_watch(c))
+        if c.cfg.barrier:           # serve.py: only when some worker trains BSP/SSP
+            c.spawn(member_watch(c))
         c.started = True
         c.emit("start", {"shard": c.shard, "seq": c.store.seq, "role": c.role, "epoch": c.epoch})
         c.spawn(self.elector())

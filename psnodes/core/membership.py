@@ -13,12 +13,19 @@ barrier back (start >= the floor), never claims a round no worker reached (start
 and its own first pull (at step `start`) still waits for the slowest member to come within
 `staleness` (psnodes/core/gating.py): it cannot skip ahead of the bound. The workers the cluster
 config names are members from the start (start 0, lease 0 until they register), as the fixed set
-was; they are never dropped before they registered once.
+was; one that has not registered within `member_join_grace_s` of a primary's watching (it died
+while starting, or was never started) is dropped like an expired one (`overdue`), so it cannot
+hold the barrier forever; if it registers later it joins at the front.
+
+A gated pull is served only to a member of the generation the copy holds (`member_of`): a worker
+the barrier does not count must not train inside it (it was dropped: it joins again), and a joiner
+is counted by every copy that serves it, not only by the ones that adopted it first. A generation
+with no member therefore serves no gated pull at all, rather than all of them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Collection, Mapping
 
 UNBOUNDED = 1 << 62       # the floor of a barrier with no member: no pull waits (store.MAX_CLOCK)
 
@@ -56,12 +63,13 @@ def bootstrap(workers: int, generation: int = 0) -> Record:
 
 
 def reconcile(rec: Record | None, registered: Mapping[str, int], front: int,
-              workers: int) -> tuple[Record, list[Change]] | None:
+              workers: int, overdue: Collection[str] = ()) -> tuple[Record, list[Change]] | None:
     """The record etcd should hold given the live registrations (name -> lease) and this shard's
     `front`, with the changes that lead there; None when it already holds it.
 
     - a member whose registration is gone, or now under another lease (a restarted process),
-      is dropped (`expire`); a config worker not registered yet (lease 0) is kept;
+      is dropped (`expire`); a config worker not registered yet (lease 0) is kept, unless it is
+      `overdue` (the shell saw it unregistered for longer than its join grace): then it expires;
     - a config worker that registers keeps its start (0) and takes the lease: no new generation,
       nobody new counts;
     - any other registration joins at `front` (a restarted one too: it does not drag the barrier
@@ -77,6 +85,9 @@ def reconcile(rec: Record | None, registered: Mapping[str, int], front: int,
         if m.lease == 0:
             if lease is not None:
                 filled = True
+            elif name in overdue:
+                changes.append(Change("expire", name, gen, m.start, 0, "never registered within member_join_grace_s"))
+                continue
             members[name] = Member(m.start, lease or 0)
         elif lease == m.lease:
             members[name] = m
@@ -107,6 +118,27 @@ def admitted(rec: Record | None, worker: str, lease: int) -> Member | None:
     """The worker's membership under this registration, once the record holds it."""
     m = rec.members.get(worker) if rec is not None else None
     return m if m is not None and m.lease == lease else None
+
+
+def unregistered(rec: Record | None, workers: int) -> list[str]:
+    """The config workers the barrier still counts without a registration (lease 0): the ones a
+    primary times against `member_join_grace_s`."""
+    base = rec if rec is not None else bootstrap(workers)
+    return sorted(n for n, m in base.members.items() if m.lease == 0)
+
+
+def overdue_workers(waiting_since: Mapping[str, float], now: float, grace_s: float) -> set[str]:
+    """The unregistered config workers seen waiting for longer than the grace (times on the
+    shell's own monotonic clock, from when it first saw each one unregistered)."""
+    return {n for n, t in waiting_since.items() if now - t >= grace_s}
+
+
+def member_of(rec: Record | None, worker: str, elastic: bool) -> bool:
+    """Whether a gated pull from `worker` may be served by a copy holding `rec`: only a member's
+    (a node without etcd gates by the config's fixed set and serves anyone, as before)."""
+    if not elastic:
+        return True
+    return rec is not None and worker in rec.members
 
 
 def newer(rec: Record, than: Record | None) -> bool:
@@ -143,6 +175,33 @@ def barrier_floor(clocks: Mapping[str, int], rec: Record | None, workers: int, e
 def pull_ready(min_clock: int, barrier: int | None) -> bool:
     """A pull asking for `min_clock` (< 0: no wait) may be served at this barrier floor."""
     return min_clock < 0 or (barrier is not None and barrier >= min_clock)
+
+
+def pull_wait(min_clock: int, clocks: Mapping[str, int], rec: Record | None, worker: str, workers: int,
+              elastic: bool) -> str | None:
+    """Why a pull must wait yet (words for its timeout), or None when it may be served: ungated,
+    or from a member of the generation held whose slowest member is within its bound. A pull at
+    clock 0 asks nothing of anyone (every clock is >= 0): it needs a generation, not membership,
+    as before (a request that leaves min_clock unset, an anonymous reader, is such a pull)."""
+    if min_clock < 0:
+        return None
+    gen = rec.generation if rec is not None else None
+    if min_clock > 0 and not member_of(rec, worker, elastic):
+        return (f"min_clock={min_clock}: {worker!r} is not a member of membership generation {gen} here "
+                "(dropped, or not adopted here yet); it must join again")
+    barrier = barrier_floor(clocks, rec, workers, elastic)
+    if pull_ready(min_clock, barrier):
+        return None
+    return (f"min_clock={min_clock}: the slowest worker is at clock {barrier} (membership generation "
+            f"{gen}); BSP/SSP wait timed out")
+
+
+def no_barrier(min_clock: int, barrier: bool) -> str | None:
+    """A gated pull on a cluster configured without a barrier: the refusal's words (None: fine)."""
+    if min_clock < 0 or barrier:
+        return None
+    return (f"min_clock={min_clock}: this cluster's config has barrier: false (no worker membership is "
+            "kept); start it with barrier: true for BSP/SSP training")
 
 
 def resume_step(step: int, start: int) -> int:

@@ -177,3 +177,18 @@ def test_member_ttl_and_poll_are_checked_naming_the_field():
         with pytest.raises(ConfigError, match="member_poll_s=.*under member_ttl_s=2"):
             ClusterConfig(cluster_id="c", etcd="http://127.0.0.1:1", member_ttl_s=2, member_poll_s=bad)
     assert ClusterConfig(cluster_id="c", etcd="x", member_ttl_s=1, member_poll_s=0.05).member_ttl_s == 1
+
+    for field, bad, words in [("member_margin_s", 1.0, "under half of member_ttl_s=2"),
+                              ("member_margin_s", -0.1, "under half"), ("member_join_grace_s", 0, "> 0"),
+                              ("member_join_timeout_s", "30", "> 0"), ("barrier", "yes", "true or false")]:
+        with pytest.raises(ConfigError, match=f"{field}=.*{words}"):
+            ClusterConfig(cluster_id="c", etcd="x", **{field: bad})
+
+
+def test_the_scenario_says_whether_nodes_keep_membership():
+    from harness.scenario import ClusterSpec
+
+    assert ClusterSpec(training="async").membership_config()["barrier"] is False
+    cfg = ClusterSpec(training="ssp", member_join_grace_s=5, member_join_timeout_s=7).membership_config()
+    assert cfg == {"barrier": True, "member_ttl_s": 2, "member_join_grace_s": 5, "member_join_timeout_s": 7}
+    assert ClusterConfig(cluster_id="c", etcd="x", **cfg).member_join_grace_s == 5

@@ -150,13 +150,13 @@ def test_log_matching_by_epoch_history():
     assert a.matches(2, 1) and not a.matches(3, 2) and not a.matches(9, 3) and a.matches(0, 0)
 
 
-def test_min_clock_is_slowest_expected_worker():
+def test_a_push_moves_its_workers_clock_to_its_step_plus_one():
     s = store()
     init(s)
     push(s, push_update(1, worker="worker-0", clock=4, ids=[1]))
-    assert s.min_clock() == 0
+    assert s.clocks.get("worker-0") == 5 and "worker-1" not in s.clocks
     push(s, push_update(2, worker="worker-1", clock=2, ids=[1]))
-    assert s.min_clock() == 3
+    assert s.clocks.get("worker-1") == 3
 
 
 def test_restarted_worker_is_a_new_key_and_its_clock_stays_by_name():

@@ -116,3 +116,45 @@ def test_record_round_trips_and_bad_ones_name_the_field():
                        ({"generation": 1, "members": {"worker-0": {"start": 0, "lease": -2}}}, "members['worker-0']")]:
         with pytest.raises(ValueError, match=field.replace("[", r"\[").replace("]", r"\]")):
             from_dict(bad)
+
+
+# ---- review findings (members-review.md); each failed on the code before the fix ----------------
+def test_a_config_worker_never_registered_within_its_grace_is_dropped():
+    """#5: one that died while starting must not hold the barrier forever."""
+    from psnodes.core.membership import overdue_workers
+
+    rec = Record(1, {"worker-0": Member(0, 7), "worker-1": Member(0, 0)})
+    assert reconcile(rec, {"worker-0": 7}, front=40, workers=2, overdue=()) is None
+    new, changes = reconcile(rec, {"worker-0": 7}, front=40, workers=2, overdue={"worker-1"})
+    assert new == Record(2, {"worker-0": Member(0, 7)})
+    assert [(c.kind, c.worker, c.lease) for c in changes] == [("expire", "worker-1", 0)]
+    assert "member_join_grace_s" in changes[0].reason
+    # registered after all: it fills its lease as before, overdue or not
+    assert reconcile(rec, {"worker-0": 7, "worker-1": 9}, front=40, workers=2, overdue={"worker-1"})[0] == \
+        Record(1, {"worker-0": Member(0, 7), "worker-1": Member(0, 9)})
+    assert overdue_workers({"worker-1": 10.0, "worker-2": 50.0}, now=70.0, grace_s=60.0) == {"worker-1"}
+
+
+def test_a_gated_pull_is_served_only_to_a_member_of_the_generation_held():
+    """#1/#9: a dropped worker (or a joiner this copy has not adopted yet) waits; an empty
+    generation serves no gated pull at all (it used to serve all of them: floor UNBOUNDED)."""
+    from psnodes.core.membership import pull_wait
+
+    rec = Record(3, {"worker-0": Member(0, 7)})
+    clocks = {"worker-0": 10, "worker-1": 4}
+    assert pull_wait(5, clocks, rec, "worker-0", 2, elastic=True) is None
+    assert "not a member of membership generation 3" in pull_wait(5, clocks, rec, "worker-1", 2, elastic=True)
+    assert "not a member" in pull_wait(1, clocks, Record(4, {}), "worker-0", 2, elastic=True)
+    assert pull_wait(0, clocks, Record(4, {}), "", 2, elastic=True) is None   # clock 0 waits for nobody
+    assert pull_wait(0, clocks, None, "", 2, elastic=True) is not None        # but for a generation
+    assert "BSP/SSP wait timed out" in pull_wait(11, clocks, rec, "worker-0", 2, elastic=True)
+    assert pull_wait(-1, clocks, Record(4, {}), "worker-9", 2, elastic=True) is None      # ungated
+    assert pull_wait(4, clocks, None, "worker-1", 2, elastic=False) is None   # no etcd: the fixed set
+
+
+def test_a_gated_pull_on_a_cluster_without_a_barrier_is_refused_naming_the_field():
+    """#11: nodes of an async-only cluster keep no membership; a BSP pull there says why."""
+    from psnodes.core.membership import no_barrier
+
+    assert no_barrier(3, barrier=True) is None and no_barrier(-1, barrier=False) is None
+    assert "barrier: true" in no_barrier(3, barrier=False)

@@ -74,10 +74,11 @@ def run() -> dict:
         yield from attempt("replica", pull(cl, ps_pb2.PullRequest(shard=0), node="shard-0/1"))
         yield from attempt("shard", pull(cl, ps_pb2.PullRequest(shard=1)))
         yield from attempt("table", pull(cl, ps_pb2.PullRequest(shard=0, sparse=[ps_pb2.Rows(table="nope")])))
-        yield from attempt("late", pull(cl, ps_pb2.PullRequest(shard=0, min_clock=step + 3), timeout=0.5))
+        yield from attempt("late", pull(cl, ps_pb2.PullRequest(shard=0, min_clock=step + 3, worker="worker-0"), timeout=0.5))
         out["bsp_start"] = cl.env.now
         cl.env.process(attempt("push2", later(0.3, step + 1)))
-        yield from attempt("bsp", pull(cl, ps_pb2.PullRequest(shard=0, min_clock=step + 2, since_seq=10**9)))
+        yield from attempt("bsp", pull(cl, ps_pb2.PullRequest(shard=0, min_clock=step + 2, since_seq=10**9,
+                                                                 worker="worker-0")))
         out["status"] = prim.status(ps_pb2.StatusRequest(checksum=True, applied=True, audit=True))
         out["status_replica"] = cl.copies["shard-0/2"].status(ps_pb2.StatusRequest())
 
