@@ -107,7 +107,8 @@ class ProcessBackend:
             addresses={n: f"127.0.0.1:{ports[i]}" for i, n in enumerate(nodes)},
             metrics_ports={n: ports[len(nodes) + i] for i, n in enumerate(nodes)},
             workdir=str(self.work_dir), checkpoint_interval_s=s.checkpoint_interval_s,
-            max_lag=s.max_lag, min_isr=s.min_isr, peer_token=secrets.token_hex(16))
+            max_lag=s.max_lag, min_isr=s.min_isr, peer_token=secrets.token_hex(16),
+            **s.detector.config_fields())
         self.cfg.save(self.config_path)
         self.cfg.client_view().save(self.client_config_path)
         if self.proxied:

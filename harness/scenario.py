@@ -17,6 +17,7 @@ from reports.bounds import parse
 from reports.yamlpos import line_of
 
 from .adapters import SYSTEMS, adapter_class
+from .detector_spec import DetectorSpec
 from .errors import HarnessError, ScenarioError
 
 from .faults import ALL_KINDS, LINK_KINDS, params_error
@@ -73,6 +74,7 @@ class ClusterSpec(Strict):
     max_lag: int = Field(256, ge=1)
     min_isr: int = Field(0, ge=0, le=9)          # 0: 2 when copies >= 3, else 1
     network: Literal["auto", "proxied", "direct"] = "auto"   # auto: proxied when a link fault is scheduled
+    detector: DetectorSpec = Field(default_factory=DetectorSpec)   # how replicas suspect their primary
 
     @field_validator("eval_every")
     @classmethod

@@ -83,7 +83,7 @@ class SimBackend:
                                  workers=s.workers, mode=s.replication, tables=self.tables,
                                  optimizer={"name": s.optimizer, "lr": s.lr}, seed=self.seed,
                                  workdir=str(self.run_dir / "work"), checkpoint_interval_s=s.checkpoint_interval_s,
-                                 max_lag=s.max_lag, min_isr=s.min_isr)
+                                 max_lag=s.max_lag, min_isr=s.min_isr, **s.detector.config_fields())
         for n in self.cfg.all_nodes():
             self._new_copy(n)
         if workers_steps is not None:

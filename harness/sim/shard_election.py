@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from psnodes.config import ShardRecord
 from psnodes.core import fencing, lease, promotion
 from psnodes.core.promotion import Position
-from psnodes.election import BOOTSTRAP_RETRY_S
+from psnodes.election import BOOTSTRAP_RETRY_S, CANDIDATE_POLL_S, DETECTOR_REPORT_S
 from psnodes.etcd import EtcdError
 
 from .rpc import Gen
@@ -27,6 +27,7 @@ class SimElector:
     announced: tuple[str, bool] = ("", False)
     orphan_since: float | None = None
     posted: tuple[str, dict] | None = None     # our restore candidate: (key, value)
+    next_report: float = 0.0                   # when the next `detector` event is due
 
     def register(self) -> Gen:
         c, cfg = self.c, self.c.cfg
@@ -88,21 +89,50 @@ class SimElector:
             return
 
     def elector(self) -> Gen:
-        """Elector.run: every heartbeat, a primary checks etcd's silence, a replica its primary's."""
+        """Elector.run: a primary checks etcd's silence every heartbeat (and the shard record
+        while its replicas are silent), a replica its primary's silence when its detector would
+        suspect (at most a heartbeat apart)."""
         c, cfg = self.c, self.c.cfg
         while c.alive:
-            yield from c.clock.sleep(cfg.heartbeat_s)
+            tick = cfg.heartbeat_s if c.role == "primary" else c.detector.wait(c.now(), c.last_heard, cfg.heartbeat_s)
+            yield from c.clock.sleep(tick)
+            now = c.now()
             if c.role == "primary":
-                if lease.etcd_silent(c.now(), c.lease_seen, cfg.lease_ttl_s):
+                if lease.etcd_silent(now, c.lease_seen, cfg.lease_ttl_s):
                     c.lease_lost(f"etcd answered no keepalive for {cfg.lease_ttl_s}s")
+                elif fencing.doubts_epoch(c.name, c.isr, c.peer_heard, now, cfg.suspect_floor_s):
+                    yield from self.check_record()
                 continue
-            if not lease.suspects(c.now(), c.last_heard, cfg.suspect_s):
+            self.report(now)
+            if not c.detector.suspects(now, c.last_heard):
                 continue
             try:
                 yield from self.suspect()
             except Exception as e:  # noqa: BLE001 - etcd unreachable: next tick
                 c.emit("election-error", {"shard": c.shard, "error": str(e)})
-                c.last_heard = lease.after_election_error(c.last_heard, c.now(), cfg.suspect_s, cfg.heartbeat_s)
+                c.last_heard = lease.after_election_error(c.last_heard, c.now(), c.detector.silence_s(),
+                                                          cfg.heartbeat_s)
+
+    def report(self, now: float) -> None:
+        """Elector.report: a replica's `detector` event, at most every DETECTOR_REPORT_S."""
+        c = self.c
+        if now < self.next_report or not c.primary:
+            return
+        self.next_report = now + DETECTOR_REPORT_S
+        stats = {**c.detector.stats(), "max_gap_ms": round(c.detector.take_max_gap() * 1000, 1)}
+        c.emit("detector", {"shard": c.shard, "epoch": c.epoch, "primary": c.primary, **stats})
+
+    def check_record(self) -> Gen:
+        """Elector.check_record: a primary whose replicas went silent steps down once the shard
+        record names someone else."""
+        c, cfg = self.c, self.c.cfg
+        try:
+            kv = yield from c.ecall(lambda: c.etcd.get(cfg.shard_key(c.shard)))
+        except Exception:  # noqa: BLE001 - etcd unreachable: the lease bound still holds
+            return
+        rec = ShardRecord.from_json(kv.value) if kv else None
+        if rec is not None and c.role == "primary" and not fencing.names_me(rec.epoch, rec.primary, c.epoch, c.name):
+            yield from c.fenced(f"shard record moved to epoch {rec.epoch} ({rec.primary}) while replicas were silent")
 
     def suspect(self) -> Gen:
         c, cfg = self.c, self.c.cfg
@@ -118,9 +148,12 @@ class SimElector:
             c.last_heard = c.now()
             return
         yield from self.withdraw()
-        if not lease.suspects(c.now(), c.last_heard, cfg.suspect_s):
+        now = c.now()
+        if not c.detector.suspects(now, c.last_heard):
             return                        # the primary was heard meanwhile
         c.suspecting = rec.epoch
+        c.emit("suspect", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary, **c.detector.stats(),
+                           "silent_ms": round((now - c.last_heard) * 1000, 1)})
         try:
             yield from self.stand(rec, kv.mod_revision)
         finally:
@@ -131,9 +164,14 @@ class SimElector:
         me = {"seq": c.store.seq, "seq_epoch": c.store.seq_epoch}
         prefix = cfg.candidate_prefix(c.shard, rec.epoch)
         yield from c.ecall(lambda: c.etcd.put(prefix + c.name, json.dumps(me), lease=c.lease))
-        yield from c.clock.sleep(cfg.candidate_window_s)
-        kvs = yield from c.ecall(lambda: c.etcd.get_prefix(prefix))
-        posted = {kv.key[len(prefix):]: Position.of(json.loads(kv.value)) for kv in kvs}
+        end = c.now() + cfg.candidate_window_s
+        while True:
+            kvs = yield from c.ecall(lambda: c.etcd.get_prefix(prefix))
+            posted = {kv.key[len(prefix):]: Position.of(json.loads(kv.value)) for kv in kvs}
+            left = end - c.now()
+            if left <= 0 or promotion.all_posted(c.name, posted, rec.isr, rec.primary):
+                break
+            yield from c.clock.sleep(min(left, CANDIDATE_POLL_S))
         won = promotion.elect(c.name, Position.of(me), posted, rec.isr, rec.primary)
         if won.winner != c.name:
             c.last_heard = c.now()

@@ -94,6 +94,7 @@ class ReplicaSide:
         if verdict is fencing.Replicate.FOLLOW:
             self.follow(req.epoch, req.primary, req.epoch_start)
         self.last_heard = self.now()
+        self.detector.heard(self.last_heard)
         self.in_sync = self.store.take_plan(plan, req.primary_seq, req.primary_seq_epoch, self.in_sync)
         self.notify()
         return ReplicateReply(self.store.seq, self.epoch, fencing.suspecting(self.suspecting, req.epoch),
