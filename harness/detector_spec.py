@@ -19,7 +19,7 @@ from psnodes.errors import ConfigError
 
 # scenario field -> ClusterConfig field
 FIELDS = {"threshold": "phi_threshold", "floor_s": "phi_floor_s", "pause_s": "phi_pause_s",
-          "min_std_s": "phi_min_std_s", "window": "phi_window", "suspect_s": "suspect_s",
+          "min_std_s": "phi_min_std_s", "window": "phi_window", "probe_s": "probe_s", "suspect_s": "suspect_s",
           "follower_margin_s": "follower_margin_s"}
 
 
@@ -32,6 +32,7 @@ class DetectorSpec(BaseModel):
     pause_s: float | None = None        # acceptable pause added to the mean gap
     min_std_s: float | None = None      # least standard deviation of the gaps
     window: int | None = None           # gaps remembered
+    probe_s: float | None = None        # ask the primary before standing, this timeout (0: never)
     suspect_s: float | None = None      # kind fixed: the timeout (also the ISR drop wait)
     follower_margin_s: float | None = None   # async acks stop this long before the floor
 

@@ -27,7 +27,7 @@ from .targets import is_link_target, valid_target
 CHECKS = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "converged", "catch-up-by-delta",
           "failover-budget", "delta-complete", "pulled-copy-matches", "monotone-reads", "staleness",
           "checkpoints-atomic", "checkpoints-monotone", "stops-acking", "converge-baseline", "losses-accounted",
-          "no-lost-updates", "counters-match", "linearizable-reads")
+          "no-lost-updates", "counters-match", "linearizable-reads", "no-spurious-failovers")
 # the fault kinds an adapted system takes (harness/adapters/backend.py, portcut.py)
 ADAPTED_KINDS = ("kill", "stop", "restart", "pause", "partition", "loss")
 ADAPTED_CLUSTER_FIELDS = {"shards", "copies", "workers"}      # the rest of cluster is psnodes' own

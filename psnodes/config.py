@@ -50,6 +50,10 @@ class ClusterConfig:
     phi_pause_s: float = 0.05                   # acceptable pause, added to the mean gap
     phi_min_std_s: float = 0.01                 # the gaps' standard deviation never counts as less
     phi_window: int = 200                       # gaps remembered
+    # phi only: a replica whose detector suspects asks the primary (a Status call, this timeout)
+    # before it stands, until the silence reaches suspect_s; a primary that answers as primary of
+    # our epoch is slow, not dead (0: no probe)
+    probe_s: float = 0.05
     # the fixed detector's timeout; also how long a primary waits for a silent replica before
     # dropping it from the ISR, and the extra period of the restore wait (lease_ttl_s + suspect_s)
     suspect_s: float = 0.3
@@ -113,6 +117,9 @@ class ClusterConfig:
             raise ConfigError(f"phi_pause_s={self.phi_pause_s} must be >= 0 (0: no acceptable pause)")
         if not self.phi_min_std_s > 0:
             raise ConfigError(f"phi_min_std_s={self.phi_min_std_s} must be > 0 (e.g. 0.01)")
+        if not 0 <= self.probe_s <= self.rpc_timeout_s:
+            raise ConfigError(f"probe_s={self.probe_s} must be between 0 (no probe) and rpc_timeout_s="
+                              f"{self.rpc_timeout_s} (e.g. 0.05)")
         if not 2 <= self.phi_window <= 100_000:
             raise ConfigError(f"phi_window={self.phi_window} must be between 2 and 100000 gaps (e.g. 200)")
         if not 0 <= self.follower_margin_s < self.suspect_floor_s:

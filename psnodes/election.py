@@ -30,9 +30,10 @@ import time
 
 from .config import ShardRecord
 from .etcd import EtcdError
-from .core import fencing, lease, promotion
+from .core import detector, fencing, lease, promotion
 from .core.promotion import Position
 from .node import ShardNode
+from .probe import PrimaryProbe
 
 
 BOOTSTRAP_RETRY_S = 0.2       # as serve.py waits for etcd before register()
@@ -48,6 +49,8 @@ class Elector(threading.Thread):
         self.announced: tuple[str, bool] = ("", False)
         self.posted: tuple[str, dict] | None = None     # our restore candidate: (key, value)
         self.next_report = 0.0
+        self.probe = PrimaryProbe(node)
+        self.held_until = 0.0          # a probe answered: no new one (and no candidacy) before this
 
     # -------------------------------------------------------------- lease
     def register(self) -> None:
@@ -139,7 +142,7 @@ class Elector(threading.Thread):
                     self.check_record()
                 continue
             self.report(now)
-            if not node.detector.suspects(now, node.last_heard):
+            if now < self.held_until or not node.detector.suspects(now, node.last_heard):
                 continue
             try:
                 self.suspect()
@@ -153,8 +156,9 @@ class Elector(threading.Thread):
         node, hb = self.node, self.node.cfg.heartbeat_s
         if node.role == "primary":
             return hb
+        now = time.monotonic()
         with node.cond:
-            return node.detector.wait(time.monotonic(), node.last_heard, hb)
+            return min(hb, max(node.detector.wait(now, node.last_heard, hb), self.held_until - now))
 
     def report(self, now: float) -> None:
         """Every DETECTOR_REPORT_S, a replica says what its detector has learned (the gaps' mean,
@@ -200,6 +204,8 @@ class Elector(threading.Thread):
             self.maybe_restore(rec, kv.mod_revision)
             node.last_heard = time.monotonic()
             return
+        if self.held_back(rec):
+            return
         self.withdraw()
         with node.cond:
             # from here on our answers renew no follower lease of this primary; one that renewed
@@ -216,6 +222,21 @@ class Elector(threading.Thread):
         finally:
             with node.cond:
                 node.suspecting = 0
+
+    def held_back(self, rec: ShardRecord) -> bool:
+        """Probe the primary before standing (psnodes.probe): True when it answers as primary of
+        `rec`'s epoch while the silence is under suspect_s; the elector then looks again no
+        sooner than a heartbeat later (`held_until`)."""
+        node, cfg = self.node, self.node.cfg
+        now = time.monotonic()
+        if not detector.may_probe(cfg.detector, cfg.probe_s, now - node.last_heard, cfg.suspect_s):
+            return False
+        if not self.probe.clears(rec.primary, rec.epoch):
+            return False
+        self.held_until = time.monotonic() + cfg.heartbeat_s
+        node.events.emit("probe-held", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary,
+                                        "silent_ms": round((now - node.last_heard) * 1000, 1)})
+        return True
 
     def stand(self, rec: ShardRecord, mod_revision: int) -> None:
         """Post our candidacy for the epoch after `rec`'s, wait the window (no longer than it takes

@@ -5,6 +5,7 @@ from .primaries import single_primary
 from .replicas import catch_up_by_delta, replicas_match
 from .durability import checkpoints_atomic, checkpoints_monotone, converge_baseline, losses_accounted, stops_acking
 from .reads import delta_complete, monotone_reads, pulled_copy_matches, staleness
+from .spurious import no_spurious_failovers
 from .training import converged
 from .updates import counters_match, linearizable_reads, no_lost_updates
 
@@ -28,4 +29,5 @@ CHECKERS = {
     "no-lost-updates": no_lost_updates,
     "counters-match": counters_match,
     "linearizable-reads": linearizable_reads,
+    "no-spurious-failovers": no_spurious_failovers,
 }

@@ -9,12 +9,17 @@ import json
 from typing import TYPE_CHECKING
 
 from psnodes.config import ShardRecord
-from psnodes.core import fencing, lease, promotion
+from psnodes.core import detector, fencing, lease, promotion
 from psnodes.core.promotion import Position
 from psnodes.election import BOOTSTRAP_RETRY_S, CANDIDATE_POLL_S, DETECTOR_REPORT_S
+from psnodes.errors import PSError
 from psnodes.etcd import EtcdError
+from psnodes.proto import ps_pb2
 
-from .rpc import Gen
+from .rpc import Gen, call
+from .transport import REPLY_BYTES
+
+PROBE_BYTES = 16          # an empty StatusRequest with its metadata
 
 if TYPE_CHECKING:
     from .shard import SimCopy
@@ -28,6 +33,8 @@ class SimElector:
     orphan_since: float | None = None
     posted: tuple[str, dict] | None = None     # our restore candidate: (key, value)
     next_report: float = 0.0                   # when the next `detector` event is due
+    held_until: float = 0.0                    # a probe answered: no candidacy before this
+    peers: dict[str, "SimCopy"]
 
     def register(self) -> Gen:
         c, cfg = self.c, self.c.cfg
@@ -94,7 +101,9 @@ class SimElector:
         suspect (at most a heartbeat apart)."""
         c, cfg = self.c, self.c.cfg
         while c.alive:
-            tick = cfg.heartbeat_s if c.role == "primary" else c.detector.wait(c.now(), c.last_heard, cfg.heartbeat_s)
+            now = c.now()
+            tick = cfg.heartbeat_s if c.role == "primary" else min(
+                cfg.heartbeat_s, max(c.detector.wait(now, c.last_heard, cfg.heartbeat_s), self.held_until - now))
             yield from c.clock.sleep(tick)
             now = c.now()
             if c.role == "primary":
@@ -104,7 +113,7 @@ class SimElector:
                     yield from self.check_record()
                 continue
             self.report(now)
-            if not c.detector.suspects(now, c.last_heard):
+            if now < self.held_until or not c.detector.suspects(now, c.last_heard):
                 continue
             try:
                 yield from self.suspect()
@@ -147,6 +156,9 @@ class SimElector:
             yield from self.maybe_restore(rec, kv.mod_revision)
             c.last_heard = c.now()
             return
+        held = yield from self.held_back(rec)
+        if held:
+            return
         yield from self.withdraw()
         now = c.now()
         if not c.detector.suspects(now, c.last_heard):
@@ -158,6 +170,28 @@ class SimElector:
             yield from self.stand(rec, kv.mod_revision)
         finally:
             c.suspecting = 0
+
+    def held_back(self, rec: ShardRecord) -> Gen:
+        """Elector.held_back: probe the primary (a Status call over our link to it, `probe_s`)
+        before standing; True when it answers as primary of `rec`'s epoch."""
+        c, cfg = self.c, self.c.cfg
+        now = c.now()
+        dst = self.peers.get(rec.primary)
+        if dst is None or not detector.may_probe(cfg.detector, cfg.probe_s, now - c.last_heard, cfg.suspect_s):
+            return False
+        deadline = now + cfg.probe_s
+        try:
+            reply = yield from call(c.net, c.name, rec.primary, lambda: dst.alive,
+                                    lambda: dst.serve_status(ps_pb2.StatusRequest(), deadline),
+                                    PROBE_BYTES, lambda _r: REPLY_BYTES, deadline)
+        except PSError:
+            return False
+        if not detector.probe_clears(reply.role, reply.epoch, rec.epoch):
+            return False
+        self.held_until = c.now() + cfg.heartbeat_s
+        c.emit("probe-held", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary,
+                              "silent_ms": round((now - c.last_heard) * 1000, 1)})
+        return True
 
     def stand(self, rec: ShardRecord, mod_revision: int) -> Gen:
         c, cfg = self.c, self.c.cfg

@@ -175,6 +175,7 @@ class CopyProcs(SimReplication, SimElector):
     def start(self) -> None:
         c = self.c
         self.announced, self.orphan_since, self.posted, self.deferred = ("", False), None, None, set()
+        self.next_report, self.held_until = 0.0, 0.0
         self.exited = None
         if c.start_delay_s > 0:
             c.accepting = False              # no gRPC server yet: calls are refused, as by a starting process

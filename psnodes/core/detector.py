@@ -214,6 +214,23 @@ class PhiDetector(Detector):
         return gap
 
 
+def may_probe(kind: str, probe_s: float, silent_s: float, ceiling_s: float) -> bool:
+    """Whether a suspecting replica asks its primary directly before it stands (SWIM's direct
+    probe): only the phi detector does, only with a probe timeout, and only while the silence is
+    under the ceiling (`suspect_s`, the old fixed timeout). A stream that is merely slow (a
+    latency fault on the primary's links to us, a burst of jitter larger than the floor) is not a
+    dead primary; but a primary that answers probes and still cannot reach us (a one-way cut) is
+    replaced once the silence reaches the ceiling, as fast as the fixed detector replaced it.
+    A probe only ever delays a suspicion: the floor, and so the follower lease, is untouched."""
+    return kind == "phi" and probe_s > 0 and silent_s < ceiling_s
+
+
+def probe_clears(role: str, epoch: int, primary_epoch: int) -> bool:
+    """The probe's answer holds the suspicion back: the primary says it is primary of the very
+    epoch we follow (anything else, or no answer in time, lets the replica stand)."""
+    return role == "primary" and epoch == primary_epoch
+
+
 def make(kind: str, suspect_s: float, params: PhiParams) -> Detector:
     """The detector a config names: `fixed` (suspect after `suspect_s`) or `phi`."""
     if kind == "fixed":

@@ -67,7 +67,12 @@ def test_a_replica_takes_over_while_the_primary_is_paused(seeded) -> None:
     cl, _ = seeded
     (promote,) = [e for e in events(cl, "promote") if e["value"]["epoch"] == 2]
     assert promote["node"] in ("shard-0/1", "shard-0/2")
-    assert PAUSE_T + cl.cfg.suspect_s < promote["t"] < PAUSE_T + cl.cfg.suspect_s + 0.2
+    # the winner suspected after at least the detector's floor of silence, and stood once its
+    # probe of the frozen primary went unanswered for probe_s
+    (suspect,) = [e for e in events(cl, "suspect", promote["node"]) if e["value"]["epoch"] == 1]
+    floor, probe = cl.cfg.suspect_floor_s, cl.cfg.probe_s
+    assert suspect["value"]["silent_ms"] >= floor * 1000
+    assert PAUSE_T + probe <= suspect["t"] < promote["t"] < PAUSE_T + floor + probe + 0.2
     oks = [e for e in events(cl, "push") if e["type"] == "ok"]
     first2 = min(e["t"] for e in oks if e["value"]["epoch"] == 2)
     # the push in flight at the pause waits out its 2 s deadline on the frozen primary, then retries
