@@ -228,14 +228,14 @@ class Elector(threading.Thread):
         `rec`'s epoch while the silence is under suspect_s; the elector then looks again no
         sooner than a heartbeat later (`held_until`)."""
         node, cfg = self.node, self.node.cfg
-        now = time.monotonic()
-        if not detector.may_probe(cfg.detector, cfg.probe_s, now - node.last_heard, cfg.suspect_s):
+        silent = time.monotonic() - node.last_heard
+        if not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s):
             return False
         if not self.probe.clears(rec.primary, rec.epoch):
             return False
         self.held_until = time.monotonic() + cfg.heartbeat_s
         node.events.emit("probe-held", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary,
-                                        "silent_ms": round((now - node.last_heard) * 1000, 1)})
+                                        "silent_ms": round(silent * 1000, 1)})
         return True
 
     def stand(self, rec: ShardRecord, mod_revision: int) -> None:

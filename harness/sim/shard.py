@@ -50,6 +50,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints):
         self.session = 0
         self.alive = True
         self.paused = False
+        self.paused_at = 0.0        # when the last SIGSTOP landed (the keepalive model: shard_procs)
         self._resumed = env.event()
         self.procs: list[simpy.Process] = []
         self.on_promote: Callable[[], None] = lambda: None          # shard_procs: start senders

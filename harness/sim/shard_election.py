@@ -176,8 +176,9 @@ class SimElector:
         before standing; True when it answers as primary of `rec`'s epoch."""
         c, cfg = self.c, self.c.cfg
         now = c.now()
+        silent = now - c.last_heard
         dst = self.peers.get(rec.primary)
-        if dst is None or not detector.may_probe(cfg.detector, cfg.probe_s, now - c.last_heard, cfg.suspect_s):
+        if dst is None or not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s):
             return False
         deadline = now + cfg.probe_s
         try:
@@ -190,7 +191,7 @@ class SimElector:
             return False
         self.held_until = c.now() + cfg.heartbeat_s
         c.emit("probe-held", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary,
-                              "silent_ms": round((now - c.last_heard) * 1000, 1)})
+                              "silent_ms": round(silent * 1000, 1)})
         return True
 
     def stand(self, rec: ShardRecord, mod_revision: int) -> Gen:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import simpy
 
+from psnodes.channels import KEEPALIVE_MS, PING_TIMEOUT_MS
 from psnodes.errors import PSError
 
 from .disk import local_dir, shared_dir
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     from .shard import SimCopy
 
 DEADLINE_SLACK_S = 0.02      # psnodes.node.deadline_of serves until 20 ms before the caller's deadline
+# psnodes.channels: a connection to a frozen process closes once a keepalive PING, sent after
+# KEEPALIVE_MS without reading, goes PING_TIMEOUT_MS unanswered; its calls fail UNAVAILABLE then
+FROZEN_PEER_S = (KEEPALIVE_MS + PING_TIMEOUT_MS) / 1000
 STOP_GRACE_S = 0.2           # serve.py: server.stop(grace=0.2)
 REGISTER_RETRY_S = 0.2       # serve.py: waiting for etcd
 
@@ -93,8 +97,15 @@ class ProcessControl:
                 yield self._resumed
                 continue
             give_up = deadline + DEADLINE_SLACK_S
-            yield self._resumed | self.env.timeout(max(0.0, give_up - self.now()))
-            if self.paused and session == self.session and self.now() >= give_up:
+            # a call on a connection that stood when the copy froze fails once its keepalive PING
+            # goes unanswered; one that came later hangs in the HTTP/2 handshake until its deadline
+            closes = self.paused_at + FROZEN_PEER_S
+            cut = call and self.now() < closes < give_up
+            end = closes if cut else give_up
+            yield self._resumed | self.env.timeout(max(0.0, end - self.now()))
+            if self.paused and session == self.session and self.now() >= end:
+                if cut:
+                    raise SimRpcError(UNAVAILABLE, f"{self.name} is paused (SIGSTOP): keepalive ping timeout")
                 raise SimRpcError(DEADLINE_EXCEEDED, f"{self.name} is paused (SIGSTOP): no answer in time")
 
     def serve(self: "SimCopy", handler: Callable[[], Gen], deadline: float) -> Gen:
@@ -144,6 +155,8 @@ class ProcessControl:
     def pause(self: "SimCopy") -> None:
         """SIGSTOP: the copy's processes and the calls it serves make no progress until `resume`."""
         if self.alive:
+            if not self.paused:
+                self.paused_at = self.now()
             self.paused = True
 
     def resume(self: "SimCopy") -> None:
