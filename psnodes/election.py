@@ -130,26 +130,47 @@ class Elector(threading.Thread):
 
     # --------------------------------------------------------------- monitor
     def run(self) -> None:
-        node, cfg = self.node, self.node.cfg
-        while not node.stopping.wait(self.tick()):
+        node = self.node
+        while True:
+            asked, start = self.tick(), time.monotonic()
+            if node.stopping.wait(asked):
+                return
             now = time.monotonic()
+            if detector.paused_locally(now - start, asked):
+                self.paused(now, now - start - asked)
+            self.step(now)
+
+    def step(self, now: float) -> None:
+        """One look: a primary checks etcd's silence (and the shard record while its replicas are
+        silent), a replica its primary's silence."""
+        node, cfg = self.node, self.node.cfg
+        if node.role == "primary":
+            if lease.etcd_silent(now, node.lease_seen, cfg.lease_ttl_s):
+                # acks stopped at lease_until already; stepping down stops the heartbeats too, so
+                # the replicas elect a primary that etcd can hear
+                node.lease_lost(f"etcd answered no keepalive for {cfg.lease_ttl_s}s")
+            elif self.doubts(now):
+                self.check_record()
+            return
+        self.report(now)
+        if now < self.held_until or not node.detector.suspects(now, node.last_heard):
+            return
+        try:
+            self.suspect()
+        except Exception as e:  # etcd unreachable: try again next tick
+            node.events.emit("election-error", {"shard": node.shard, "error": str(e)})
+            node.last_heard = lease.after_election_error(node.last_heard, time.monotonic(),
+                                                         node.detector.silence_s(), cfg.heartbeat_s)
+
+    def paused(self, now: float, late: float) -> None:
+        """This process stood still for `late` seconds: a replica counts its primary's silence
+        from now (psnodes.core.detector.paused_locally)."""
+        node = self.node
+        with node.cond:
             if node.role == "primary":
-                if lease.etcd_silent(now, node.lease_seen, cfg.lease_ttl_s):
-                    # acks stopped at lease_until already; stepping down stops the heartbeats too, so
-                    # the replicas elect a primary that etcd can hear
-                    node.lease_lost(f"etcd answered no keepalive for {cfg.lease_ttl_s}s")
-                elif self.doubts(now):
-                    self.check_record()
-                continue
-            self.report(now)
-            if now < self.held_until or not node.detector.suspects(now, node.last_heard):
-                continue
-            try:
-                self.suspect()
-            except Exception as e:  # etcd unreachable: try again next tick
-                node.events.emit("election-error", {"shard": node.shard, "error": str(e)})
-                node.last_heard = lease.after_election_error(node.last_heard, time.monotonic(),
-                                                             node.detector.silence_s(), cfg.heartbeat_s)
+                return
+            node.last_heard = max(node.last_heard, now)
+        node.events.emit("local-pause", {"shard": node.shard, "late_ms": round(late * 1000, 1)})
 
     def tick(self) -> float:
         """How long to sleep: a heartbeat, or (a replica) until its detector would suspect."""
@@ -204,8 +225,8 @@ class Elector(threading.Thread):
             self.maybe_restore(rec, kv.mod_revision)
             node.last_heard = time.monotonic()
             return
-        if self.held_back(rec):
-            return
+        if not node.detector.suspects(time.monotonic(), node.last_heard) or self.held_back(rec):
+            return                   # heard meanwhile, or the primary answered our probe
         self.withdraw()
         with node.cond:
             # from here on our answers renew no follower lease of this primary; one that renewed

@@ -104,8 +104,12 @@ class SimElector:
             now = c.now()
             tick = cfg.heartbeat_s if c.role == "primary" else min(
                 cfg.heartbeat_s, max(c.detector.wait(now, c.last_heard, cfg.heartbeat_s), self.held_until - now))
+            start = c.now()
             yield from c.clock.sleep(tick)
             now = c.now()
+            if detector.paused_locally(now - start, tick) and c.role != "primary":
+                c.last_heard = max(c.last_heard, now)       # never in virtual time: no copy stalls
+                c.emit("local-pause", {"shard": c.shard, "late_ms": round((now - start - tick) * 1000, 1)})
             if c.role == "primary":
                 if lease.etcd_silent(now, c.lease_seen, cfg.lease_ttl_s):
                     c.lease_lost(f"etcd answered no keepalive for {cfg.lease_ttl_s}s")
@@ -156,6 +160,8 @@ class SimElector:
             yield from self.maybe_restore(rec, kv.mod_revision)
             c.last_heard = c.now()
             return
+        if not c.detector.suspects(c.now(), c.last_heard):
+            return                        # heard meanwhile
         held = yield from self.held_back(rec)
         if held:
             return

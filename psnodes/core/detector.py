@@ -44,6 +44,9 @@ from dataclasses import dataclass
 from . import lease
 
 DETECTORS = ("fixed", "phi")
+# a replica whose own elector woke this much later than it asked was itself stalled (a loaded
+# machine, a GC or GIL pause): the silence it measured overlaps its own, and is no evidence
+LOCAL_PAUSE_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -212,6 +215,14 @@ class PhiDetector(Detector):
         """The longest gap since the last call (the periodic `detector` event reports it)."""
         gap, self.max_gap = self.max_gap, 0.0
         return gap
+
+
+def paused_locally(slept_s: float, asked_s: float, allowance_s: float = LOCAL_PAUSE_S) -> bool:
+    """The replica itself stood still: its elector slept `slept_s` when it asked for `asked_s`.
+    Its silence then counts from now (as Cassandra skips a round after a local pause): the
+    primary's calls may sit unread in this very process. Moving the start of a silence later
+    only ever delays a suspicion, so the follower lease is untouched."""
+    return slept_s - asked_s > allowance_s
 
 
 def may_probe(kind: str, probe_s: float, silent_s: float, ceiling_s: float) -> bool:
