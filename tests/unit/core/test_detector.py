@@ -151,3 +151,11 @@ def test_no_history_makes_a_replica_suspect_inside_the_follower_lease(seed):
         now = sent + k * 0.001
         if ack.followers_fresh("p", ["p", "r"], {"r": sent}, now, params.floor_s, margin):
             assert not d.suspects(now, heard), (now, d.silence_s())
+
+
+def test_a_replica_that_stood_still_itself_measures_no_silence():
+    from psnodes.core.detector import LOCAL_PAUSE_S, paused_locally
+    assert LOCAL_PAUSE_S == 0.1
+    assert not paused_locally(slept_s=0.15, asked_s=0.05)          # 100 ms late: within the allowance
+    assert paused_locally(slept_s=0.1501, asked_s=0.05)
+    assert paused_locally(slept_s=0.5, asked_s=0.05, allowance_s=0.4)
