@@ -50,9 +50,10 @@ class ClusterConfig:
     phi_pause_s: float = 0.05                   # acceptable pause, added to the mean gap
     phi_min_std_s: float = 0.01                 # the gaps' standard deviation never counts as less
     phi_window: int = 200                       # gaps remembered
-    # phi only: a replica whose detector suspects asks the primary (a Status call, this timeout)
-    # before it stands, until the silence reaches suspect_s; a primary that answers as primary of
-    # our epoch is slow, not dead (0: no probe)
+    # phi only: a replica whose detector suspects asks the primary (a Status call) before it
+    # stands, waiting until the silence reaches suspect_s, at least this long; a primary that
+    # answers as primary of our epoch is slow, not dead; a refused call (killed) stands at once
+    # (0: no probe, stand when the detector suspects)
     probe_s: float = 0.05
     # the fixed detector's timeout; also how long a primary waits for a silent replica before
     # dropping it from the ISR, and the extra period of the restore wait (lease_ttl_s + suspect_s)

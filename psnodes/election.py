@@ -246,13 +246,13 @@ class Elector(threading.Thread):
 
     def held_back(self, rec: ShardRecord) -> bool:
         """Probe the primary before standing (psnodes.probe): True when it answers as primary of
-        `rec`'s epoch while the silence is under suspect_s; the elector then looks again no
+        `rec`'s epoch before the silence reaches suspect_s; the elector then looks again no
         sooner than a heartbeat later (`held_until`)."""
         node, cfg = self.node, self.node.cfg
         silent = time.monotonic() - node.last_heard
         if not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s):
             return False
-        if not self.probe.clears(rec.primary, rec.epoch):
+        if not self.probe.clears(rec.primary, rec.epoch, detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)):
             return False
         self.held_until = time.monotonic() + cfg.heartbeat_s
         node.events.emit("probe-held", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary,

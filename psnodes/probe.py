@@ -3,9 +3,10 @@
 The phi detector suspects from the replication stream alone; a stream can be slow while its
 primary is alive and serving (a latency fault on the primary's links to this replica, a jitter
 burst longer than the floor). So a replica that suspects asks the primary itself, over its own
-link to it, with a short timeout (`probe_s`): an answer as primary of the epoch we follow holds
-the suspicion back for a heartbeat; no answer (killed: refused at once; frozen or cut off: the
-timeout) lets it stand. The rule is psnodes.core.detector's (`may_probe`, `probe_clears`); a
+link to it, waiting until the silence reaches `suspect_s` (the old fixed timeout; at least
+`probe_s`): an answer as primary of the epoch we follow holds the suspicion back for a
+heartbeat; a refused connection (killed) lets it stand at once, no answer in time (frozen, cut
+off) when the fixed detector would have stood. The rule is psnodes.core.detector's (`may_probe`, `probe_clears`); a
 probe can only delay a suspicion, so the floor the follower lease assumes is untouched.
 """
 from __future__ import annotations
@@ -26,8 +27,8 @@ class PrimaryProbe:
         self.channels: list[grpc.Channel] = []
         self.md = auth(node.cfg.token)
 
-    def clears(self, primary: str, epoch: int) -> bool:
-        """The primary answered within `probe_s` as primary of `epoch`."""
+    def clears(self, primary: str, epoch: int, timeout: float) -> bool:
+        """The primary answered within `timeout` as primary of `epoch`."""
         node = self.node
         if primary not in node.links:
             return False
@@ -36,7 +37,7 @@ class PrimaryProbe:
             self.channels.append(ch)
             self.stubs[primary] = ps_pb2_grpc.ParameterServerStub(ch)
         try:
-            reply = self.stubs[primary].Status(ps_pb2.StatusRequest(), timeout=node.cfg.probe_s, metadata=self.md)
+            reply = self.stubs[primary].Status(ps_pb2.StatusRequest(), timeout=timeout, metadata=self.md)
         except grpc.RpcError:
             return False
         return detector.probe_clears(reply.role, reply.epoch, epoch)

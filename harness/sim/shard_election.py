@@ -178,15 +178,15 @@ class SimElector:
             c.suspecting = 0
 
     def held_back(self, rec: ShardRecord) -> Gen:
-        """Elector.held_back: probe the primary (a Status call over our link to it, `probe_s`)
-        before standing; True when it answers as primary of `rec`'s epoch."""
+        """Elector.held_back: probe the primary (a Status call over our link to it, until the
+        silence reaches suspect_s) before standing; True when it answers as primary of `rec`'s epoch."""
         c, cfg = self.c, self.c.cfg
         now = c.now()
         silent = now - c.last_heard
         dst = self.peers.get(rec.primary)
         if dst is None or not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s):
             return False
-        deadline = now + cfg.probe_s
+        deadline = now + detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)
         try:
             reply = yield from call(c.net, c.name, rec.primary, lambda: dst.alive,
                                     lambda: dst.serve_status(ps_pb2.StatusRequest(), deadline),

@@ -227,13 +227,22 @@ def paused_locally(slept_s: float, asked_s: float, allowance_s: float = LOCAL_PA
 
 def may_probe(kind: str, probe_s: float, silent_s: float, ceiling_s: float) -> bool:
     """Whether a suspecting replica asks its primary directly before it stands (SWIM's direct
-    probe): only the phi detector does, only with a probe timeout, and only while the silence is
-    under the ceiling (`suspect_s`, the old fixed timeout). A stream that is merely slow (a
+    probe): only the phi detector does, only with `probe_s` > 0, and only while the silence is
+    under the ceiling (`suspect_s`, the old fixed timeout; the probe waits up to it: `probe_wait`). A stream that is merely slow (a
     latency fault on the primary's links to us, a burst of jitter larger than the floor) is not a
     dead primary; but a primary that answers probes and still cannot reach us (a one-way cut) is
     replaced once the silence reaches the ceiling, as fast as the fixed detector replaced it.
     A probe only ever delays a suspicion: the floor, and so the follower lease, is untouched."""
     return kind == "phi" and probe_s > 0 and silent_s < ceiling_s
+
+
+def probe_wait(probe_s: float, silent_s: float, ceiling_s: float) -> float:
+    """How long a probe waits for the primary's answer: until the silence reaches the ceiling,
+    never less than `probe_s`. A killed primary refuses the connection at once, so it is
+    replaced at the floor; one that does not answer (frozen, cut off, or only descheduled on a
+    loaded machine) is given as long as the fixed detector gave it, so this detector is never
+    more eager than the fixed one except against a primary that is surely gone."""
+    return max(probe_s, ceiling_s - silent_s)
 
 
 def probe_clears(role: str, epoch: int, primary_epoch: int) -> bool:

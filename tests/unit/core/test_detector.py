@@ -159,3 +159,9 @@ def test_a_replica_that_stood_still_itself_measures_no_silence():
     assert not paused_locally(slept_s=0.15, asked_s=0.05)          # 100 ms late: within the allowance
     assert paused_locally(slept_s=0.1501, asked_s=0.05)
     assert paused_locally(slept_s=0.5, asked_s=0.05, allowance_s=0.4)
+
+
+def test_a_probe_waits_until_the_silence_reaches_the_ceiling():
+    from psnodes.core.detector import probe_wait
+    assert probe_wait(0.05, silent_s=0.15, ceiling_s=0.3) == pytest.approx(0.15, abs=1e-12)
+    assert probe_wait(0.05, silent_s=0.28, ceiling_s=0.3) == 0.05       # never less than probe_s
