@@ -7,13 +7,16 @@ these held within FAULT_EFFECT_S before the promotion (a fault that ended that l
 still be its cause: a restore waits a lease TTL plus suspect_s after the last ISR copy vanished):
 
 - a process fault acted on the old primary (`kill`, `stop`, `restart`, `pause`, `flap`,
-  `cpu-throttle`, `memory-limit`, `disk-full`: each changes the primary process itself, and
-  the runner names the node it hit in `target`);
+  `cpu-throttle`, `memory-limit`, `disk-full`: each changes the primary process itself; the
+  runner names the node it hit in `target`, and a kill timed to a moment also names the primary
+  it `deposed`, the `copy` it caught up and its `victims`);
 - a link fault cut a link with the old primary at either end (`partition`,
   `link-down`, `timeout`, `reset_peer`, `limit_data`, and `loss` of 100%); the runner lists
   the links in `links`;
 - the old primary gave up primacy itself before the promotion (`lease-lost`, `step-down` or
-  `fenced` in its own event log after it was promoted): etcd, not the detector, decided.
+  `fenced` in its own event log after it was promoted): etcd, not the detector, decided;
+- the promotion is a restore (a `restore` event at its shard and epoch: no ISR copy's lease
+  lived), or the old primary itself took the next epoch (no one replaced it).
 
 Degrading link faults (`latency`, `loss` under 100%, `bandwidth`, `slicer`) excuse nothing: the
 primary is alive and reachable through them, so a promotion during one is exactly what an
@@ -37,13 +40,19 @@ GAVE_UP = ("lease-lost", "step-down", "fenced")
 def _fault_spans(history: list[dict]) -> list[dict] | str:
     """Each fault with its start, its end (inf when never healed), kind, target and links; or why
     the history cannot say."""
-    stops = {e["value"]["index"]: e["t"] for e in by_f(history, "fault-stop") if "index" in e.get("value", {})}
+    stop_events = [e for e in by_f(history, "fault-stop") if "index" in e.get("value", {})]
+    stops = {e["value"]["index"]: e["t"] for e in stop_events}
+    stop_victims = {e["value"]["index"]: e["value"].get("victims") or [] for e in stop_events}
     spans = []
     for e in by_f(history, "fault-start"):
         v = e.get("value", {})
         if "kind" not in v:
             return f"a fault-start at t={e.get('t')} names no kind"
-        spans.append({"kind": v["kind"], "target": v.get("target", ""), "links": v.get("links") or [],
+        # a kill timed to a moment hits more than its target: the primary it deposed, the copy it
+        # caught up, every victim it names at its start or stop
+        hit = {v.get("target", ""), v.get("deposed"), v.get("copy"), *(v.get("victims") or []),
+               *stop_victims.get(v.get("index"), [])}
+        spans.append({"kind": v["kind"], "nodes": {n for n in hit if n}, "links": v.get("links") or [],
                       "params": v.get("params") or {}, "start": e["t"],
                       "end": stops.get(v.get("index"), math.inf), "index": v.get("index")})
     return spans
@@ -53,7 +62,7 @@ def _cuts(span: dict, node: str) -> bool:
     """The fault took `node` away: a process fault on it, or a cut of one of its links."""
     kind = span["kind"]
     if kind in PROCESS_KINDS:
-        return span["target"] == node
+        return node in span["nodes"]
     cutting = kind in CUT_LINK_KINDS or (kind == "loss" and float(span["params"].get("percent", 0)) >= 100)
     return cutting and any(node in link.split("->") for link in span["links"])
 
@@ -73,6 +82,7 @@ def judge(history: list[dict]) -> Verdict:
     if isinstance(spans, str):
         return unknown(spans)
     gave_up = [(e["t"], e["node"]) for e in history if e.get("f") in GAVE_UP]
+    restores = [(e["t"], e["value"].get("shard"), e["value"].get("epoch")) for e in by_f(history, "restore")]
     first = {}
     for t, shard, epoch, node in sorted(rows, key=lambda r: (r[1], r[2], r[0])):
         first.setdefault(shard, epoch)
@@ -88,6 +98,9 @@ def judge(history: list[dict]) -> Verdict:
         why = [f"{s['kind']} #{s['index']}" for s in spans
                if s["start"] <= t and s["end"] + FAULT_EFFECT_S >= t and _cuts(s, old)]
         why += [f"{old} gave up primacy at t={round(gt, 3)}" for gt, n in gave_up if n == old and prev[0] <= gt <= t]
+        if node == old:
+            why.append(f"{old} itself took the next epoch")
+        why += [f"a restore at t={round(rt, 3)}" for rt, rs, re_ in restores if rs == shard and re_ == epoch]
         row = {"t": round(t, 3), "shard": shard, "epoch": epoch, "node": node, "old_primary": old,
                "excused_by": why}
         judged.append(row)

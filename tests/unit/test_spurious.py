@@ -102,3 +102,25 @@ def test_the_soak_adds_them_up_per_seed(tmp_path):
     sp = aggregate("latency-primary-replica", runs)["spurious_failovers"]
     assert sp == {"sum": 2, "per_seed": {"1": 0, "2": 2, "3": None}, "seeds_with_spurious": [2],
                   "runs_without_figure": 1}
+
+
+def test_a_kill_timed_to_a_moment_excuses_every_copy_it_hit():
+    h = BOOT + [ev(5.0, "fault-start", {"kind": "kill", "target": "shard-0/1", "index": 0, "deposed": "shard-0/0",
+                                        "params": {"during": "promotion"}}, node="harness"),
+                promote(5.2, 0, 2, "shard-0/1"), promote(5.4, 0, 3, "shard-0/2"),
+                ev(7.0, "fault-stop", {"index": 0, "victims": ["shard-0/0", "shard-0/1"]}, node="harness")]
+    v = judge(h)
+    assert v.valid is True
+    assert [r["excused_by"] for r in v.details["failovers"]] == [["kill #0"], ["kill #0"]]
+    only_stop = BOOT + [start(5.0, 0, "kill", "shard-0/1"), promote(5.2, 0, 2, "shard-0/1"),
+                        ev(7.0, "fault-stop", {"index": 0, "victims": ["shard-0/0"]}, node="harness")]
+    assert spurious_count(only_stop) == 0
+
+
+def test_a_restore_or_the_old_primary_taking_the_next_epoch_is_no_spurious_failover():
+    late = BOOT + [start(5.0, 0, "kill", "shard-0/0"), stop(6.0, 0),
+                   ev(9.5, "restore", {"shard": 0, "epoch": 2, "restored_seq": 10}, node="shard-0/0"),
+                   promote(9.5, 0, 2, "shard-0/1")]
+    assert judge(late).details["failovers"][0]["excused_by"] == ["a restore at t=9.5"]
+    itself = BOOT + [promote(9.5, 0, 2, "shard-0/0")]
+    assert judge(itself).details["failovers"][0]["excused_by"] == ["shard-0/0 itself took the next epoch"]
