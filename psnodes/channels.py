@@ -12,7 +12,8 @@ its calls UNAVAILABLE at once (retried elsewhere) instead of at their deadline (
 paused primary waited its whole 2 s deadline after the replicas had elected a successor in 0.2 s
 (pause-primary's failover: 2.0 s). A busy connection never pings (reading resets the timer), and
 a PING queued behind a slow upload (a bandwidth cap) has PING_TIMEOUT_MS beyond KEEPALIVE_MS of
-silence to get through.
+silence to get through. Clients' channels (workers, the harness, a replica's probe) drop a frozen
+peer so; replication channels do not (`drop_frozen=False`, see channel_options).
 """
 from __future__ import annotations
 
@@ -24,16 +25,21 @@ KEEPALIVE_MS = 200            # ping after this long without reading anything
 PING_TIMEOUT_MS = 250         # a ping unanswered this long closes the connection (a frozen peer)
 
 
-def channel_options(max_bytes: int) -> list[tuple[str, int]]:
+def channel_options(max_bytes: int, drop_frozen: bool = True) -> list[tuple[str, int]]:
+    """`drop_frozen`: close the connection to a peer that stops answering pings (a client's
+    channel). A replication channel keeps the old, patient keepalive (1 s, and gRPC's default ping
+    timeout): its call rides out a short cut and is delivered once the cut heals, as before,
+    instead of failing and starting over from an unknown peer position on a new connection."""
+    keepalive = [("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_timeout_ms", PING_TIMEOUT_MS),
+                 ("grpc.http2.ping_timeout_ms", PING_TIMEOUT_MS)] if drop_frozen else \
+        [("grpc.keepalive_time_ms", 1000), ("grpc.keepalive_timeout_ms", 500)]
     return [
         ("grpc.max_send_message_length", max_bytes),
         ("grpc.max_receive_message_length", max_bytes),
         ("grpc.initial_reconnect_backoff_ms", 20),
         ("grpc.min_reconnect_backoff_ms", 20),
         ("grpc.max_reconnect_backoff_ms", 200),
-        ("grpc.keepalive_time_ms", KEEPALIVE_MS),
-        ("grpc.keepalive_timeout_ms", PING_TIMEOUT_MS),
-        ("grpc.http2.ping_timeout_ms", PING_TIMEOUT_MS),
+        *keepalive,
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
         ("grpc.enable_retries", 0),
@@ -53,8 +59,8 @@ def server_options(max_bytes: int) -> list[tuple[str, int]]:
     ]
 
 
-def dial(address: str, max_bytes: int) -> grpc.Channel:
-    return grpc.insecure_channel(address, options=channel_options(max_bytes))
+def dial(address: str, max_bytes: int, drop_frozen: bool = True) -> grpc.Channel:
+    return grpc.insecure_channel(address, options=channel_options(max_bytes, drop_frozen))
 
 
 def auth(token: str, peer_token: str = "") -> tuple[tuple[str, str], ...]:

@@ -59,7 +59,8 @@ class ProcessControl:
         self.procs = [q for q in self.procs if q.is_alive] + [p]
         return p
 
-    def _drive(self: "SimCopy", gen: Gen, deadline: float | None, call: bool = False) -> Gen:
+    def _drive(self: "SimCopy", gen: Gen, deadline: float | None, call: bool = False,
+               drop_frozen: bool = True) -> Gen:
         """Run `gen` as this copy's code: after every event, wait while paused; stop once the copy
         was killed or restarted. A call (`call`) also stops at the end of a stop's grace, and gives
         up paused at its `deadline`."""
@@ -80,12 +81,12 @@ class ProcessControl:
             except Exception as e:  # noqa: BLE001 - a failed event goes into the code that waited on it
                 throw = e
             try:
-                yield from self._hold(session, deadline, call)
+                yield from self._hold(session, deadline, call, drop_frozen)
             except BaseException:
                 gen.close()
                 raise
 
-    def _hold(self: "SimCopy", session: int, deadline: float | None, call: bool) -> Gen:
+    def _hold(self: "SimCopy", session: int, deadline: float | None, call: bool, drop_frozen: bool = True) -> Gen:
         while True:
             if session != self.session or (call and not self.answering):
                 if call:
@@ -100,7 +101,7 @@ class ProcessControl:
             # a call on a connection that stood when the copy froze fails once its keepalive PING
             # goes unanswered; one that came later hangs in the HTTP/2 handshake until its deadline
             closes = self.paused_at + FROZEN_PEER_S
-            cut = call and self.now() < closes < give_up
+            cut = call and drop_frozen and self.now() < closes < give_up
             end = closes if cut else give_up
             yield self._resumed | self.env.timeout(max(0.0, end - self.now()))
             if self.paused and session == self.session and self.now() >= end:
@@ -108,14 +109,15 @@ class ProcessControl:
                     raise SimRpcError(UNAVAILABLE, f"{self.name} is paused (SIGSTOP): keepalive ping timeout")
                 raise SimRpcError(DEADLINE_EXCEEDED, f"{self.name} is paused (SIGSTOP): no answer in time")
 
-    def serve(self: "SimCopy", handler: Callable[[], Gen], deadline: float) -> Gen:
+    def serve(self: "SimCopy", handler: Callable[[], Gen], deadline: float, drop_frozen: bool = True) -> Gen:
         """`reply = yield from copy.serve(...)`: one call into this copy, the gRPC server's side. A
-        paused copy answers once resumed, unless the caller's deadline passes first; a stopping one
-        refuses new calls."""
-        yield from self._hold(self.session, deadline, True)
+        paused copy answers once resumed, unless the caller's deadline passes first or (a client's
+        channel, `drop_frozen`: psnodes.channels) its keepalive ping goes unanswered; a stopping
+        one refuses new calls."""
+        yield from self._hold(self.session, deadline, True, drop_frozen)
         if not self.alive or not self.accepting:
             raise SimRpcError(UNAVAILABLE, f"{self.name} is not serving: connection refused")
-        return (yield from self._drive(handler(), deadline, call=True))
+        return (yield from self._drive(handler(), deadline, call=True, drop_frozen=drop_frozen))
 
     def kill(self: "SimCopy") -> None:
         """SIGKILL: every process stops where it is, calls in flight get UNAVAILABLE, and the copy
