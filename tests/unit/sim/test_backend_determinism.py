@@ -36,6 +36,7 @@ def short_kill_primary(tmp: Path) -> Path:
 def short_migration(tmp: Path) -> Path:
     spec = yaml.safe_load((ROOT / "scenarios" / "migration-kill-source-primary.yaml").read_text())
     spec["workload"]["steps"] = 160
+    spec["cluster"]["checkpoint_interval_s"] = 0.5     # a checkpoint before the short run ends
     for f in spec["faults"]:
         f["at"] = {"step": 40}
     spec["faults"][0]["params"]["hold_s"] = 1.0
