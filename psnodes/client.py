@@ -149,7 +149,9 @@ class PSClient:
                 raise Unavailable(f"shard {shard}: no primary answered {method} within "
                                   f"{self.retry_budget}s; last error: {last}")
             self.rt.sleep(delay)
-            delay = min(delay * 2, 0.1)
+            # capped at 50 ms: a failover completes ~150-300 ms after a kill (the detector's floor
+            # plus the election), and a 100 ms cap let a retry miss the new primary by up to 100 ms
+            delay = min(delay * 2, 0.05)
             try:
                 self.refresh(shard)
             except PSError as e:
