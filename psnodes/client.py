@@ -229,6 +229,8 @@ class PSClient:
                "keys": [t.name for t in upd.dense] + [f"{r.table}[{len(r.ids) // 8}]" for r in upd.sparse]}
         if upd.HasField("origin"):
             val["origin"] = upd.origin
+        if upd.part:
+            val["part"] = list(upd.part)
         self.events.emit("push", val, "invoke", op)
         size = upd.ByteSize()
         req = ps_pb2.PushRequest(shard=shard, update=upd)   # built once; a retry only changes the epochs
@@ -272,6 +274,8 @@ class PSClient:
               "routing_epoch": rep.routing_epoch}
         if rep.HasField("applied_on"):
             ok["applied_on"] = rep.applied_on
+        if rep.applied_as:
+            ok["applied_as"] = rep.applied_as
         self.events.emit("push", ok, "ok", op)
         return rep
 
@@ -284,9 +288,10 @@ class PSClient:
             pass
 
     def _regroup(self, shard: int, upd: ps_pb2.Update) -> dict[int, ps_pb2.Update]:
-        """A push's keys split by their owners in the current routing, each part keeping the push's
-        idempotency key (its request id, and `origin`, the shard that id was numbered for), with the
-        audit increments of the shard it now goes to."""
+        """A push's keys split by their owners in the current routing, with the audit increments of
+        the shard each part now goes to. Each part is an idempotency identity of its own: the push's
+        request id, `origin` (the shard that id was numbered for) and `part`, the shards it was split
+        to in order, so a shard that applied one part never answers another as a duplicate of it."""
         shards = self.routing.shards
         origin = upd.origin if upd.HasField("origin") else shard
         parts: dict[int, ps_pb2.Update] = {}
@@ -294,9 +299,7 @@ class PSClient:
         def part(s: int) -> ps_pb2.Update:
             if s not in parts:
                 parts[s] = ps_pb2.Update(worker=upd.worker, incarnation=upd.incarnation, clock=upd.clock,
-                                         req_id=upd.req_id, kind=upd.kind)
-                if s != origin:
-                    parts[s].origin = origin
+                                         req_id=upd.req_id, kind=upd.kind, origin=origin, part=[*upd.part, s])
             return parts[s]
         for t in upd.dense:
             if not t.name.startswith("__audit__/"):

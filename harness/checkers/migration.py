@@ -32,8 +32,10 @@ def retired_copies(history: list[dict]) -> dict[int, list[dict]]:
 
 
 def identity(v: dict) -> tuple:
-    """A push's idempotency identity across shards: process, key, origin numbering, request id."""
-    return (v.get("pid"), f"{v['worker']}#{v.get('incarnation', 0)}", v.get("origin", v["shard"]), v["req_id"])
+    """A push's idempotency identity across shards: process, key, origin numbering, the re-routed
+    part (the shards it was split to; two parts of one push are two identities), request id."""
+    return (v.get("pid"), f"{v['worker']}#{v.get('incarnation', 0)}", v.get("origin", v["shard"]),
+            tuple(v.get("part", ())), v["req_id"])
 
 
 def single_owner(history: list[dict], ctx: dict) -> Verdict:
@@ -64,6 +66,8 @@ def bucket_shortfalls(history: list[dict]) -> tuple[list[dict], dict, str]:
     oks = [e["value"] | {"pid": e.get("pid")} for e in by_f(history, "push", "ok")]
     carried: dict[tuple[str, str], set] = defaultdict(set)
     for v in oks:
+        if v.get("applied_as"):     # a duplicate of an ancestor: its increments are the ancestor's, not its own
+            continue
         for k in v.get("keys", ()):
             if k.startswith(BUCKET):
                 carried[(k, v["worker"])].add(identity(v))

@@ -78,3 +78,29 @@ def test_migration_metrics_from_the_events():
     m = migration_metrics(h)
     assert m["migrations"] == 1 and m["migration_bytes_ratio"] == 2.0
     assert m["migration_unavailable_ms"]["p50"] == 100.0      # no ack of a moved key: the fence to the switch
+
+
+def test_two_parts_of_one_push_are_two_identities_for_the_buckets():
+    """Push 5 numbered for shard 0 was split: part [0] and part [2, 0] both ended on shard 0 carrying
+    bucket m1. Both were acked, so m1 must count 2; a count of 1 is a lost part (review 1a)."""
+    keys = ["0.weight", "__audit__/0", "__audit__/m1"]
+    h = [ev(0, "run-start", {}), acked_at(1.0, 0, 5, 1, keys, origin=0, part=[0]),
+         acked_at(1.1, 0, 5, 2, keys, origin=0, part=[2, 0])]
+    f0 = final("shard-0/0", 0, "primary", 1, 2, {"worker-0#1@0/0": [[5, 5]], "worker-0#1@0/2/0": [[5, 5]]})
+    f0["value"]["buckets"] = {"__audit__/m1": {"worker-0": 2}}
+    assert no_lost_acks(h + [f0], {}).valid is True
+    f0["value"]["buckets"] = {"__audit__/m1": {"worker-0": 1}}
+    assert no_lost_acks(h + [f0], {}).valid is False
+
+
+def test_a_duplicate_part_is_not_credited_by_a_sibling_parts_applied_key():
+    """Part [2] of push 5 answered as a duplicate from shard 2's applied set on shard 0: only the key
+    of that part (or of an ancestor, `applied_as`) proves it, never its sibling part [0]."""
+    h = [ev(0, "run-start", {}),
+         acked_at(2.0, 0, 5, 2, ["0.weight", "__audit__/0"], origin=0, part=[2], applied_on=2, duplicate=True)]
+    states = [final("shard-0/0", 0, "primary", 2, 1, {"worker-0#1@0/0": [[5, 5]]})]
+    retired = ev(50, "retired-state", {"node": "shard-2/0", "shard": 2, "alive": True, "role": "primary", "epoch": 1,
+                                       "seq": 1, "applied": {"worker-0#1@0/0": [[5, 5]]}, "audit": {"worker-0": 1}})
+    assert no_lost_acks(h + states + [retired], {}).valid is False
+    retired["value"]["applied"] = {"worker-0#1@0/2": [[5, 5]]}
+    assert no_lost_acks(h + states + [retired], {}).valid is True
