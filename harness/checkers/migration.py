@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .base import Verdict, by_f, final_states, idem, unknown
+from .base import Verdict, by_f, final_states, idem, op_key, unknown
 
 BUCKET = "__audit__/m"
 
@@ -39,25 +39,104 @@ def identity(v: dict) -> tuple:
 
 
 def single_owner(history: list[dict], ctx: dict) -> Verdict:
-    oks = [e["value"] for e in by_f(history, "push", "ok")]
+    """One acking shard per key and routing epoch, judged against the migrations' timeline (a
+    node's own routing_epoch label alone is a tautology: every node computes the same owner from
+    it). For every switched migration E -> E+1 and every source shard a, no ack by a of a key
+    moving out of a (src -> dst) may come after a's fence point: a seq above the seq its FENCE
+    entry was replicated at (`migrate-fenced`, in that primary epoch or a later one), or a push
+    invoked after the switch. An ack labelled with a routing epoch whose shard set is known must
+    come from that set's owner. A switched migration whose fence point of some source is missing,
+    or one fenced but neither switched nor aborted, is unknown (fail closed)."""
+    oks = [e for e in by_f(history, "push", "ok")]
     if not oks:
         return unknown("no push was acknowledged: no ownership to judge")
-    missing = [v for v in oks if "routing_epoch" not in v or "shard" not in v]
+    missing = [e["value"] for e in oks if "routing_epoch" not in e["value"] or "shard" not in e["value"]]
     if missing:
         return unknown(f"{len(missing)} acknowledged pushes carry no routing epoch: the acking shard per "
                        "routing epoch cannot be told", examples=[{k: v.get(k) for k in ("worker", "req_id", "shard")}
                                                                  for v in missing[:5]])
     owners: dict[tuple[str, int], set[int]] = defaultdict(set)
-    for v in oks:
-        for k in v.get("keys", ()):
-            if "[" in k:         # embedding rows are listed by count, not id: judged by their table's buckets
-                continue
+    for e in oks:
+        v = e["value"]
+        for k in dense_keys(v):
             owners[(k, int(v["routing_epoch"]))].add(int(v["shard"]))
     twice = [{"key": k, "routing_epoch": ep, "shards": sorted(s)} for (k, ep), s in sorted(owners.items())
              if len(s) > 1]
+    late, why, figures = timeline_violations(history, oks)
     epochs = sorted({ep for _, ep in owners})
-    return Verdict(not twice, {"keys": len({k for k, _ in owners}), "routing_epochs": epochs,
-                               "acks": len(oks), "two_owners": twice[:10], "violations": len(twice)})
+    details = {"keys": len({k for k, _ in owners}), "routing_epochs": epochs, "acks": len(oks),
+               "two_owners": twice[:10], "after_fence": late[:10], "violations": len(twice) + len(late), **figures}
+    if why and not twice and not late:
+        return unknown(why, **details)
+    return Verdict(not twice and not late, details)
+
+
+def dense_keys(v: dict) -> list[str]:
+    """The dense keys of an ack (embedding rows are listed by count, not id: their table's buckets judge them)."""
+    return [k for k in v.get("keys", ()) if "[" not in k]
+
+
+def timeline_violations(history: list[dict], oks: list[dict]) -> tuple[list[dict], str, dict]:
+    """Acks by a migration's source of a key it was giving away, after its fence point or after the
+    switch, and acks by a shard that does not own the key in the routing epoch they name:
+    (violations, why the evidence is incomplete or '', figures)."""
+    from psnodes.core.migration import moving_out, sources
+    from psnodes.placement import owner, pinned_shard
+
+    starts = {e["value"]["migration"]: e["value"] for e in by_f(history, "migration-start")}
+    switch = {e["value"]["migration"]: e for e in by_f(history, "migration-switch")}
+    aborted = {e["value"]["migration"] for e in by_f(history, "migration-abort")}
+    fenced_rec = {e["value"]["migration"] for e in by_f(history, "migration-fence")}
+    points: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+    for e in by_f(history, "migrate-fenced"):
+        v = e["value"]
+        points[(v["migration"], int(v["shard"]))].append((int(v.get("epoch", 0)), int(v["seq"])))
+    invoked = {op_key(e): e["t"] for e in by_f(history, "push", "invoke")}
+    shard_sets: dict[int, tuple] = {}
+    for mid, st in starts.items():
+        shard_sets.setdefault(int(st["routing_epoch"]), tuple(st["src"]))
+        if mid in switch:
+            shard_sets[int(switch[mid]["value"]["routing_epoch"])] = tuple(st["dst"])
+    why, late = [], []
+    judged = []
+    for mid, st in starts.items():
+        if mid not in switch:
+            if mid in fenced_rec and mid not in aborted:
+                why.append(f"migration {mid} was fenced but neither switched nor aborted in the history")
+            continue
+        src, dst = st["src"], st["dst"]
+        lacking = [a for a in sources(src, dst) if not points.get((mid, a))]
+        if lacking:
+            why.append(f"migration {mid} switched but the fence point of sources {lacking} is not in the history")
+            continue
+        judged.append(mid)
+        t_switch = switch[mid]["t"]
+        for e in oks:
+            v = e["value"]
+            a = int(v["shard"])
+            if a not in src or int(v["routing_epoch"]) > int(st["routing_epoch"]):
+                continue
+            moved = [k for k in dense_keys(v) if moving_out(k, a, src, dst)]
+            if not moved:
+                continue
+            fence = [seq for ep, seq in points[(mid, a)] if ep <= int(v.get("epoch", 0))]
+            t_inv = invoked.get(op_key(e))
+            if fence and int(v.get("seq", 0)) > min(fence):
+                late.append({"migration": mid, "shard": a, "keys": moved[:5], "seq": v.get("seq"),
+                             "fence_seq": min(fence), "req_id": v.get("req_id"), "why": "acked after its fence"})
+            elif t_inv is not None and t_inv > t_switch:
+                late.append({"migration": mid, "shard": a, "keys": moved[:5], "invoked": t_inv, "switch": t_switch,
+                             "req_id": v.get("req_id"), "why": "invoked after the switch"})
+    for e in oks:
+        v = e["value"]
+        shards = shard_sets.get(int(v["routing_epoch"]))
+        if shards is None:
+            continue
+        wrong = [k for k in dense_keys(v) if pinned_shard(k) is None and owner(k, shards) != int(v["shard"])]
+        if wrong:
+            late.append({"shard": v["shard"], "routing_epoch": v["routing_epoch"], "keys": wrong[:5],
+                         "req_id": v.get("req_id"), "why": "not the key's owner in that routing epoch"})
+    return late, "; ".join(why), {"migrations_judged": judged}
 
 
 def bucket_shortfalls(history: list[dict]) -> tuple[list[dict], dict, str]:

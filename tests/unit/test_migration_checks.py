@@ -104,3 +104,44 @@ def test_a_duplicate_part_is_not_credited_by_a_sibling_parts_applied_key():
     assert no_lost_acks(h + states + [retired], {}).valid is False
     retired["value"]["applied"] = {"worker-0#1@0/2": [[5, 5]]}
     assert no_lost_acks(h + states + [retired], {}).valid is True
+
+
+def _moving_name() -> str:
+    from psnodes.placement import owner
+    return next(f"p{i}" for i in range(200) if owner(f"p{i}", (0, 1)) == 0 and owner(f"p{i}", (0, 1, 2)) == 2)
+
+
+def _timeline(ack_seq: int, fenced=(0, 1), ack_node_epoch: int = 1, invoked_at: float = 1.5) -> list[dict]:
+    """2 -> 3: shard 0's fence entry is on its ISR at seq 10 (primary epoch 1), the switch at t=3;
+    shard 0 acked key K (moving 0 -> 2) at seq `ack_seq`, labelled routing epoch 0."""
+    k = _moving_name()
+    h = [ev(0, "run-start", {}),
+         ev(1.0, "migration-start", {"migration": "m", "src": [0, 1], "dst": [0, 1, 2], "routing_epoch": 0}),
+         ev(2.0, "migration-fence", {"migration": "m", "routing_epoch": 0, "sources": [0, 1]})]
+    h += [ev(2.1, "migrate-fenced", {"shard": s, "migration": "m", "seq": 10, "epoch": 1}) for s in fenced]
+    h += [ev(3.0, "migration-switch", {"migration": "m", "routing_epoch": 1, "shards": [0, 1, 2]}),
+          ev(invoked_at, "push", {"worker": "worker-0", "req_id": 7, "shard": 0, "keys": [k]}, "invoke", op="o1")]
+    a = acked_at(3.5, 0, 7, 0, [k])
+    a["op_id"] = "o1"
+    a["value"].update(seq=ack_seq, epoch=ack_node_epoch)
+    return h + [a, acked_at(4.0, 2, 8, 1, [k])]
+
+
+def test_a_source_acking_a_moved_key_after_its_fence_fails_single_owner():
+    """Shard 0 acks K at routing epoch 0 after its fence, shard 2 at epoch 1: each epoch has one
+    acking shard, so the per-epoch grouping passed; the timeline does not (review section 2)."""
+    assert single_owner(_timeline(9), {}).valid is True
+    v = single_owner(_timeline(12), {})
+    assert v.valid is False and v.details["after_fence"][0]["why"] == "acked after its fence"
+    v = single_owner(_timeline(9, invoked_at=3.2), {})         # invoked after the switch
+    assert v.valid is False and v.details["after_fence"][0]["why"] == "invoked after the switch"
+
+
+def test_a_switched_migration_without_a_sources_fence_point_is_unknown():
+    assert single_owner(_timeline(9, fenced=(0,)), {}).valid == "unknown"
+
+
+def test_an_ack_by_a_shard_that_does_not_own_the_key_in_its_epoch_fails():
+    h = _timeline(9)
+    h[-1]["value"]["shard"] = 1                                   # epoch 1's owner is shard 2
+    assert single_owner(h, {}).valid is False
