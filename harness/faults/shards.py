@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import threading
 
+from psnodes.migration import ASYNC_REFUSED, longest_s
+
 from ..errors import HarnessError
 from .base import Fault
 
@@ -55,6 +57,20 @@ def shard_counts(start: int, faults) -> list[int] | str:
     return out
 
 
+def schedule_problem(replication: str, faults, nemesis_kinds=()) -> str | None:
+    """Why a schedule's scale-*-shards faults cannot run (None when they can): async replication
+    (docs/elastic-shards.md), or two of them at one moment (one migration at a time: a second
+    coordinator would race the first for the routing record)."""
+    kinds = [f.kind for f in faults if f.kind in KINDS] + [k for k in nemesis_kinds if k in KINDS]
+    if kinds and replication == "async":
+        return f"cluster.{ASYNC_REFUSED} (faults: {sorted(set(kinds))})"
+    moments = [(f.at.time, f.at.step) for f in faults if f.kind in KINDS]
+    if len(moments) != len(set(moments)):
+        return "faults: two scale-*-shards faults at the same `at` would run two migrations at once; give each " \
+               "its own moment (one migration runs at a time; a later one starts after the earlier ended)"
+    return None
+
+
 def target_shards(cur: list[int], n: int) -> list[int]:
     """The shard set of n shards after `cur`: the next free ids added, or the highest removed."""
     if n >= len(cur):
@@ -79,6 +95,13 @@ class _ScaleShards(Fault):
         if not hasattr(be, "migrate_shards"):
             raise HarnessError(f"fault kind {self.kind!r} is not modelled by the {getattr(be, 'name', '?')} backend; "
                                "shard migration runs on the process and sim backends")
+        if be.cfg.mode != "sync":
+            raise HarnessError(f"{self.kind}: cluster.{ASYNC_REFUSED}")
+        busy = getattr(be, "_migrating", None)
+        if busy is not None and not busy.finished():
+            raise HarnessError(f"{self.kind}: another migration ({busy.kind}) is still running; one migration runs "
+                               "at a time: schedule this one after it ended")
+        be._migrating = self
         cur = be.active_shards()
         n = target_count(self.kind, len(cur), self.params)
         if isinstance(n, str):
@@ -89,12 +112,13 @@ class _ScaleShards(Fault):
         self.info.update(shards_before=cur, shards_after=dst, shards_added=added,
                          shards_removed=sorted(set(cur) - set(dst)))
         self.done = threading.Event()        # only polled (finished), never waited on
-        self.thread = self.ctx.clock.spawn(lambda: self._migrate(dst), self.kind)
+        nonce = f"{self.ctx.rng.getrandbits(32):08x}"      # the migration id's, from the run's seed
+        self.thread = self.ctx.clock.spawn(lambda: self._migrate(dst, nonce), self.kind)
 
-    def _migrate(self, dst: list[int]) -> None:
+    def _migrate(self, dst: list[int], nonce: str) -> None:
         be = self.ctx.backend
         try:
-            out = be.migrate_shards(dst, self.ctx.record, self.params["hold_s"])
+            out = be.migrate_shards(dst, self.ctx.record, self.params["hold_s"], nonce=nonce)
             self.info.update(migration=out.id, switched=out.switched, aborted=out.aborted or None,
                              routing_epoch=out.routing_epoch, bytes=out.bytes, key_bytes=out.key_bytes,
                              fenced_ms=out.unavailable_ms)
@@ -114,8 +138,9 @@ class _ScaleShards(Fault):
         """The end of the run: wait (bounded) for a migration still going on."""
         t = getattr(self, "thread", None)
         if t is not None:
-            if not self.ctx.clock.join(t, 60):
-                raise HarnessError(f"{self.kind}: the migration did not end within 60 s of the heal")
+            bound = longest_s()         # the coordinator's own bound: it always ends, switched, aborted or stuck
+            if not self.ctx.clock.join(t, bound):
+                raise HarnessError(f"{self.kind}: the migration did not end within {bound:.0f} s of the heal")
         if self.info.get("migration_error"):
             raise HarnessError(f"{self.kind}: {self.info['migration_error']}")
 
