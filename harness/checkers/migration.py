@@ -141,7 +141,13 @@ def timeline_violations(history: list[dict], oks: list[dict]) -> tuple[list[dict
 
 def bucket_shortfalls(history: list[dict]) -> tuple[list[dict], dict, str]:
     """Audit buckets whose final count is below the acknowledged pushes that carried them:
-    (shortfalls, figures, why the evidence is missing or '')."""
+    (shortfalls, figures, why the evidence is missing or ''). A bucket's count is read from its
+    owner under the final routing only (a primary that still holds a copy it gave away is not its
+    owner); a bucket carried by acks whose owner reported no count is missing evidence, not a loss.
+    Every (from, to) pair of a switched migration that moved keys must have carried a bucket (the
+    bucket's own delta is the pair's proof): a pair without one is missing evidence too."""
+    from psnodes.placement import owner
+
     oks = [e["value"] | {"pid": e.get("pid")} for e in by_f(history, "push", "ok")]
     carried: dict[tuple[str, str], set] = defaultdict(set)
     for v in oks:
@@ -152,20 +158,73 @@ def bucket_shortfalls(history: list[dict]) -> tuple[list[dict], dict, str]:
                 carried[(k, v["worker"])].add(identity(v))
     if not carried:
         return [], {"buckets_checked": 0}, ""
-    final: dict[str, dict] = {}
-    for s in final_states(history):
-        if s.get("alive") and s.get("role") == "primary" and s.get("buckets") is not None:
-            for b, counts in s["buckets"].items():
-                final[b] = counts
-    if not final:
+    routing = final_routing(history)
+    reports: dict[str, dict[int, dict]] = defaultdict(dict)
+    for st in final_states(history):
+        if st.get("alive") and st.get("role") == "primary" and st.get("buckets") is not None:
+            for b, counts in st["buckets"].items():
+                reports[b][int(st["shard"])] = counts
+    if not reports:
         return [], {"buckets_checked": 0}, "no final primary reported its audit buckets"
+    final: dict[str, dict] = {}
+    why = []
+    for b in sorted({b for b, _ in carried}):
+        got = reports.get(b, {})
+        if routing is not None:
+            home = owner(b, routing)
+            if home in got:
+                final[b] = got[home]
+        elif len({tuple(sorted(c.items())) for c in got.values()}) == 1:
+            final[b] = next(iter(got.values()))
+    unreported = sorted({b for b, _ in carried} - set(final))
+    if unreported:
+        why.append(f"buckets {unreported} were carried by acks but their final owner reported no count")
     short = []
     for (b, worker), ids in sorted(carried.items()):
-        have = int(final.get(b, {}).get(worker, 0))
+        if b not in final:
+            continue
+        have = int(final[b].get(worker, 0))
         if have < len(ids):
-            short.append({"bucket": b, "worker": worker, "acked": len(ids), "count": have,
-                          "owner_reported": b in final})
-    return short, {"buckets_checked": len({b for b, _ in carried}), "bucket_acks": sum(len(i) for i in carried.values())}, ""
+            short.append({"bucket": b, "worker": worker, "acked": len(ids), "count": have, "owner_reported": True})
+    uncovered = uncovered_pairs(history, {b for b, _ in carried})
+    if uncovered:
+        why.append(f"the moves {uncovered} carried no audit bucket: their deltas were not checked")
+    figures = {"buckets_checked": len(final), "bucket_acks": sum(len(i) for i in carried.values()),
+               "pairs_uncovered": uncovered}
+    return short, figures, "; ".join(why)
+
+
+def final_routing(history: list[dict]) -> tuple[int, ...] | None:
+    """The shard set of the last switched migration (None: no migration switched)."""
+    sw = by_f(history, "migration-switch")
+    return tuple(sw[-1]["value"]["shards"]) if sw and "shards" in sw[-1]["value"] else None
+
+
+def uncovered_pairs(history: list[dict], buckets: set[str]) -> list[list]:
+    """[migration, from, to] for each pair of a switched migration that moved keys of the run (its
+    acked dense keys, or rows of its tables: rendezvous moves rows on every pair into a new shard or
+    out of a removed one) but no audit bucket the acks carried."""
+    from psnodes.placement import owner, pinned_shard
+
+    starts = {e["value"]["migration"]: e["value"] for e in by_f(history, "migration-start")}
+    keys, tables = set(), False
+    for e in by_f(history, "push", "ok"):
+        for k in e["value"].get("keys", ()):
+            if "[" in k:
+                tables = True
+            elif pinned_shard(k) is None and not k.startswith(BUCKET):
+                keys.add(k)
+    out = []
+    for e in by_f(history, "migration-switch"):
+        st = starts.get(e["value"]["migration"])
+        if st is None:
+            continue
+        src, dst = tuple(st["src"]), tuple(st["dst"])
+        moved = {(owner(k, src), owner(k, dst)) for k in keys} | \
+            ({(a, b) for a in src for b in dst if a != b and not (a in dst and b in src)} if tables else set())
+        covered = {(owner(b, src), owner(b, dst)) for b in buckets}
+        out += [[st["migration"], a, b] for a, b in sorted(moved) if a != b and (a, b) not in covered]
+    return out
 
 
 def applied_anywhere(history: list[dict]) -> dict[str, list[list[int]]]:

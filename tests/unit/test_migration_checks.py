@@ -145,3 +145,39 @@ def test_an_ack_by_a_shard_that_does_not_own_the_key_in_its_epoch_fails():
     h = _timeline(9)
     h[-1]["value"]["shard"] = 1                                   # epoch 1's owner is shard 2
     assert single_owner(h, {}).valid is False
+
+
+def _bucket_between(a: int, b: int, src=(0, 1), dst=(0, 1, 2, 3)) -> str:
+    from psnodes.placement import bucket_names, owner
+    return next(n for n in bucket_names() if owner(n, src) == a and owner(n, dst) == b)
+
+
+def _moved_run(reports: dict[int, dict], keys_extra=()) -> list[dict]:
+    """2 -> 4; worker-0's push 1 at shard 0 carried bucket B (moving 0 -> 2); B's final count per shard
+    as `reports` says."""
+    b = _bucket_between(0, 2)
+    h = [ev(0, "run-start", {}),
+         ev(1.0, "migration-start", {"migration": "m", "src": [0, 1], "dst": [0, 1, 2, 3], "routing_epoch": 0}),
+         ev(3.0, "migration-switch", {"migration": "m", "routing_epoch": 1, "shards": [0, 1, 2, 3]}),
+         acked_at(0.5, 0, 1, 0, ["__audit__/0", b, *keys_extra])]
+    for s in (0, 1, 2, 3):
+        f = final(f"shard-{s}/0", s, "primary", 1, 1, {"worker-0#1": [[1, 1]]} if s == 0 else {})
+        f["value"]["buckets"] = {b: {"worker-0": reports[s]}} if s in reports else {}
+        h.append(f)
+    return h
+
+
+def test_a_bucket_is_read_from_its_final_owner_only_and_an_unreported_one_is_unknown():
+    assert no_lost_acks(_moved_run({2: 1}), {}).valid is True
+    assert no_lost_acks(_moved_run({2: 1, 0: 0}), {}).valid is True       # a stale copy on the old owner
+    assert no_lost_acks(_moved_run({2: 0, 0: 1}), {}).valid is False      # the owner's count is short
+    v = no_lost_acks(_moved_run({0: 1}), {})                             # the owner reported nothing
+    assert v.valid == "unknown" and "reported no count" in v.details["reason"]
+
+
+def test_a_pair_that_moved_keys_without_a_bucket_is_unknown():
+    from psnodes.placement import owner
+    k = next(f"p{i}" for i in range(500) if owner(f"p{i}", (0, 1)) == 1 and owner(f"p{i}", (0, 1, 2, 3)) == 3)
+    h = _moved_run({2: 1}, keys_extra=[k])          # key k moved 1 -> 3, and no acked push carried a 1 -> 3 bucket
+    v = no_lost_acks(h, {})
+    assert v.valid == "unknown" and v.details["pairs_uncovered"] == [["m", 1, 3]]
