@@ -27,12 +27,15 @@ from .config import ClusterConfig, ShardRecord, etcd_url
 from .digest import dense_digest
 from . import routing
 from .core.routing import Routing, static
-from .errors import RETRYABLE, NotFound, PSError, StaleRouting, from_rpc_error
+from .errors import RETRYABLE, STALE_ROUTING, NotFound, PSError, StaleRouting, from_rpc_error
 from .etcd import Etcd
 from .events import EventLog
 from .placement import AUDIT_SLOTS, audit_name, bucket_names, owner, row_owners
 from .proto import ps_pb2, ps_pb2_grpc
 from .runtime import REAL, Runtime
+
+
+ROUTING_CHECK_S = 1.0      # while a shard does not answer, re-read the routing record this often
 
 
 class Unavailable(PSError):
@@ -93,6 +96,19 @@ class PSClient:
             self.routing = rec
         return self.routing
 
+    def _still_routed(self, shard: int) -> None:
+        """StaleRouting when the routing record no longer names `shard` (a scale-in this client
+        missed retired it: its group is gone, so it answers nothing, never a stale epoch); the
+        callers re-route on it as on a node's own stale answer. An etcd that does not answer
+        proves nothing: the retries go on."""
+        try:
+            r = self.refresh_routing()
+        except PSError:
+            return
+        if shard not in r.shards:
+            raise StaleRouting(f"{STALE_ROUTING}: shard {shard} is not in routing epoch {r.epoch} "
+                               f"(shards {list(r.shards)}); re-route by it")
+
     def refresh(self, shard: int | None = None) -> None:
         for i in ([shard] if shard is not None else self.routing.shards):
             kv = self.etcd.get(self.cfg.shard_key(i))
@@ -129,6 +145,7 @@ class PSClient:
         end = self.rt.monotonic() + self.retry_budget
         delay = 0.01
         last: Exception | None = None
+        check_routing = self.rt.monotonic() + ROUTING_CHECK_S
         while True:
             if shard not in self.routes:
                 try:
@@ -145,6 +162,9 @@ class PSClient:
                     if not isinstance(err, RETRYABLE) and e.code() != grpc.StatusCode.UNKNOWN:
                         raise err from None
                     last = err
+            if self.rt.monotonic() + delay > end or self.rt.monotonic() >= check_routing:
+                check_routing = self.rt.monotonic() + ROUTING_CHECK_S
+                self._still_routed(shard)         # a retired shard never answers: re-route instead
             if self.rt.monotonic() + delay > end:
                 raise Unavailable(f"shard {shard}: no primary answered {method} within "
                                   f"{self.retry_budget}s; last error: {last}")
