@@ -85,7 +85,8 @@ class Migrator:
     def __init__(self, cfg: ClusterConfig, etcd: Etcd | None = None, emit: Emit | None = None,
                  addresses: dict[str, str] | None = None, hold_s: float = 0.0, give_up_s: float = 15.0,
                  etcd_wait_s: float = ETCD_WAIT_S, *, runtime: Runtime = REAL,
-                 stub_factory: Callable[[str], object] | None = None, nonce: str | None = None) -> None:
+                 stub_factory: Callable[[str], object] | None = None, nonce: str | None = None,
+                 fenced_hold_s: float = 0.0) -> None:
         if cfg.mode != "sync":
             raise MigrationFailed(ASYNC_REFUSED)
         if not cfg.peer_token:
@@ -95,6 +96,7 @@ class Migrator:
         self.emit = emit or (lambda f, v: None)
         self.addresses = addresses or dict(cfg.addresses)
         self.hold_s, self.give_up_s, self.etcd_wait_s = hold_s, give_up_s, etcd_wait_s
+        self.fenced_hold_s = fenced_hold_s     # pacing of the hand-off (a large delta), so faults can land in it
         self.rt, self._stub_factory = runtime, stub_factory
         self.nonce = nonce or os.urandom(4).hex()      # the harness passes one drawn from the run's seed
         self.md = auth(cfg.token, cfg.peer_token)
@@ -182,6 +184,8 @@ class Migrator:
             base = self._copy(out)
             phase = "fence"
             t_fence = self._fence(out)
+            if self.fenced_hold_s:
+                self.rt.sleep(self.fenced_hold_s)
             phase = "delta"
             self._handoff(out, base)
             phase = "switch"

@@ -6,8 +6,9 @@ ClusterSpec.max_shards), waits until each has a primary, and runs psnodes' migra
 `scale-in-shards` moves the keys of the highest-numbered shards to the others and, once the
 switch landed, records the retired groups' final states (`retired-state`: no-lost-acks judges
 their acks by them) and stops them. Params: `to` (the shard count after) or `count` (shards
-added or removed), and `hold_s` (the copy phase lasts at least this long, as a large copy would,
-so faults can land in it). The fault stays open until the migration ended (switched or aborted;
+added or removed), `hold_s` (the copy phase lasts at least this long, as a large copy would,
+so faults can land in it) and `fenced_hold_s` (the same for the fenced hand-off, as a large delta
+would: `kill during: handoff` lands there). The fault stays open until the migration ended (switched or aborted;
 `finished`), and its info says which, with the bytes moved and the fenced time. The coordinator
 runs in a thread of the run's clock (a real thread, or a simulated one on the sim backend, where
 the same coordinator runs in virtual time).
@@ -22,7 +23,7 @@ from ..errors import HarnessError
 from .base import Fault
 
 KINDS = ("scale-out-shards", "scale-in-shards")
-SPEC = {"to": (int, 0), "count": (int, 0), "hold_s": (float, 0.0)}
+SPEC = {"to": (int, 0), "count": (int, 0), "hold_s": (float, 0.0), "fenced_hold_s": (float, 0.0)}
 
 
 def target_count(kind: str, current: int, params: dict) -> int | str:
@@ -88,6 +89,9 @@ class _ScaleShards(Fault):
             return f"{cls.kind}: give exactly one of params.to or params.count"
         if params["hold_s"] < 0 or params["hold_s"] > 60:
             return f"{cls.kind}: params.hold_s must be between 0 and 60 seconds"
+        if params["fenced_hold_s"] < 0 or params["fenced_hold_s"] > 10:
+            return f"{cls.kind}: params.fenced_hold_s must be between 0 and 10 seconds (the moving keys are " \
+                   "unavailable for writes that long)"
         return None
 
     def inject(self) -> None:
@@ -118,7 +122,8 @@ class _ScaleShards(Fault):
     def _migrate(self, dst: list[int], nonce: str) -> None:
         be = self.ctx.backend
         try:
-            out = be.migrate_shards(dst, self.ctx.record, self.params["hold_s"], nonce=nonce)
+            out = be.migrate_shards(dst, self.ctx.record, self.params["hold_s"], nonce=nonce,
+                                    fenced_hold_s=self.params["fenced_hold_s"])
             self.info.update(migration=out.id, switched=out.switched, aborted=out.aborted or None,
                              routing_epoch=out.routing_epoch, bytes=out.bytes, key_bytes=out.key_bytes,
                              fenced_ms=out.unavailable_ms)
