@@ -77,7 +77,9 @@ def test_migration_metrics_from_the_events():
          ev(2.2, "migration-done", {"migration": "0.0", "bytes": 300, "key_bytes": 150, "keys": 3, "retired": []})]
     m = migration_metrics(h)
     assert m["migrations"] == 1 and m["migration_bytes_ratio"] == 2.0
-    assert m["migration_unavailable_ms"]["p50"] == 100.0      # no ack of a moved key: the fence to the switch
+    # no ack of a moved key: unobserved, not filled in with the coordinator's fence -> switch
+    assert m["migration_unavailable_ms"]["n"] == 0 and m["migration_unavailable_unobserved"] == 1
+    assert m["migration_fenced_ms"]["p50"] == 100.0
 
 
 def test_two_parts_of_one_push_are_two_identities_for_the_buckets():
