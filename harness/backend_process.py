@@ -211,11 +211,12 @@ class ProcessBackend:
         """Start the copies of new shard groups and wait until each has a primary in etcd."""
         start_groups(self, shards, self.start_nodes, Etcd(self.cfg.etcd, timeout=1.0), timeout)
 
-    def migrate_shards(self, dst: list[int], record, hold_s: float = 0.0):
+    def migrate_shards(self, dst: list[int], record, hold_s: float = 0.0, nonce: str | None = None,
+                       fenced_hold_s: float = 0.0):
         """Run psnodes' migration coordinator to shard set `dst` (its phases go to the history)."""
         from psnodes.migration import Migrator
 
-        m = Migrator(self.cfg, emit=record, hold_s=hold_s)
+        m = Migrator(self.cfg, emit=record, hold_s=hold_s, nonce=nonce, fenced_hold_s=fenced_hold_s)
         try:
             return m.run(dst)
         finally:

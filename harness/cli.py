@@ -210,9 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     cl = sub.add_parser("cluster", help="a local cluster of processes")
     cl.add_argument("action", choices=["up", "down", "status", "scale"])
-    cl.add_argument("--shards", type=int, default=2, help="up: shards at start; scale: the shard count to move to")
+    cl.add_argument("--shards", type=int, default=None,
+                    help="up: shards at start (default 2); scale: the shard count to move to (required)")
     cl.add_argument("--max-shards", type=int, default=0,
                     help="up: shard groups to give addresses for, so `cluster scale` can add shards (default --shards)")
+    cl.add_argument("--abort-migration", action="store_true",
+                    help="scale: abort a migration the routing record still holds (its coordinator was stopped) "
+                         "before moving to --shards")
     cl.add_argument("--replicas", type=int, default=2, help="replicas per shard besides the primary")
     cl.add_argument("--workers", type=int, default=2)
     cl.add_argument("--mode", default="sync", choices=["sync", "async"])

@@ -33,8 +33,9 @@ def up(args) -> int:
     d = Path(args.dir)
     if _state_path(d).exists():
         raise HarnessError(f"a cluster is already up in {d}; run `pschaos cluster down --dir {d}` first")
-    spec = ClusterSpec(shards=args.shards, copies=args.replicas + 1, workers=args.workers,
-                       replication=args.mode, model=args.model, max_shards=max(args.shards, args.max_shards or 0))
+    shards = args.shards if args.shards is not None else 2
+    spec = ClusterSpec(shards=shards, copies=args.replicas + 1, workers=args.workers,
+                       replication=args.mode, model=args.model, max_shards=max(shards, args.max_shards or 0))
     run_id = f"cluster-{uuid.uuid4().hex[:6]}"
     backend = getattr(args, "backend", "process")
     if backend == "docker":           # containers outlive this command by nature; labels name the run
@@ -154,11 +155,14 @@ def scale(args) -> int:
     from psnodes import routing
     from psnodes.config import ClusterConfig
     from psnodes.etcd import Etcd
-    from psnodes.migration import Migrator
+    from psnodes.migration import ASYNC_REFUSED, Migrator
 
     from .faults.shards import target_shards
     from .launcher import Launcher
 
+    if getattr(args, "shards", None) is None:
+        raise HarnessError("cluster scale: --shards is required (the shard count to move to), e.g. "
+                           "`pschaos cluster scale --shards 3`")
     d = Path(args.dir)
     if not _state_path(d).exists():
         raise HarnessError(f"no cluster in {d}; start one with `pschaos cluster up --dir {d} --max-shards N`")
@@ -166,6 +170,20 @@ def scale(args) -> int:
     if state.get("backend", "process") != "process":
         raise HarnessError("cluster scale: only a cluster of local processes (cluster up --backend process) scales")
     cfg = ClusterConfig.load(d / "cluster.json")
+    if cfg.mode != "sync":
+        raise HarnessError(f"cluster scale: the cluster's {ASYNC_REFUSED}")
+    rec = routing.read(Etcd(cfg.etcd, timeout=1.0), cfg)[0]
+    if rec.migration is not None:
+        if not getattr(args, "abort_migration", False):
+            raise HarnessError(f"cluster scale: migration {rec.migration.id} ({rec.migration.src} -> "
+                               f"{rec.migration.dst}, phase {rec.migration.phase}) is still in the routing record "
+                               "(its coordinator was stopped or died; its sources may be fenced); re-run with "
+                               "--abort-migration to abort it first (the old routing stays)")
+        m = Migrator(cfg, emit=lambda f, v: print(json.dumps({"event": f, **v})))
+        try:
+            print(f"aborted migration {m.abort_in_progress()}; the cluster keeps shards {list(rec.shards)}")
+        finally:
+            m.close()
     cur = list(routing.read(Etcd(cfg.etcd, timeout=1.0), cfg)[0].shards)
     room = max(cfg.shards, cfg.max_shards)
     if not 1 <= args.shards <= room:
@@ -178,6 +196,8 @@ def scale(args) -> int:
     launcher = Launcher(d, state["run_id"], DETACHED_OWNER, True, use_zygote=False)
     for s in sorted(set(dst) - set(cur)):
         for n in cfg.shard_nodes(s):
+            if n in state["pids"] and psutil.pid_exists(state["pids"][n]):
+                continue                  # started by an earlier scale that aborted: still running, not orphaned
             h = launcher.spawn(n, "psnodes.serve", ["--config", str(d / "cluster.json"), "--name", n, "--events",
                                                     str(d / "events" / (n.replace("/", "-") + ".jsonl"))],
                                d / "logs" / (n.replace("/", "-") + ".log"))

@@ -346,7 +346,11 @@ class Scenario(Strict):
             if "read_every" in self.workload.model_fields_set:
                 raise ValueError("workload.read_every: psnodes' workers train and read nothing back this way; "
                                  "remove read_every (it sets an adapted system's reads)")
-            from .faults.shards import shard_counts
+            from .faults.shards import schedule_problem, shard_counts
+            problem = schedule_problem(self.cluster.replication, self.faults,
+                                       self.nemesis.kinds if self.nemesis else ())
+            if problem:
+                raise ValueError(problem)
             counts = shard_counts(self.cluster.shards, self.faults)
             if isinstance(counts, str):
                 raise ValueError(counts)

@@ -27,12 +27,15 @@ from .config import ClusterConfig, ShardRecord, etcd_url
 from .digest import dense_digest
 from . import routing
 from .core.routing import Routing, static
-from .errors import RETRYABLE, NotFound, PSError, StaleRouting, from_rpc_error
+from .errors import RETRYABLE, STALE_ROUTING, NotFound, PSError, StaleRouting, from_rpc_error
 from .etcd import Etcd
 from .events import EventLog
 from .placement import AUDIT_SLOTS, audit_name, bucket_names, owner, row_owners
 from .proto import ps_pb2, ps_pb2_grpc
 from .runtime import REAL, Runtime
+
+
+ROUTING_CHECK_S = 1.0      # while a shard does not answer, re-read the routing record this often
 
 
 class Unavailable(PSError):
@@ -93,6 +96,19 @@ class PSClient:
             self.routing = rec
         return self.routing
 
+    def _still_routed(self, shard: int) -> None:
+        """StaleRouting when the routing record no longer names `shard` (a scale-in this client
+        missed retired it: its group is gone, so it answers nothing, never a stale epoch); the
+        callers re-route on it as on a node's own stale answer. An etcd that does not answer
+        proves nothing: the retries go on."""
+        try:
+            r = self.refresh_routing()
+        except PSError:
+            return
+        if shard not in r.shards:
+            raise StaleRouting(f"{STALE_ROUTING}: shard {shard} is not in routing epoch {r.epoch} "
+                               f"(shards {list(r.shards)}); re-route by it")
+
     def refresh(self, shard: int | None = None) -> None:
         for i in ([shard] if shard is not None else self.routing.shards):
             kv = self.etcd.get(self.cfg.shard_key(i))
@@ -129,6 +145,7 @@ class PSClient:
         end = self.rt.monotonic() + self.retry_budget
         delay = 0.01
         last: Exception | None = None
+        check_routing = self.rt.monotonic() + ROUTING_CHECK_S
         while True:
             if shard not in self.routes:
                 try:
@@ -145,6 +162,9 @@ class PSClient:
                     if not isinstance(err, RETRYABLE) and e.code() != grpc.StatusCode.UNKNOWN:
                         raise err from None
                     last = err
+            if self.rt.monotonic() + delay > end or self.rt.monotonic() >= check_routing:
+                check_routing = self.rt.monotonic() + ROUTING_CHECK_S
+                self._still_routed(shard)         # a retired shard never answers: re-route instead
             if self.rt.monotonic() + delay > end:
                 raise Unavailable(f"shard {shard}: no primary answered {method} within "
                                   f"{self.retry_budget}s; last error: {last}")
@@ -231,6 +251,8 @@ class PSClient:
                "keys": [t.name for t in upd.dense] + [f"{r.table}[{len(r.ids) // 8}]" for r in upd.sparse]}
         if upd.HasField("origin"):
             val["origin"] = upd.origin
+        if upd.part:
+            val["part"] = list(upd.part)
         self.events.emit("push", val, "invoke", op)
         size = upd.ByteSize()
         req = ps_pb2.PushRequest(shard=shard, update=upd)   # built once; a retry only changes the epochs
@@ -274,6 +296,8 @@ class PSClient:
               "routing_epoch": rep.routing_epoch}
         if rep.HasField("applied_on"):
             ok["applied_on"] = rep.applied_on
+        if rep.applied_as:
+            ok["applied_as"] = rep.applied_as
         self.events.emit("push", ok, "ok", op)
         return rep
 
@@ -286,9 +310,10 @@ class PSClient:
             pass
 
     def _regroup(self, shard: int, upd: ps_pb2.Update) -> dict[int, ps_pb2.Update]:
-        """A push's keys split by their owners in the current routing, each part keeping the push's
-        idempotency key (its request id, and `origin`, the shard that id was numbered for), with the
-        audit increments of the shard it now goes to."""
+        """A push's keys split by their owners in the current routing, with the audit increments of
+        the shard each part now goes to. Each part is an idempotency identity of its own: the push's
+        request id, `origin` (the shard that id was numbered for) and `part`, the shards it was split
+        to in order, so a shard that applied one part never answers another as a duplicate of it."""
         shards = self.routing.shards
         origin = upd.origin if upd.HasField("origin") else shard
         parts: dict[int, ps_pb2.Update] = {}
@@ -296,9 +321,7 @@ class PSClient:
         def part(s: int) -> ps_pb2.Update:
             if s not in parts:
                 parts[s] = ps_pb2.Update(worker=upd.worker, incarnation=upd.incarnation, clock=upd.clock,
-                                         req_id=upd.req_id, kind=upd.kind)
-                if s != origin:
-                    parts[s].origin = origin
+                                         req_id=upd.req_id, kind=upd.kind, origin=origin, part=[*upd.part, s])
             return parts[s]
         for t in upd.dense:
             if not t.name.startswith("__audit__/"):

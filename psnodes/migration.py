@@ -27,6 +27,7 @@ its virtual ones, so a simulated migration runs this very coordinator.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -50,6 +51,21 @@ class MigrationFailed(PSError):
     """The migration aborted (the old routing stands) or could not begin."""
 
 
+ETCD_WAIT_S = 120.0        # how long a compare-and-swap step waits for a silent etcd before it gives up
+
+
+def longest_s(etcd_wait_s: float = ETCD_WAIT_S, give_up_s: float = 15.0) -> float:
+    """The longest a coordinator can take to end once its steps stall: the switch waiting for etcd,
+    then the abort waiting again, then the unfence calls: what a caller joining it must allow."""
+    return 2 * etcd_wait_s + 3 * give_up_s
+
+
+ASYNC_REFUSED = ("replication: async cannot run a live shard migration: a source's promoted replica may not hold "
+                 "its FENCE and ack a moving key at the old routing epoch, and a destination primary may die before "
+                 "its replicas hold the import, so acknowledged updates are lost; set cluster.replication: sync "
+                 "(`pschaos cluster up --mode sync`) to scale shards")
+
+
 @dataclass
 class Outcome:
     id: str
@@ -68,8 +84,11 @@ class Outcome:
 class Migrator:
     def __init__(self, cfg: ClusterConfig, etcd: Etcd | None = None, emit: Emit | None = None,
                  addresses: dict[str, str] | None = None, hold_s: float = 0.0, give_up_s: float = 15.0,
-                 etcd_wait_s: float = 120.0, *, runtime: Runtime = REAL,
-                 stub_factory: Callable[[str], object] | None = None) -> None:
+                 etcd_wait_s: float = ETCD_WAIT_S, *, runtime: Runtime = REAL,
+                 stub_factory: Callable[[str], object] | None = None, nonce: str | None = None,
+                 fenced_hold_s: float = 0.0) -> None:
+        if cfg.mode != "sync":
+            raise MigrationFailed(ASYNC_REFUSED)
         if not cfg.peer_token:
             raise MigrationFailed("the migration coordinator needs the cluster config with its peer token "
                                   "(cluster.json, not the client view)")
@@ -77,7 +96,9 @@ class Migrator:
         self.emit = emit or (lambda f, v: None)
         self.addresses = addresses or dict(cfg.addresses)
         self.hold_s, self.give_up_s, self.etcd_wait_s = hold_s, give_up_s, etcd_wait_s
+        self.fenced_hold_s = fenced_hold_s     # pacing of the hand-off (a large delta), so faults can land in it
         self.rt, self._stub_factory = runtime, stub_factory
+        self.nonce = nonce or os.urandom(4).hex()      # the harness passes one drawn from the run's seed
         self.md = auth(cfg.token, cfg.peer_token)
         self._stubs: dict[str, ps_pb2_grpc.ParameterServerStub] = {}
         self._channels: list[grpc.Channel] = []
@@ -147,30 +168,39 @@ class Migrator:
 
     # --------------------------------------------------------------- steps
     def run(self, dst: list[int] | tuple[int, ...]) -> Outcome:
+        """Carry a migration to `dst` through: switched, or aborted (the old routing stands). The
+        source set and the routing epoch are the record's that the announce swapped, and the id
+        carries this coordinator's nonce, so two coordinators never share one."""
         cur, rev = routing.read(self.etcd, self.cfg)
-        mid = f"{cur.epoch}.{rev}"
+        mid = f"{cur.epoch}.{rev}.{self.nonce}"
         dst = tuple(sorted(set(dst)))
-        self._swap(lambda r: begin(r, mid, dst), "announce")
-        src = cur.shards
-        out = Outcome(mid, src, dst, routing_epoch=cur.epoch)
+        rec = self._swap(lambda r: begin(r, mid, dst), "announce")
+        src = tuple(rec.migration.src) if rec.migration is not None and rec.migration.id == mid else rec.shards
+        out = Outcome(mid, src, dst, routing_epoch=rec.epoch)
         self.emit("migration-start", {"migration": mid, "src": list(src), "dst": list(dst),
-                                      "routing_epoch": cur.epoch})
+                                      "routing_epoch": rec.epoch})
         phase = "copy"
         try:
             base = self._copy(out)
             phase = "fence"
             t_fence = self._fence(out)
+            if self.fenced_hold_s:
+                self.rt.sleep(self.fenced_hold_s)
             phase = "delta"
             self._handoff(out, base)
             phase = "switch"
-        except MigrationFailed as e:
+            new = self._swap(lambda r: switched(r, mid), "switch")
+        except BaseException as e:  # noqa: BLE001 - any failure before the switch, Ctrl-C too, aborts
+            why = str(e) if isinstance(e, MigrationFailed) else f"{e.__class__.__name__}: {e}"
             try:
-                self._abort(out, phase, str(e))
-            except MigrationFailed as e2:
-                self.emit("migration-stuck", {"migration": mid, "phase": phase, "reason": f"{e}; abort: {e2}"})
-                raise
-            return out
-        new = self._swap(lambda r: switched(r, mid), "switch")
+                self._abort(out, phase, why)
+            except BaseException as e2:  # noqa: BLE001 - recorded, then the original failure goes on
+                self.emit("migration-stuck", {"migration": mid, "phase": phase, "reason": f"{why}; abort: {e2}"})
+                if isinstance(e, MigrationFailed):
+                    raise e2 from e
+            if isinstance(e, MigrationFailed):
+                return out
+            raise
         out.switched, out.routing_epoch = True, new.epoch
         out.unavailable_ms = round((self.rt.monotonic() - t_fence) * 1000, 2)
         self.emit("migration-switch", {"migration": mid, "routing_epoch": new.epoch, "shards": list(new.shards),
@@ -180,6 +210,19 @@ class Migrator:
         self.emit("migration-done", {"migration": mid, "routing_epoch": new.epoch, "bytes": out.bytes,
                                      "key_bytes": out.key_bytes, "keys": out.keys, "retired": out.retired})
         return out
+
+    def abort_in_progress(self) -> str | None:
+        """Abort the migration the routing record holds (its coordinator died or was stopped): the
+        record loses it by compare-and-swap, every fence is lifted and what destinations imported is
+        dropped; the old routing stands. Returns its id, None when the record holds none. Safe
+        against a coordinator still running: its next compare-and-swap fails and it aborts too."""
+        cur, _ = routing.read(self.etcd, self.cfg)
+        m = cur.migration
+        if m is None:
+            return None
+        out = Outcome(m.id, tuple(m.src), tuple(m.dst), routing_epoch=cur.epoch)
+        self._abort(out, m.phase, "aborted by a later coordinator (the record held it)")
+        return m.id
 
     def _move(self, a: int, b: int, part: str, since: tuple[int, int], mid: str, out: Outcome) -> tuple[int, int]:
         """Export the keys moving a -> b (changed after `since`), import them at b; the export's seq."""

@@ -36,10 +36,33 @@ def fq(key: str, shard: int) -> str:
     return key if "@" in key else f"{key}@{shard}"
 
 
-def push_key(idem: str, origin: int | None, shard: int) -> str:
+def push_key(idem: str, origin: int | None, shard: int, part: tuple[int, ...] = ()) -> str:
     """The key a push is recorded under on `shard`: the bare `worker#inc` when it was numbered for
-    this shard, `worker#inc@origin` when it was re-routed here from another shard's numbering."""
+    this shard, `worker#inc@origin` when it was re-routed here whole from another shard's numbering
+    (an older client), and `worker#inc@origin/t1/t2..` for a re-routed part: the shards it was
+    split to, in order. Every part of one push is its own identity, so applying (or shipping the
+    applied set of) one part never answers another as a duplicate."""
+    if part:
+        return f"{idem}@{origin if origin is not None else shard}/" + "/".join(str(int(t)) for t in part)
     return idem if origin is None or origin == shard else f"{idem}@{origin}"
+
+
+def lineage(idem: str, origin: int | None, shard: int, part: tuple[int, ...] = ()) -> list[tuple[str, str, int]]:
+    """The applied-set keys that prove a push (or part) applied: its own and its ancestors' (the whole
+    push, then each coarser part it was split from, which held every key it holds), never a
+    sibling's. Each as (key on `shard`, fully qualified key, the shard that applied it): a part is
+    applied only by the shard it was sent to, the last of its path; the whole push by its origin."""
+    o = origin if origin is not None else shard
+    out = []
+    if not part:
+        k = push_key(idem, origin, shard)
+        return [(k, fq(k, shard), o)]
+    whole = f"{idem}@{o}"
+    out.append((idem if o == shard else whole, whole, o))
+    for i in range(1, len(part) + 1):
+        k = push_key(idem, o, shard, tuple(part[:i]))
+        out.append((k, k, int(part[i - 1])))
+    return out
 
 
 # ------------------------------------------------------------------ ownership

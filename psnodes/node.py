@@ -243,7 +243,7 @@ class ShardNode:
             if self.cfg.mode == "async":
                 self._wait_lag(epoch, deadline)
             dec = self.store.validate(upd)                # a malformed retry is refused too, not "duplicate"
-            dup_seq, applied_on = self.store.duplicate_of(upd)      # keyed by worker#incarnation, req_id
+            dup_seq, applied_on, applied_as = self.store.duplicate_as(upd)   # worker#incarnation, req_id, part
             noop = dup_seq is None and self.store.is_noop(dec)
             mods = [self.store.dense_mod[n] for n, _ in dec.dense] if noop else []
             d = dedup.decide(dup_seq, noop, mods, self.store.seq)
@@ -264,7 +264,7 @@ class ShardNode:
             else:
                 self._wait_followers(epoch, deadline)
         return ps_pb2.PushReply(epoch=epoch, seq=seq, duplicate=duplicate, node=self.name, routing_epoch=routing_epoch,
-                                applied_on=applied_on)
+                                applied_on=applied_on, applied_as=applied_as if duplicate else "")
 
     def _followers_fresh(self) -> bool:
         """Every ISR peer accepted one of our replicate calls recently enough that it cannot have

@@ -184,6 +184,12 @@ def plan_migrate(req: ps_pb2.MigrateRequest) -> Step:
     raise InvalidArgument(f"Migrate: op={req.op} is unknown")
 
 
+def step_event(shard: int, req: ps_pb2.MigrateRequest, seq: int, epoch: int) -> dict:
+    """A step's event (the fence point `single-owner` judges acks against): the seq at which the
+    entry is on the ISR and the primary epoch it was applied in; every later primary holds it there."""
+    return {"shard": shard, "migration": req.migration, "seq": seq, "epoch": epoch}
+
+
 def step_reply(store: "ShardStore", seq: int, name: str) -> ps_pb2.MigrateReply:
     return ps_pb2.MigrateReply(seq=seq, seq_epoch=store.seq_epoch, routing_epoch=store.routing_epoch, node=name)
 
@@ -236,7 +242,7 @@ def migrate(node: "ShardNode", req: ps_pb2.MigrateRequest, deadline: float) -> p
     else:
         seq = append(node, step.update, deadline, lambda: step.still(node.store))
         if step.event:
-            node.events.emit(step.event, {"shard": node.shard, "migration": req.migration, "seq": seq})
+            node.events.emit(step.event, step_event(node.shard, req, seq, node.epoch))
     return step_reply(node.store, seq, node.name)
 
 

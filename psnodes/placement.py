@@ -33,7 +33,7 @@ _M2 = np.uint64(0x94D049BB133111EB)
 AUDIT_PREFIX = "__audit__/"
 AUDIT_SLOTS = 256
 #: migrating audit buckets `__audit__/m<b>`: placed like any dense name, so they move with keys
-AUDIT_BUCKETS = 8
+AUDIT_BUCKETS = 24
 BUCKET_PREFIX = AUDIT_PREFIX + "m"
 
 

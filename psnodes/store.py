@@ -168,14 +168,23 @@ class ShardStore:
         only from a migrated applied set (its keys came here since); None when it applied it itself."""
         if upd.kind != ps_pb2.Update.PUSH:
             return None, None
+        return self.duplicate_as(upd)[:2]
+
+    def duplicate_as(self, upd: ps_pb2.Update) -> tuple[int | None, int | None, str]:
+        """duplicate_of, and the fully qualified applied-set key of the ancestor that held it (the
+        whole push or a coarser part it was split from; '' when it was its own key, or new). A part
+        is a duplicate only of itself or an ancestor, never of a sibling part."""
+        if upd.kind != ps_pb2.Update.PUSH:
+            return None, None, ""
         origin = upd.origin if upd.HasField("origin") else None
-        key = moving.push_key(idem_key(upd.worker, upd.incarnation), origin, self.spec.shard)
-        if self.applied.contains(key, upd.req_id):
-            return dedup.retry_seq(self.applied.seq_of(key, upd.req_id), self.seq), None
-        full = moving.fq(key, self.spec.shard)
-        if any(lo <= upd.req_id <= hi for lo, hi in self.foreign.get(full, ())):
-            return self.seq, int(full.rsplit("@", 1)[1])
-        return None, None
+        keys = moving.lineage(idem_key(upd.worker, upd.incarnation), origin, self.spec.shard, tuple(upd.part))
+        for i, (local, full, by) in enumerate(keys):
+            as_ = "" if i == len(keys) - 1 else full
+            if self.applied.contains(local, upd.req_id):
+                return dedup.retry_seq(self.applied.seq_of(local, upd.req_id), self.seq), None, as_
+            if any(lo <= upd.req_id <= hi for lo, hi in self.foreign.get(full, ())):
+                return self.seq, by, as_
+        return None, None, ""
 
     def is_noop(self, dec: Decoded) -> bool:
         """An INIT whose tensors all exist changes nothing and is not logged."""
@@ -206,8 +215,8 @@ class ShardStore:
             for table, step in rows:
                 self.tables[table].commit(step, seq)
             origin = upd.origin if upd.HasField("origin") else None
-            self.applied.add(moving.push_key(idem_key(upd.worker, upd.incarnation), origin, self.spec.shard),
-                             upd.req_id, seq)
+            self.applied.add(moving.push_key(idem_key(upd.worker, upd.incarnation), origin, self.spec.shard,
+                                             tuple(upd.part)), upd.req_id, seq)
             self.pushes += 1
             if upd.clock >= 0:
                 self.clocks[upd.worker] = gating.advance(self.clocks, upd.worker, upd.clock)

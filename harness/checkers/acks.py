@@ -45,7 +45,7 @@ def credited(v: dict) -> dict:
     if "applied_on" not in v:
         return v
     out = {**v, "shard": v["applied_on"]}
-    if out.get("origin") == out["shard"]:
+    if out.get("origin") == out["shard"] and not out.get("part"):
         out.pop("origin")
     return out
 

@@ -94,9 +94,17 @@ def op_key(e: dict) -> tuple:
 def idem(v: dict) -> str:
     """The applied-set key of a push: worker and incarnation (a restarted worker is a new one), and
     the shard its request id was numbered for when a migration re-routed it elsewhere (`origin`),
-    as the shard records it (psnodes/moving.py push_key)."""
+    as the shard records it (psnodes/moving.py push_key).
+    A re-routed part is its own identity, `worker#inc@origin/t1/t2..` (the shards it was split to);
+    a duplicate answered from an ancestor's key (the whole push, or a coarser part: `applied_as`)
+    is that key, as the shard that applied it holds it."""
+    if v.get("applied_as"):
+        key, by = v["applied_as"], v.get("applied_on", v.get("shard"))
+        return key[: -len(f"@{by}")] if key.endswith(f"@{by}") else key
     key = f"{v['worker']}#{v.get('incarnation', 0)}"
     origin = v.get("origin")
+    if v.get("part"):
+        return f"{key}@{origin if origin is not None else v.get('shard')}/" + "/".join(str(t) for t in v["part"])
     return key if origin is None or origin == v.get("shard") else f"{key}@{origin}"
 
 

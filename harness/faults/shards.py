@@ -6,8 +6,9 @@ ClusterSpec.max_shards), waits until each has a primary, and runs psnodes' migra
 `scale-in-shards` moves the keys of the highest-numbered shards to the others and, once the
 switch landed, records the retired groups' final states (`retired-state`: no-lost-acks judges
 their acks by them) and stops them. Params: `to` (the shard count after) or `count` (shards
-added or removed), and `hold_s` (the copy phase lasts at least this long, as a large copy would,
-so faults can land in it). The fault stays open until the migration ended (switched or aborted;
+added or removed), `hold_s` (the copy phase lasts at least this long, as a large copy would,
+so faults can land in it) and `fenced_hold_s` (the same for the fenced hand-off, as a large delta
+would: `kill during: handoff` lands there). The fault stays open until the migration ended (switched or aborted;
 `finished`), and its info says which, with the bytes moved and the fenced time. The coordinator
 runs in a thread of the run's clock (a real thread, or a simulated one on the sim backend, where
 the same coordinator runs in virtual time).
@@ -16,11 +17,13 @@ from __future__ import annotations
 
 import threading
 
+from psnodes.migration import ASYNC_REFUSED, longest_s
+
 from ..errors import HarnessError
 from .base import Fault
 
 KINDS = ("scale-out-shards", "scale-in-shards")
-SPEC = {"to": (int, 0), "count": (int, 0), "hold_s": (float, 0.0)}
+SPEC = {"to": (int, 0), "count": (int, 0), "hold_s": (float, 0.0), "fenced_hold_s": (float, 0.0)}
 
 
 def target_count(kind: str, current: int, params: dict) -> int | str:
@@ -55,6 +58,20 @@ def shard_counts(start: int, faults) -> list[int] | str:
     return out
 
 
+def schedule_problem(replication: str, faults, nemesis_kinds=()) -> str | None:
+    """Why a schedule's scale-*-shards faults cannot run (None when they can): async replication
+    (docs/elastic-shards.md), or two of them at one moment (one migration at a time: a second
+    coordinator would race the first for the routing record)."""
+    kinds = [f.kind for f in faults if f.kind in KINDS] + [k for k in nemesis_kinds if k in KINDS]
+    if kinds and replication == "async":
+        return f"cluster.{ASYNC_REFUSED} (faults: {sorted(set(kinds))})"
+    moments = [(f.at.time, f.at.step) for f in faults if f.kind in KINDS]
+    if len(moments) != len(set(moments)):
+        return "faults: two scale-*-shards faults at the same `at` would run two migrations at once; give each " \
+               "its own moment (one migration runs at a time; a later one starts after the earlier ended)"
+    return None
+
+
 def target_shards(cur: list[int], n: int) -> list[int]:
     """The shard set of n shards after `cur`: the next free ids added, or the highest removed."""
     if n >= len(cur):
@@ -72,6 +89,9 @@ class _ScaleShards(Fault):
             return f"{cls.kind}: give exactly one of params.to or params.count"
         if params["hold_s"] < 0 or params["hold_s"] > 60:
             return f"{cls.kind}: params.hold_s must be between 0 and 60 seconds"
+        if params["fenced_hold_s"] < 0 or params["fenced_hold_s"] > 10:
+            return f"{cls.kind}: params.fenced_hold_s must be between 0 and 10 seconds (the moving keys are " \
+                   "unavailable for writes that long)"
         return None
 
     def inject(self) -> None:
@@ -79,6 +99,13 @@ class _ScaleShards(Fault):
         if not hasattr(be, "migrate_shards"):
             raise HarnessError(f"fault kind {self.kind!r} is not modelled by the {getattr(be, 'name', '?')} backend; "
                                "shard migration runs on the process and sim backends")
+        if be.cfg.mode != "sync":
+            raise HarnessError(f"{self.kind}: cluster.{ASYNC_REFUSED}")
+        busy = getattr(be, "_migrating", None)
+        if busy is not None and not busy.finished():
+            raise HarnessError(f"{self.kind}: another migration ({busy.kind}) is still running; one migration runs "
+                               "at a time: schedule this one after it ended")
+        be._migrating = self
         cur = be.active_shards()
         n = target_count(self.kind, len(cur), self.params)
         if isinstance(n, str):
@@ -89,12 +116,14 @@ class _ScaleShards(Fault):
         self.info.update(shards_before=cur, shards_after=dst, shards_added=added,
                          shards_removed=sorted(set(cur) - set(dst)))
         self.done = threading.Event()        # only polled (finished), never waited on
-        self.thread = self.ctx.clock.spawn(lambda: self._migrate(dst), self.kind)
+        nonce = f"{self.ctx.rng.getrandbits(32):08x}"      # the migration id's, from the run's seed
+        self.thread = self.ctx.clock.spawn(lambda: self._migrate(dst, nonce), self.kind)
 
-    def _migrate(self, dst: list[int]) -> None:
+    def _migrate(self, dst: list[int], nonce: str) -> None:
         be = self.ctx.backend
         try:
-            out = be.migrate_shards(dst, self.ctx.record, self.params["hold_s"])
+            out = be.migrate_shards(dst, self.ctx.record, self.params["hold_s"], nonce=nonce,
+                                    fenced_hold_s=self.params["fenced_hold_s"])
             self.info.update(migration=out.id, switched=out.switched, aborted=out.aborted or None,
                              routing_epoch=out.routing_epoch, bytes=out.bytes, key_bytes=out.key_bytes,
                              fenced_ms=out.unavailable_ms)
@@ -114,8 +143,9 @@ class _ScaleShards(Fault):
         """The end of the run: wait (bounded) for a migration still going on."""
         t = getattr(self, "thread", None)
         if t is not None:
-            if not self.ctx.clock.join(t, 60):
-                raise HarnessError(f"{self.kind}: the migration did not end within 60 s of the heal")
+            bound = longest_s()         # the coordinator's own bound: it always ends, switched, aborted or stuck
+            if not self.ctx.clock.join(t, bound):
+                raise HarnessError(f"{self.kind}: the migration did not end within {bound:.0f} s of the heal")
         if self.info.get("migration_error"):
             raise HarnessError(f"{self.kind}: {self.info['migration_error']}")
 

@@ -52,7 +52,8 @@ class ElasticShards:
                     self._new_copy(n)
         start_groups(self, shards, start, self.etcd, timeout)
 
-    def migrate_shards(self, dst: list[int], record: Callable[[str, dict], Any], hold_s: float = 0.0):
+    def migrate_shards(self, dst: list[int], record: Callable[[str, dict], Any], hold_s: float = 0.0,
+                       nonce: str | None = None, fenced_hold_s: float = 0.0):
         """Run psnodes' migration coordinator to shard set `dst` in this simulated thread."""
         from psnodes.migration import Migrator
 
@@ -61,7 +62,7 @@ class ElasticShards:
         rt = Runtime(monotonic=self.clock.monotonic, sleep=self.clock.sleep, time=self.clock.now,
                      pid=lambda: 1, pool=self._no_pool)
         m = Migrator(self.cfg, etcd=SimEtcdClient(self, MIGRATOR, never, timeout=COORDINATOR_ETCD_TIMEOUT_S),
-                     emit=record, hold_s=hold_s, runtime=rt,
+                     emit=record, hold_s=hold_s, runtime=rt, nonce=nonce or "0", fenced_hold_s=fenced_hold_s,
                      stub_factory=lambda node: SimStub(self, MIGRATOR, node, never))
         try:
             return m.run(dst)

@@ -256,7 +256,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         if self.cfg.mode == "async":
             yield from self._wait_lag(epoch, deadline)
         dec = self.store.validate(upd)                # a malformed retry is refused too, not "duplicate"
-        dup_seq, applied_on = self.store.duplicate_of(upd)
+        dup_seq, applied_on, applied_as = self.store.duplicate_as(upd)
         noop = dup_seq is None and self.store.is_noop(dec)
         mods = [self.store.dense_mod[n] for n, _ in dec.dense] if noop else []
         d = dedup.decide(dup_seq, noop, mods, self.store.seq)
@@ -270,7 +270,8 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         else:
             yield from self._wait_followers(epoch, deadline)
         return ps_pb2.PushReply(epoch=epoch, seq=seq, duplicate=d.duplicate, node=self.name,
-                                routing_epoch=routing_epoch, applied_on=applied_on)
+                                routing_epoch=routing_epoch, applied_on=applied_on,
+                                applied_as=applied_as if d.duplicate else "")
 
     def _pull(self, req: ps_pb2.PullRequest, deadline: float) -> Gen:
         self._check_shard(req.shard, "Pull")

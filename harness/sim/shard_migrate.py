@@ -47,7 +47,7 @@ class MigrateSide:
         else:
             seq = yield from self.append(step.update, deadline, step.still)
             if step.event:
-                self.emit(step.event, {"shard": self.shard, "migration": req.migration, "seq": seq})
+                self.emit(step.event, ownership.step_event(self.shard, req, seq, self.epoch))
         return ownership.step_reply(self.store, seq, self.name)
 
     def _spend(self: "SimCopy", nbytes: int, per_call: float = 0.0) -> Gen:

@@ -32,7 +32,7 @@ class Rows(_message.Message):
     def __init__(self, table: _Optional[str] = ..., ids: _Optional[bytes] = ..., dim: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class Update(_message.Message):
-    __slots__ = ("kind", "worker", "req_id", "clock", "dense", "sparse", "incarnation", "meta", "origin")
+    __slots__ = ("kind", "worker", "req_id", "clock", "dense", "sparse", "incarnation", "meta", "origin", "part")
     class Kind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         PUSH: _ClassVar[Update.Kind]
@@ -56,6 +56,7 @@ class Update(_message.Message):
     INCARNATION_FIELD_NUMBER: _ClassVar[int]
     META_FIELD_NUMBER: _ClassVar[int]
     ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    PART_FIELD_NUMBER: _ClassVar[int]
     kind: Update.Kind
     worker: str
     req_id: int
@@ -65,7 +66,8 @@ class Update(_message.Message):
     incarnation: int
     meta: bytes
     origin: int
-    def __init__(self, kind: _Optional[_Union[Update.Kind, str]] = ..., worker: _Optional[str] = ..., req_id: _Optional[int] = ..., clock: _Optional[int] = ..., dense: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., sparse: _Optional[_Iterable[_Union[Rows, _Mapping]]] = ..., incarnation: _Optional[int] = ..., meta: _Optional[bytes] = ..., origin: _Optional[int] = ...) -> None: ...
+    part: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, kind: _Optional[_Union[Update.Kind, str]] = ..., worker: _Optional[str] = ..., req_id: _Optional[int] = ..., clock: _Optional[int] = ..., dense: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., sparse: _Optional[_Iterable[_Union[Rows, _Mapping]]] = ..., incarnation: _Optional[int] = ..., meta: _Optional[bytes] = ..., origin: _Optional[int] = ..., part: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class PushRequest(_message.Message):
     __slots__ = ("shard", "epoch", "update", "routing_epoch")
@@ -80,20 +82,22 @@ class PushRequest(_message.Message):
     def __init__(self, shard: _Optional[int] = ..., epoch: _Optional[int] = ..., update: _Optional[_Union[Update, _Mapping]] = ..., routing_epoch: _Optional[int] = ...) -> None: ...
 
 class PushReply(_message.Message):
-    __slots__ = ("epoch", "seq", "duplicate", "node", "routing_epoch", "applied_on")
+    __slots__ = ("epoch", "seq", "duplicate", "node", "routing_epoch", "applied_on", "applied_as")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     DUPLICATE_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     ROUTING_EPOCH_FIELD_NUMBER: _ClassVar[int]
     APPLIED_ON_FIELD_NUMBER: _ClassVar[int]
+    APPLIED_AS_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     seq: int
     duplicate: bool
     node: str
     routing_epoch: int
     applied_on: int
-    def __init__(self, epoch: _Optional[int] = ..., seq: _Optional[int] = ..., duplicate: _Optional[bool] = ..., node: _Optional[str] = ..., routing_epoch: _Optional[int] = ..., applied_on: _Optional[int] = ...) -> None: ...
+    applied_as: str
+    def __init__(self, epoch: _Optional[int] = ..., seq: _Optional[int] = ..., duplicate: _Optional[bool] = ..., node: _Optional[str] = ..., routing_epoch: _Optional[int] = ..., applied_on: _Optional[int] = ..., applied_as: _Optional[str] = ...) -> None: ...
 
 class PullRequest(_message.Message):
     __slots__ = ("shard", "epoch", "since_seq", "names", "sparse", "min_clock", "worker", "no_dense", "routing_epoch")
