@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from .base import Verdict, by_f, final_states, idem, unknown
-from .migration import applied_anywhere, bucket_shortfalls, fq, retired_copies
+from .migration import applied_anywhere, bucket_shortfalls, fq, identity, retired_copies
 
 
 def _contains(ranges: list[list[int]], x: int) -> bool:
@@ -158,7 +158,9 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
                             for v in unexplained[:10]]}
     details["unaudited_acks"] = unaudited
     details["lagging_copies"] = sorted(lagging)
-    bshort, bfig, bwhy = bucket_shortfalls(history)
+    # an async failover's explained losses took their bucket increments with them
+    allowed_ids = {identity(v) for v in lost if v not in unexplained}
+    bshort, bfig, bwhy = bucket_shortfalls(history, allowed_ids)
     details.update(bfig, bucket_short=bshort[:10])
     short += bshort
     worst_by_worker: Counter = Counter()

@@ -139,13 +139,15 @@ def timeline_violations(history: list[dict], oks: list[dict]) -> tuple[list[dict
     return late, "; ".join(why), {"migrations_judged": judged}
 
 
-def bucket_shortfalls(history: list[dict]) -> tuple[list[dict], dict, str]:
+def bucket_shortfalls(history: list[dict], allowed: set | frozenset = frozenset()) -> tuple[list[dict], dict, str]:
     """Audit buckets whose final count is below the acknowledged pushes that carried them:
     (shortfalls, figures, why the evidence is missing or ''). A bucket's count is read from its
     owner under the final routing only (a primary that still holds a copy it gave away is not its
     owner); a bucket carried by acks whose owner reported no count is missing evidence, not a loss.
     Every (from, to) pair of a switched migration that moved keys must have carried a bucket (the
-    bucket's own delta is the pair's proof): a pair without one is missing evidence too."""
+    bucket's own delta is the pair's proof): a pair without one is missing evidence too. `allowed`:
+    the identities of acks the replication mode may lose (async: a failover's unreplicated
+    window, as no-lost-acks explains them); their increments are not demanded of any bucket."""
     from psnodes.placement import owner
 
     oks = [e["value"] | {"pid": e.get("pid")} for e in by_f(history, "push", "ok")]
@@ -184,8 +186,10 @@ def bucket_shortfalls(history: list[dict]) -> tuple[list[dict], dict, str]:
         if b not in final:
             continue
         have = int(final[b].get(worker, 0))
-        if have < len(ids):
-            short.append({"bucket": b, "worker": worker, "acked": len(ids), "count": have, "owner_reported": True})
+        need = len(ids - allowed)
+        if have < need:
+            short.append({"bucket": b, "worker": worker, "acked": len(ids), "count": have, "owner_reported": True,
+                          "allowed_lost": len(ids) - need})
     uncovered = uncovered_pairs(history, {b for b, _ in carried})
     if uncovered:
         why.append(f"the moves {uncovered} carried no audit bucket: their deltas were not checked")
