@@ -189,7 +189,7 @@ def bucket_shortfalls(history: list[dict], allowed: set | frozenset = frozenset(
         need = len(ids - allowed)
         if have < need:
             short.append({"bucket": b, "worker": worker, "acked": len(ids), "count": have, "owner_reported": True,
-                          "allowed_lost": len(ids) - need})
+                          **({"allowed_lost": len(ids) - need} if need < len(ids) else {})})
     uncovered = uncovered_pairs(history, {b for b, _ in carried})
     if uncovered:
         why.append(f"the moves {uncovered} carried no audit bucket: their deltas were not checked")

@@ -50,8 +50,8 @@ RETRY_APPLIED_TWICE = Mutant(
     description="a retried push is applied again: the idempotency key is never looked up",
     models="at-least-once delivery taken for exactly-once: a client retry after a lost reply doubles a gradient",
     patch={"psnodes/store.py": [(
-        "        if self.applied.contains(key, upd.req_id):",
-        "        if False:" + PLANTED)]},
+        "            if self.applied.contains(local, upd.req_id):",
+        "            if False:" + PLANTED)]},
     checker="exactly-once",
     scenarios=("split-brain-restore", "loss-20-worker-links", "kill-primary"),
 )
