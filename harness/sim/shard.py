@@ -55,6 +55,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.session = 0
         self.alive = True
         self.paused = False
+        self.paused_at = 0.0        # when the last SIGSTOP landed (the keepalive model: shard_procs)
         self._resumed = env.event()
         self.procs: list[simpy.Process] = []
         self.on_promote: Callable[[], None] = lambda: None          # shard_procs: start senders
@@ -79,6 +80,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.in_sync = False
         self.peer_seq: dict[str, int] = {}
         self.peer_heard: dict[str, float] = {}
+        self.detector = cfg.failure_detector()      # as ShardNode: the replica's failure detector
         self.suspecting = 0
         self.members: membership.Record | None = None      # the BSP/SSP gate's generation (shard_members.py)
         self.verified: set[tuple[int, str]] = set()   # (epoch, primary) pairs etcd's record confirmed
@@ -148,6 +150,8 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         """Adopt a (newer) primary; a primary that sees a higher epoch steps down (its senders
         stop on their own: they run only while `is_primary(their epoch)`)."""
         was_primary = self.role == "primary"
+        if (epoch, primary) != (self.epoch, self.primary):
+            self.detector.restart()      # a new stream: its first call starts no gap
         self.role, self.epoch, self.primary, self.epoch_start = "replica", epoch, primary, epoch_start
         if primary:             # as in node.py: every caller took the pair from etcd or had it confirmed
             self.verified.add((epoch, primary))
@@ -320,7 +324,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
 
     def _followers_fresh(self) -> bool:
         return ack.followers_fresh(self.name, self.isr, self.peer_heard, self.now(),
-                                   self.cfg.suspect_s, self.cfg.follower_margin_s)
+                                   self.cfg.suspect_floor_s, self.cfg.follower_margin_s)
 
     def _wait_followers(self, epoch: int, deadline: float) -> Gen:
         """Async mode: ack only under the follower lease, and the etcd lease."""

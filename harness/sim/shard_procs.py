@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import simpy
 
+from psnodes.channels import KEEPALIVE_MS, PING_TIMEOUT_MS
 from psnodes.errors import PSError
 
 from .disk import local_dir, shared_dir
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from .shard import SimCopy
 
 DEADLINE_SLACK_S = 0.02      # psnodes.node.deadline_of serves until 20 ms before the caller's deadline
+# psnodes.channels: a connection to a frozen process closes once a keepalive PING, sent after
+# KEEPALIVE_MS without reading, goes PING_TIMEOUT_MS unanswered; its calls fail UNAVAILABLE then
+FROZEN_PEER_S = (KEEPALIVE_MS + PING_TIMEOUT_MS) / 1000
 STOP_GRACE_S = 0.2           # serve.py: server.stop(grace=0.2)
 REGISTER_RETRY_S = 0.2       # serve.py: waiting for etcd
 
@@ -57,7 +61,8 @@ class ProcessControl:
         self.procs = [q for q in self.procs if q.is_alive] + [p]
         return p
 
-    def _drive(self: "SimCopy", gen: Gen, deadline: float | None, call: bool = False) -> Gen:
+    def _drive(self: "SimCopy", gen: Gen, deadline: float | None, call: bool = False,
+               drop_frozen: bool = True) -> Gen:
         """Run `gen` as this copy's code: after every event, wait while paused; stop once the copy
         was killed or restarted. A call (`call`) also stops at the end of a stop's grace, and gives
         up paused at its `deadline`."""
@@ -78,12 +83,12 @@ class ProcessControl:
             except Exception as e:  # noqa: BLE001 - a failed event goes into the code that waited on it
                 throw = e
             try:
-                yield from self._hold(session, deadline, call)
+                yield from self._hold(session, deadline, call, drop_frozen)
             except BaseException:
                 gen.close()
                 raise
 
-    def _hold(self: "SimCopy", session: int, deadline: float | None, call: bool) -> Gen:
+    def _hold(self: "SimCopy", session: int, deadline: float | None, call: bool, drop_frozen: bool = True) -> Gen:
         while True:
             if session != self.session or (call and not self.answering):
                 if call:
@@ -95,18 +100,26 @@ class ProcessControl:
                 yield self._resumed
                 continue
             give_up = deadline + DEADLINE_SLACK_S
-            yield self._resumed | self.env.timeout(max(0.0, give_up - self.now()))
-            if self.paused and session == self.session and self.now() >= give_up:
+            # a call on a connection that stood when the copy froze fails once its keepalive PING
+            # goes unanswered; one that came later hangs in the HTTP/2 handshake until its deadline
+            closes = self.paused_at + FROZEN_PEER_S
+            cut = call and drop_frozen and self.now() < closes < give_up
+            end = closes if cut else give_up
+            yield self._resumed | self.env.timeout(max(0.0, end - self.now()))
+            if self.paused and session == self.session and self.now() >= end:
+                if cut:
+                    raise SimRpcError(UNAVAILABLE, f"{self.name} is paused (SIGSTOP): keepalive ping timeout")
                 raise SimRpcError(DEADLINE_EXCEEDED, f"{self.name} is paused (SIGSTOP): no answer in time")
 
-    def serve(self: "SimCopy", handler: Callable[[], Gen], deadline: float) -> Gen:
+    def serve(self: "SimCopy", handler: Callable[[], Gen], deadline: float, drop_frozen: bool = True) -> Gen:
         """`reply = yield from copy.serve(...)`: one call into this copy, the gRPC server's side. A
-        paused copy answers once resumed, unless the caller's deadline passes first; a stopping one
-        refuses new calls."""
-        yield from self._hold(self.session, deadline, True)
+        paused copy answers once resumed, unless the caller's deadline passes first or (a client's
+        channel, `drop_frozen`: psnodes.channels) its keepalive ping goes unanswered; a stopping
+        one refuses new calls."""
+        yield from self._hold(self.session, deadline, True, drop_frozen)
         if not self.alive or not self.accepting:
             raise SimRpcError(UNAVAILABLE, f"{self.name} is not serving: connection refused")
-        return (yield from self._drive(handler(), deadline, call=True))
+        return (yield from self._drive(handler(), deadline, call=True, drop_frozen=drop_frozen))
 
     def kill(self: "SimCopy") -> None:
         """SIGKILL: every process stops where it is, calls in flight get UNAVAILABLE, and the copy
@@ -146,6 +159,8 @@ class ProcessControl:
     def pause(self: "SimCopy") -> None:
         """SIGSTOP: the copy's processes and the calls it serves make no progress until `resume`."""
         if self.alive:
+            if not self.paused:
+                self.paused_at = self.now()
             self.paused = True
 
     def resume(self: "SimCopy") -> None:
@@ -177,6 +192,7 @@ class CopyProcs(SimReplication, SimElector):
     def start(self) -> None:
         c = self.c
         self.announced, self.orphan_since, self.posted, self.deferred = ("", False), None, None, set()
+        self.next_report, self.held_until = 0.0, 0.0
         self.exited = None
         if c.start_delay_s > 0:
             c.accepting = False              # no gRPC server yet: calls are refused, as by a starting process
