@@ -36,7 +36,7 @@ class PeerSender(threading.Thread):
         super().__init__(name=f"send-{peer}", daemon=True)
         self.mgr, self.node, self.peer, self.epoch = mgr, mgr.node, peer, epoch
         cfg = self.node.cfg
-        self.channel = dial(self.node.links[peer], cfg.max_message_bytes, drop_frozen=False)
+        self.channel = dial(self.node.links[peer], cfg.max_message_bytes)
         self.replicate = self.channel.unary_unary(f"/{SERVICE}/Replicate", request_serializer=None,
                                                   response_deserializer=ps_pb2.ReplicateReply.FromString)
         self.md = auth(cfg.token, cfg.peer_token)

@@ -223,11 +223,12 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         return (yield from self.serve(lambda: self._pull(req, deadline), deadline))
 
     def serve_status(self, req: ps_pb2.StatusRequest, deadline: float) -> Gen:
-        """The Status call as a call: no answer while paused, refused once down."""
+        """The Status call as a call: no answer while paused (until its deadline: no caller of
+        Status watches the shard record), refused once down."""
         def instant() -> Gen:
             return self.status(req)
             yield  # noqa: unreachable - makes this a generator
-        return (yield from self.serve(instant, deadline))
+        return (yield from self.serve(instant, deadline, watched=False))
 
     def status(self, req: ps_pb2.StatusRequest) -> ps_pb2.StatusReply:
         """ShardNode.status, at this instant (whatever the copy's state: see `serve_status`)."""
