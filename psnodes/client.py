@@ -36,6 +36,8 @@ from .runtime import REAL, Runtime
 
 
 ROUTING_CHECK_S = 1.0      # while a shard does not answer, re-read the routing record this often
+RETRY_FIRST_S = 0.01      # call(): the first retry's pause, doubling ...
+RETRY_CAP_S = 0.05        # ... up to this (a failover completes ~150-300 ms after a kill)
 DEPOSED_CHECK_S = 0.05     # a call in flight re-reads its shard record this often (see _call_primary)
 
 
@@ -150,7 +152,7 @@ class PSClient:
     def call(self, shard: int, method: str, make: callable, timeout: float | None = None):
         """Call the shard's primary, re-routing and retrying on failover until the retry budget ends."""
         end = self.rt.monotonic() + self.retry_budget
-        delay = 0.01
+        delay = RETRY_FIRST_S
         last: Exception | None = None
         check_routing = self.rt.monotonic() + ROUTING_CHECK_S
         while True:
@@ -164,7 +166,7 @@ class PSClient:
                 try:
                     return self._call_primary(shard, rec, method, make(rec.epoch), timeout or self.call_timeout)
                 except Deposed as e:
-                    last, delay = e, 0.01         # the record already names the successor: soon
+                    last, delay = e, RETRY_FIRST_S         # the record already names the successor: soon
                 except grpc.RpcError as e:
                     err = from_rpc_error(e)
                     if not isinstance(err, RETRYABLE) and e.code() != grpc.StatusCode.UNKNOWN:
@@ -179,7 +181,7 @@ class PSClient:
             self.rt.sleep(delay)
             # capped at 50 ms: a failover completes ~150-300 ms after a kill (the detector's floor
             # plus the election), and a 100 ms cap let a retry miss the new primary by up to 100 ms
-            delay = min(delay * 2, 0.05)
+            delay = min(delay * 2, RETRY_CAP_S)
             try:
                 self.refresh(shard)
             except PSError as e:
