@@ -112,7 +112,7 @@ class ProcessBackend:
             metrics_ports={n: ports[len(slots) + i] for i, n in enumerate(slots)},
             workdir=str(self.work_dir), checkpoint_interval_s=s.checkpoint_interval_s,
             max_lag=s.max_lag, min_isr=s.min_isr, peer_token=secrets.token_hex(16),
-            **s.membership_config())
+            **s.membership_config(), **s.detector.config_fields())
         self.cfg.save(self.config_path)
         self.cfg.client_view().save(self.client_config_path)
         if self.proxied:

@@ -12,6 +12,7 @@ from .checkers.acks import no_lost_acks
 from .checkers.base import by_f
 from .checkers.failover import failover_times
 from .checkers.migration import migration_metrics
+from .checkers.spurious import spurious_count
 from .checkers.updates import no_lost_updates
 
 
@@ -49,6 +50,8 @@ def compute(history: list[dict], ctx: dict) -> dict:
         "failovers": failovers(history, adapted=ctx.get("system", "psnodes") != "psnodes"),
         "failover_ms": failover_stats([f["ms"] for f in fo]),
         "failover_failed": sum(1 for f in fo if f["ms"] is None),
+        # promotions while the old primary was alive and reachable (None: the history cannot say)
+        "spurious_failovers": spurious_count(history),
         "restores": len(by_f(history, "restore")),
         "checkpoint_skips": len(by_f(history, "checkpoint-skipped")),
         "isr_deferred": len(by_f(history, "isr-deferred")),

@@ -17,6 +17,7 @@ from reports.bounds import parse
 from reports.yamlpos import line_of
 
 from .adapters import SYSTEMS, adapter_class
+from .detector_spec import DetectorSpec
 from .errors import HarnessError, ScenarioError
 
 from .faults import ALL_KINDS, LINK_KINDS, params_error
@@ -26,7 +27,8 @@ from .targets import is_link_target, valid_target
 CHECKS = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "converged", "catch-up-by-delta",
           "failover-budget", "delta-complete", "pulled-copy-matches", "monotone-reads", "staleness",
           "barrier-live", "checkpoints-atomic", "checkpoints-monotone", "stops-acking", "converge-baseline", "losses-accounted",
-          "no-lost-updates", "counters-match", "linearizable-reads", "single-owner")
+          "no-lost-updates", "counters-match", "linearizable-reads", "single-owner",
+          "no-spurious-failovers")
 # the fault kinds an adapted system takes (harness/adapters/backend.py, portcut.py)
 ADAPTED_KINDS = ("kill", "stop", "restart", "pause", "partition", "loss")
 ADAPTED_CLUSTER_FIELDS = {"shards", "copies", "workers"}      # the rest of cluster is psnodes' own
@@ -84,6 +86,7 @@ class ClusterSpec(Strict):
     max_lag: int = Field(256, ge=1)
     min_isr: int = Field(0, ge=0, le=9)          # 0: 2 when copies >= 3, else 1
     network: Literal["auto", "proxied", "direct"] = "auto"   # auto: proxied when a link fault is scheduled
+    detector: DetectorSpec = Field(default_factory=DetectorSpec)   # how replicas suspect their primary
 
     def membership_config(self) -> dict:
         """The ClusterConfig fields of worker membership, as every backend passes them: nodes keep

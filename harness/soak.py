@@ -77,6 +77,11 @@ def aggregate(scenario: str, runs: list[RunResult]) -> dict:
         vals = [(r.report or {}).get("metrics", {}).get("lost_acked_updates") for r in rs]
         known = [v for v in vals if v is not None]
         lost_per_seed[str(seed)] = sum(known) if known else None
+    spurious_per_seed: dict[str, int | None] = {}
+    for seed, rs in sorted(by_seed.items()):
+        vals = [(r.report or {}).get("metrics", {}).get("spurious_failovers") for r in rs]
+        known = [v for v in vals if v is not None]
+        spurious_per_seed[str(seed)] = sum(known) if known else None
     fo = [f.get("ms") for r in runs if r.report for f in r.report.get("failover_times", [])]
     acked = [(r.report or {}).get("metrics", {}).get("acked_updates") for r in runs]
     flaky = sorted(s for s, rs in by_seed.items() if {"pass", "fail"} <= {r.verdict for r in rs})
@@ -90,6 +95,12 @@ def aggregate(scenario: str, runs: list[RunResult]) -> dict:
                                "runs_without_figure": sum(1 for r in runs if r.report is None
                                                           or r.report.get("metrics", {}).get("lost_acked_updates") is None)},
         "acked_updates": sum(a for a in acked if a is not None),
+        # promotions while the old primary was alive and reachable (harness/checkers/spurious.py)
+        "spurious_failovers": {"sum": sum(v for v in spurious_per_seed.values() if v is not None),
+                               "per_seed": spurious_per_seed,
+                               "seeds_with_spurious": [int(s) for s, v in spurious_per_seed.items() if v],
+                               "runs_without_figure": sum(1 for r in runs if r.report is None or r.report.get(
+                                   "metrics", {}).get("spurious_failovers") is None)},
         "failover_ms": failover_stats(fo),
         "flaky_seeds": flaky,
         "per_seed": {str(s): [r.verdict for r in rs] for s, rs in sorted(by_seed.items())},
@@ -111,11 +122,15 @@ def exit_code(agg: dict) -> int:
 
 def summary(agg: dict, out: Path) -> str:
     v, lost, fo = agg["verdicts"], agg["lost_acked_updates"], agg["failover_ms"]
+    sp = agg.get("spurious_failovers") or {"sum": 0, "seeds_with_spurious": [], "runs_without_figure": 0}
     lines = [f"pschaos soak {agg['scenario']}: {v['pass']}/{agg['runs']} runs passed (pass rate {agg['pass_rate']}) "
              f"over {agg['seeds']} seed(s) x {agg['repeat']}; fail {v['fail']}, unknown {v['unknown']}",
              f"  lost acknowledged updates: {lost['sum']} in total; seeds with loss: "
              f"{', '.join(map(str, lost['seeds_with_loss'])) or 'none'}"
              + (f"; {lost['runs_without_figure']} run(s) without a figure" if lost["runs_without_figure"] else ""),
+             f"  spurious failovers (old primary alive and reachable): {sp['sum']} in total; seeds with one: "
+             f"{', '.join(map(str, sp['seeds_with_spurious'])) or 'none'}"
+             + (f"; {sp['runs_without_figure']} run(s) without a figure" if sp["runs_without_figure"] else ""),
              f"  failover ms over {fo['n']} failover(s) ({fo['failed']} never completed, counted as inf): "
              f"p50 {fo['p50']} p99 {fo['p99']} max {fo['max']}",
              f"  flaky seeds (pass and fail): {', '.join(map(str, agg['flaky_seeds'])) or 'none'}"]

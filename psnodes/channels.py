@@ -2,6 +2,15 @@
 
 Failover time depends on how fast a dead peer is noticed and a new one is dialled, so every
 channel gets short reconnect backoff and keepalive; every call carries the cluster token.
+
+A frozen peer (SIGSTOP, a hung host) keeps its TCP connections up: the kernel still acks every
+byte, so a call to it waits for its deadline (rpc_timeout_s, 2 s). Channels do NOT close such a
+connection on an unanswered keepalive PING: a PING queued behind a slow upload (a 200 kB push
+under a 100 kB/s cap) waits as long as the data ahead of it, so no ping timeout tells a frozen
+peer from a slow one, and a short one (250 ms, tried) killed every large push under a bandwidth
+cap, forever. Instead the PS client gives up a call when the shard record in etcd names the
+primary's successor (psnodes.client.PSClient._call_primary): the replicas' detector is what knows
+the primary is gone, and the worker follows it within DEPOSED_CHECK_S.
 """
 from __future__ import annotations
 

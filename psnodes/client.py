@@ -36,6 +36,15 @@ from .runtime import REAL, Runtime
 
 
 ROUTING_CHECK_S = 1.0      # while a shard does not answer, re-read the routing record this often
+RETRY_FIRST_S = 0.01      # call(): the first retry's pause, doubling ...
+RETRY_CAP_S = 0.05        # ... up to this (a failover completes ~150-300 ms after a kill)
+DEPOSED_CHECK_S = 0.05     # a call in flight re-reads its shard record this often (see _call_primary)
+
+
+class Deposed(PSError):
+    """The shard record named a new primary while a call to the old one was in flight."""
+
+    code = grpc.StatusCode.UNAVAILABLE
 
 
 class Unavailable(PSError):
@@ -143,7 +152,7 @@ class PSClient:
     def call(self, shard: int, method: str, make: callable, timeout: float | None = None):
         """Call the shard's primary, re-routing and retrying on failover until the retry budget ends."""
         end = self.rt.monotonic() + self.retry_budget
-        delay = 0.01
+        delay = RETRY_FIRST_S
         last: Exception | None = None
         check_routing = self.rt.monotonic() + ROUTING_CHECK_S
         while True:
@@ -155,8 +164,9 @@ class PSClient:
             rec = self.routes.get(shard)
             if rec is not None:
                 try:
-                    return getattr(self.stub(rec.primary), method)(make(rec.epoch), timeout=timeout or self.call_timeout,
-                                                                   metadata=self.md)
+                    return self._call_primary(shard, rec, method, make(rec.epoch), timeout or self.call_timeout)
+                except Deposed as e:
+                    last, delay = e, RETRY_FIRST_S         # the record already names the successor: soon
                 except grpc.RpcError as e:
                     err = from_rpc_error(e)
                     if not isinstance(err, RETRYABLE) and e.code() != grpc.StatusCode.UNKNOWN:
@@ -171,11 +181,42 @@ class PSClient:
             self.rt.sleep(delay)
             # capped at 50 ms: a failover completes ~150-300 ms after a kill (the detector's floor
             # plus the election), and a 100 ms cap let a retry miss the new primary by up to 100 ms
-            delay = min(delay * 2, 0.05)
+            delay = min(delay * 2, RETRY_CAP_S)
             try:
                 self.refresh(shard)
             except PSError as e:
                 last = e
+
+    def _call_primary(self, shard: int, rec: ShardRecord, method: str, req, timeout: float):
+        """One call to the primary `rec` names, given up (cancelled) as soon as the shard record
+        in etcd names another primary or a later epoch: a frozen primary (SIGSTOP, a hung host)
+        keeps its TCP connection up and never answers, and its successor is elected within the
+        detector's floor plus an election (~0.2 s), long before the call's deadline (2 s). A slow
+        but alive primary (a bandwidth cap on a large push or pull) is never cut: its record does
+        not move, so its call runs to the deadline it was given. The record is first read after
+        the detector's floor (no successor can exist sooner), then every DEPOSED_CHECK_S; an etcd that
+        does not answer stops the checks for this call (the deadline still bounds it)."""
+        fn = getattr(self.stub(rec.primary), method)
+        if not hasattr(fn, "future"):             # the simulator's stub models the same watch itself
+            return fn(req, timeout=timeout, metadata=self.md)
+        fut = fn.future(req, timeout=timeout, metadata=self.md)
+        wait = self.cfg.suspect_floor_s
+        while True:
+            try:
+                return fut.result(timeout=wait)
+            except grpc.FutureTimeoutError:
+                pass
+            wait = DEPOSED_CHECK_S
+            try:
+                kv = self.etcd.get(self.cfg.shard_key(shard))
+            except PSError:
+                return fut.result()               # etcd is away: no news, the deadline decides
+            now = ShardRecord.from_json(kv.value) if kv is not None else None
+            if now is not None and (now.primary != rec.primary or now.epoch > rec.epoch):
+                fut.cancel()
+                self.routes[shard] = now
+                raise Deposed(f"shard {shard}: {rec.primary} (epoch {rec.epoch}) was deposed by "
+                              f"{now.primary} (epoch {now.epoch}) during {method}; retried there")
 
     # --------------------------------------------------------------- writes
     def init_dense(self, params: dict[str, np.ndarray], shards: list[int] | None = None) -> None:

@@ -11,6 +11,7 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .core.detector import DETECTORS, Detector, PhiParams, make as make_detector
 from .errors import ConfigError
 from .limits import Limits
 from .optimizers import OptimizerConfig
@@ -41,8 +42,24 @@ class ClusterConfig:
     metrics_ports: dict[str, int] = field(default_factory=dict)  # node name -> Prometheus port
     workdir: str = "."
     heartbeat_s: float = 0.05                   # primary -> replica heartbeat period
-    suspect_s: float = 0.3                      # silence after which a replica suspects its primary
-    follower_margin_s: float = 0.1              # async acks stop this long before a replica may suspect
+    # how a replica decides its primary is gone (psnodes.core.detector): "phi" (accrual over the
+    # gaps between the primary's calls, never before phi_floor_s of silence) or "fixed" (after
+    # suspect_s of silence, the old rule, kept for comparison)
+    detector: str = "phi"
+    phi_threshold: float = 8.0                  # suspect at phi >= this: one such gap in 10^8
+    phi_floor_s: float = 0.15                   # never suspect before this much silence
+    phi_pause_s: float = 0.05                   # acceptable pause, added to the mean gap
+    phi_min_std_s: float = 0.01                 # the gaps' standard deviation never counts as less
+    phi_window: int = 200                       # gaps remembered
+    # phi only: a replica whose detector suspects asks the primary (a Status call) before it
+    # stands, waiting until the silence reaches suspect_s, at least this long; a primary that
+    # answers as primary of our epoch is slow, not dead; a refused call (killed) stands at once
+    # (0: no probe, stand when the detector suspects)
+    probe_s: float = 0.05
+    # the fixed detector's timeout; also how long a primary waits for a silent replica before
+    # dropping it from the ISR, and the extra period of the restore wait (lease_ttl_s + suspect_s)
+    suspect_s: float = 0.3
+    follower_margin_s: float = 0.05             # async acks stop this long before a replica may suspect
     candidate_window_s: float = 0.08            # how long candidates wait for each other
     rpc_timeout_s: float = 2.0
     lease_ttl_s: int = 2
@@ -116,6 +133,53 @@ class ClusterConfig:
         if not 0 <= self.lease_margin_s < self.lease_ttl_s / 2:
             raise ConfigError(f"lease_margin_s={self.lease_margin_s} must be >= 0 and under half of "
                               f"lease_ttl_s={self.lease_ttl_s}")
+        self._check_detector()
+
+    def _check_detector(self) -> None:
+        """The detector's fields, each refused with the fix: the floor must outlast a heartbeat
+        (else a replica suspects between two of them) and the follower margin (else async acks
+        could outlive the moment a replica may suspect)."""
+        if self.detector not in DETECTORS:
+            raise ConfigError(f"detector={self.detector!r} is unknown; use 'phi' (adaptive) or 'fixed' "
+                              "(suspect_s of silence)")
+        if not self.heartbeat_s > 0:
+            raise ConfigError(f"heartbeat_s={self.heartbeat_s} must be > 0 (e.g. 0.05)")
+        if not self.suspect_s > self.heartbeat_s:
+            raise ConfigError(f"suspect_s={self.suspect_s} must be longer than heartbeat_s={self.heartbeat_s}")
+        if not 0 < self.phi_threshold <= 30:
+            raise ConfigError(f"phi_threshold={self.phi_threshold} must be in (0, 30] (8: one gap in 10^8 "
+                              "may be mistaken for a failure)")
+        if not self.phi_floor_s > self.heartbeat_s:
+            raise ConfigError(f"phi_floor_s={self.phi_floor_s} must be longer than heartbeat_s="
+                              f"{self.heartbeat_s}: a replica would suspect between two heartbeats")
+        if not self.phi_pause_s >= 0:
+            raise ConfigError(f"phi_pause_s={self.phi_pause_s} must be >= 0 (0: no acceptable pause)")
+        if not self.phi_min_std_s > 0:
+            raise ConfigError(f"phi_min_std_s={self.phi_min_std_s} must be > 0 (e.g. 0.01)")
+        if not 0 <= self.probe_s <= self.rpc_timeout_s:
+            raise ConfigError(f"probe_s={self.probe_s} must be between 0 (no probe) and rpc_timeout_s="
+                              f"{self.rpc_timeout_s} (e.g. 0.05)")
+        if not 2 <= self.phi_window <= 100_000:
+            raise ConfigError(f"phi_window={self.phi_window} must be between 2 and 100000 gaps (e.g. 200)")
+        if not 0 <= self.follower_margin_s < self.suspect_floor_s:
+            field = "suspect_s" if self.detector == "fixed" else "phi_floor_s"
+            raise ConfigError(f"follower_margin_s={self.follower_margin_s} must be >= 0 and under {field}="
+                              f"{self.suspect_floor_s}: async acks must stop before a replica may suspect")
+
+    @property
+    def suspect_floor_s(self) -> float:
+        """The least silence after which any replica may suspect its primary, whatever its
+        detector learned: the async follower lease (psnodes.core.ack.followers_fresh) is built
+        on it, so that no replica can have suspected a primary that still acks."""
+        return self.suspect_s if self.detector == "fixed" else self.phi_floor_s
+
+    def phi_params(self) -> PhiParams:
+        return PhiParams(threshold=self.phi_threshold, floor_s=self.phi_floor_s, pause_s=self.phi_pause_s,
+                         min_std_s=self.phi_min_std_s, window=self.phi_window, first_s=self.heartbeat_s)
+
+    def failure_detector(self) -> Detector:
+        """A fresh detector for one replica (each copy keeps its own)."""
+        return make_detector(self.detector, self.suspect_s, self.phi_params())
 
     def optimizer_config(self) -> OptimizerConfig:
         return OptimizerConfig(**self.optimizer)

@@ -1,11 +1,16 @@
 """Failure detection and promotion: who serves a shard after its primary dies or freezes.
 
 etcd's lease TTL has a floor of about 1.5 s, too slow to wait for; so a replica suspects its
-primary when the replication stream (heartbeats every `heartbeat_s`) is silent for `suspect_s`.
-Suspecting replicas that are in the ISR post their (epoch, seq) as candidates, wait a short
-window, and the most up-to-date one compare-and-swaps the shard record to the next epoch. The
-swap is the only way to become primary, and fencing by epoch makes an early swap safe: a frozen
-old primary that wakes finds every replica refusing its epoch and steps down.
+primary when the replication stream (heartbeats every `heartbeat_s`) has been silent for as long
+as its failure detector asks (psnodes.core.detector: phi accrual over the gaps it has seen,
+never under `phi_floor_s`; or a fixed `suspect_s`). The elector sleeps until that moment (at
+most a heartbeat), not a whole heartbeat past it. Suspecting replicas that are in the ISR post
+their (epoch, seq) as candidates and wait a short window, closed early once every ISR copy that
+may stand has posted; the most up-to-date one compare-and-swaps the shard record to the next
+epoch. The swap is the only way to become primary, and fencing by epoch makes an early swap
+safe: a frozen old primary that wakes finds every replica refusing its epoch and steps down. A
+primary whose replicas went silent for the floor reads the record every heartbeat, so one cut
+off from them steps down as soon as a successor exists (its waiting pushes then fail over).
 
 When no copy in the ISR is alive at all (their etcd leases expired), the live copies post what
 they hold and the one with the newest state (by epoch of its last entry, then seq) restores: its
@@ -25,12 +30,15 @@ import time
 
 from .config import ShardRecord
 from .etcd import EtcdError
-from .core import fencing, lease, promotion
+from .core import detector, fencing, lease, promotion
 from .core.promotion import Position
 from .node import ShardNode
+from .probe import PrimaryProbe
 
 
 BOOTSTRAP_RETRY_S = 0.2       # as serve.py waits for etcd before register()
+DETECTOR_REPORT_S = 1.0       # a replica's `detector` event, at most this often
+CANDIDATE_POLL_S = 0.01       # how often a candidate looks for the others within its window
 
 
 class Elector(threading.Thread):
@@ -40,6 +48,9 @@ class Elector(threading.Thread):
         self.orphan_since: float | None = None
         self.announced: tuple[str, bool] = ("", False)
         self.posted: tuple[str, dict] | None = None     # our restore candidate: (key, value)
+        self.next_report = 0.0
+        self.probe = PrimaryProbe(node)
+        self.held_until = 0.0          # a probe answered: no new one (and no candidacy) before this
 
     # -------------------------------------------------------------- lease
     def register(self) -> None:
@@ -119,22 +130,85 @@ class Elector(threading.Thread):
 
     # --------------------------------------------------------------- monitor
     def run(self) -> None:
+        node = self.node
+        while True:
+            asked, start = self.tick(), time.monotonic()
+            if node.stopping.wait(asked):
+                return
+            now = time.monotonic()
+            if detector.paused_locally(now - start, asked):
+                self.paused(now, now - start - asked)
+            self.step(now)
+
+    def step(self, now: float) -> None:
+        """One look: a primary checks etcd's silence (and the shard record while its replicas are
+        silent), a replica its primary's silence."""
         node, cfg = self.node, self.node.cfg
-        while not node.stopping.wait(cfg.heartbeat_s):
+        if node.role == "primary":
+            if lease.etcd_silent(now, node.lease_seen, cfg.lease_ttl_s):
+                # acks stopped at lease_until already; stepping down stops the heartbeats too, so
+                # the replicas elect a primary that etcd can hear
+                node.lease_lost(f"etcd answered no keepalive for {cfg.lease_ttl_s}s")
+            elif self.doubts(now):
+                self.check_record()
+            return
+        self.report(now)
+        if now < self.held_until or not node.detector.suspects(now, node.last_heard):
+            return
+        try:
+            self.suspect()
+        except Exception as e:  # etcd unreachable: try again next tick
+            node.events.emit("election-error", {"shard": node.shard, "error": str(e)})
+            node.last_heard = lease.after_election_error(node.last_heard, time.monotonic(),
+                                                         node.detector.silence_s(), cfg.heartbeat_s)
+
+    def paused(self, now: float, late: float) -> None:
+        """This process stood still for `late` seconds: a replica counts its primary's silence
+        from now (psnodes.core.detector.paused_locally)."""
+        node = self.node
+        with node.cond:
             if node.role == "primary":
-                if lease.etcd_silent(time.monotonic(), node.lease_seen, cfg.lease_ttl_s):
-                    # acks stopped at lease_until already; stepping down stops the heartbeats too, so
-                    # the replicas elect a primary that etcd can hear
-                    node.lease_lost(f"etcd answered no keepalive for {cfg.lease_ttl_s}s")
-                continue
-            if not lease.suspects(time.monotonic(), node.last_heard, cfg.suspect_s):
-                continue
-            try:
-                self.suspect()
-            except Exception as e:  # etcd unreachable: try again next tick
-                node.events.emit("election-error", {"shard": node.shard, "error": str(e)})
-                node.last_heard = lease.after_election_error(node.last_heard, time.monotonic(), cfg.suspect_s,
-                                                             cfg.heartbeat_s)
+                return
+            node.last_heard = max(node.last_heard, now)
+        node.events.emit("local-pause", {"shard": node.shard, "late_ms": round(late * 1000, 1)})
+
+    def tick(self) -> float:
+        """How long to sleep: a heartbeat, or (a replica) until its detector would suspect."""
+        node, hb = self.node, self.node.cfg.heartbeat_s
+        if node.role == "primary":
+            return hb
+        now = time.monotonic()
+        with node.cond:
+            return min(hb, max(node.detector.wait(now, node.last_heard, hb), self.held_until - now))
+
+    def report(self, now: float) -> None:
+        """Every DETECTOR_REPORT_S, a replica says what its detector has learned (the gaps' mean,
+        spread and longest one, the silence it takes to suspect): the evidence behind the
+        detector's settings and the twin's fidelity."""
+        node = self.node
+        if now < self.next_report or not node.primary:
+            return
+        self.next_report = now + DETECTOR_REPORT_S
+        with node.cond:
+            stats = {**node.detector.stats(), "max_gap_ms": round(node.detector.take_max_gap() * 1000, 1)}
+        node.events.emit("detector", {"shard": node.shard, "epoch": node.epoch, "primary": node.primary, **stats})
+
+    def doubts(self, now: float) -> bool:
+        with self.node.cond:
+            return self.node.is_primary() and fencing.doubts_epoch(
+                self.node.name, self.node.isr, self.node.peer_heard, now, self.node.cfg.suspect_floor_s)
+
+    def check_record(self) -> None:
+        """A primary whose replicas went silent: if the shard record names someone else, step
+        down now (fenced), so pushes waiting on replication fail over instead of timing out."""
+        node, cfg = self.node, self.node.cfg
+        try:
+            kv = node.etcd.get(cfg.shard_key(node.shard))
+        except Exception:  # noqa: BLE001 - etcd unreachable: the lease bound still holds
+            return
+        rec = ShardRecord.from_json(kv.value) if kv else None
+        if rec is not None and not fencing.names_me(rec.epoch, rec.primary, node.epoch, node.name):
+            node.fenced(f"shard record moved to epoch {rec.epoch} ({rec.primary}) while replicas were silent")
 
     def suspect(self) -> None:
         node, cfg = self.node, self.node.cfg
@@ -151,28 +225,55 @@ class Elector(threading.Thread):
             self.maybe_restore(rec, kv.mod_revision)
             node.last_heard = time.monotonic()
             return
+        if not node.detector.suspects(time.monotonic(), node.last_heard) or self.held_back(rec):
+            return                   # heard meanwhile, or the primary answered our probe
         self.withdraw()
         with node.cond:
             # from here on our answers renew no follower lease of this primary; one that renewed
-            # it was sent before last_heard, so that lease ended suspect_s - margin after it
-            if not lease.suspects(time.monotonic(), node.last_heard, cfg.suspect_s):
+            # it was sent before last_heard, so that lease ended floor - margin after it (the
+            # detector never suspects before the floor: psnodes.core.detector)
+            now = time.monotonic()
+            if not node.detector.suspects(now, node.last_heard):
                 return               # the primary was heard meanwhile
             node.suspecting = rec.epoch
+            stats = {**node.detector.stats(), "silent_ms": round((now - node.last_heard) * 1000, 1)}
+        node.events.emit("suspect", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary, **stats})
         try:
             self.stand(rec, kv.mod_revision)
         finally:
             with node.cond:
                 node.suspecting = 0
 
+    def held_back(self, rec: ShardRecord) -> bool:
+        """Probe the primary before standing (psnodes.probe): True when it answers as primary of
+        `rec`'s epoch before the silence reaches suspect_s; the elector then looks again no
+        sooner than a heartbeat later (`held_until`)."""
+        node, cfg = self.node, self.node.cfg
+        silent = time.monotonic() - node.last_heard
+        if not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s):
+            return False
+        if not self.probe.clears(rec.primary, rec.epoch, detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)):
+            return False
+        self.held_until = time.monotonic() + cfg.heartbeat_s
+        node.events.emit("probe-held", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary,
+                                        "silent_ms": round(silent * 1000, 1)})
+        return True
+
     def stand(self, rec: ShardRecord, mod_revision: int) -> None:
-        """Post our candidacy for the epoch after `rec`'s, wait the window, and take it by a
-        compare-and-swap if we are the most up-to-date candidate."""
+        """Post our candidacy for the epoch after `rec`'s, wait the window (no longer than it takes
+        every ISR copy that may stand to post), and take it by a compare-and-swap if we are the
+        most up-to-date candidate."""
         node, cfg = self.node, self.node.cfg
         me = {"seq": node.store.seq, "seq_epoch": node.store.seq_epoch}
         prefix = cfg.candidate_prefix(node.shard, rec.epoch)
         node.etcd.put(prefix + node.name, json.dumps(me), lease=node.lease)
-        time.sleep(cfg.candidate_window_s)
-        posted = {c.key[len(prefix):]: Position.of(json.loads(c.value)) for c in node.etcd.get_prefix(prefix)}
+        end = time.monotonic() + cfg.candidate_window_s
+        while True:
+            posted = {c.key[len(prefix):]: Position.of(json.loads(c.value)) for c in node.etcd.get_prefix(prefix)}
+            left = end - time.monotonic()
+            if left <= 0 or promotion.all_posted(node.name, posted, rec.isr, rec.primary):
+                break
+            time.sleep(min(left, CANDIDATE_POLL_S))
         won = promotion.elect(node.name, Position.of(me), posted, rec.isr, rec.primary)
         if won.winner != node.name:
             node.last_heard = time.monotonic()   # give the best candidate a suspect period to win

@@ -80,8 +80,11 @@ class ShardNode:
         self.peer_seq: dict[str, int] = {}
         # async mode's follower lease: per ISR peer, the send time (monotonic) of the last replicate
         # call it accepted at our epoch; it cannot suspect us, let alone be promoted, before that
-        # time plus suspect_s, so until then no higher epoch can exist without our knowing
+        # time plus the suspicion floor (cfg.suspect_floor_s: every detector waits at least that
+        # long), so until then no higher epoch can exist without our knowing
         self.peer_heard: dict[str, float] = {}
+        # as a replica: how long a silence of our primary must last before we suspect it (lock held)
+        self.detector = cfg.failure_detector()
         self.suspecting = 0      # the epoch this replica is a candidate against (0: none); lock held
         self.stopping = threading.Event()
         self.lease = 0
@@ -122,6 +125,8 @@ class ShardNode:
     def follow(self, epoch: int, primary: str, epoch_start: int) -> None:
         """Adopt a (newer) primary; a primary that sees a higher epoch steps down. Lock held."""
         was_primary = self.role == "primary"
+        if (epoch, primary) != (self.epoch, self.primary):
+            self.detector.restart()      # a new stream: its first call starts no gap
         self.role, self.epoch, self.primary, self.epoch_start = "replica", epoch, primary, epoch_start
         if primary:             # every caller took the pair from etcd's record or had it confirmed there
             self.verified.add((epoch, primary))
@@ -271,7 +276,7 @@ class ShardNode:
         suspected us yet (async mode acks without waiting for replicas, so without this a deposed
         primary would ack at its old epoch until it happens to hear of the new one)."""
         return ack.followers_fresh(self.name, self.isr, self.peer_heard, time.monotonic(),
-                                   self.cfg.suspect_s, self.cfg.follower_margin_s)
+                                   self.cfg.suspect_floor_s, self.cfg.follower_margin_s)
 
     def _wait_followers(self, epoch: int, deadline: float) -> None:
         """Async mode: ack only under the follower lease (lock held); a silent peer is dropped from
@@ -362,6 +367,7 @@ class ShardNode:
             if verdict is fencing.Replicate.FOLLOW:
                 self.follow(req.epoch, req.primary, req.epoch_start)
             self.last_heard = time.monotonic()
+            self.detector.heard(self.last_heard)
             self.in_sync = self.store.take_plan(plan, req.primary_seq, req.primary_seq_epoch, self.in_sync)
             self.metrics.seq.set(self.store.seq)
             self.cond.notify_all()

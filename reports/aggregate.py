@@ -34,7 +34,8 @@ def aggregate(reports: list[tuple[Path, dict]]) -> dict:
     for path, r in reports:
         ok = r.get("verdict") == "pass"
         s = scen.setdefault(r["scenario"], {"runs": 0, "passed": 0, "failover_ms": [], "lost_acked_updates": 0,
-                                            "failing_runs": [], "lost_by_run": [], "all": []})
+                                            "failing_runs": [], "lost_by_run": [], "all": [],
+                                            "spurious_failovers": 0, "spurious_unknown": 0})
         s["runs"] += 1
         s["passed"] += ok
         s["all"].append(r.get("verdict"))           # every run, also two of one seed (a baseline, a --repeat)
@@ -43,6 +44,9 @@ def aggregate(reports: list[tuple[Path, dict]]) -> dict:
         all_fo += fo
         lost = r.get("metrics", {}).get("lost_acked_updates")
         s["lost_acked_updates"] += lost or 0
+        spurious = r.get("metrics", {}).get("spurious_failovers")
+        s["spurious_failovers"] += spurious or 0
+        s["spurious_unknown"] += spurious is None
         repeat = 1 + sum(1 for x in s["lost_by_run"] if (x["seed"], x["backend"]) == (r.get("seed"), r.get("backend")))
         s["lost_by_run"].append({"seed": r.get("seed"), "backend": r.get("backend"), "repeat": repeat, "lost": lost})
         run_rows.append(_run_row(path, r, fo, repeat))
@@ -61,6 +65,8 @@ def aggregate(reports: list[tuple[Path, dict]]) -> dict:
                                   "failover_ms": failover_stats(s["failover_ms"]), "failover_ms_values": done,
                                   "failover_failed": len(s["failover_ms"]) - len(done),
                                   "lost_acked_updates": s["lost_acked_updates"], "lost_by_run": s["lost_by_run"],
+                                  "spurious_failovers": s["spurious_failovers"],
+                                  "spurious_without_figure": s["spurious_unknown"],
                                   "verdict_counts": _counts(s["all"]), "failing_runs": s["failing_runs"]}
     for k, vs in sorted(kinds.items()):
         out["fault_kinds"][k] = _rate(vs)
@@ -89,7 +95,8 @@ def _run_row(path: Path, r: dict, fo: list[float | None], repeat: int) -> dict:
     m = r.get("metrics", {})
     return {"scenario": r["scenario"], "seed": r.get("seed"), "backend": r.get("backend"), "repeat": repeat,
             "verdict": r.get("verdict"), "lost_acked_updates": m.get("lost_acked_updates"),
-            "failovers": m.get("failovers"), "failover_ms_max": failover_stats(fo)["max"],   # "inf": one never completed
+            "failovers": m.get("failovers"), "spurious_failovers": m.get("spurious_failovers"),
+            "failover_ms_max": failover_stats(fo)["max"],   # "inf": one never completed
             "report": str(page) if (page := path.parent / "report.html").is_file() else None}   # none: a run that crashed
 
 

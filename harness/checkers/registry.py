@@ -6,6 +6,7 @@ from .primaries import single_primary
 from .replicas import catch_up_by_delta, replicas_match
 from .durability import checkpoints_atomic, checkpoints_monotone, converge_baseline, losses_accounted, stops_acking
 from .reads import delta_complete, monotone_reads, pulled_copy_matches
+from .spurious import no_spurious_failovers
 from .training import converged
 from .updates import counters_match, linearizable_reads, no_lost_updates
 from .migration import single_owner
@@ -32,4 +33,5 @@ CHECKERS = {
     "counters-match": counters_match,
     "linearizable-reads": linearizable_reads,
     "single-owner": single_owner,
+    "no-spurious-failovers": no_spurious_failovers,
 }

@@ -89,6 +89,7 @@ class SimBackend(ElasticShards):
                                  optimizer={"name": s.optimizer, "lr": s.lr}, seed=self.seed,
                                  workdir=str(self.run_dir / "work"), checkpoint_interval_s=s.checkpoint_interval_s,
                                  max_lag=s.max_lag, min_isr=s.min_isr, **s.membership_config(),
+                                 **s.detector.config_fields(),
                                  peer_token=f"sim-{self.seed}")
         self.active = list(range(s.shards))
         for n in self.cfg.all_nodes():

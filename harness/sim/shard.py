@@ -55,6 +55,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.session = 0
         self.alive = True
         self.paused = False
+        self.paused_at = 0.0        # when the last SIGSTOP landed (the keepalive model: shard_procs)
         self._resumed = env.event()
         self.procs: list[simpy.Process] = []
         self.on_promote: Callable[[], None] = lambda: None          # shard_procs: start senders
@@ -79,6 +80,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.in_sync = False
         self.peer_seq: dict[str, int] = {}
         self.peer_heard: dict[str, float] = {}
+        self.detector = cfg.failure_detector()      # as ShardNode: the replica's failure detector
         self.suspecting = 0
         self.members: membership.Record | None = None      # the BSP/SSP gate's generation (shard_members.py)
         self.verified: set[tuple[int, str]] = set()   # (epoch, primary) pairs etcd's record confirmed
@@ -148,6 +150,8 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         """Adopt a (newer) primary; a primary that sees a higher epoch steps down (its senders
         stop on their own: they run only while `is_primary(their epoch)`)."""
         was_primary = self.role == "primary"
+        if (epoch, primary) != (self.epoch, self.primary):
+            self.detector.restart()      # a new stream: its first call starts no gap
         self.role, self.epoch, self.primary, self.epoch_start = "replica", epoch, primary, epoch_start
         if primary:             # as in node.py: every caller took the pair from etcd or had it confirmed
             self.verified.add((epoch, primary))
@@ -219,11 +223,12 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         return (yield from self.serve(lambda: self._pull(req, deadline), deadline))
 
     def serve_status(self, req: ps_pb2.StatusRequest, deadline: float) -> Gen:
-        """The Status call as a call: no answer while paused, refused once down."""
+        """The Status call as a call: no answer while paused (until its deadline: no caller of
+        Status watches the shard record), refused once down."""
         def instant() -> Gen:
             return self.status(req)
             yield  # noqa: unreachable - makes this a generator
-        return (yield from self.serve(instant, deadline))
+        return (yield from self.serve(instant, deadline, watched=False))
 
     def status(self, req: ps_pb2.StatusRequest) -> ps_pb2.StatusReply:
         """ShardNode.status, at this instant (whatever the copy's state: see `serve_status`)."""
@@ -320,7 +325,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
 
     def _followers_fresh(self) -> bool:
         return ack.followers_fresh(self.name, self.isr, self.peer_heard, self.now(),
-                                   self.cfg.suspect_s, self.cfg.follower_margin_s)
+                                   self.cfg.suspect_floor_s, self.cfg.follower_margin_s)
 
     def _wait_followers(self, epoch: int, deadline: float) -> Gen:
         """Async mode: ack only under the follower lease, and the etcd lease."""

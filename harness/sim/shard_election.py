@@ -9,12 +9,17 @@ import json
 from typing import TYPE_CHECKING
 
 from psnodes.config import ShardRecord
-from psnodes.core import fencing, lease, promotion
+from psnodes.core import detector, fencing, lease, promotion
 from psnodes.core.promotion import Position
-from psnodes.election import BOOTSTRAP_RETRY_S
+from psnodes.election import BOOTSTRAP_RETRY_S, CANDIDATE_POLL_S, DETECTOR_REPORT_S
+from psnodes.errors import PSError
 from psnodes.etcd import EtcdError
+from psnodes.proto import ps_pb2
 
-from .rpc import Gen
+from .rpc import Gen, call
+from .transport import REPLY_BYTES
+
+PROBE_BYTES = 16          # an empty StatusRequest with its metadata
 
 if TYPE_CHECKING:
     from .shard import SimCopy
@@ -27,6 +32,9 @@ class SimElector:
     announced: tuple[str, bool] = ("", False)
     orphan_since: float | None = None
     posted: tuple[str, dict] | None = None     # our restore candidate: (key, value)
+    next_report: float = 0.0                   # when the next `detector` event is due
+    held_until: float = 0.0                    # a probe answered: no candidacy before this
+    peers: dict[str, "SimCopy"]
 
     def register(self) -> Gen:
         c, cfg = self.c, self.c.cfg
@@ -88,21 +96,56 @@ class SimElector:
             return
 
     def elector(self) -> Gen:
-        """Elector.run: every heartbeat, a primary checks etcd's silence, a replica its primary's."""
+        """Elector.run: a primary checks etcd's silence every heartbeat (and the shard record
+        while its replicas are silent), a replica its primary's silence when its detector would
+        suspect (at most a heartbeat apart)."""
         c, cfg = self.c, self.c.cfg
         while c.alive:
-            yield from c.clock.sleep(cfg.heartbeat_s)
+            now = c.now()
+            tick = cfg.heartbeat_s if c.role == "primary" else min(
+                cfg.heartbeat_s, max(c.detector.wait(now, c.last_heard, cfg.heartbeat_s), self.held_until - now))
+            start = c.now()
+            yield from c.clock.sleep(tick)
+            now = c.now()
+            if detector.paused_locally(now - start, tick) and c.role != "primary":
+                c.last_heard = max(c.last_heard, now)       # never in virtual time: no copy stalls
+                c.emit("local-pause", {"shard": c.shard, "late_ms": round((now - start - tick) * 1000, 1)})
             if c.role == "primary":
-                if lease.etcd_silent(c.now(), c.lease_seen, cfg.lease_ttl_s):
+                if lease.etcd_silent(now, c.lease_seen, cfg.lease_ttl_s):
                     c.lease_lost(f"etcd answered no keepalive for {cfg.lease_ttl_s}s")
+                elif fencing.doubts_epoch(c.name, c.isr, c.peer_heard, now, cfg.suspect_floor_s):
+                    yield from self.check_record()
                 continue
-            if not lease.suspects(c.now(), c.last_heard, cfg.suspect_s):
+            self.report(now)
+            if now < self.held_until or not c.detector.suspects(now, c.last_heard):
                 continue
             try:
                 yield from self.suspect()
             except Exception as e:  # noqa: BLE001 - etcd unreachable: next tick
                 c.emit("election-error", {"shard": c.shard, "error": str(e)})
-                c.last_heard = lease.after_election_error(c.last_heard, c.now(), cfg.suspect_s, cfg.heartbeat_s)
+                c.last_heard = lease.after_election_error(c.last_heard, c.now(), c.detector.silence_s(),
+                                                          cfg.heartbeat_s)
+
+    def report(self, now: float) -> None:
+        """Elector.report: a replica's `detector` event, at most every DETECTOR_REPORT_S."""
+        c = self.c
+        if now < self.next_report or not c.primary:
+            return
+        self.next_report = now + DETECTOR_REPORT_S
+        stats = {**c.detector.stats(), "max_gap_ms": round(c.detector.take_max_gap() * 1000, 1)}
+        c.emit("detector", {"shard": c.shard, "epoch": c.epoch, "primary": c.primary, **stats})
+
+    def check_record(self) -> Gen:
+        """Elector.check_record: a primary whose replicas went silent steps down once the shard
+        record names someone else."""
+        c, cfg = self.c, self.c.cfg
+        try:
+            kv = yield from c.ecall(lambda: c.etcd.get(cfg.shard_key(c.shard)))
+        except Exception:  # noqa: BLE001 - etcd unreachable: the lease bound still holds
+            return
+        rec = ShardRecord.from_json(kv.value) if kv else None
+        if rec is not None and c.role == "primary" and not fencing.names_me(rec.epoch, rec.primary, c.epoch, c.name):
+            yield from c.fenced(f"shard record moved to epoch {rec.epoch} ({rec.primary}) while replicas were silent")
 
     def suspect(self) -> Gen:
         c, cfg = self.c, self.c.cfg
@@ -117,23 +160,59 @@ class SimElector:
             yield from self.maybe_restore(rec, kv.mod_revision)
             c.last_heard = c.now()
             return
+        if not c.detector.suspects(c.now(), c.last_heard):
+            return                        # heard meanwhile
+        held = yield from self.held_back(rec)
+        if held:
+            return
         yield from self.withdraw()
-        if not lease.suspects(c.now(), c.last_heard, cfg.suspect_s):
+        now = c.now()
+        if not c.detector.suspects(now, c.last_heard):
             return                        # the primary was heard meanwhile
         c.suspecting = rec.epoch
+        c.emit("suspect", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary, **c.detector.stats(),
+                           "silent_ms": round((now - c.last_heard) * 1000, 1)})
         try:
             yield from self.stand(rec, kv.mod_revision)
         finally:
             c.suspecting = 0
+
+    def held_back(self, rec: ShardRecord) -> Gen:
+        """Elector.held_back: probe the primary (a Status call over our link to it, until the
+        silence reaches suspect_s) before standing; True when it answers as primary of `rec`'s epoch."""
+        c, cfg = self.c, self.c.cfg
+        now = c.now()
+        silent = now - c.last_heard
+        dst = self.peers.get(rec.primary)
+        if dst is None or not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s):
+            return False
+        deadline = now + detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)
+        try:
+            reply = yield from call(c.net, c.name, rec.primary, lambda: dst.alive,
+                                    lambda: dst.serve_status(ps_pb2.StatusRequest(), deadline),
+                                    PROBE_BYTES, lambda _r: REPLY_BYTES, deadline)
+        except PSError:
+            return False
+        if not detector.probe_clears(reply.role, reply.epoch, rec.epoch):
+            return False
+        self.held_until = c.now() + cfg.heartbeat_s
+        c.emit("probe-held", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary,
+                              "silent_ms": round(silent * 1000, 1)})
+        return True
 
     def stand(self, rec: ShardRecord, mod_revision: int) -> Gen:
         c, cfg = self.c, self.c.cfg
         me = {"seq": c.store.seq, "seq_epoch": c.store.seq_epoch}
         prefix = cfg.candidate_prefix(c.shard, rec.epoch)
         yield from c.ecall(lambda: c.etcd.put(prefix + c.name, json.dumps(me), lease=c.lease))
-        yield from c.clock.sleep(cfg.candidate_window_s)
-        kvs = yield from c.ecall(lambda: c.etcd.get_prefix(prefix))
-        posted = {kv.key[len(prefix):]: Position.of(json.loads(kv.value)) for kv in kvs}
+        end = c.now() + cfg.candidate_window_s
+        while True:
+            kvs = yield from c.ecall(lambda: c.etcd.get_prefix(prefix))
+            posted = {kv.key[len(prefix):]: Position.of(json.loads(kv.value)) for kv in kvs}
+            left = end - c.now()
+            if left <= 0 or promotion.all_posted(c.name, posted, rec.isr, rec.primary):
+                break
+            yield from c.clock.sleep(min(left, CANDIDATE_POLL_S))
         won = promotion.elect(c.name, Position.of(me), posted, rec.isr, rec.primary)
         if won.winner != c.name:
             c.last_heard = c.now()

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import simpy
 
+from psnodes.client import DEPOSED_CHECK_S
+from psnodes.config import ShardRecord
 from psnodes.errors import PSError
 
 from .disk import local_dir, shared_dir
@@ -57,7 +59,8 @@ class ProcessControl:
         self.procs = [q for q in self.procs if q.is_alive] + [p]
         return p
 
-    def _drive(self: "SimCopy", gen: Gen, deadline: float | None, call: bool = False) -> Gen:
+    def _drive(self: "SimCopy", gen: Gen, deadline: float | None, call: bool = False,
+               watched: bool = True) -> Gen:
         """Run `gen` as this copy's code: after every event, wait while paused; stop once the copy
         was killed or restarted. A call (`call`) also stops at the end of a stop's grace, and gives
         up paused at its `deadline`."""
@@ -78,12 +81,12 @@ class ProcessControl:
             except Exception as e:  # noqa: BLE001 - a failed event goes into the code that waited on it
                 throw = e
             try:
-                yield from self._hold(session, deadline, call)
+                yield from self._hold(session, deadline, call, watched)
             except BaseException:
                 gen.close()
                 raise
 
-    def _hold(self: "SimCopy", session: int, deadline: float | None, call: bool) -> Gen:
+    def _hold(self: "SimCopy", session: int, deadline: float | None, call: bool, watched: bool = True) -> Gen:
         while True:
             if session != self.session or (call and not self.answering):
                 if call:
@@ -95,18 +98,37 @@ class ProcessControl:
                 yield self._resumed
                 continue
             give_up = deadline + DEADLINE_SLACK_S
-            yield self._resumed | self.env.timeout(max(0.0, give_up - self.now()))
-            if self.paused and session == self.session and self.now() >= give_up:
+            # a PS client's call (`watched`, psnodes.client.PSClient._call_primary) is given up once
+            # the shard record names another primary: it re-reads the record every DEPOSED_CHECK_S
+            # from the detector's floor on (here: on that grid from the moment the copy froze)
+            check = self.paused_at + self.cfg.suspect_floor_s
+            if self.now() > check:
+                check += -(-(self.now() - check) // DEPOSED_CHECK_S) * DEPOSED_CHECK_S
+            end = min(check, give_up) if call and watched else give_up
+            yield self._resumed | self.env.timeout(max(0.0, end - self.now()))
+            if not self.paused or session != self.session or self.now() < end:
+                continue
+            if self.now() >= give_up:
                 raise SimRpcError(DEADLINE_EXCEEDED, f"{self.name} is paused (SIGSTOP): no answer in time")
+            if self._deposed():
+                raise SimRpcError(UNAVAILABLE, f"{self.name} is paused (SIGSTOP): the shard record names "
+                                               "its successor, the client cancelled")
+            yield self.env.timeout(1e-6)      # past this check: the next one is on the grid
 
-    def serve(self: "SimCopy", handler: Callable[[], Gen], deadline: float) -> Gen:
+    def _deposed(self: "SimCopy") -> bool:
+        """The shard record names another primary than this copy (a client's view of it)."""
+        kv = self.etcd.get(self.cfg.shard_key(self.shard))
+        return kv is not None and ShardRecord.from_json(kv.value).primary != self.name
+
+    def serve(self: "SimCopy", handler: Callable[[], Gen], deadline: float, watched: bool = True) -> Gen:
         """`reply = yield from copy.serve(...)`: one call into this copy, the gRPC server's side. A
-        paused copy answers once resumed, unless the caller's deadline passes first; a stopping one
-        refuses new calls."""
-        yield from self._hold(self.session, deadline, True)
+        paused copy answers once resumed, unless the caller's deadline passes first or (a PS
+        client's call, `watched`) the shard record names its successor; a stopping one refuses
+        new calls."""
+        yield from self._hold(self.session, deadline, True, watched)
         if not self.alive or not self.accepting:
             raise SimRpcError(UNAVAILABLE, f"{self.name} is not serving: connection refused")
-        return (yield from self._drive(handler(), deadline, call=True))
+        return (yield from self._drive(handler(), deadline, call=True, watched=watched))
 
     def kill(self: "SimCopy") -> None:
         """SIGKILL: every process stops where it is, calls in flight get UNAVAILABLE, and the copy
@@ -146,6 +168,8 @@ class ProcessControl:
     def pause(self: "SimCopy") -> None:
         """SIGSTOP: the copy's processes and the calls it serves make no progress until `resume`."""
         if self.alive:
+            if not self.paused:
+                self.paused_at = self.now()
             self.paused = True
 
     def resume(self: "SimCopy") -> None:
@@ -177,6 +201,7 @@ class CopyProcs(SimReplication, SimElector):
     def start(self) -> None:
         c = self.c
         self.announced, self.orphan_since, self.posted, self.deferred = ("", False), None, None, set()
+        self.next_report, self.held_until = 0.0, 0.0
         self.exited = None
         if c.start_delay_s > 0:
             c.accepting = False              # no gRPC server yet: calls are refused, as by a starting process

@@ -60,7 +60,7 @@ class ReplicaSide:
 
     def replicate(self: "SimCopy", req: ReplicateReq, deadline: float) -> Gen:
         """`reply = yield from copy.replicate(req, deadline)`, as a call into the copy."""
-        return (yield from self.serve(lambda: self._replicate(req), deadline))
+        return (yield from self.serve(lambda: self._replicate(req), deadline, watched=False))
 
     def _replicate(self: "SimCopy", req: ReplicateReq) -> Gen:
         """A new sender confirmed by etcd's record (remembered in `verified`), the fencing verdict,
@@ -94,6 +94,7 @@ class ReplicaSide:
         if verdict is fencing.Replicate.FOLLOW:
             self.follow(req.epoch, req.primary, req.epoch_start)
         self.last_heard = self.now()
+        self.detector.heard(self.last_heard)
         self.in_sync = self.store.take_plan(plan, req.primary_seq, req.primary_seq_epoch, self.in_sync)
         self.notify()
         return ReplicateReply(self.store.seq, self.epoch, fencing.suspecting(self.suspecting, req.epoch),

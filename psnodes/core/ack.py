@@ -45,10 +45,13 @@ def within_lag(r: Replicas, head_seq: int, max_lag: int) -> bool:
 
 
 def followers_fresh(me: str, isr: Sequence[str], peer_heard: Mapping[str, float], now: float,
-                    suspect_s: float, margin_s: float) -> bool:
+                    floor_s: float, margin_s: float) -> bool:
     """Async mode's follower lease: every ISR peer accepted a replicate call sent after
-    `now - (suspect_s - margin_s)` (send times, on the same clock as `now`)."""
-    bound = now - (suspect_s - margin_s)
+    `now - (floor_s - margin_s)` (send times, on the same clock as `now`). `floor_s` is the
+    suspicion floor (ClusterConfig.suspect_floor_s): a peer's last_heard is at least that send
+    time, and its detector never suspects before last_heard + floor_s (psnodes.core.detector),
+    whatever it learned of the stream; so the lease ends `margin_s` before any peer may stand."""
+    bound = now - (floor_s - margin_s)
     return all(peer_heard.get(p, -math.inf) > bound for p in isr if p != me)
 
 

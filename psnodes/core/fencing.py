@@ -8,7 +8,9 @@ follower lease, so the old primary stops acking before the candidate can win.
 """
 from __future__ import annotations
 
+import math
 from enum import Enum
+from typing import Mapping, Sequence
 
 
 class Replicate(str, Enum):
@@ -91,6 +93,15 @@ def reached_sync(in_sync: bool, seq: int, seq_epoch: int, primary_seq: int, prim
     """A copy is in sync once its last entry equals the primary's (seq and epoch), not just its
     length: a copy restarted from an old checkpoint of another branch can share the seq alone."""
     return in_sync or (seq == primary_seq and seq_epoch == primary_seq_epoch)
+
+
+def doubts_epoch(me: str, isr: Sequence[str], peer_heard: Mapping[str, float], now: float,
+                 floor_s: float) -> bool:
+    """A primary should read the shard record: some ISR peer accepted none of its calls (without
+    standing against it) for the suspicion floor, so that peer may be a candidate by now. A
+    primary cut off from its replicas learns of its successor from etcd within a heartbeat of
+    the promotion, instead of when its calls to them time out (its clients' pushes wait on it)."""
+    return any(peer_heard.get(p, -math.inf) <= now - floor_s for p in isr if p != me)
 
 
 def names_me(record_epoch: int | None, record_primary: str | None, epoch: int, me: str) -> bool:

@@ -4,7 +4,9 @@ A copy restores the shard once every ISR copy's etcd lease expired, so a primary
 its lease surely lives: until the send time of its last confirmed keepalive plus the TTL, less a
 margin. A primary that etcd has not answered for a whole TTL steps down (its heartbeats stop, so
 the replicas elect a primary etcd can hear). A replica suspects its primary when the replication
-stream was silent for `suspect_s`. Every time here is a number on the shell's monotonic clock.
+stream was silent for as long as its failure detector asks (psnodes.core.detector: never less
+than the floor that the async follower lease assumes). Every time here is a number on the
+shell's monotonic clock.
 """
 from __future__ import annotations
 
@@ -35,13 +37,13 @@ def etcd_silent(now: float, lease_seen: float, ttl: float) -> bool:
     return now - lease_seen > ttl
 
 
-def suspects(now: float, last_heard: float, suspect_s: float) -> bool:
-    """A replica suspects its primary after `suspect_s` of silence (and stands only if it is still
-    silent once the replica became a candidate)."""
-    return now - last_heard >= suspect_s
+def suspects(now: float, last_heard: float, silence_s: float) -> bool:
+    """A replica suspects its primary after `silence_s` of silence, what its detector asks now
+    (and stands only if it is still silent once the replica became a candidate)."""
+    return now - last_heard >= silence_s
 
 
-def after_election_error(last_heard: float, now: float, suspect_s: float, heartbeat_s: float) -> float:
+def after_election_error(last_heard: float, now: float, silence_s: float, heartbeat_s: float) -> float:
     """The `last_heard` to keep after an election attempt failed (etcd unreachable): try again
-    four heartbeats later rather than on every tick."""
-    return max(last_heard, now - suspect_s + heartbeat_s * 4)
+    four heartbeats later rather than on every tick (`silence_s`: what the detector asks now)."""
+    return max(last_heard, now - silence_s + heartbeat_s * 4)

@@ -67,6 +67,14 @@ def elect(me: str, mine: Position, posted: Mapping[str, Position], isr: Sequence
     return Election(winner, [me] + sorted(n for n in same if n != me))
 
 
+def all_posted(me: str, posted: Iterable[str], isr: Sequence[str], old_primary: str) -> bool:
+    """Every ISR copy that may stand (all but the old primary) has posted its candidacy: the
+    candidate window may close at once, since no later candidate can change who wins (an ISR
+    copy that never posts, dead or still hearing the primary, keeps the window open to its end)."""
+    posted = set(posted) | {me}
+    return all(n in posted for n in isr if n != old_primary)
+
+
 def isr_copy_alive(me: str, isr: Sequence[str], announced: Mapping[str, Mapping]) -> bool:
     """Some other ISR copy is alive and in sync (its lease key says so): no restore. A copy of the
     ISR that restarted from disk is alive but not in sync, and does not count."""

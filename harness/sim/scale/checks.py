@@ -6,6 +6,8 @@ import math
 import re
 from typing import TYPE_CHECKING, Any
 
+from psnodes.core.detector import DETECTORS
+
 from ...errors import HarnessError
 
 if TYPE_CHECKING:
@@ -51,6 +53,9 @@ def check(spec: "ScaleSpec", model_bytes: dict) -> None:
     _finite("candidate_window_s", spec.candidate_window_s, 0.0, low_ok=True)
     if spec.server_request_s is not None:
         _finite("server_request_s", spec.server_request_s, 0.0, low_ok=True)
+    if spec.detector not in DETECTORS:
+        raise HarnessError(f"detector={spec.detector!r} is unknown; use 'phi' (adaptive, psnodes' default) "
+                           "or 'fixed' (suspect_s of silence)")
     if spec.suspect_s <= spec.heartbeat_s:
         raise HarnessError(f"suspect_s={spec.suspect_s} must be longer than heartbeat_s={spec.heartbeat_s} "
                            f"(a replica would suspect between two heartbeats)")

@@ -29,6 +29,7 @@ def add_parsers(smsub) -> None:
         sc.add_argument(f"--{k}", help=f"override the preset: exp:MEAN | fixed:V | lognormal:MEDIAN:SIGMA ({unit})")
     sc.add_argument("--heartbeat-s", type=float)
     sc.add_argument("--suspect-s", type=float)
+    sc.add_argument("--detector", choices=["phi", "fixed"], help="psnodes' failure detector (default: phi)")
     sc.add_argument("--heartbeat-loss", type=float, help="chance a heartbeat packet is lost (spurious failovers)")
     sc.add_argument("--checkpoint-interval-s", type=float)
     sc.add_argument("--candidate-window-s", type=float)
@@ -61,7 +62,7 @@ def scale_main(args: argparse.Namespace) -> int:
             "shards_per_step",
             "failures", "worker_mtbf", "worker_repair", "server_mtbf", "server_repair", "etcd_mtbf", "etcd_repair",
             "heartbeat_s",
-            "suspect_s", "heartbeat_loss", "checkpoint_interval_s", "target_steps", "candidate_window_s",
+            "suspect_s", "detector", "heartbeat_loss", "checkpoint_interval_s", "target_steps", "candidate_window_s",
             "lease_ttl_s", "max_lag", "min_isr", "server_request_s")
     spec = build({k: getattr(args, k) for k in keys}, "pschaos sim scale")
     cal, cal_path = _calibration(args.calibration)

@@ -127,17 +127,23 @@ def isr_drop(run: "ScaleRun", s: int, name: str, token: int, incarnation: int) -
 
 
 def primary_lost(run: "ScaleRun", sh: "Shard", failed: str, spurious: bool) -> None:
-    """The replicas suspect once the replication stream was silent `suspect_s` after the last
-    heartbeat they got (sent up to `heartbeat_s` before the loss), checked on their election
-    loop's tick (`heartbeat_s`); a spurious suspicion has happened already."""
+    """The replicas suspect once the primary's calls were silent for their detector's silence
+    (`detect_s`: psnodes.core.detector over the calibrated stream) since the last call they got
+    (up to a gap before the loss); their electors sleep until that moment. The phi detector's
+    replica then probes the primary, refused at once by a killed one (`probe_s`), and stands; the
+    candidate window closes once every ISR copy that may stand posted, or runs out
+    (`candidate_window_s`) when a member of the ISR is down and cannot post. A spurious suspicion
+    has happened already."""
     run.stop_acks(sh.index)
     sh.serving, sh.token = False, sh.token + 1
     sh.pending_drop.clear()
     if sh.fail_t0 is None:
         sh.fail_t0, sh.fail_spurious = run.now, spurious
-    hb = run.spec.heartbeat_s
-    detect = 0.0 if spurious else max(0.0, run.spec.suspect_s - run.misc.uniform(0, hb) + run.misc.uniform(0, hb))
-    run.at(run.now + detect + run.t.elect_s, "elect", sh.index, failed, sh.token, spurious)
+    t = run.t
+    detect = 0.0 if spurious else max(0.0, t.detect_s - run.misc.uniform(0, t.gap_s)) + t.probe_s
+    silent_member = any(not c.up for c in sh.copies if c.name != failed and c.name in sh.isr)
+    window = run.spec.candidate_window_s if silent_member else 0.0
+    run.at(run.now + detect + t.elect_s + window, "elect", sh.index, failed, sh.token, spurious)
 
 
 def elect(run: "ScaleRun", s: int, failed: str, token: int, spurious: bool) -> None:

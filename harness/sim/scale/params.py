@@ -16,6 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from dataclasses import replace
+
+from psnodes.client import RETRY_CAP_S, RETRY_FIRST_S
 from psnodes.config import ClusterConfig as Config
 
 from ...errors import HarnessError
@@ -43,6 +46,7 @@ class ScaleSpec:
     failures: Failures = field(default_factory=lambda: PRESETS["llama3"])
     heartbeat_s: float = DEFAULTS.heartbeat_s
     suspect_s: float = DEFAULTS.suspect_s
+    detector: str = DEFAULTS.detector      # psnodes' failure detector: "phi" (floor, probe) or "fixed"
     candidate_window_s: float = DEFAULTS.candidate_window_s
     lease_ttl_s: float = float(DEFAULTS.lease_ttl_s)
     checkpoint_interval_s: float = 60.0
@@ -84,7 +88,10 @@ class Timings:
     service_s: float           # a primary's work per step that touches it (see timings)
     touch: float               # the fraction of shards one step touches (1: dense)
     touched: int               # how many shards one step touches
-    elect_s: float             # candidate window and the etcd round trips of an election
+    elect_s: float             # the etcd round trips of an election (the window closes once all posted)
+    gap_s: float               # the mean gap between a primary's calls to a replica (replicates, heartbeats)
+    detect_s: float            # the silence after which a replica suspects (psnodes.core.detector)
+    probe_s: float             # a suspecting replica's probe of a killed primary (refused at once)
     rediscover_s: float        # a client's routing read and push once its retry finds the new primary
     restart_s: float           # a repaired host's copy until it serves
     per_byte_s: float
@@ -111,10 +118,16 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
     req = next(v for v in (spec.server_request_s, cal.server_request_s, 2 * fixed) if v is not None)
     calls = 2 + (spec.copies - 1)          # pull, push, and the push's replicate calls (async too, later)
     service = calls * req + apply + (2 + spec.copies - 1) * per_byte * shard_bytes
-    elect = spec.candidate_window_s + 2 * cal.etcd_write_s + cal.etcd_read_s + 4 * fixed
+    # the record read, the candidacy put, the candidates' read and the compare-and-swap; the
+    # candidate window closes as soon as every ISR copy that may stand posted
+    # (psnodes.core.promotion.all_posted), which replicas of one stream do at once (see primary_lost)
+    elect = 2 * cal.etcd_write_s + 2 * cal.etcd_read_s + 4 * fixed
+    step_mean = step * math.exp(cal.jitter(spec.model, spec.replication, spec.training) ** 2 / 2)
+    gap = min(spec.heartbeat_s, step_mean / (spec.workers * spec.touched / spec.shards))
     return Timings(step_s=step, jitter=cal.jitter(spec.model, spec.replication, spec.training),
                    shard_bytes=shard_bytes, msg_s=msg, service_s=service, touch=spec.touched / spec.shards,
-                   touched=spec.touched, elect_s=elect, rediscover_s=cal.etcd_read_s + msg + small,
+                   touched=spec.touched, elect_s=elect, gap_s=gap, detect_s=suspicion_s(spec, gap),
+                   probe_s=2 * fixed if spec.detector == "phi" else 0.0, rediscover_s=cal.etcd_read_s + msg + small,
                    restart_s=cal.node_start_s, per_byte_s=per_byte, fixed_s=fixed, apply_s=apply)
 
 
@@ -169,13 +182,24 @@ def step_rate(t: Timings, up: int, bsp_step: float | None = None) -> float:
 
 def retry_at(elapsed: float, attempt_s: float) -> float:
     """When a client that lost its primary `elapsed` ago gets through (psnodes.client.call): it
-    retries after 10 ms, doubling to 100 ms, each attempt costing `attempt_s`; the first attempt
-    at or after `elapsed` (the moment the new primary serves) reaches it."""
-    t, delay = 0.0, 0.01
+    retries after RETRY_FIRST_S, doubling to RETRY_CAP_S, each attempt costing `attempt_s`; the
+    first attempt at or after `elapsed` (the moment the new primary serves) reaches it."""
+    t, delay = 0.0, RETRY_FIRST_S
     while t < elapsed:
         t += delay + attempt_s
-        delay = min(delay * 2, 0.1)
+        delay = min(delay * 2, RETRY_CAP_S)
     return t
+
+
+def suspicion_s(spec: ScaleSpec, gap_s: float) -> float:
+    """The silence after which a replica suspects its primary: psnodes' own detector
+    (psnodes.core.detector, built from the config psnodes runs with) after a window of steady
+    gaps of `gap_s`. Phi: mean + pause + z sigma, never under the floor; fixed: suspect_s."""
+    cfg = replace(DEFAULTS, heartbeat_s=spec.heartbeat_s, suspect_s=spec.suspect_s, detector=spec.detector)
+    d = cfg.failure_detector()
+    for i in range(cfg.phi_window + 1):
+        d.heard(i * gap_s)
+    return d.silence_s()
 
 
 def false_suspicion_rate(spec: ScaleSpec, rto_s: float = 0.2) -> float:

@@ -35,7 +35,7 @@ def rerun(run: "ScaleRun") -> str:
     sp, base = run.spec, ScaleSpec()
     parts = ["pschaos sim scale"]
     for f in ("workers", "shards", "copies", "hours", "seed", "model", "replication", "training", "param_mb",
-              "shards_per_step", "heartbeat_s", "suspect_s", "heartbeat_loss", "checkpoint_interval_s",
+              "shards_per_step", "heartbeat_s", "suspect_s", "detector", "heartbeat_loss", "checkpoint_interval_s",
               "target_steps", "candidate_window_s", "lease_ttl_s", "max_lag", "min_isr", "server_request_s"):
         v = getattr(sp, f)
         if v != getattr(base, f) or f in ("workers", "shards", "copies", "hours", "seed"):
@@ -115,7 +115,7 @@ def summary(run: "ScaleRun", wall_s: float, maxrss_kb: int) -> dict:
         "time_to_target_s": None if run.target_at is None else round(run.target_at, 1),
         "target_steps": sp.target_steps,
         "timings": {"step_s": round(t.step_s, 6), "service_s": t.service_s, "elect_s": round(t.elect_s, 6),
-                    "rediscover_s": round(t.rediscover_s, 6), "shard_bytes": t.shard_bytes,
+                    "detect_s": round(t.detect_s, 6), "rediscover_s": round(t.rediscover_s, 6), "shard_bytes": t.shard_bytes,
                     "server_request_s": next(v for v in (sp.server_request_s, run.cal.server_request_s,
                                                          2 * t.fixed_s) if v is not None),
                     "restart_s": t.restart_s},

@@ -73,3 +73,12 @@ def test_serve_refusal_words():
     assert serve_refusal_words("shard-0/0", 0, "primary", 2, "shard-0/0", 2) == ""
     assert serve_refusal_words("shard-0/1", 0, "replica", 2, "shard-0/0", 2).endswith("; primary is shard-0/0")
     assert "client knows epoch 3" in serve_refusal_words("shard-0/0", 0, "primary", 2, "shard-0/0", 3)
+
+
+def test_a_primary_doubts_its_epoch_once_an_isr_peer_was_silent_for_the_floor():
+    from psnodes.core.fencing import doubts_epoch
+    isr = ["p", "a", "b"]
+    assert not doubts_epoch("p", isr, {"a": 9.9, "b": 9.86}, now=10.0, floor_s=0.15)
+    assert doubts_epoch("p", isr, {"a": 9.9, "b": 9.85}, now=10.0, floor_s=0.15)     # b: exactly the floor
+    assert doubts_epoch("p", isr, {"a": 9.9}, now=10.0, floor_s=0.15)                # b never accepted a call
+    assert not doubts_epoch("p", ["p"], {}, now=10.0, floor_s=0.15)                  # no peers: nothing to doubt

@@ -58,3 +58,12 @@ def test_restore_from_the_checkpoint_only_when_it_is_newer():
     assert not restore_from_checkpoint(Position(2, 5), Position(2, 5))
     assert not restore_from_checkpoint(Position(2, 5), None)
     assert Position.of({"seq": 4, "seq_epoch": 2}) == Position(2, 4)
+
+
+def test_the_candidate_window_closes_once_every_isr_copy_that_may_stand_posted():
+    from psnodes.core.promotion import all_posted
+    isr = ["shard-0/0", "shard-0/1", "shard-0/2"]
+    assert all_posted("shard-0/1", ["shard-0/2"], isr, "shard-0/0")           # the old primary never posts
+    assert all_posted("shard-0/1", [], ["shard-0/0", "shard-0/1"], "shard-0/0")  # alone in the ISR
+    assert not all_posted("shard-0/1", [], isr, "shard-0/0")                 # shard-0/2 may still post
+    assert not all_posted("shard-0/1", ["shard-0/1"], isr, "shard-0/0")

@@ -1,0 +1,260 @@
+"""When a replica suspects its primary: an accrual failure detector over the replication stream.
+
+A replica hears its primary by Replicate calls: entries while pushes flow, a heartbeat every
+`heartbeat_s` otherwise. A fixed silence timeout is either too eager on a slow or jittery network
+or, raised, too slow on a fast one. The phi accrual detector (Hayashibara et al., "The phi
+accrual failure detector", SRDS 2004; as Akka and Cassandra use it) learns how long the gaps
+between arrivals are and turns the current silence into a suspicion level
+
+    phi(t) = -log10(P(a gap longer than t)),
+
+the gap modelled as a normal distribution of the last `window` inter-arrival times (mean mu,
+standard deviation sigma, never under `min_std_s`) shifted by an acceptable pause (Akka's
+`acceptable-heartbeat-pause`: a pause that short is no evidence at all). phi = 8 means one such
+gap in 10^8 by the stream's own record.
+
+Why normal, not exponential (Cassandra's choice): Cassandra's gossip arrives at random moments,
+for which the memoryless exponential (phi = t / mu * log10(e)) fits; our stream is periodic with
+jitter (heartbeats every `heartbeat_s`, entries back to back under load), so a gap's tail is
+where jitter puts it, and the normal model's sigma is what widens the wait on a jittery network
+(a latency fault with +/- jitter, a loaded machine). The exponential would track the mean alone:
+a stream of 5 ms entries would be suspected after about 100 ms whatever its jitter.
+
+Two bounds keep it safe and sane:
+
+- the floor (`floor_s`): a replica never suspects before this much silence, whatever phi says.
+  It is the bound the primary's async follower lease assumes (psnodes.core.ack.followers_fresh):
+  a primary acks only while every ISR peer accepted one of its calls less than
+  `floor_s - follower_margin_s` ago, so no peer can have suspected it, let alone been promoted.
+  Every detector here obeys its floor by construction (`Detector.suspects`), and the config
+  passes the same number to the lease (`ClusterConfig.suspect_floor_s`).
+- the first estimate (`first_s`, the heartbeat period): the window starts with two samples,
+  first_s +/- first_s/4 (as Akka's `first-heartbeat-estimate`), so a replica that has heard
+  little suspects after about the heartbeat period plus the pause plus a few sigmas.
+
+Everything here is pure: times are numbers passed in (the shell's monotonic clock, or the
+simulator's virtual one), so the SimPy twin runs exactly this code.
+"""
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from . import lease
+
+DETECTORS = ("fixed", "phi")
+# a replica whose own elector woke this much later than it asked was itself stalled (a loaded
+# machine, a GC or GIL pause): the silence it measured overlaps its own, and is no evidence
+LOCAL_PAUSE_S = 0.1
+
+
+@dataclass(frozen=True)
+class PhiParams:
+    """The detector's settings (config fields `phi_*`; see ClusterConfig)."""
+
+    threshold: float = 8.0     # phi at which a replica suspects: one gap in 10^threshold
+    floor_s: float = 0.15      # never suspect before this much silence (the follower lease's bound)
+    pause_s: float = 0.05      # acceptable pause: added to the mean, no evidence of death
+    min_std_s: float = 0.01    # sigma never below this: a steady stream must not make phi a cliff
+    window: int = 200          # inter-arrival samples kept
+    first_s: float = 0.05      # first estimate of the gap (the heartbeat period)
+
+    def z(self) -> float:
+        """How many sigmas past mean + pause phi reaches the threshold: P(N(0,1) > z) =
+        10^-threshold, found by bisection on `phi` itself, so the delay and phi agree exactly."""
+        return z_for(self.threshold)
+
+
+def z_for(threshold: float) -> float:
+    """The z with phi(z, 0, 1) = threshold (bisection to a float's precision; phi is increasing)."""
+    lo, hi = -40.0, 40.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if phi(mid, 0.0, 1.0) >= threshold:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+class Window:
+    """The last `size` inter-arrival times, with their sum and sum of squares kept exactly enough:
+    both are recomputed from the samples once every `size` additions, so rounding never drifts."""
+
+    def __init__(self, size: int, first_s: float) -> None:
+        self.size = size
+        self.samples: deque[float] = deque(maxlen=size)
+        self.total = 0.0
+        self.squares = 0.0
+        self._since_exact = 0
+        for s in (first_s - first_s / 4, first_s + first_s / 4):
+            self.add(s)
+
+    def add(self, gap: float) -> None:
+        if len(self.samples) == self.size:
+            old = self.samples[0]
+            self.total -= old
+            self.squares -= old * old
+        self.samples.append(gap)
+        self.total += gap
+        self.squares += gap * gap
+        self._since_exact += 1
+        if self._since_exact >= self.size:
+            self.total = math.fsum(self.samples)
+            self.squares = math.fsum(s * s for s in self.samples)
+            self._since_exact = 0
+
+    def mean(self) -> float:
+        return self.total / len(self.samples)
+
+    def std(self) -> float:
+        """Population standard deviation (never negative from rounding)."""
+        m = self.mean()
+        return math.sqrt(max(0.0, self.squares / len(self.samples) - m * m))
+
+
+def phi(elapsed: float, mean: float, std: float) -> float:
+    """-log10 of the chance that a gap from N(mean, std) lasts longer than `elapsed` (inf once the
+    chance is below what a float holds)."""
+    p = 0.5 * math.erfc((elapsed - mean) / (std * math.sqrt(2.0)))
+    return math.inf if p <= 0.0 else -math.log10(p)
+
+
+class Detector:
+    """The interface both shells use: arrivals in (`heard`), a new stream (`restart`), and whether
+    a silence since `last_heard` is suspicious. `delay()` is the silence it takes right now."""
+
+    kind = ""
+
+    def __init__(self, floor_s: float) -> None:
+        self.floor_s = floor_s
+
+    def heard(self, now: float) -> None:
+        """A call from our primary arrived at `now`."""
+
+    def restart(self) -> None:
+        """The stream changed (a new primary or epoch): the next arrival starts a new gap."""
+
+    def take_max_gap(self) -> float:
+        """The longest gap since the last call (0: this detector does not keep gaps)."""
+        return 0.0
+
+    def delay(self) -> float:
+        """The silence this detector's own model takes to suspect (before the floor)."""
+        raise NotImplementedError
+
+    def silence_s(self) -> float:
+        """The silence it takes to suspect now: the model's delay, never under the floor."""
+        return max(self.floor_s, self.delay())
+
+    def suspects(self, now: float, last_heard: float) -> bool:
+        """Silent since `last_heard` long enough: never before the floor (the follower lease)."""
+        return lease.suspects(now, last_heard, self.silence_s())
+
+    def wait(self, now: float, last_heard: float, tick: float) -> float:
+        """How long the elector may sleep before it should look again: until the silence would be
+        suspicious, at most `tick`, at least a millisecond."""
+        return min(tick, max(0.001, last_heard + self.silence_s() - now))
+
+    def stats(self) -> dict:
+        """What the replica reports of its detector (its `suspect` and `detector` events)."""
+        return {"detector": self.kind, "silence_ms": round(self.silence_s() * 1000, 1)}
+
+
+class FixedDetector(Detector):
+    """Suspect after a fixed silence (the old rule, kept for comparison): floor = the timeout."""
+
+    kind = "fixed"
+
+    def delay(self) -> float:
+        return self.floor_s
+
+
+class PhiDetector(Detector):
+    """Phi accrual over the gaps between arrivals (see the module docstring)."""
+
+    kind = "phi"
+
+    def __init__(self, params: PhiParams) -> None:
+        super().__init__(params.floor_s)
+        self.p = params
+        self._z = params.z()
+        self.window = Window(params.window, params.first_s)
+        self.last: float | None = None
+        self.max_gap = 0.0            # the longest gap since the last take_max_gap() (for reports)
+
+    def heard(self, now: float) -> None:
+        if self.last is not None and now >= self.last:
+            gap = now - self.last
+            self.window.add(gap)
+            self.max_gap = max(self.max_gap, gap)
+        self.last = now
+
+    def restart(self) -> None:
+        self.last = None
+
+    def sigma(self) -> float:
+        return max(self.p.min_std_s, self.window.std())
+
+    def phi(self, elapsed: float) -> float:
+        """The suspicion level after `elapsed` seconds of silence."""
+        return phi(elapsed, self.window.mean() + self.p.pause_s, self.sigma())
+
+    def delay(self) -> float:
+        """The silence at which phi reaches the threshold: mean + pause + z sigma (the floor is
+        applied by `suspects`)."""
+        return self.window.mean() + self.p.pause_s + self._z * self.sigma()
+
+    def stats(self) -> dict:
+        return {**super().stats(), "mean_ms": round(self.window.mean() * 1000, 2),
+                "std_ms": round(self.window.std() * 1000, 2), "samples": len(self.window.samples),
+                "max_gap_ms": round(self.max_gap * 1000, 1)}
+
+    def take_max_gap(self) -> float:
+        """The longest gap since the last call (the periodic `detector` event reports it)."""
+        gap, self.max_gap = self.max_gap, 0.0
+        return gap
+
+
+def paused_locally(slept_s: float, asked_s: float, allowance_s: float = LOCAL_PAUSE_S) -> bool:
+    """The replica itself stood still: its elector slept `slept_s` when it asked for `asked_s`.
+    Its silence then counts from now (as Cassandra skips a round after a local pause): the
+    primary's calls may sit unread in this very process. Moving the start of a silence later
+    only ever delays a suspicion, so the follower lease is untouched."""
+    return slept_s - asked_s > allowance_s
+
+
+def may_probe(kind: str, probe_s: float, silent_s: float, ceiling_s: float) -> bool:
+    """Whether a suspecting replica asks its primary directly before it stands (SWIM's direct
+    probe): only the phi detector does, only with `probe_s` > 0, and only while the silence is
+    under the ceiling (`suspect_s`, the old fixed timeout; the probe waits up to it: `probe_wait`). A stream that is merely slow (a
+    latency fault on the primary's links to us, a burst of jitter larger than the floor) is not a
+    dead primary; but a primary that answers probes and still cannot reach us (a one-way cut) is
+    replaced once the silence reaches the ceiling, as fast as the fixed detector replaced it.
+    A probe only ever delays a suspicion: the floor, and so the follower lease, is untouched."""
+    return kind == "phi" and probe_s > 0 and silent_s < ceiling_s
+
+
+def probe_wait(probe_s: float, silent_s: float, ceiling_s: float) -> float:
+    """How long a probe waits for the primary's answer: until the silence reaches the ceiling,
+    never less than `probe_s`. A killed primary refuses the connection at once, so it is
+    replaced at the floor; one that does not answer (frozen, cut off, or only descheduled on a
+    loaded machine) is given as long as the fixed detector gave it, so this detector is never
+    more eager than the fixed one except against a primary that is surely gone."""
+    return max(probe_s, ceiling_s - silent_s)
+
+
+def probe_clears(role: str, epoch: int, primary_epoch: int) -> bool:
+    """The probe's answer holds the suspicion back: the primary says it is primary of the very
+    epoch we follow (anything else, or no answer in time, lets the replica stand)."""
+    return role == "primary" and epoch == primary_epoch
+
+
+def make(kind: str, suspect_s: float, params: PhiParams) -> Detector:
+    """The detector a config names: `fixed` (suspect after `suspect_s`) or `phi`."""
+    if kind == "fixed":
+        return FixedDetector(suspect_s)
+    if kind == "phi":
+        return PhiDetector(params)
+    raise ValueError(f"detector={kind!r} is unknown; use one of {', '.join(DETECTORS)}")

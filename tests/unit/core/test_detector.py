@@ -1,0 +1,167 @@
+"""psnodes.core.detector: phi accrual over the replication stream's gaps, with exact values.
+
+Times are plain numbers (seconds). The defaults: threshold 8 (z = 5.612001244174789 sigmas),
+floor 0.15 s, acceptable pause 0.05 s, min sigma 0.01 s, first estimate 0.05 s (so the window
+starts with 0.0375 and 0.0625: mean 0.05, sigma 0.0125).
+"""
+import math
+import random
+
+import pytest
+
+from psnodes.core import ack
+from psnodes.core.detector import (FixedDetector, PhiDetector, PhiParams, Window, make, may_probe, phi,
+                                   probe_clears, z_for)
+
+Z8 = 5.612001244174789
+
+
+def fed(gaps, **kw) -> PhiDetector:
+    d = PhiDetector(PhiParams(**kw))
+    t = 100.0
+    d.heard(t)
+    for g in gaps:
+        t += g
+        d.heard(t)
+    return d
+
+
+def test_phi_is_minus_log10_of_the_normal_tail():
+    assert phi(0.05, 0.05, 0.01) == pytest.approx(math.log10(2), abs=1e-15)      # at the mean: half
+    assert phi(0.05 + 0.01 * 1.2815515655446004, 0.05, 0.01) == pytest.approx(1.0, abs=1e-12)
+    assert phi(0.0, 0.05, 0.01) == pytest.approx(-math.log10(1 - 2.866515718791939e-07), abs=1e-15)
+    assert phi(10.0, 0.05, 0.01) == math.inf                        # beyond what a float holds
+
+
+def test_z_is_found_on_phi_itself():
+    assert z_for(8.0) == pytest.approx(Z8, abs=1e-12)
+    assert z_for(3.0) == pytest.approx(3.090232306167813, abs=1e-12)
+    assert phi(z_for(8.0), 0.0, 1.0) == pytest.approx(8.0, abs=1e-9)
+
+
+def test_a_fresh_detector_starts_from_the_first_estimate():
+    d = PhiDetector(PhiParams())
+    assert list(d.window.samples) == pytest.approx([0.0375, 0.0625], abs=1e-15)
+    assert d.window.mean() == pytest.approx(0.05, abs=1e-15) and d.window.std() == pytest.approx(0.0125, abs=1e-15)
+    assert d.delay() == pytest.approx(0.05 + 0.05 + Z8 * 0.0125, abs=1e-12)     # 0.170150015552
+    assert d.silence_s() == d.delay()                                            # above the floor
+    assert d.phi(d.delay()) == pytest.approx(8.0, abs=1e-9)
+
+
+def test_a_steady_fast_stream_suspects_at_the_floor_never_before():
+    d = fed([0.01] * 4, window=4)                       # the seeds are pushed out of the window
+    assert list(d.window.samples) == pytest.approx([0.01] * 4, abs=1e-12)
+    assert d.window.std() < 1e-6 and d.sigma() == 0.01  # the minimum sigma stands in
+    assert d.delay() == pytest.approx(0.01 + 0.05 + Z8 * 0.01, abs=1e-12)       # 0.11612, under the floor
+    assert d.silence_s() == 0.15
+    assert not d.suspects(10.0 + 0.15 - 1e-9, 10.0) and d.suspects(10.0 + 0.15, 10.0)
+
+
+def test_a_jittery_stream_waits_longer():
+    d = fed([0.01, 0.09] * 2, window=4)                 # mean 0.05, sigma 0.04
+    assert d.window.mean() == pytest.approx(0.05, abs=1e-12)
+    assert d.window.std() == pytest.approx(0.04, abs=1e-12)
+    assert d.silence_s() == pytest.approx(0.05 + 0.05 + Z8 * 0.04, abs=1e-12)   # 0.32448
+    assert not d.suspects(10.3244, 10.0) and d.suspects(10.3245, 10.0)
+
+
+def test_threshold_and_pause_move_the_delay():
+    assert fed([0.05] * 3, window=3, threshold=3.0, pause_s=0.0).delay() == pytest.approx(
+        0.05 + 3.090232306167813 * 0.01, abs=1e-12)
+    assert fed([0.05] * 3, window=3, pause_s=0.2).delay() == pytest.approx(0.05 + 0.2 + Z8 * 0.01, abs=1e-12)
+
+
+def test_a_new_stream_starts_no_gap_and_a_clock_step_back_is_ignored():
+    d = fed([0.01], window=10)
+    n = len(d.window.samples)
+    d.restart()
+    d.heard(500.0)                      # the new primary's first call: no 400 s gap
+    assert len(d.window.samples) == n
+    d.heard(499.0)                      # earlier than the last arrival: no negative gap
+    assert len(d.window.samples) == n and d.last == 499.0
+    d.heard(499.02)
+    assert d.window.samples[-1] == pytest.approx(0.02, abs=1e-12)
+
+
+def test_the_longest_gap_is_reported_once():
+    d = fed([0.01, 0.2, 0.03], window=10)
+    assert d.stats()["max_gap_ms"] == 200.0
+    assert d.take_max_gap() == pytest.approx(0.2, abs=1e-12) and d.take_max_gap() == 0.0
+    s = d.stats()
+    assert s["detector"] == "phi" and s["samples"] == 5 and s["silence_ms"] == round(d.silence_s() * 1000, 1)
+
+
+def test_the_window_sums_never_drift():
+    w = Window(7, 0.05)
+    rng = random.Random(3)
+    for _ in range(10_000):
+        w.add(rng.uniform(0.0, 1.0) * 10 ** rng.randint(-4, 2))
+    assert w.total == pytest.approx(math.fsum(w.samples), rel=1e-12)
+    assert w.squares == pytest.approx(math.fsum(s * s for s in w.samples), rel=1e-12)
+
+
+def test_fixed_detector_is_the_old_rule():
+    d = FixedDetector(0.3)
+    d.heard(1.0)
+    assert d.delay() == d.silence_s() == 0.3
+    assert not d.suspects(1.2999, 1.0) and d.suspects(1.3, 1.0)
+    assert d.stats() == {"detector": "fixed", "silence_ms": 300.0}
+
+
+def test_the_elector_sleeps_until_the_detector_would_suspect():
+    d = FixedDetector(0.3)
+    assert d.wait(now=10.0, last_heard=10.0, tick=0.05) == 0.05        # at most a tick
+    assert d.wait(now=10.28, last_heard=10.0, tick=0.05) == pytest.approx(0.02, abs=1e-12)
+    assert d.wait(now=10.5, last_heard=10.0, tick=0.05) == 0.001        # overdue: look at once
+
+
+def test_make_names_the_kinds():
+    assert isinstance(make("fixed", 0.3, PhiParams()), FixedDetector)
+    assert isinstance(make("phi", 0.3, PhiParams()), PhiDetector)
+    with pytest.raises(ValueError, match="detector='sometimes' is unknown"):
+        make("sometimes", 0.3, PhiParams())
+
+
+def test_a_probe_holds_a_phi_suspicion_back_only_under_the_ceiling():
+    assert may_probe("phi", 0.05, 0.2, 0.3)
+    assert not may_probe("phi", 0.05, 0.3, 0.3)          # at the ceiling (suspect_s) it stands
+    assert not may_probe("phi", 0.0, 0.2, 0.3)           # probe_s 0: no probe
+    assert not may_probe("fixed", 0.05, 0.2, 0.3)        # the old rule never probes
+    assert probe_clears("primary", 4, 4)
+    assert not probe_clears("primary", 5, 4) and not probe_clears("replica", 4, 4)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_no_history_makes_a_replica_suspect_inside_the_follower_lease(seed):
+    """The safety argument of async acks: the primary acks while every peer accepted a call sent
+    after now - (floor - margin); the peer heard that call at or after its send time, and its
+    detector, whatever gaps it learned, never suspects before last_heard + floor."""
+    rng = random.Random(seed)
+    params = PhiParams(threshold=rng.uniform(0.5, 12), pause_s=rng.uniform(0, 0.1), min_std_s=1e-4,
+                       window=rng.randint(2, 50), first_s=rng.uniform(0.001, 0.1))
+    d = PhiDetector(params)
+    t = 0.0
+    for _ in range(rng.randint(0, 200)):
+        t += rng.expovariate(1 / rng.choice([0.001, 0.005, 0.05]))
+        d.heard(t)
+    sent = t - rng.uniform(0, 0.01)             # the accepted call's send time, on the primary
+    heard = t                                   # its arrival: the replica's last_heard
+    margin = 0.05
+    for k in range(200):
+        now = sent + k * 0.001
+        if ack.followers_fresh("p", ["p", "r"], {"r": sent}, now, params.floor_s, margin):
+            assert not d.suspects(now, heard), (now, d.silence_s())
+
+
+def test_a_replica_that_stood_still_itself_measures_no_silence():
+    from psnodes.core.detector import LOCAL_PAUSE_S, paused_locally
+    assert LOCAL_PAUSE_S == 0.1
+    assert not paused_locally(slept_s=0.15, asked_s=0.05)          # 100 ms late: within the allowance
+    assert paused_locally(slept_s=0.1501, asked_s=0.05)
+    assert paused_locally(slept_s=0.5, asked_s=0.05, allowance_s=0.4)
+
+
+def test_a_probe_waits_until_the_silence_reaches_the_ceiling():
+    from psnodes.core.detector import probe_wait
+    assert probe_wait(0.05, silent_s=0.15, ceiling_s=0.3) == pytest.approx(0.15, abs=1e-12)
+    assert probe_wait(0.05, silent_s=0.28, ceiling_s=0.3) == 0.05       # never less than probe_s

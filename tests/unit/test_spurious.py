@@ -1,0 +1,126 @@
+"""Spurious failovers (harness/checkers/spurious.py): a promotion while the old primary was alive
+and reachable, judged from the history's fault events; fail closed without the evidence."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from harness.checkers.spurious import FAULT_EFFECT_S, judge, spurious_count
+from harness.soak import RunResult, aggregate, judge_run
+from tests.unit.histories import ev
+
+
+def promote(t, shard, epoch, node):
+    return ev(t, "promote", {"shard": shard, "epoch": epoch, "node": node, "seq": 0, "isr": []}, node=node)
+
+
+def start(t, index, kind, target="", links=(), **params):
+    return ev(t, "fault-start", {"kind": kind, "target": target, "index": index, "links": list(links),
+                                 "params": params}, node="harness")
+
+
+def stop(t, index):
+    return ev(t, "fault-stop", {"index": index}, node="harness")
+
+
+BOOT = [promote(1.0, 0, 1, "shard-0/0"), promote(1.0, 1, 1, "shard-1/0")]
+TO_REPLICAS = ["shard-0/0->shard-0/1", "shard-0/0->shard-0/2"]
+
+
+def test_a_failover_after_a_kill_or_a_cut_is_excused():
+    h = BOOT + [start(5.0, 0, "kill", "shard-0/0"), promote(5.2, 0, 2, "shard-0/1")]
+    v = judge(h)
+    assert v.valid is True and v.details["count"] == 0
+    assert v.details["failovers"][0]["excused_by"] == ["kill #0"]
+    h = BOOT + [start(5.0, 0, "partition", links=TO_REPLICAS), promote(5.3, 0, 2, "shard-0/2"), stop(9.0, 0)]
+    assert judge(h).details["failovers"][0]["excused_by"] == ["partition #0"]
+    h = BOOT + [start(5.0, 0, "loss", links=TO_REPLICAS, percent=100), promote(5.3, 0, 2, "shard-0/2")]
+    assert spurious_count(h) == 0
+
+
+def test_a_failover_through_a_slow_or_lossy_link_is_spurious():
+    h = BOOT + [start(5.0, 0, "latency", links=TO_REPLICAS, latency_ms=150), promote(5.2, 0, 2, "shard-0/1"),
+                stop(9.0, 0)]
+    v = judge(h)
+    assert v.valid is False and v.details["count"] == 1
+    (row,) = v.details["spurious"]
+    assert (row["shard"], row["epoch"], row["node"], row["old_primary"]) == (0, 2, "shard-0/1", "shard-0/0")
+    assert row["degrading_faults"] == ["latency #0"]
+    h = BOOT + [start(5.0, 0, "loss", links=TO_REPLICAS, percent=20), promote(5.2, 0, 2, "shard-0/1")]
+    assert spurious_count(h) == 1
+
+
+def test_a_fault_on_someone_else_excuses_nothing():
+    h = BOOT + [start(5.0, 0, "kill", "shard-1/0"), promote(5.2, 0, 2, "shard-0/1"),
+                start(6.0, 1, "partition", links=["shard-1/0->shard-1/1"]), promote(6.2, 0, 3, "shard-0/2")]
+    v = judge(h)
+    assert v.details["count"] == 2
+    assert [r["old_primary"] for r in v.details["spurious"]] == ["shard-0/0", "shard-0/1"]    # the chain of epochs
+
+
+def test_the_effect_of_a_healed_fault_lasts_fault_effect_s():
+    inside = BOOT + [start(5.0, 0, "pause", "shard-0/0"), stop(6.0, 0), promote(6.0 + FAULT_EFFECT_S - 0.1, 0, 2, "shard-0/1")]
+    after = BOOT + [start(5.0, 0, "pause", "shard-0/0"), stop(6.0, 0), promote(6.0 + FAULT_EFFECT_S + 0.1, 0, 2, "shard-0/1")]
+    assert spurious_count(inside) == 0 and spurious_count(after) == 1
+    before = BOOT + [promote(4.0, 0, 2, "shard-0/1"), start(5.0, 0, "kill", "shard-0/0")]     # not yet injected
+    assert spurious_count(before) == 1
+
+
+def test_a_primary_that_gave_up_primacy_itself_excuses_its_successor():
+    h = BOOT + [ev(5.0, "lease-lost", {"shard": 0, "epoch": 1, "reason": "etcd"}, node="shard-0/0"),
+                promote(5.3, 0, 2, "shard-0/1")]
+    assert judge(h).details["failovers"][0]["excused_by"] == ["shard-0/0 gave up primacy at t=5.0"]
+    stale = BOOT + [ev(0.5, "step-down", {"shard": 0}, node="shard-0/0"), promote(5.3, 0, 2, "shard-0/1")]
+    assert spurious_count(stale) == 1           # a step-down before it was promoted is no excuse
+
+
+def test_no_evidence_no_figure():
+    assert judge([]).valid == "unknown" and spurious_count([]) is None
+    assert "promote events" in judge([start(1.0, 0, "kill", "shard-0/0")]).details["reason"]
+    bad = BOOT + [ev(5.0, "promote", {"shard": 0, "epoch": 2}, node="shard-0/1")]
+    assert judge(bad).valid == "unknown" and spurious_count(bad) is None
+    kindless = BOOT + [ev(5.0, "fault-start", {"target": "shard-0/0"}, node="harness"), promote(5.2, 0, 2, "shard-0/1")]
+    assert judge(kindless).valid == "unknown"
+
+
+def test_the_first_term_seen_is_no_failover():
+    h = [promote(1.0, 0, 3, "shard-0/2"), promote(1.0, 1, 1, "shard-1/0")]     # an adapted system's first term
+    v = judge(h)
+    assert v.valid is True and v.details["failovers"] == []
+
+
+def fake(d: Path, seed: int, spurious) -> RunResult:
+    d.mkdir(parents=True)
+    (d / "report.json").write_text(json.dumps({
+        "scenario": "latency-primary-replica", "seed": seed, "verdict": "pass" if spurious == 0 else "fail",
+        "checks": {}, "metrics": {"lost_acked_updates": 0, "spurious_failovers": spurious}, "failover_times": []}))
+    return judge_run(RunResult(seed, 1, d, rc=0, wall_s=1.0))
+
+
+def test_the_soak_adds_them_up_per_seed(tmp_path):
+    runs = [fake(tmp_path / "a", 1, 0), fake(tmp_path / "b", 2, 2), fake(tmp_path / "c", 3, None)]
+    sp = aggregate("latency-primary-replica", runs)["spurious_failovers"]
+    assert sp == {"sum": 2, "per_seed": {"1": 0, "2": 2, "3": None}, "seeds_with_spurious": [2],
+                  "runs_without_figure": 1}
+
+
+def test_a_kill_timed_to_a_moment_excuses_every_copy_it_hit():
+    h = BOOT + [ev(5.0, "fault-start", {"kind": "kill", "target": "shard-0/1", "index": 0, "deposed": "shard-0/0",
+                                        "params": {"during": "promotion"}}, node="harness"),
+                promote(5.2, 0, 2, "shard-0/1"), promote(5.4, 0, 3, "shard-0/2"),
+                ev(7.0, "fault-stop", {"index": 0, "victims": ["shard-0/0", "shard-0/1"]}, node="harness")]
+    v = judge(h)
+    assert v.valid is True
+    assert [r["excused_by"] for r in v.details["failovers"]] == [["kill #0"], ["kill #0"]]
+    only_stop = BOOT + [start(5.0, 0, "kill", "shard-0/1"), promote(5.2, 0, 2, "shard-0/1"),
+                        ev(7.0, "fault-stop", {"index": 0, "victims": ["shard-0/0"]}, node="harness")]
+    assert spurious_count(only_stop) == 0
+
+
+def test_a_restore_or_the_old_primary_taking_the_next_epoch_is_no_spurious_failover():
+    late = BOOT + [start(5.0, 0, "kill", "shard-0/0"), stop(6.0, 0),
+                   ev(9.5, "restore", {"shard": 0, "epoch": 2, "restored_seq": 10}, node="shard-0/0"),
+                   promote(9.5, 0, 2, "shard-0/1")]
+    assert judge(late).details["failovers"][0]["excused_by"] == ["a restore at t=9.5"]
+    itself = BOOT + [promote(9.5, 0, 2, "shard-0/0")]
+    assert judge(itself).details["failovers"][0]["excused_by"] == ["shard-0/0 itself took the next epoch"]
