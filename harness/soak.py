@@ -83,6 +83,8 @@ def aggregate(scenario: str, runs: list[RunResult]) -> dict:
         known = [v for v in vals if v is not None]
         spurious_per_seed[str(seed)] = sum(known) if known else None
     fo = [f.get("ms") for r in runs if r.report for f in r.report.get("failover_times", [])]
+    moved = [ms for r in runs for ms in (r.report or {}).get("metrics", {}).get("migration_unavailable_samples_ms") or []]
+    switches = sum((r.report or {}).get("metrics", {}).get("migrations") or 0 for r in runs)
     acked = [(r.report or {}).get("metrics", {}).get("acked_updates") for r in runs]
     flaky = sorted(s for s, rs in by_seed.items() if {"pass", "fail"} <= {r.verdict for r in rs})
     return {
@@ -102,6 +104,11 @@ def aggregate(scenario: str, runs: list[RunResult]) -> dict:
                                "runs_without_figure": sum(1 for r in runs if r.report is None or r.report.get(
                                    "metrics", {}).get("spurious_failovers") is None)},
         "failover_ms": failover_stats(fo),
+        # shard migrations: how long the moved keys could not be written, pooled over every run's
+        # migrations (fence to the first ack of a moved key at the new routing epoch)
+        "migrations": switches,
+        "migration_unavailable_ms": failover_stats(moved) if moved else None,
+        "migration_unavailable_unobserved": switches - len(moved),
         "flaky_seeds": flaky,
         "per_seed": {str(s): [r.verdict for r in rs] for s, rs in sorted(by_seed.items())},
         "failing": [_brief(r) for r in runs if r.verdict == "fail"],
@@ -133,6 +140,11 @@ def summary(agg: dict, out: Path) -> str:
              + (f"; {sp['runs_without_figure']} run(s) without a figure" if sp["runs_without_figure"] else ""),
              f"  failover ms over {fo['n']} failover(s) ({fo['failed']} never completed, counted as inf): "
              f"p50 {fo['p50']} p99 {fo['p99']} max {fo['max']}",
+             *([f"  moved keys unavailable for writes over {agg['migrations']} migration(s): p50 "
+                f"{mu['p50']} p99 {mu['p99']} max {mu['max']} ms"
+                + (f"; {agg['migration_unavailable_unobserved']} with no ack observed"
+                   if agg["migration_unavailable_unobserved"] else "")]
+              if (mu := agg.get("migration_unavailable_ms")) else []),
              f"  flaky seeds (pass and fail): {', '.join(map(str, agg['flaky_seeds'])) or 'none'}"]
     for kind in ("failing", "unknown"):
         for b in agg[kind]:

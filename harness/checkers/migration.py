@@ -294,4 +294,6 @@ def migration_metrics(history: list[dict]) -> dict:
             "migration_unavailable_ms": failover_stats(unavailable) if unavailable else
             {"p50": None, "p99": None, "max": None, "n": 0},
             "migration_unavailable_unobserved": len(by_f(history, "migration-switch")) - len(unavailable),
+            # the values behind the figure, so a soak pools them across seeds (a p99 of p99s is no p99)
+            "migration_unavailable_samples_ms": unavailable,
             "migration_fenced_ms": failover_stats(fenced) if fenced else {"p50": None, "p99": None, "max": None, "n": 0}}

@@ -15,14 +15,15 @@ from harness.soak import RunResult, aggregate, exit_code, judge_run
 KILL_PRIMARY = Path(__file__).resolve().parents[2] / "scenarios" / "kill-primary.yaml"
 
 
-def fake_report(d: Path, seed: int, verdict: str, lost: int = 0, ms=(400.0,), acked: int = 100) -> None:
+def fake_report(d: Path, seed: int, verdict: str, lost: int = 0, ms=(400.0,), acked: int = 100,
+                moved: dict | None = None) -> None:
     d.mkdir(parents=True, exist_ok=True)
     valid = {"pass": True, "fail": False}.get(verdict, "unknown")
     checks = {"no-lost-acks": {"valid": valid, "details": {}}}
     (d / "report.json").write_text(json.dumps({
         "schema": "pschaos.report/1", "scenario": "kill-primary", "backend": "process", "seed": seed,
         "verdict": verdict, "rerun": f"pschaos run scenarios/kill-primary.yaml --seed {seed}", "checks": checks,
-        "metrics": {"acked_updates": acked, "lost_acked_updates": lost},
+        "metrics": {"acked_updates": acked, "lost_acked_updates": lost, **(moved or {})},
         "faults": [{"kind": "kill", "target": "shard-0/0", "start_s": 1.0, "end_s": 1.0}],
         "failover_times": [{"ms": m} for m in ms]}))
 
@@ -87,6 +88,22 @@ def test_aggregate_counts_lost_acks_failover_and_flaky_seeds(tmp_path):
     json.dumps(a, allow_nan=False)
     text = soak.summary(a, tmp_path)
     assert "3/6 runs passed" in text and "flaky seeds (pass and fail): 1" in text and "p99 inf" in text
+
+
+def test_aggregate_pools_migration_unavailability_over_runs(tmp_path):
+    """The p99 of moved-key unavailability is taken over every migration of every run, not of the
+    runs' own p99s; migrations with no ack after the fence are counted apart, never filled in."""
+    runs = [judged(tmp_path, 1, "pass", moved={"migrations": 3, "migration_unavailable_samples_ms": [90.0, 100.0]}),
+            judged(tmp_path, 2, "pass", moved={"migrations": 2, "migration_unavailable_samples_ms": [80.0, 900.0]}),
+            judged(tmp_path, 3, "pass")]
+    a = aggregate("scale-out-shards", runs)
+    assert a["migrations"] == 5 and a["migration_unavailable_unobserved"] == 1
+    mu = a["migration_unavailable_ms"]
+    assert mu["n"] == 4 and mu["p50"] == 100.0 and mu["p99"] == 900.0 and mu["max"] == 900.0
+    text = soak.summary(a, tmp_path)
+    assert "over 5 migration(s): p50 100.0 p99 900.0 max 900.0 ms; 1 with no ack observed" in text
+    plain = aggregate("kill-primary", [judged(tmp_path, 4, "pass")])
+    assert plain["migration_unavailable_ms"] is None and "migration(s)" not in soak.summary(plain, tmp_path)
 
 
 def test_exit_codes(tmp_path):
