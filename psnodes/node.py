@@ -31,6 +31,7 @@ from . import moving, ownership
 from .checkpoint import read_checkpoint, write_checkpoint
 from .config import ClusterConfig, ShardRecord
 from .core import ack, checkpoints, dedup, fencing, lease, membership, promotion
+from .core.routing import Routing
 from .digest import dense_digest, wants_digest
 from .errors import InvalidArgument, NotPrimary, ReplicationFailed, StaleEpoch, Timeout, TooLarge
 from .etcd import Etcd
@@ -542,13 +543,17 @@ class ShardNode:
                 return RestorePlan(f"checkpoint@{aside.seq}", aside.seq, aside.seq_epoch, aside)
         return RestorePlan(f"local@{mine.seq}", mine.seq, mine.seq_epoch, None)
 
-    def adopt_restore(self, plan: RestorePlan) -> None:
-        """This copy won the restore's compare-and-swap: take the planned state."""
+    def adopt_restore(self, plan: RestorePlan, routing_rec: Routing, epoch: int) -> None:
+        """This copy won the restore's compare-and-swap at `epoch`: take the planned state, then the
+        routing record the swap compared (ownership.restore_routing), before it serves as primary."""
         with self.cond:
             if plan.store is not None:
                 self.store = plan.store
-                self.metrics.seq.set(self.store.seq)
             self.restored_from = plan.source
+            evs = ownership.restore_routing(self.store, routing_rec, epoch)
+            self.metrics.seq.set(self.store.seq)
+        for f, v in evs:
+            self.events.emit(f, v)
 
 
 def deadline_of(context: grpc.ServicerContext, default: float) -> float:
