@@ -30,7 +30,7 @@ import json
 import threading
 import time
 
-from . import routing
+from . import retirement, routing
 from .config import ShardRecord
 from .etcd import EtcdError
 from .core import detector, fencing, lease, promotion
@@ -100,7 +100,8 @@ class Elector(threading.Thread):
 
     # ------------------------------------------------------------ bootstrap
     def bootstrap(self) -> None:
-        """Create the shard record if absent (slot 0 only), then follow whatever it says. An etcd
+        """Create the shard record if absent (slot 0 only; its epoch above any earlier life of the
+        shard: fencing.bootstrap_epoch), then follow whatever it says. An etcd
         that does not answer (a timeout under load, an outage) is waited for, as register() does:
         a node must not die of it. A create whose answer was lost is safe to retry: the record
         then names this node, which follows it without acting as primary (as a restarted one
@@ -111,11 +112,13 @@ class Elector(threading.Thread):
             try:
                 kv = node.etcd.get(key)
                 if kv is None and node.slot == 0:
-                    rec = ShardRecord(epoch=1, primary=node.name, isr=cfg.shard_nodes(node.shard),
+                    epoch = fencing.bootstrap_epoch(retirement.retired_epoch(node.etcd, cfg, node.shard),
+                                                    node.store.seq_epoch)
+                    rec = ShardRecord(epoch=epoch, primary=node.name, isr=cfg.shard_nodes(node.shard),
                                       start_seq=node.store.seq)
                     if node.etcd.cas(key, 0, rec.to_json(), also_put=[(cfg.leader_key(node.shard), node.name,
                                                                         node.lease)]):
-                        node.become_primary(rec)
+                        node.become_primary(rec, bootstrap=True)
                         return
                     continue
             except EtcdError as e:

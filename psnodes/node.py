@@ -107,7 +107,8 @@ class ShardNode:
     def is_primary(self, epoch: int | None = None) -> bool:
         return self.role == "primary" and (epoch is None or self.epoch == epoch)
 
-    def become_primary(self, rec: ShardRecord) -> None:
+    def become_primary(self, rec: ShardRecord, bootstrap: bool = False) -> None:
+        """Take the epoch of `rec`; `bootstrap`: this created the shard's first record (of this life)."""
         with self.cond:
             self.role, self.epoch, self.primary = "primary", rec.epoch, self.name
             self.verified.add((rec.epoch, self.name))
@@ -119,8 +120,7 @@ class ShardNode:
         self.metrics.set_role("primary")
         self.metrics.epoch.set(rec.epoch)
         self.metrics.failovers.inc()
-        self.events.emit("promote", {"shard": self.shard, "epoch": rec.epoch, "node": self.name,
-                                     "seq": self.store.seq, "isr": rec.isr})
+        self.events.emit("promote", promote_event(self.shard, rec, self.name, self.store.seq, bootstrap))
         self.on_promote()
 
     def follow(self, epoch: int, primary: str, epoch_start: int) -> None:
@@ -554,6 +554,13 @@ class ShardNode:
             self.metrics.seq.set(self.store.seq)
         for f, v in evs:
             self.events.emit(f, v)
+
+
+def promote_event(shard: int, rec: ShardRecord, name: str, seq: int, bootstrap: bool) -> dict:
+    """The `promote` event; the first term of a re-added shard (a bootstrap above epoch 1) says
+    `bootstrap`, so that no check takes it for a failover of the old life's primary."""
+    v = {"shard": shard, "epoch": rec.epoch, "node": name, "seq": seq, "isr": rec.isr}
+    return {**v, "bootstrap": True} if bootstrap and rec.epoch > 1 else v
 
 
 def deadline_of(context: grpc.ServicerContext, default: float) -> float:

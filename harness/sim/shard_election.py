@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from psnodes import routing
+from psnodes import retirement, routing
 from psnodes.config import ShardRecord
 from psnodes.core import detector, fencing, lease, promotion
 from psnodes.core.promotion import Position
@@ -77,11 +77,13 @@ class SimElector:
             try:
                 kv = yield from c.ecall(lambda: c.etcd.get(key))
                 if kv is None and c.slot == 0:
-                    rec = ShardRecord(epoch=1, primary=c.name, isr=cfg.shard_nodes(c.shard), start_seq=c.store.seq)
+                    gone = yield from c.ecall(lambda: retirement.retired_epoch(c.etcd, cfg, c.shard))
+                    rec = ShardRecord(epoch=fencing.bootstrap_epoch(gone, c.store.seq_epoch), primary=c.name,
+                                      isr=cfg.shard_nodes(c.shard), start_seq=c.store.seq)
                     ok = yield from c.ecall(lambda: c.etcd.cas(key, 0, rec.to_json(), also_put=[
                         (cfg.leader_key(c.shard), c.name, c.lease)]))
                     if ok:
-                        c.become_primary(rec)
+                        c.become_primary(rec, bootstrap=True)
                         return
                     continue
             except EtcdError as e:          # Elector.bootstrap waits for etcd, as register does
