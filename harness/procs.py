@@ -305,7 +305,7 @@ def stop_tagged(pids: dict[str, int], run_id: str, timeout: float = 5.0) -> int:
     """Stop the processes of `pids` that still carry `run_id`'s tag (a pid reused by another
     process is left alone): SIGTERM, then SIGKILL after `timeout`. Returns how many were running."""
     procs = []
-    for pid in pids.values():
+    for pid in sorted(set(pids.values())):
         try:
             p = psutil.Process(pid)
             if p.environ().get(RUN_ENV) == run_id:
