@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Iterable
 
+from psnodes import retirement, routing
 from psnodes.blob import unpack
 from psnodes.config import ShardRecord
 from psnodes.etcd import EtcdError
@@ -44,11 +45,26 @@ def routes_from_copies(nodes: Iterable[str], alive: Callable[[str], bool],
 
 def start_groups(be: Any, shards: list[int], start: Callable[[list[str]], None], etcd: Any, timeout: float) -> None:
     """Start the copies of new shard groups (`start(names)`, a group at a time; `be.active` gains
-    them) and wait on the backend's clock until each has a primary in etcd."""
+    them) and wait on the backend's clock until each has a primary in etcd. A record an earlier
+    life of such a shard left in etcd (a retirement whose removal did not land) is removed first,
+    else the wait would pass on it before the new group elected anyone (psnodes/retirement.py)."""
     limit = max(be.cfg.shards, be.cfg.max_shards)
     bad = [s for s in shards if s >= limit]
     if bad:
         raise HarnessError(f"shards {bad} have no addresses (max_shards={limit}); raise cluster.max_shards")
+
+    def cleared() -> bool:
+        try:
+            owners = routing.read(etcd, be.cfg)[0].shards
+            for s in shards:
+                if s not in owners:
+                    retirement.forget(etcd, be.cfg, s)
+            return True
+        except EtcdError:
+            return False
+    if not be.clock.wait_until(cleared, timeout, 0.05):
+        raise HarnessError(f"new shard groups {shards}: the records of their earlier lives could not be removed "
+                           f"from etcd within {timeout}s (is etcd up?)")
     for s in shards:
         start(be.cfg.shard_nodes(s))
         if s not in be.active:
@@ -64,10 +80,12 @@ def start_groups(be: Any, shards: list[int], start: Callable[[list[str]], None],
 
 
 def retire_groups(be: Any, shards: list[int], record: Callable[[str, dict], Any], observe: bool,
-                  running: Callable[[str], bool]) -> None:
+                  running: Callable[[str], bool], etcd: Any) -> None:
     """Stop the groups of shards that own nothing now (`be.active` loses them); with `observe`,
     record each copy's final state first (`retired-state`): the acks those shards gave are judged
-    by it (harness/checkers/migration.py)."""
+    by it (harness/checkers/migration.py). Then their shard records go from etcd
+    (psnodes/retirement.py); one that cannot (etcd down) is said (`shard-record-kept`) and removed
+    by the next start of that shard's group."""
     for s in shards:
         for n in be.cfg.shard_nodes(s):
             if observe:
@@ -78,3 +96,7 @@ def retire_groups(be: Any, shards: list[int], record: Callable[[str, dict], Any]
         for n in be.cfg.shard_nodes(s):
             if running(n):
                 be.stop(n)
+        try:
+            retirement.forget(etcd, be.cfg, s)
+        except EtcdError as e:
+            record("shard-record-kept", {"shard": s, "error": str(e)})

@@ -224,17 +224,21 @@ class ProcessBackend:
 
     def retire_shard_groups(self, shards: list[int], record, observe: bool = True) -> None:
         """Stop the groups of shards that own nothing now (backend_common.retire_groups)."""
-        retire_groups(self, shards, record, observe, lambda n: n in self.procs)
+        retire_groups(self, shards, record, observe, lambda n: n in self.procs, Etcd(self.cfg.etcd, timeout=1.0))
 
-    def migration_phase(self) -> str:
-        """The phase of the migration in the routing record ('' when none, or etcd is down)."""
+    def routing_record(self):
+        """The routing record in etcd (psnodes.core.routing.Routing), None while etcd is down."""
         from psnodes import routing
 
         try:
-            rec, _ = routing.read(Etcd(self.cfg.etcd, timeout=0.5), self.cfg)
+            return routing.read(Etcd(self.cfg.etcd, timeout=0.5), self.cfg)[0]
         except EtcdError:
-            return ""
-        return rec.migration.phase if rec.migration else ""
+            return None
+
+    def migration_phase(self) -> str:
+        """The phase of the migration in the routing record ('' when none, or etcd is down)."""
+        rec = self.routing_record()
+        return rec.migration.phase if rec is not None and rec.migration else ""
 
     def shard_nodes(self, shard: int) -> list[str]:
         return self.cfg.shard_nodes(shard)

@@ -130,7 +130,9 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     if args.action == "down":
         return local_cluster.down(args)
     if args.action == "scale":
-        return local_cluster.scale(args)
+        from .cluster_scale import scale
+
+        return scale(args)
     return local_cluster.status(args)
 
 
@@ -217,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--abort-migration", action="store_true",
                     help="scale: abort a migration the routing record still holds (its coordinator was stopped) "
                          "before moving to --shards")
+    cl.add_argument("--fenced-hold-s", type=float, default=0.0,
+                    help="scale: hold the fenced hand-off this long (0-10 s; the moving keys are unwritable "
+                         "meanwhile), as a large delta would: to rehearse a coordinator stopped mid-migration")
     cl.add_argument("--replicas", type=int, default=2, help="replicas per shard besides the primary")
     cl.add_argument("--workers", type=int, default=2)
     cl.add_argument("--mode", default="sync", choices=["sync", "async"])

@@ -2,10 +2,9 @@
 
 `up` starts etcd, the shard nodes and the workers detached from the terminal and writes a state
 file; `down` stops every process the state file names (checking each still carries the run tag)
-and removes the folder. `pschaos clean --all` reaps such a cluster too. `scale --shards N` moves
-the running cluster to N shards while it trains: it starts the new groups (their addresses were
-given at `up`, up to `--max-shards`), runs the live key migration (psnodes/migration.py), and stops
-the groups a scale-in retired.
+and removes the folder; `status` shows the routing record (epoch, shards, a migration under way)
+and each copy of its shards. `pschaos clean --all` reaps such a cluster too. `scale --shards N`
+(harness/cluster_scale.py) moves the running cluster to N shards while it trains.
 """
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ import psutil
 
 from .backend_process import ProcessBackend
 from .errors import HarnessError
-from .procs import RUN_ENV, reap
+from .procs import stop_tagged, tagged_processes
 from .scenario import ClusterSpec
 
 DETACHED_OWNER = -1   # no owning process: reaped by `cluster down` or `pschaos clean --all`
@@ -82,18 +81,34 @@ def status(args) -> int:
         print(f"no cluster in {d}")
         return 1
     state = json.loads(_state_path(d).read_text())
+    from psnodes import routing
     from psnodes.client import PSClient
     from psnodes.config import ClusterConfig
+    from psnodes.etcd import Etcd, EtcdError
 
     cfg = ClusterConfig.load(state["config"])
+    shards = list(range(cfg.shards))
+    try:
+        rec = routing.read(Etcd(cfg.etcd, timeout=1.0), cfg)[0]
+        shards = list(rec.shards)
+        print(f"routing epoch {rec.epoch}: shards {shards}"
+              + (f"; migration {rec.migration.id} {list(rec.migration.src)} -> {list(rec.migration.dst)} "
+                 f"in phase {rec.migration.phase}" if rec.migration else ""))
+    except EtcdError as e:
+        print(f"routing record: etcd did not answer ({e}); listing the shards the cluster started with")
+    others = [s for s in range(max(cfg.shards, cfg.max_shards)) if s not in shards
+              and any(state["pids"].get(n) for n in cfg.shard_nodes(s))]
     client = PSClient(cfg, "status", retry_budget=1.0)
     try:
-        for n in cfg.all_nodes():
+        for n in [n for s in shards + others for n in cfg.shard_nodes(s)]:
+            note = "" if int(n.split("-")[1].split("/")[0]) in shards else "  (not in the routing record)"
             try:
                 st = client.status(n)
-                print(f"  {n:12} {st.role:8} epoch {st.epoch:<3} seq {st.seq}")
+                fence = f" fenced for {st.fence}" if st.fence else ""
+                print(f"  {n:12} {st.role:8} epoch {st.epoch:<3} seq {st.seq:<7} routing epoch {st.routing_epoch}"
+                      f"{fence}{note}")
             except Exception:
-                print(f"  {n:12} down")
+                print(f"  {n:12} down{note}")
     finally:
         client.close()
     for name, pid in state["pids"].items():
@@ -110,23 +125,11 @@ def down(args) -> int:
     state = json.loads(_state_path(d).read_text())
     if state.get("backend") == "docker":
         return _down_containers(d, state)
-    procs = []
-    for name, pid in state["pids"].items():
-        try:
-            p = psutil.Process(pid)
-            if p.environ().get(RUN_ENV) == state["run_id"]:
-                procs.append(p)
-        except psutil.Error:
-            continue
-    for p in procs:            # graceful first: nodes write their checkpoints
-        try:
-            p.terminate()
-        except psutil.Error:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=5)
-    reap(alive)
+    # every process of the run: the state file's, and any it lacks (one started as a scale was interrupted)
+    pids = {**state["pids"], **{f"tagged-{p.pid}": p.pid for p in tagged_processes(state["run_id"])}}
+    n = stop_tagged(pids, state["run_id"])     # graceful first: nodes write their checkpoints
     shutil.rmtree(d, ignore_errors=True)
-    print(f"cluster {state['run_id']} down: {len(procs)} process(es) stopped, {d} removed")
+    print(f"cluster {state['run_id']} down: {n} process(es) stopped, {d} removed")
     return 0
 
 
@@ -147,85 +150,4 @@ def _down_containers(d: Path, state: dict) -> int:
         client.close()
     shutil.rmtree(d, ignore_errors=True)
     print(f"cluster {state['run_id']} down: {len(cs)} container(s) removed, {d} removed")
-    return 0
-
-
-def scale(args) -> int:
-    """Move a running `cluster up` cluster to `--shards` shards, with live key migration."""
-    from psnodes import routing
-    from psnodes.config import ClusterConfig
-    from psnodes.etcd import Etcd
-    from psnodes.migration import ASYNC_REFUSED, Migrator
-
-    from .faults.shards import target_shards
-    from .launcher import Launcher
-
-    if getattr(args, "shards", None) is None:
-        raise HarnessError("cluster scale: --shards is required (the shard count to move to), e.g. "
-                           "`pschaos cluster scale --shards 3`")
-    d = Path(args.dir)
-    if not _state_path(d).exists():
-        raise HarnessError(f"no cluster in {d}; start one with `pschaos cluster up --dir {d} --max-shards N`")
-    state = json.loads(_state_path(d).read_text())
-    if state.get("backend", "process") != "process":
-        raise HarnessError("cluster scale: only a cluster of local processes (cluster up --backend process) scales")
-    cfg = ClusterConfig.load(d / "cluster.json")
-    if cfg.mode != "sync":
-        raise HarnessError(f"cluster scale: the cluster's {ASYNC_REFUSED}")
-    rec = routing.read(Etcd(cfg.etcd, timeout=1.0), cfg)[0]
-    if rec.migration is not None:
-        if not getattr(args, "abort_migration", False):
-            raise HarnessError(f"cluster scale: migration {rec.migration.id} ({rec.migration.src} -> "
-                               f"{rec.migration.dst}, phase {rec.migration.phase}) is still in the routing record "
-                               "(its coordinator was stopped or died; its sources may be fenced); re-run with "
-                               "--abort-migration to abort it first (the old routing stays)")
-        m = Migrator(cfg, emit=lambda f, v: print(json.dumps({"event": f, **v})))
-        try:
-            print(f"aborted migration {m.abort_in_progress()}; the cluster keeps shards {list(rec.shards)}")
-        finally:
-            m.close()
-    cur = list(routing.read(Etcd(cfg.etcd, timeout=1.0), cfg)[0].shards)
-    room = max(cfg.shards, cfg.max_shards)
-    if not 1 <= args.shards <= room:
-        raise HarnessError(f"--shards {args.shards}: this cluster has addresses for 1..{room} shards; bring it "
-                           f"up again with `pschaos cluster up --max-shards {args.shards}`")
-    if args.shards == len(cur):
-        print(f"the cluster already has {len(cur)} shards: {cur}")
-        return 0
-    dst = target_shards(cur, args.shards)
-    launcher = Launcher(d, state["run_id"], DETACHED_OWNER, True, use_zygote=False)
-    for s in sorted(set(dst) - set(cur)):
-        for n in cfg.shard_nodes(s):
-            if n in state["pids"] and psutil.pid_exists(state["pids"][n]):
-                continue                  # started by an earlier scale that aborted: still running, not orphaned
-            h = launcher.spawn(n, "psnodes.serve", ["--config", str(d / "cluster.json"), "--name", n, "--events",
-                                                    str(d / "events" / (n.replace("/", "-") + ".jsonl"))],
-                               d / "logs" / (n.replace("/", "-") + ".log"))
-            state["pids"][n] = h.pid
-    _state_path(d).write_text(json.dumps(state, indent=2))
-    etcd = Etcd(cfg.etcd, timeout=1.0)
-    end = time.monotonic() + 30
-    while any(etcd.get(cfg.shard_key(s)) is None for s in dst):
-        if time.monotonic() > end:
-            raise HarnessError(f"the new shard groups elected no primary within 30 s; see {d / 'logs'}")
-        time.sleep(0.1)
-    m = Migrator(cfg, emit=lambda f, v: print(json.dumps({"event": f, **v})))
-    try:
-        out = m.run(dst)
-    finally:
-        m.close()
-    if not out.switched:
-        print(f"migration {out.id} aborted ({out.aborted}); the cluster keeps shards {cur}")
-        return 1
-    for s in out.retired:
-        for n in cfg.shard_nodes(s):
-            pid = state["pids"].pop(n, None)
-            if pid is not None:
-                try:
-                    psutil.Process(pid).terminate()
-                except psutil.Error:
-                    pass
-    _state_path(d).write_text(json.dumps(state, indent=2))
-    print(f"cluster {state['run_id']}: shards {cur} -> {list(dst)} at routing epoch {out.routing_epoch}; "
-          f"{out.bytes} bytes shipped for {out.key_bytes} bytes of moved keys, writes fenced {out.unavailable_ms} ms")
     return 0

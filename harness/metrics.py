@@ -25,11 +25,12 @@ def eval_loss(history: list[dict]) -> float | None:
 
 
 def failovers(history: list[dict], adapted: bool = False) -> int:
-    """Promotions past a shard's first term: psnodes starts every shard at epoch 1; an adapted
-    system at whatever term it had when first sampled (Sentinel's 0, Raft's 2)."""
+    """Promotions past a shard's first term: psnodes starts every shard at epoch 1 (a shard added
+    again after a scale-in retired it, above its old life's epochs: that first term says
+    `bootstrap`); an adapted system at whatever term it had when first sampled (Sentinel's 0, Raft's 2)."""
     promotes = [e["value"] for e in by_f(history, "promote")]
     if not adapted:
-        return len([v for v in promotes if v["epoch"] > 1])
+        return len([v for v in promotes if v["epoch"] > 1 and not v.get("bootstrap")])
     first: dict[int, int] = {}
     for v in promotes:
         first.setdefault(v["shard"], v["epoch"])

@@ -299,3 +299,24 @@ def wait_until(pred, timeout: float, interval: float = 0.05) -> bool:
             return True
         time.sleep(interval)
     return pred()
+
+
+def stop_tagged(pids: dict[str, int], run_id: str, timeout: float = 5.0) -> int:
+    """Stop the processes of `pids` that still carry `run_id`'s tag (a pid reused by another
+    process is left alone): SIGTERM, then SIGKILL after `timeout`. Returns how many were running."""
+    procs = []
+    for pid in sorted(set(pids.values())):
+        try:
+            p = psutil.Process(pid)
+            if p.environ().get(RUN_ENV) == run_id:
+                procs.append(p)
+        except psutil.Error:
+            continue
+    for p in procs:
+        try:
+            p.terminate()
+        except psutil.Error:
+            pass
+    _, alive = psutil.wait_procs(procs, timeout=timeout)
+    reap(alive)
+    return len(procs)

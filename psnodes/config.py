@@ -213,6 +213,11 @@ class ClusterConfig:
         """Where live copies post what they hold when every ISR copy of `epoch` is gone."""
         return f"{self.prefix}restore-candidates/{shard}/{epoch}/"
 
+    def retired_key(self, shard: int) -> str:
+        """The last epoch of a shard whose group a scale-in retired (its record is gone): a group
+        added again later starts above it (psnodes/retirement.py)."""
+        return f"{self.prefix}retired/{shard}"
+
     def loss_key(self, shard: int, epoch: int) -> str:
         return f"{self.prefix}losses/{shard}/{epoch}"
 

@@ -16,7 +16,9 @@ When no copy in the ISR is alive at all (their etcd leases expired), the live co
 they hold and the one with the newest state (by epoch of its last entry, then seq) restores: its
 own state or the shard's shared checkpoint, whichever is newer, under a new epoch. Its state
 changes only once its compare-and-swap won; the loss is written to etcd and to the event log,
-never hidden.
+never hidden. The swap also compares the routing record, which the restored state is then made to
+agree with before it serves (a state from before a migration's fence or switch would ack keys that
+moved away: psnodes.core.routing.after_restore).
 
 The lease is also what bounds a primary: it acks only while its lease cannot have expired
 (`ShardNode.lease_until`, renewed here from the send time of each successful keepalive) and steps
@@ -28,6 +30,7 @@ import json
 import threading
 import time
 
+from . import retirement, routing
 from .config import ShardRecord
 from .etcd import EtcdError
 from .core import detector, fencing, lease, promotion
@@ -97,7 +100,8 @@ class Elector(threading.Thread):
 
     # ------------------------------------------------------------ bootstrap
     def bootstrap(self) -> None:
-        """Create the shard record if absent (slot 0 only), then follow whatever it says. An etcd
+        """Create the shard record if absent (slot 0 only; its epoch above any earlier life of the
+        shard: fencing.bootstrap_epoch), then follow whatever it says. An etcd
         that does not answer (a timeout under load, an outage) is waited for, as register() does:
         a node must not die of it. A create whose answer was lost is safe to retry: the record
         then names this node, which follows it without acting as primary (as a restarted one
@@ -108,11 +112,13 @@ class Elector(threading.Thread):
             try:
                 kv = node.etcd.get(key)
                 if kv is None and node.slot == 0:
-                    rec = ShardRecord(epoch=1, primary=node.name, isr=cfg.shard_nodes(node.shard),
+                    epoch = fencing.bootstrap_epoch(retirement.retired_epoch(node.etcd, cfg, node.shard),
+                                                    node.store.seq_epoch)
+                    rec = ShardRecord(epoch=epoch, primary=node.name, isr=cfg.shard_nodes(node.shard),
                                       start_seq=node.store.seq)
                     if node.etcd.cas(key, 0, rec.to_json(), also_put=[(cfg.leader_key(node.shard), node.name,
                                                                         node.lease)]):
-                        node.become_primary(rec)
+                        node.become_primary(rec, bootstrap=True)
                         return
                     continue
             except EtcdError as e:
@@ -319,14 +325,17 @@ class Elector(threading.Thread):
         new = ShardRecord(epoch=rec.epoch + 1, primary=node.name, isr=[node.name], start_seq=plan.seq)
         loss = {"shard": node.shard, "epoch": new.epoch, "restored_seq": plan.seq, "source": plan.source,
                 "previous_epoch": rec.epoch, "previous_primary": rec.primary, "time": time.time()}
+        # the routing record as the swap finds it (compared too): the restored state may predate a
+        # fence or a switch, and is made to agree with it before it serves (adopt_restore)
+        route, route_rev = routing.read(node.etcd, cfg)
         unchanged = [(cfg.node_key(n), keys[n].mod_revision if n in keys else 0) for n in rec.isr if n != node.name]
         won = node.etcd.cas(cfg.shard_key(node.shard), mod_revision, new.to_json(),
                             also_put=[(cfg.leader_key(node.shard), node.name, node.lease),
                                       (cfg.loss_key(node.shard, new.epoch), json.dumps(loss), 0)],
-                            also_compare=unchanged)
+                            also_compare=[*unchanged, (routing.key(cfg), route_rev)])
         self.orphan_since = None
         if won:
-            node.adopt_restore(plan)
+            node.adopt_restore(plan, route, new.epoch)
             node.events.emit("restore", loss)
             node.become_primary(new)
             self.withdraw()

@@ -31,6 +31,7 @@ from . import moving, ownership
 from .checkpoint import read_checkpoint, write_checkpoint
 from .config import ClusterConfig, ShardRecord
 from .core import ack, checkpoints, dedup, fencing, lease, membership, promotion
+from .core.routing import Routing
 from .digest import dense_digest, wants_digest
 from .errors import InvalidArgument, NotPrimary, ReplicationFailed, StaleEpoch, Timeout, TooLarge
 from .etcd import Etcd
@@ -106,7 +107,8 @@ class ShardNode:
     def is_primary(self, epoch: int | None = None) -> bool:
         return self.role == "primary" and (epoch is None or self.epoch == epoch)
 
-    def become_primary(self, rec: ShardRecord) -> None:
+    def become_primary(self, rec: ShardRecord, bootstrap: bool = False) -> None:
+        """Take the epoch of `rec`; `bootstrap`: this created the shard's first record (of this life)."""
         with self.cond:
             self.role, self.epoch, self.primary = "primary", rec.epoch, self.name
             self.verified.add((rec.epoch, self.name))
@@ -118,8 +120,7 @@ class ShardNode:
         self.metrics.set_role("primary")
         self.metrics.epoch.set(rec.epoch)
         self.metrics.failovers.inc()
-        self.events.emit("promote", {"shard": self.shard, "epoch": rec.epoch, "node": self.name,
-                                     "seq": self.store.seq, "isr": rec.isr})
+        self.events.emit("promote", promote_event(self.shard, rec, self.name, self.store.seq, bootstrap))
         self.on_promote()
 
     def follow(self, epoch: int, primary: str, epoch_start: int) -> None:
@@ -542,13 +543,24 @@ class ShardNode:
                 return RestorePlan(f"checkpoint@{aside.seq}", aside.seq, aside.seq_epoch, aside)
         return RestorePlan(f"local@{mine.seq}", mine.seq, mine.seq_epoch, None)
 
-    def adopt_restore(self, plan: RestorePlan) -> None:
-        """This copy won the restore's compare-and-swap: take the planned state."""
+    def adopt_restore(self, plan: RestorePlan, routing_rec: Routing, epoch: int) -> None:
+        """This copy won the restore's compare-and-swap at `epoch`: take the planned state, then the
+        routing record the swap compared (ownership.restore_routing), before it serves as primary."""
         with self.cond:
             if plan.store is not None:
                 self.store = plan.store
-                self.metrics.seq.set(self.store.seq)
             self.restored_from = plan.source
+            evs = ownership.restore_routing(self.store, routing_rec, epoch)
+            self.metrics.seq.set(self.store.seq)
+        for f, v in evs:
+            self.events.emit(f, v)
+
+
+def promote_event(shard: int, rec: ShardRecord, name: str, seq: int, bootstrap: bool) -> dict:
+    """The `promote` event; the first term of a re-added shard (a bootstrap above epoch 1) says
+    `bootstrap`, so that no check takes it for a failover of the old life's primary."""
+    v = {"shard": shard, "epoch": rec.epoch, "node": name, "seq": seq, "isr": rec.isr}
+    return {**v, "bootstrap": True} if bootstrap and rec.epoch > 1 else v
 
 
 def deadline_of(context: grpc.ServicerContext, default: float) -> float:

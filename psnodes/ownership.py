@@ -15,8 +15,8 @@ replicated (sync mode: acked by the ISR) before the call returns, so a failover 
 Two shells run this: the real node (psnodes/node.py: its lock, waits and etcd client) and the
 SimPy twin (harness/sim/shard_migrate.py). The checks (`check_call`, `check_push`, `check_pull`:
 any copy with `store`, `name` and `shard`) and the decisions of a Migrate step (`plan_migrate`,
-`route_step`, `adoption`, `check_export`, `export_now`, `export_reply`) hold no lock, clock or
-I/O, so both shells decide alike; `sync_routing`, `adopt`, `append` and `migrate` are the real
+`route_step`, `adoption`, `check_export`, `export_now`, `export_reply`, and `restore_routing`, what a
+copy that restored its shard appends before it serves) hold no lock, clock or I/O, so both shells decide alike; `sync_routing`, `adopt`, `append` and `migrate` are the real
 node's shell around them.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 
 from . import moving, routing
 from .codec import ids_from_pb
-from .core.routing import Epochs, Routing, compare
+from .core.routing import Epochs, Restored, Routing, after_restore, compare
 from .errors import STALE_ROUTING, InvalidArgument, NotPrimary, StaleRouting
 from .proto import ps_pb2
 
@@ -151,6 +151,41 @@ class Step:
     event: str = ""
 
 
+def fence_update(mid: str, src, dst) -> ps_pb2.Update:
+    meta = json.dumps({"migration": mid, "src": sorted(int(a) for a in src), "dst": sorted(int(b) for b in dst)})
+    return ps_pb2.Update(kind=ps_pb2.Update.FENCE, meta=meta.encode())
+
+
+def unfence_update(mid: str) -> ps_pb2.Update:
+    return ps_pb2.Update(kind=ps_pb2.Update.UNFENCE, meta=json.dumps({"migration": mid}).encode())
+
+
+def restore_routing(store: "ShardStore", rec: Routing, epoch: int) -> list[tuple[str, dict]]:
+    """A copy won the restore of its shard (every ISR copy lost) at primary epoch `epoch`, with the
+    routing record `rec` its compare-and-swap compared: before it serves, append what the record
+    says its restored state lacks (psnodes.core.routing.after_restore: a ROUTE to the record's epoch,
+    a FENCE of a fenced migration it is a source of, an UNFENCE of one the record no longer holds).
+    The copy is alone in its ISR and not primary yet, so the entries are applied here, in both
+    shells (lock held), at `epoch`. Returns the events to emit: `restore-routing`, and the
+    `migrate-fenced` fence point `single-owner` judges the copy's acks against."""
+    me = store.spec.shard
+    r = after_restore(me, store.routing_epoch, (store.fence or {}).get("migration"), rec)
+    fence_seq = 0
+    for upd in [*([unfence_update(r.unfence)] if r.unfence else []),
+                *([route_step(*r.route).update] if r.route else []),
+                *([fence_update(r.fence.id, r.fence.src, r.fence.dst)] if r.fence else [])]:
+        seq = store.apply(store.validate(upd), upd.SerializeToString(), epoch)
+        fence_seq = seq if upd.kind == ps_pb2.Update.FENCE else fence_seq
+    if r == Restored():
+        return []
+    out = [("restore-routing", {"shard": me, "epoch": epoch, "routing_epoch": store.routing_epoch,
+                                "shards": list(store.shards), "record_epoch": rec.epoch, "unfenced": r.unfence,
+                                "fenced": r.fence.id if r.fence else None, "seq": store.seq})]
+    if r.fence:
+        out.append(("migrate-fenced", {"shard": me, "migration": r.fence.id, "seq": fence_seq, "epoch": epoch}))
+    return out
+
+
 def route_step(epoch: int, shards) -> Step:
     meta = json.dumps({"migration": "", "epoch": int(epoch), "shards": sorted(int(s) for s in shards)})
     return Step(update=ps_pb2.Update(kind=ps_pb2.Update.ROUTE, meta=meta.encode()),
@@ -171,12 +206,10 @@ def plan_migrate(req: ps_pb2.MigrateRequest) -> Step:
         return Step(update=ps_pb2.Update(kind=ps_pb2.Update.MIGRATE, meta=req.state),
                     still=lambda store: marker not in store.imported)
     if req.op == Op.FENCE:
-        meta = json.dumps({"migration": req.migration, "src": src, "dst": dst}).encode()
-        return Step(update=ps_pb2.Update(kind=ps_pb2.Update.FENCE, meta=meta),
+        return Step(update=fence_update(req.migration, src, dst),
                     still=lambda store: (store.fence or {}).get("migration") != req.migration, event="migrate-fenced")
     if req.op == Op.UNFENCE:
-        meta = json.dumps({"migration": req.migration}).encode()
-        return Step(update=ps_pb2.Update(kind=ps_pb2.Update.UNFENCE, meta=meta))
+        return Step(update=unfence_update(req.migration))
     if req.op == Op.ROUTE:
         if not dst:
             raise InvalidArgument("Migrate ROUTE: dst must name the shards of the routing epoch")

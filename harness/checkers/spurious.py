@@ -73,11 +73,14 @@ def judge(history: list[dict]) -> Verdict:
     if not promotes:
         return unknown("no promote events: the nodes' event logs are missing, so no failover can be judged")
     rows = []
+    boots = set()      # a re-added shard's first term (psnodes/retirement.py): no failover of anyone
     for e in promotes:
         v = e.get("value", {})
         if not all(k in v for k in ("shard", "epoch", "node")):
             return unknown(f"a promote event at t={e.get('t')} lacks shard, epoch or node", event=v)
         rows.append((e["t"], v["shard"], v["epoch"], v["node"]))
+        if v.get("bootstrap"):
+            boots.add((v["shard"], v["epoch"]))
     spans = _fault_spans(history)
     if isinstance(spans, str):
         return unknown(spans)
@@ -88,7 +91,7 @@ def judge(history: list[dict]) -> Verdict:
         first.setdefault(shard, epoch)
     judged, spurious = [], []
     for t, shard, epoch, node in sorted(rows):
-        if epoch <= first[shard]:
+        if epoch <= first[shard] or (shard, epoch) in boots:
             continue
         before = [r for r in rows if r[1] == shard and r[2] < epoch]
         if not before:

@@ -133,8 +133,26 @@ class _ScaleShards(Fault):
                 be.retire_shard_groups(self.info["shards_added"], self.ctx.record, observe=False)
         except Exception as e:  # noqa: BLE001 - recorded: the fault-stop says the migration failed
             self.info["migration_error"] = f"{e.__class__.__name__}: {e}"
+            self._stop_unused_groups(be)
         finally:
             self.done.set()
+
+    def _stop_unused_groups(self, be) -> None:
+        """The coordinator failed outright (an announce that never landed, an abort that could not):
+        the groups this fault started are stopped unless the routing record names them (a switch
+        that landed after all gave them keys); with etcd silent they are kept, and the info says so."""
+        added = self.info.get("shards_added") or []
+        if not added:
+            return
+        rec = be.routing_record()
+        if rec is None or set(added) & {*rec.shards, *(rec.migration.dst if rec.migration else ())}:
+            self.info["groups_kept"] = added
+            return
+        try:
+            be.retire_shard_groups(added, self.ctx.record, observe=False)
+        except Exception as e:  # noqa: BLE001 - recorded beside the migration's own error
+            self.info["groups_kept"] = added
+            self.info["migration_error"] += f"; stopping groups {added}: {e}"
 
     def finished(self) -> bool:
         return getattr(self, "done", None) is not None and self.done.is_set()

@@ -75,18 +75,22 @@ class ElasticShards:
 
     def retire_shard_groups(self, shards: list[int], record: Callable[[str, dict], Any], observe: bool = True) -> None:
         """Stop the groups of shards that own nothing now (backend_common.retire_groups)."""
-        retire_groups(self, shards, record, observe, lambda n: n in self.copies)
+        retire_groups(self, shards, record, observe, lambda n: n in self.copies, self.etcd)
 
-    def migration_phase(self) -> str:
-        """The phase of the migration in the routing record ('' when none, or etcd does not answer:
-        a paused etcd is waited for as long as the process backend's client waits)."""
+    def routing_record(self):
+        """The routing record in etcd, None when etcd does not answer (a paused etcd is waited for
+        as long as the process backend's client waits)."""
         if self.etcd.frozen:
             self.vt.wait_event(self.etcd.thawed | self.env.timeout(PHASE_ETCD_TIMEOUT_S))
         try:
-            rec, _ = routing.read(self.etcd, self.cfg)
+            return routing.read(self.etcd, self.cfg)[0]
         except EtcdError:
-            return ""
-        return rec.migration.phase if rec.migration else ""
+            return None
+
+    def migration_phase(self) -> str:
+        """The phase of the migration in the routing record ('' when none, or etcd does not answer)."""
+        rec = self.routing_record()
+        return rec.migration.phase if rec is not None and rec.migration else ""
 
 
 __all__ = ["ElasticShards", "MIGRATOR"]

@@ -22,6 +22,7 @@ from psnodes.config import ClusterConfig, ShardRecord
 from psnodes.core import ack, dedup, fencing, lease, membership
 from psnodes.digest import dense_digest, wants_digest
 from psnodes.moving import bucket_counts, owned_dense
+from psnodes.node import promote_event
 from psnodes.errors import InvalidArgument, NotPrimary, ReplicationFailed, Timeout
 from psnodes.members import view_event
 from psnodes.placement import parse_node_name
@@ -134,7 +135,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
     def is_primary(self, epoch: int | None = None) -> bool:
         return self.alive and self.role == "primary" and (epoch is None or self.epoch == epoch)
 
-    def become_primary(self, rec: ShardRecord) -> None:
+    def become_primary(self, rec: ShardRecord, bootstrap: bool = False) -> None:
         self.role, self.epoch, self.primary = "primary", rec.epoch, self.name
         self.verified.add((rec.epoch, self.name))
         self.in_sync = True
@@ -142,8 +143,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.peer_seq = {self.name: self.store.seq}
         self.peer_heard = {}
         self.notify()
-        self.emit("promote", {"shard": self.shard, "epoch": rec.epoch, "node": self.name,
-                              "seq": self.store.seq, "isr": rec.isr})
+        self.emit("promote", promote_event(self.shard, rec, self.name, self.store.seq, bootstrap))
         self.on_promote()
 
     def follow(self, epoch: int, primary: str, epoch_start: int) -> None:

@@ -12,8 +12,10 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from psnodes import ownership
 from psnodes.config import ShardRecord
 from psnodes.core import checkpoints, promotion
+from psnodes.core.routing import Routing
 from psnodes.errors import InvalidArgument
 from psnodes.node import VERIFIED
 from psnodes.store import ShardStore
@@ -127,11 +129,13 @@ class CopyCheckpoints:
                 return RestorePlan(f"checkpoint@{aside.seq}", aside.seq, aside.seq_epoch, aside)
         return RestorePlan(f"local@{mine.seq}", mine.seq, mine.seq_epoch, None)
 
-    def adopt_restore(self: "SimCopy", plan: RestorePlan) -> None:
-        """This copy won the restore's compare-and-swap: take the planned state."""
+    def adopt_restore(self: "SimCopy", plan: RestorePlan, routing_rec: Routing, epoch: int) -> None:
+        """ShardNode.adopt_restore: take the planned state, then the routing record the swap compared."""
         if plan.store is not None:
             self.store = plan.store
         self.restored_from = plan.source
+        for f, v in ownership.restore_routing(self.store, routing_rec, epoch):
+            self.emit(f, v)
 
 
 __all__ = ["CopyCheckpoints", "RestorePlan"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from psnodes import retirement, routing
 from psnodes.config import ShardRecord
 from psnodes.core import detector, fencing, lease, promotion
 from psnodes.core.promotion import Position
@@ -76,11 +77,13 @@ class SimElector:
             try:
                 kv = yield from c.ecall(lambda: c.etcd.get(key))
                 if kv is None and c.slot == 0:
-                    rec = ShardRecord(epoch=1, primary=c.name, isr=cfg.shard_nodes(c.shard), start_seq=c.store.seq)
+                    gone = yield from c.ecall(lambda: retirement.retired_epoch(c.etcd, cfg, c.shard))
+                    rec = ShardRecord(epoch=fencing.bootstrap_epoch(gone, c.store.seq_epoch), primary=c.name,
+                                      isr=cfg.shard_nodes(c.shard), start_seq=c.store.seq)
                     ok = yield from c.ecall(lambda: c.etcd.cas(key, 0, rec.to_json(), also_put=[
                         (cfg.leader_key(c.shard), c.name, c.lease)]))
                     if ok:
-                        c.become_primary(rec)
+                        c.become_primary(rec, bootstrap=True)
                         return
                     continue
             except EtcdError as e:          # Elector.bootstrap waits for etcd, as register does
@@ -228,7 +231,8 @@ class SimElector:
     def maybe_restore(self, rec: ShardRecord, mod_revision: int) -> Gen:
         """Elector.maybe_restore: once no ISR copy has been alive for a lease TTL (plus a suspect
         period), the live copy with the newest state restores, by a compare-and-swap that also
-        fails if an ISR copy came back meanwhile (its node key changed)."""
+        fails if an ISR copy came back meanwhile (its node key changed) or the routing record
+        changed; the restored state then adopts that record before it serves."""
         c, cfg = self.c, self.c.cfg
         nodes = yield from c.ecall(lambda: c.etcd.get_prefix(cfg.prefix + "nodes/"))
         keys = {kv.key.rsplit("/nodes/", 1)[1]: kv for kv in nodes}
@@ -259,14 +263,15 @@ class SimElector:
         new = ShardRecord(epoch=rec.epoch + 1, primary=c.name, isr=[c.name], start_seq=plan.seq)
         loss = {"shard": c.shard, "epoch": new.epoch, "restored_seq": plan.seq, "source": plan.source,
                 "previous_epoch": rec.epoch, "previous_primary": rec.primary, "time": c.clock.now()}
+        route, route_rev = yield from c.ecall(lambda: routing.read(c.etcd, cfg))
         unchanged = [(cfg.node_key(n), keys[n].mod_revision if n in keys else 0) for n in rec.isr if n != c.name]
         won = yield from c.ecall(lambda: c.etcd.cas(
             cfg.shard_key(c.shard), mod_revision, new.to_json(),
             also_put=[(cfg.leader_key(c.shard), c.name, c.lease), (cfg.loss_key(c.shard, new.epoch), json.dumps(loss), 0)],
-            also_compare=unchanged))
+            also_compare=[*unchanged, (routing.key(cfg), route_rev)]))
         self.orphan_since = None
         if won:
-            c.adopt_restore(plan)
+            c.adopt_restore(plan, route, new.epoch)
             c.emit("restore", loss)
             c.become_primary(new)
             yield from self.withdraw()

@@ -143,3 +143,12 @@ def sender_refusal(record_epoch: int | None, record_primary: str | None, req_epo
     if req_primary != record_primary:
         return f"the shard record names {record_primary}, not {req_primary}, as primary of epoch {req_epoch}"
     return ""
+
+
+def bootstrap_epoch(retired_epoch: int, seq_epoch: int) -> int:
+    """The epoch of a shard record created where there is none: 1 for a new shard, and above every
+    epoch of an earlier life of it: the last epoch its retired record had (`retired_epoch`, 0 when
+    none) and the epoch of this copy's last entry on disk. A re-added group's copies still hold the
+    old life's entries; a new life counting from 1 again would let log matching take an old
+    (seq, epoch) for a new one, and a restore take the old life's state for the newest."""
+    return max(retired_epoch, seq_epoch) + 1

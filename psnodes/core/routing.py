@@ -79,4 +79,37 @@ def aborted(current: Routing, mid: str) -> Routing | str:
     return Routing(current.epoch, current.shards, None)
 
 
-__all__ = ["Migration", "Routing", "Epochs", "compare", "static", "begin", "with_phase", "switched", "aborted"]
+@dataclass(frozen=True)
+class Restored:
+    """What a copy that restored its shard appends before it serves (each None: nothing)."""
+
+    unfence: str | None = None                       # lift the fence of this migration
+    route: tuple[int, tuple[int, ...]] | None = None   # adopt this routing epoch and shard set
+    fence: Migration | None = None                   # fence for this migration (a source of it)
+
+
+def after_restore(shard: int, epoch: int, fenced_for: str | None, rec: Routing) -> Restored:
+    """A copy that restored its shard (every ISR copy lost) holds the routing of the state it restored,
+    a checkpoint's or its own disk's: routing epoch `epoch`, fenced for migration `fenced_for` or
+    not. The record `rec` (read before its compare-and-swap, which also compares the record) may be
+    past it: a switch that moved keys away (the coordinator's ROUTE found no primary to tell), or a
+    migration fenced after the checkpoint (the old primary's FENCE was lost with it). Served as it
+    is, the copy would ack keys at an epoch whose hand-off already shipped them (review 1d). So it
+    adopts the record first: the record's epoch and shards; a fence when the record holds a fenced
+    migration this shard is a source of; and the lifting of a fence the record no longer holds
+    (that migration was aborted, and nobody is left to unfence this copy). A record behind the
+    state (etcd lost data) changes nothing."""
+    if rec.epoch < epoch:
+        return Restored()
+    route = (rec.epoch, tuple(rec.shards)) if rec.epoch > epoch else None
+    held = None if route is not None else fenced_for          # a ROUTE lifts every fence
+    m = rec.migration
+    unfence = held if held is not None and (m is None or m.id != held) else None
+    if unfence is not None:
+        held = None
+    fence = m if m is not None and m.phase == "fenced" and shard in m.src and held != m.id else None
+    return Restored(unfence, route, fence)
+
+
+__all__ = ["Migration", "Routing", "Epochs", "Restored", "compare", "static", "begin", "with_phase", "switched",
+           "aborted", "after_restore"]

@@ -82,3 +82,10 @@ def test_a_primary_doubts_its_epoch_once_an_isr_peer_was_silent_for_the_floor():
     assert doubts_epoch("p", isr, {"a": 9.9, "b": 9.85}, now=10.0, floor_s=0.15)     # b: exactly the floor
     assert doubts_epoch("p", isr, {"a": 9.9}, now=10.0, floor_s=0.15)                # b never accepted a call
     assert not doubts_epoch("p", ["p"], {}, now=10.0, floor_s=0.15)                  # no peers: nothing to doubt
+
+
+def test_a_bootstrap_starts_at_1_and_a_re_added_shard_above_every_epoch_of_its_old_life():
+    from psnodes.core.fencing import bootstrap_epoch
+    assert bootstrap_epoch(0, 0) == 1                 # a new shard, an empty disk
+    assert bootstrap_epoch(4, 0) == 5                 # the retired record reached epoch 4
+    assert bootstrap_epoch(4, 6) == 7                 # this copy's disk holds entries of epoch 6
