@@ -159,6 +159,7 @@ class Elector(threading.Thread):
                 self.check_record()
             return
         self.report(now)
+        self.probe.warm(node.primary)        # connected before it is needed (psnodes.probe)
         if now < self.held_until or not node.detector.suspects(now, node.last_heard):
             return
         try:
