@@ -191,8 +191,13 @@ def fake(d: Path, seed: int, spurious) -> RunResult:
 def test_the_soak_adds_them_up_per_seed(tmp_path):
     runs = [fake(tmp_path / "a", 1, 0), fake(tmp_path / "b", 2, 2), fake(tmp_path / "c", 3, None)]
     sp = aggregate("latency-primary-replica", runs)["spurious_failovers"]
-    assert sp == {"sum": 2, "per_seed": {"1": 0, "2": 2, "3": None}, "seeds_with_spurious": [2],
-                  "runs_without_figure": 1}
+    assert sp == {"sum": None, "per_seed": {"1": 0, "2": 2, "3": None}, "seeds_with_spurious": [2],
+                  "sum_of_known": 2, "runs_without_figure": 1}       # seed 3 could not be judged: no total
+    repeats = [fake(tmp_path / "d", 4, None), fake(tmp_path / "e", 4, 0), fake(tmp_path / "f", 5, 0)]
+    sp = aggregate("latency-primary-replica", repeats)["spurious_failovers"]
+    assert sp["per_seed"] == {"4": None, "5": 0} and sp["sum"] is None
+    judged_all = aggregate("latency-primary-replica", [fake(tmp_path / "g", 6, 0), fake(tmp_path / "h", 7, 1)])
+    assert judged_all["spurious_failovers"]["sum"] == 1
 
 
 def test_a_kill_timed_to_a_moment_excuses_every_copy_it_hit():
