@@ -36,7 +36,9 @@ every failover was seen and judged: no promote events at all; a promote without 
 node; promotions sampled from an adapted system's view (a sample can miss one); a shard of the
 cluster (run-start's `cluster.shards`, or named by any event below) without a promote at its
 bootstrap epoch (its first failover would pass for its first term); a gap in a life's epochs (a
-failover whose promote is missing, and the next one's old primary named wrongly); two nodes
+failover whose promote is missing, and the next one's old primary named wrongly; a term a kill
+timed to a promotion cut off before its promote was written is no gap: the runner read the shard
+record naming it, `caught_promoting`, and that term is judged like any other); two nodes
 promoted at one epoch; a push/pull `ok`, `suspect`, `probe-held`, `fenced` or `detector` event
 naming a shard's epoch that no promote covers; a fault-start without a kind; and a failover whose
 only excuse is a partly injected fault (`partial`: whether it bit cannot be told).
@@ -112,6 +114,20 @@ def _cuts(span: dict, old: str, shard: int, starts: list[tuple[float, str]], t: 
     return False
 
 
+def _caught_promoting(history: list[dict]) -> list[tuple]:
+    """Terms whose promote event a kill timed to a promotion cut off: the runner read the shard
+    record naming its successor (`caught_promoting`'s epoch, the kill's `target`) and killed it
+    before it could write the event (harness/faults/moments.py kill_mid_promotion)."""
+    out = []
+    for e in by_f(history, "fault-start"):
+        v = e.get("value", {})
+        caught = v.get("caught_promoting")
+        if isinstance(caught, dict) and caught.get("epoch") is not None and v.get("shard") is not None \
+                and v.get("target") and not v.get("partial"):
+            out.append((e["t"], v["shard"], caught["epoch"], v["target"]))
+    return out
+
+
 def _terms(history: list[dict], rows: list[tuple], boots: set) -> dict | str:
     """(shard, epoch) -> the node promoted then, with every life's epochs complete; or why not."""
     term: dict[tuple[int, int], str] = {}
@@ -162,6 +178,8 @@ def judge(history: list[dict]) -> Verdict:
         rows.append((e["t"], v["shard"], v["epoch"], v["node"]))
         if v.get("bootstrap"):
             boots.add((v["shard"], v["epoch"]))
+    seen = {(shard, epoch): node for t, shard, epoch, node in rows}
+    rows += [r for r in _caught_promoting(history) if seen.get((r[1], r[2])) != r[3]]   # a third node: two at one epoch
     term = _terms(history, rows, boots)
     if isinstance(term, str):
         return unknown(term)

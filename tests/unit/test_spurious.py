@@ -220,3 +220,20 @@ def test_a_restore_or_the_old_primary_taking_the_next_epoch_is_no_spurious_failo
     assert judge(late).details["failovers"][0]["excused_by"] == ["a restore at t=9.5"]
     itself = BOOT + [promote(9.5, 0, 2, "shard-0/0")]
     assert judge(itself).details["failovers"][0]["excused_by"] == ["shard-0/0 itself took the next epoch"]
+
+
+def test_a_term_cut_off_by_a_kill_mid_promotion_is_read_from_the_fault_record():
+    """kill during: promotion kills the successor the moment etcd names it, before it writes its
+    promote event; the runner read the record (caught_promoting), so epoch 2 is known, no gap."""
+    kill = ev(5.0, "fault-start", {"kind": "kill", "target": "shard-0/1", "index": 0, "shard": 0, "params": {},
+                                   "deposed": "shard-0/0", "victims": ["shard-0/0", "shard-0/1"],
+                                   "caught_promoting": {"epoch": 2, "after_ms": 0.0}}, node="harness")
+    h = BOOT + [kill, promote(6.0, 0, 3, "shard-0/2")]
+    v = judge(h)
+    assert v.valid is True
+    assert [(r["epoch"], r["node"], r["old_primary"], r["excused_by"]) for r in v.details["failovers"]] == [
+        (2, "shard-0/1", "shard-0/0", ["kill #0"]), (3, "shard-0/2", "shard-0/1", ["kill #0"])]
+    written = judge(BOOT + [kill, promote(5.01, 0, 2, "shard-0/1"), promote(6.0, 0, 3, "shard-0/2")])
+    assert [r["epoch"] for r in written.details["failovers"]] == [2, 3]         # the event and the record: one term
+    missed = dict(kill, value={**kill["value"], "caught_promoting": None})   # no successor named in time
+    assert judge(BOOT + [missed, promote(6.0, 0, 3, "shard-0/2")]).valid == "unknown"
