@@ -7,7 +7,9 @@ backend forked from a warm process, harness/soak_fork.py), optionally
 each seed K times (`--repeat`), and aggregates the report.json files: pass rate, verdict counts,
 lost acknowledged updates in total and per seed, failover p50/p99 pooled across runs, flaky seeds
 (a seed that both passes and fails). Fail closed: a run without a report.json (crash, timeout) is
-`unknown`, never skipped, and a failover that never completed counts as +inf, never dropped.
+`unknown`, never skipped, a failover that never completed counts as +inf, never dropped, and a
+count (lost acknowledged updates, spurious failovers) in total or for a seed is None, printed as
+unknown, when a run in it has no figure: never the 0 of the runs that had one.
 Writes soak.json, plus `pschaos report`'s aggregate.json / report.html / summary.md of the runs.
 Exit code: 0 all pass, 1 any fail, 3 any unknown and no fail, 2 bad input.
 """
@@ -22,6 +24,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from reports.totals import figure, total, unknown_total, without
 
 from .metrics import failover_stats
 from .soak_fork import ForkedRun
@@ -72,16 +76,6 @@ def aggregate(scenario: str, runs: list[RunResult]) -> dict:
     by_seed: dict[int, list[RunResult]] = {}
     for r in runs:
         by_seed.setdefault(r.seed, []).append(r)
-    lost_per_seed: dict[str, int | None] = {}
-    for seed, rs in sorted(by_seed.items()):
-        vals = [(r.report or {}).get("metrics", {}).get("lost_acked_updates") for r in rs]
-        known = [v for v in vals if v is not None]
-        lost_per_seed[str(seed)] = sum(known) if known else None
-    spurious_per_seed: dict[str, int | None] = {}
-    for seed, rs in sorted(by_seed.items()):
-        vals = [(r.report or {}).get("metrics", {}).get("spurious_failovers") for r in rs]
-        known = [v for v in vals if v is not None]
-        spurious_per_seed[str(seed)] = sum(known) if known else None
     fo = [f.get("ms") for r in runs if r.report for f in r.report.get("failover_times", [])]
     moved = [ms for r in runs for ms in (r.report or {}).get("metrics", {}).get("migration_unavailable_samples_ms") or []]
     switches = sum((r.report or {}).get("metrics", {}).get("migrations") or 0 for r in runs)
@@ -91,18 +85,10 @@ def aggregate(scenario: str, runs: list[RunResult]) -> dict:
         "schema": SCHEMA, "scenario": scenario, "runs": len(runs), "seeds": len(by_seed),
         "repeat": max((r.repeat for r in runs), default=0),
         "verdicts": counts, "pass_rate": round(counts["pass"] / len(runs), 4) if runs else None,
-        "lost_acked_updates": {"sum": sum(v for v in lost_per_seed.values() if v is not None),
-                               "per_seed": lost_per_seed,
-                               "seeds_with_loss": [int(s) for s, v in lost_per_seed.items() if v],
-                               "runs_without_figure": sum(1 for r in runs if r.report is None
-                                                          or r.report.get("metrics", {}).get("lost_acked_updates") is None)},
+        "lost_acked_updates": _count(by_seed, "lost_acked_updates", "seeds_with_loss"),
         "acked_updates": sum(a for a in acked if a is not None),
         # promotions while the old primary was alive and reachable (harness/checkers/spurious.py)
-        "spurious_failovers": {"sum": sum(v for v in spurious_per_seed.values() if v is not None),
-                               "per_seed": spurious_per_seed,
-                               "seeds_with_spurious": [int(s) for s, v in spurious_per_seed.items() if v],
-                               "runs_without_figure": sum(1 for r in runs if r.report is None or r.report.get(
-                                   "metrics", {}).get("spurious_failovers") is None)},
+        "spurious_failovers": _count(by_seed, "spurious_failovers", "seeds_with_spurious"),
         "failover_ms": failover_stats(fo),
         # shard migrations: how long the moved keys could not be written, pooled over every run's
         # migrations (fence to the first ack of a moved key at the new routing epoch)
@@ -117,6 +103,24 @@ def aggregate(scenario: str, runs: list[RunResult]) -> dict:
     }
 
 
+def _count(by_seed: dict[int, list[RunResult]], metric: str, seeds_with: str) -> dict:
+    """A per-run count over the soak: per seed the sum of its repeats, and the whole sum; either is
+    None when a run in it has no figure (reports/totals.py: a 0 over the judged runs alone would
+    read as a pass). `seeds_with` lists the seeds where some run counted one or more."""
+    vals = {seed: [(r.report or {}).get("metrics", {}).get(metric) for r in rs] for seed, rs in sorted(by_seed.items())}
+    every = [v for vs in vals.values() for v in vs]
+    return {"sum": total(every), "per_seed": {str(seed): total(vs) for seed, vs in vals.items()},
+            seeds_with: [seed for seed, vs in vals.items() if any(figure(v) for v in vs)],
+            "sum_of_known": sum(figure(v) or 0 for v in every), "runs_without_figure": without(every)}
+
+
+def _count_line(c: dict, what: str, seeds_label: str, seeds_with: str) -> str:
+    """One summary line: the sum, or unknown with how many runs lack a figure (and the known part)."""
+    head = (f"{c['sum']} in total" if c["sum"] is not None
+            else f"{unknown_total(c['runs_without_figure'])} (at least {c['sum_of_known']} in the others)")
+    return f"  {what}: {head}; {seeds_label}: {', '.join(map(str, c[seeds_with])) or 'none'}"
+
+
 def _brief(r: RunResult) -> dict:
     return {"seed": r.seed, "repeat": r.repeat, "dir": str(r.dir), "reason": r.reason,
             "rerun": (r.report or {}).get("rerun")}
@@ -129,15 +133,11 @@ def exit_code(agg: dict) -> int:
 
 def summary(agg: dict, out: Path) -> str:
     v, lost, fo = agg["verdicts"], agg["lost_acked_updates"], agg["failover_ms"]
-    sp = agg.get("spurious_failovers") or {"sum": 0, "seeds_with_spurious": [], "runs_without_figure": 0}
     lines = [f"pschaos soak {agg['scenario']}: {v['pass']}/{agg['runs']} runs passed (pass rate {agg['pass_rate']}) "
              f"over {agg['seeds']} seed(s) x {agg['repeat']}; fail {v['fail']}, unknown {v['unknown']}",
-             f"  lost acknowledged updates: {lost['sum']} in total; seeds with loss: "
-             f"{', '.join(map(str, lost['seeds_with_loss'])) or 'none'}"
-             + (f"; {lost['runs_without_figure']} run(s) without a figure" if lost["runs_without_figure"] else ""),
-             f"  spurious failovers (old primary alive and reachable): {sp['sum']} in total; seeds with one: "
-             f"{', '.join(map(str, sp['seeds_with_spurious'])) or 'none'}"
-             + (f"; {sp['runs_without_figure']} run(s) without a figure" if sp["runs_without_figure"] else ""),
+             _count_line(lost, "lost acknowledged updates", "seeds with loss", "seeds_with_loss"),
+             _count_line(agg["spurious_failovers"], "spurious failovers (old primary alive and reachable)",
+                         "seeds with one", "seeds_with_spurious"),
              f"  failover ms over {fo['n']} failover(s) ({fo['failed']} never completed, counted as inf): "
              f"p50 {fo['p50']} p99 {fo['p99']} max {fo['max']}",
              *([f"  moved keys unavailable for writes over {agg['migrations']} migration(s): p50 "

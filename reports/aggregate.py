@@ -6,6 +6,10 @@ counted as +inf as the run's own metrics count it, and the values behind them (t
 their distributions); lost acknowledged updates per run (a seed run twice, by `soak --repeat` or
 on two backends, is two runs); one row per run with the path of its own report. Written as
 aggregate.json, report.html (`aggregate_html`) and summary.md.
+
+A scenario's total of lost acknowledged updates or spurious failovers is None when any of its
+runs has no figure (the run could not judge it): a 0 added up over the runs that could would
+read as a pass, so the total says unknown and `*_without_figure` says how many runs lack one.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from .aggregate_html import render as render_html
 from .markdown import cell
 from .percentiles import failover_stats
 from .ticks import maybe, millis, percent
+from .totals import total, without
 
 SCHEMA = "pschaos.aggregate/1"
 
@@ -33,9 +38,8 @@ def aggregate(reports: list[tuple[Path, dict]]) -> dict:
     run_rows: list[dict] = []
     for path, r in reports:
         ok = r.get("verdict") == "pass"
-        s = scen.setdefault(r["scenario"], {"runs": 0, "passed": 0, "failover_ms": [], "lost_acked_updates": 0,
-                                            "failing_runs": [], "lost_by_run": [], "all": [],
-                                            "spurious_failovers": 0, "spurious_unknown": 0})
+        s = scen.setdefault(r["scenario"], {"runs": 0, "passed": 0, "failover_ms": [], "lost": [],
+                                            "failing_runs": [], "lost_by_run": [], "all": [], "spurious": []})
         s["runs"] += 1
         s["passed"] += ok
         s["all"].append(r.get("verdict"))           # every run, also two of one seed (a baseline, a --repeat)
@@ -43,10 +47,8 @@ def aggregate(reports: list[tuple[Path, dict]]) -> dict:
         s["failover_ms"] += fo
         all_fo += fo
         lost = r.get("metrics", {}).get("lost_acked_updates")
-        s["lost_acked_updates"] += lost or 0
-        spurious = r.get("metrics", {}).get("spurious_failovers")
-        s["spurious_failovers"] += spurious or 0
-        s["spurious_unknown"] += spurious is None
+        s["lost"].append(lost)
+        s["spurious"].append(r.get("metrics", {}).get("spurious_failovers"))
         repeat = 1 + sum(1 for x in s["lost_by_run"] if (x["seed"], x["backend"]) == (r.get("seed"), r.get("backend")))
         s["lost_by_run"].append({"seed": r.get("seed"), "backend": r.get("backend"), "repeat": repeat, "lost": lost})
         run_rows.append(_run_row(path, r, fo, repeat))
@@ -64,9 +66,10 @@ def aggregate(reports: list[tuple[Path, dict]]) -> dict:
                                   "flaky": "pass" in s["all"] and len(set(s["all"])) > 1,
                                   "failover_ms": failover_stats(s["failover_ms"]), "failover_ms_values": done,
                                   "failover_failed": len(s["failover_ms"]) - len(done),
-                                  "lost_acked_updates": s["lost_acked_updates"], "lost_by_run": s["lost_by_run"],
-                                  "spurious_failovers": s["spurious_failovers"],
-                                  "spurious_without_figure": s["spurious_unknown"],
+                                  "lost_acked_updates": total(s["lost"]), "lost_without_figure": without(s["lost"]),
+                                  "lost_by_run": s["lost_by_run"],
+                                  "spurious_failovers": total(s["spurious"]),
+                                  "spurious_without_figure": without(s["spurious"]),
                                   "verdict_counts": _counts(s["all"]), "failing_runs": s["failing_runs"]}
     for k, vs in sorted(kinds.items()):
         out["fault_kinds"][k] = _rate(vs)

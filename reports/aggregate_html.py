@@ -15,6 +15,7 @@ from pathlib import Path
 from . import dist_svg, svg, ticks
 from .html import CSS
 from .ticks import maybe
+from .totals import unknown_total
 
 
 def badge(a: dict) -> str:
@@ -91,6 +92,13 @@ def _em(value, fmt: ticks.Formatter) -> str:
     return escape(maybe(value, fmt))
 
 
+def _total(s: dict, key: str, without: str) -> str:
+    """A scenario's total, or why it has none (runs without a figure: reports/aggregate.py)."""
+    if s.get(key) is None and s.get(without):
+        return escape(unknown_total(s[without]))
+    return _em(s.get(key), ticks.count)
+
+
 def _run_tr(r: dict, out_dir: Path | None) -> str:
     """One run's row: its seed (and `#2` for a seed's second run), verdict, figures, report link."""
     again = f" #{r['repeat']}" if r.get("repeat", 1) > 1 else ""
@@ -108,7 +116,7 @@ def render(a: dict, out_dir: Path | None = None) -> str:
         f"<tr><td>{escape(n)}</td><td>{s['runs']}</td><td>{escape(ticks.percent(s['pass_rate']))}</td>"
         f"<td class=\"{'fail' if s['flaky'] else ''}\">{'flaky' if s['flaky'] else ''}</td>"
         f"<td>{_em(s['failover_ms']['p50'], ticks.millis)} / {_em(s['failover_ms']['p99'], ticks.millis)}</td>"
-        f"<td>{_em(s['lost_acked_updates'], ticks.count)}</td>"
+        f"<td>{_total(s, 'lost_acked_updates', 'lost_without_figure')}</td>"
         f"<td>{'<br>'.join('<code>' + escape(f['rerun'] or ticks.DASH) + '</code>' for f in s['failing_runs'])}</td></tr>"
         for n, s in a["scenarios"].items())
     run_rows = "".join(_run_tr(r, out_dir) for r in a.get("run_list", []))

@@ -108,3 +108,21 @@ def test_names_with_table_characters_cannot_break_a_page_or_a_table():
 def test_runs_sort_by_seed_as_a_number():
     a = aggregate([rep("kp", s, "pass") for s in (10, 2, 1)])
     assert [r["seed"] for r in a["run_list"]] == [1, 2, 10]
+
+
+def test_a_total_with_a_run_that_has_no_figure_is_unknown_not_0():
+    """A run that could not judge lost acks or spurious failovers (None) makes its scenario's total
+    None, said as such, never the 0 of the runs that could (a pass-looking figure)."""
+    runs = [rep("kp", 1, "pass"), rep("kp", 2, "unknown"), rep("lat", 1, "pass", kinds=("latency",))]
+    runs[0][1]["metrics"]["spurious_failovers"] = 0
+    runs[1][1]["metrics"].update(lost_acked_updates=None, spurious_failovers=None)
+    runs[2][1]["metrics"]["spurious_failovers"] = 2
+    a = aggregate(runs)
+    kp, lat = a["scenarios"]["kp"], a["scenarios"]["lat"]
+    assert (kp["lost_acked_updates"], kp["lost_without_figure"]) == (None, 1)
+    assert (kp["spurious_failovers"], kp["spurious_without_figure"]) == (None, 1)
+    assert (lat["lost_acked_updates"], lat["spurious_failovers"], lat["spurious_without_figure"]) == (0, 2, 0)
+    assert "unknown: 1 run(s) without a figure" in render_html(a)
+    runs[1][1]["metrics"].update(lost_acked_updates=3, spurious_failovers=1)
+    kp = aggregate(runs)["scenarios"]["kp"]
+    assert (kp["lost_acked_updates"], kp["spurious_failovers"], kp["lost_without_figure"]) == (3, 1, 0)

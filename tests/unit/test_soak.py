@@ -75,8 +75,8 @@ def test_aggregate_counts_lost_acks_failover_and_flaky_seeds(tmp_path):
     a = aggregate("kill-primary", runs)
     assert a["schema"] == "pschaos.soak/1" and a["runs"] == 6 and a["seeds"] == 3 and a["repeat"] == 2
     assert a["verdicts"] == {"pass": 3, "fail": 1, "unknown": 2} and a["pass_rate"] == 0.5
-    lost = a["lost_acked_updates"]
-    assert lost["sum"] == 5 and lost["per_seed"] == {"1": 3, "2": 0, "3": 2}
+    lost = a["lost_acked_updates"]           # seed 3's first run has no report: no figure, so no total
+    assert lost["sum"] is None and lost["per_seed"] == {"1": 3, "2": 0, "3": None} and lost["sum_of_known"] == 5
     assert lost["seeds_with_loss"] == [1, 3] and lost["runs_without_figure"] == 1
     assert a["acked_updates"] == 500
     fo = a["failover_ms"]
@@ -88,6 +88,7 @@ def test_aggregate_counts_lost_acks_failover_and_flaky_seeds(tmp_path):
     json.dumps(a, allow_nan=False)
     text = soak.summary(a, tmp_path)
     assert "3/6 runs passed" in text and "flaky seeds (pass and fail): 1" in text and "p99 inf" in text
+    assert "lost acknowledged updates: unknown: 1 run(s) without a figure (at least 5 in the others)" in text
 
 
 def test_aggregate_pools_migration_unavailability_over_runs(tmp_path):
@@ -176,3 +177,15 @@ def test_execute_runs_in_parallel_and_interrupts_hung_runs(tmp_path, monkeypatch
     assert next(r for r in runs if r.seed == 3).timed_out
     assert "exit code 2" in next(r for r in runs if r.seed == 4).reason
     assert len(lines) == 4 and all((out / f"seed-{s}" / "soak-run.log").exists() for s in (1, 2, 3, 4))
+
+
+def test_a_seed_whose_repeats_are_none_and_0_is_unknown_not_0(tmp_path):
+    """[None, 0] over a seed's repeats is no figure for the seed, and none for the soak: a program
+    reading `sum` must not see a pass-looking 0 while a run was never judged."""
+    runs = [judged(tmp_path, 1, "pass", 1, lost=0), judged(tmp_path, 1, "unknown", 2, lost=None),
+            judged(tmp_path, 2, "pass", 1, lost=0)]
+    lost = aggregate("kill-primary", runs)["lost_acked_updates"]
+    assert lost["per_seed"] == {"1": None, "2": 0} and lost["sum"] is None and lost["seeds_with_loss"] == []
+    assert "unknown: 1 run(s) without a figure" in soak.summary(aggregate("kill-primary", runs), tmp_path)
+    every = aggregate("kill-primary", [judged(tmp_path, 3, "pass", 1, lost=0), judged(tmp_path, 4, "pass", 1, lost=0)])
+    assert every["lost_acked_updates"]["sum"] == 0 and "lost acknowledged updates: 0 in total" in soak.summary(every, tmp_path)

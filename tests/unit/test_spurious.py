@@ -83,10 +83,101 @@ def test_no_evidence_no_figure():
     assert judge(kindless).valid == "unknown"
 
 
-def test_the_first_term_seen_is_no_failover():
-    h = [promote(1.0, 0, 3, "shard-0/2"), promote(1.0, 1, 1, "shard-1/0")]     # an adapted system's first term
-    v = judge(h)
+def test_a_shard_s_first_term_is_epoch_1_or_a_bootstrap_and_no_failover():
+    readded = promote(1.0, 0, 3, "shard-0/2")
+    readded["value"]["bootstrap"] = True               # a re-added shard starts above its old life's epochs
+    v = judge([readded, promote(1.0, 1, 1, "shard-1/0")])
     assert v.valid is True and v.details["failovers"] == []
+    del readded["value"]["bootstrap"]                  # the bootstrap promote (epoch 1) left no event: the
+    v = judge([readded, promote(1.0, 1, 1, "shard-1/0")])     # failovers up to epoch 3 are invisible
+    assert v.valid == "unknown" and "bootstrap" in v.details["reason"]
+    # the old rule took the lowest epoch seen for the first term: a failover at epoch 2 went unjudged
+    lost_boot = [promote(1.0, 1, 1, "shard-1/0"), promote(5.2, 0, 2, "shard-0/1")]
+    assert judge(lost_boot).valid == "unknown" and spurious_count(lost_boot) is None
+
+
+def test_a_gap_in_a_shard_s_epochs_is_unknown():
+    # epoch 2 (shard-0/1, alive) left no promote event: the kill of shard-0/0 (epoch 1) must not excuse
+    # the promotion at epoch 3, whose real old primary no one touched
+    h = BOOT + [start(5.0, 0, "kill", "shard-0/0"), promote(9.0, 0, 3, "shard-0/2")]
+    v = judge(h)
+    assert v.valid == "unknown" and "epoch" in v.details["reason"] and spurious_count(h) is None
+
+
+def test_an_epoch_no_promote_covers_is_unknown():
+    acked_at_2 = ev(6.0, "push", {"worker": "worker-0", "req_id": 3, "shard": 1, "epoch": 2, "seq": 9,
+                                  "node": "shard-1/2"}, "ok", "worker-0")
+    assert spurious_count(BOOT) == 0 and spurious_count(BOOT + [acked_at_2]) is None
+    for f in ("suspect", "detector", "fenced"):      # a shard whose copies left no promote event at all
+        e = ev(6.0, f, {"shard": 2, "epoch": 1, "primary": "shard-2/0"}, node="shard-2/1")
+        v = judge(BOOT + [e])
+        assert v.valid == "unknown" and "shard 2" in v.details["reason"], f
+    pulled = ev(6.0, "pull", {"worker": "worker-0", "shard": 0, "epoch": 1, "seq": 9, "node": "shard-0/0"}, "ok")
+    assert judge(BOOT + [pulled]).valid is True
+
+
+def test_every_shard_of_the_cluster_needs_its_first_term():
+    run_start = ev(0.0, "run-start", {"scenario": "x", "cluster": {"shards": 3, "copies": 3}}, node="harness")
+    v = judge([run_start] + BOOT)
+    assert v.valid == "unknown" and "shard 2" in v.details["reason"]
+    assert judge([run_start] + BOOT + [promote(1.0, 2, 1, "shard-2/0")]).valid is True
+
+
+def test_a_re_added_shard_s_new_life_starts_at_its_bootstrap():
+    readd = promote(20.0, 0, 5, "shard-0/0")
+    readd["value"]["bootstrap"] = True
+    h = BOOT + [start(5.0, 0, "kill", "shard-0/0"), promote(5.2, 0, 2, "shard-0/1"), stop(6.0, 0),
+                readd, promote(30.0, 0, 6, "shard-0/2")]
+    v = judge(h)
+    assert v.details["count"] == 1                 # epoch 6 replaced the new life's first primary, alive
+    assert [(r["epoch"], r["old_primary"]) for r in v.details["failovers"]] == [(2, "shard-0/0"), (6, "shard-0/0")]
+    assert v.details["failovers"][0]["excused_by"] == ["kill #0"]
+    low = promote(20.0, 0, 2, "shard-0/2")
+    low["value"]["bootstrap"] = True               # a new life at or below the old one's epochs
+    assert judge(BOOT + [promote(5.2, 0, 2, "shard-0/1"), low]).valid == "unknown"
+
+
+def test_a_partly_injected_fault_excuses_nothing():
+    partial = ev(5.0, "fault-start", {"kind": "kill", "target": "shard-0/0", "index": 0, "params": {},
+                                      "partial": True}, node="harness")
+    h = BOOT + [partial, promote(5.2, 0, 2, "shard-0/1")]
+    v = judge(h)
+    assert v.valid == "unknown" and "partly" in v.details["reason"] and spurious_count(h) is None
+    also_full = BOOT + [partial, start(5.1, 1, "kill", "shard-0/0"), promote(5.2, 0, 2, "shard-0/1")]
+    assert judge(also_full).details["failovers"][0]["excused_by"] == ["kill #1"]
+
+
+def test_only_a_cut_of_the_old_primary_s_stream_to_its_copies_or_to_etcd_excuses():
+    to_etcd = BOOT + [start(5.0, 0, "partition", links=["shard-0/0->etcd"]), promote(5.3, 0, 2, "shard-0/1")]
+    assert judge(to_etcd).details["failovers"][0]["excused_by"] == ["partition #0"]
+    workers = BOOT + [start(5.0, 0, "partition", links=["worker-0->shard-0/0", "worker-1->shard-0/0"]),
+                      promote(5.3, 0, 2, "shard-0/1")]
+    assert spurious_count(workers) == 1            # the stream never passed through the cut
+    back_only = BOOT + [start(5.0, 0, "partition", links=["shard-0/1->shard-0/0", "shard-0/2->shard-0/0"]),
+                        promote(5.3, 0, 2, "shard-0/1")]
+    assert spurious_count(back_only) == 1          # replica->primary carries the probe, not the stream
+    other = BOOT + [start(5.0, 0, "link-down", links=["shard-1/0->shard-1/1"]), promote(5.3, 0, 2, "shard-0/1")]
+    assert spurious_count(other) == 1
+
+
+def test_a_slow_host_excuses_only_with_evidence_that_the_process_died():
+    for kind in ("cpu-throttle", "memory-limit", "disk-full"):
+        h = BOOT + [start(5.0, 0, kind, "shard-0/0"), promote(5.3, 0, 2, "shard-0/1")]
+        assert spurious_count(h) == 1, kind        # alive and reachable: the detector's job to ride out
+    oom = ev(5.0, "fault-start", {"kind": "memory-limit", "target": "shard-0/0", "index": 0, "params": {},
+                                  "reason": "OOMKilled", "exit_code": 137}, node="harness")
+    assert judge(BOOT + [oom, promote(5.3, 0, 2, "shard-0/1")]).details["failovers"][0]["excused_by"] == [
+        "memory-limit #0"]
+    restarted = BOOT + [start(5.0, 0, "disk-full", "shard-0/0"),
+                        ev(5.2, "start", {"shard": 0, "seq": 3, "role": "replica", "epoch": 1}, node="shard-0/0"),
+                        promote(5.3, 0, 2, "shard-0/1")]
+    assert judge(restarted).details["failovers"][0]["excused_by"] == ["disk-full #0"]
+
+
+def test_sampled_promotions_cannot_be_judged():
+    h = [ev(1.0, "promote", {"shard": 0, "epoch": 1, "node": "shard-0/0", "seen_by": "sample"}, node="shard-0/0"),
+         ev(5.0, "promote", {"shard": 0, "epoch": 3, "node": "shard-0/1", "seen_by": "sample"}, node="shard-0/1")]
+    assert judge(h).valid == "unknown" and spurious_count(h) is None
 
 
 def fake(d: Path, seed: int, spurious) -> RunResult:
@@ -100,8 +191,13 @@ def fake(d: Path, seed: int, spurious) -> RunResult:
 def test_the_soak_adds_them_up_per_seed(tmp_path):
     runs = [fake(tmp_path / "a", 1, 0), fake(tmp_path / "b", 2, 2), fake(tmp_path / "c", 3, None)]
     sp = aggregate("latency-primary-replica", runs)["spurious_failovers"]
-    assert sp == {"sum": 2, "per_seed": {"1": 0, "2": 2, "3": None}, "seeds_with_spurious": [2],
-                  "runs_without_figure": 1}
+    assert sp == {"sum": None, "per_seed": {"1": 0, "2": 2, "3": None}, "seeds_with_spurious": [2],
+                  "sum_of_known": 2, "runs_without_figure": 1}       # seed 3 could not be judged: no total
+    repeats = [fake(tmp_path / "d", 4, None), fake(tmp_path / "e", 4, 0), fake(tmp_path / "f", 5, 0)]
+    sp = aggregate("latency-primary-replica", repeats)["spurious_failovers"]
+    assert sp["per_seed"] == {"4": None, "5": 0} and sp["sum"] is None
+    judged_all = aggregate("latency-primary-replica", [fake(tmp_path / "g", 6, 0), fake(tmp_path / "h", 7, 1)])
+    assert judged_all["spurious_failovers"]["sum"] == 1
 
 
 def test_a_kill_timed_to_a_moment_excuses_every_copy_it_hit():
@@ -124,3 +220,20 @@ def test_a_restore_or_the_old_primary_taking_the_next_epoch_is_no_spurious_failo
     assert judge(late).details["failovers"][0]["excused_by"] == ["a restore at t=9.5"]
     itself = BOOT + [promote(9.5, 0, 2, "shard-0/0")]
     assert judge(itself).details["failovers"][0]["excused_by"] == ["shard-0/0 itself took the next epoch"]
+
+
+def test_a_term_cut_off_by_a_kill_mid_promotion_is_read_from_the_fault_record():
+    """kill during: promotion kills the successor the moment etcd names it, before it writes its
+    promote event; the runner read the record (caught_promoting), so epoch 2 is known, no gap."""
+    kill = ev(5.0, "fault-start", {"kind": "kill", "target": "shard-0/1", "index": 0, "shard": 0, "params": {},
+                                   "deposed": "shard-0/0", "victims": ["shard-0/0", "shard-0/1"],
+                                   "caught_promoting": {"epoch": 2, "after_ms": 0.0}}, node="harness")
+    h = BOOT + [kill, promote(6.0, 0, 3, "shard-0/2")]
+    v = judge(h)
+    assert v.valid is True
+    assert [(r["epoch"], r["node"], r["old_primary"], r["excused_by"]) for r in v.details["failovers"]] == [
+        (2, "shard-0/1", "shard-0/0", ["kill #0"]), (3, "shard-0/2", "shard-0/1", ["kill #0"])]
+    written = judge(BOOT + [kill, promote(5.01, 0, 2, "shard-0/1"), promote(6.0, 0, 3, "shard-0/2")])
+    assert [r["epoch"] for r in written.details["failovers"]] == [2, 3]         # the event and the record: one term
+    missed = dict(kill, value={**kill["value"], "caught_promoting": None})   # no successor named in time
+    assert judge(BOOT + [missed, promote(6.0, 0, 3, "shard-0/2")]).valid == "unknown"
