@@ -96,6 +96,9 @@ class PSClient:
         self.pool = runtime.pool(max(1, cfg.shards, cfg.max_shards), "ps-client")
         self.pushed_bytes = 0
         self.pulled_bytes = 0
+        #: etcd reads the deposed-primary watch made (`_call_primary`): its load on etcd, in the
+        #: worker's train-step/train-done events and report.json's `watch_reads_per_s`
+        self.watch_reads = 0
 
     # --------------------------------------------------------------- routing
     def refresh_routing(self) -> Routing:
@@ -207,6 +210,7 @@ class PSClient:
             except grpc.FutureTimeoutError:
                 pass
             wait = DEPOSED_CHECK_S
+            self.watch_reads += 1
             try:
                 kv = self.etcd.get(self.cfg.shard_key(shard))
             except PSError:
