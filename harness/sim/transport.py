@@ -124,7 +124,8 @@ class SimEtcdClient:
             raise Killed(self.src)
         return out
 
-    def get(self, key: str):
+    def get(self, key: str, serializable: bool = False):
+        """A read (serializable or not: the simulated etcd is one member, both read its store)."""
         return self._call(lambda: self.w.etcd.get(key))
 
     def get_prefix(self, prefix: str):
