@@ -40,16 +40,17 @@ def failovers(history: list[dict], adapted: bool = False) -> int:
 def watch_reads(history: list[dict]) -> tuple[int | None, float | None]:
     """The etcd reads the workers' deposed-primary watches made (each worker's last cumulative
     `watch_reads`, summed) and their rate over the training time (first train-step to the last
-    train event). (None, None): no worker event carries the field (an older history)."""
-    last: dict[str, int] = {}
+    train event). (None, None): no worker event carries the field (an older history), or some
+    worker's last one says None (a simulated run: the twin models the watch, counts no reads)."""
+    last: dict[str, int | None] = {}
     times: list[float] = []
     for e in history:
         if e.get("f") in ("train-step", "train-done") and "watch_reads" in e.get("value", {}):
             last[e["value"]["worker"]] = e["value"]["watch_reads"]
             times.append(e["t"])
-    if not last:
+    if not last or any(v is None for v in last.values()):
         return None, None
-    total = sum(last.values())
+    total = sum(v for v in last.values() if v is not None)
     span = max(times) - min(times)
     return total, round(total / span, 2) if span > 0 else None
 

@@ -101,12 +101,14 @@ class PSClient:
         self.pulled_bytes = 0
         #: the deposed-primary watch's reads of shard records, one per shard and period for all calls
         self.watch = RecordWatch(self._watch_read, runtime.monotonic)
+        self._watch_elsewhere = False     # a stub without futures (the simulator's) runs the watch
 
     @property
-    def watch_reads(self) -> int:
+    def watch_reads(self) -> int | None:
         """Etcd reads the deposed-primary watch made: its load on etcd, in the worker's
-        train-step/train-done events and report.json's `watch_reads_per_s`."""
-        return self.watch.reads
+        train-step/train-done events and report.json's `watch_reads_per_s`. None: the calls went
+        through the simulator's stubs, which model the watch themselves and count nothing here."""
+        return None if self._watch_elsewhere else self.watch.reads
 
     # --------------------------------------------------------------- routing
     def refresh_routing(self) -> Routing:
@@ -217,6 +219,7 @@ class PSClient:
         retired it), re-routes: StaleRouting, as `_still_routed` raises for a retired shard."""
         fn = getattr(self.stub(rec.primary), method)
         if not hasattr(fn, "future"):             # the simulator's stub models the same watch itself
+            self._watch_elsewhere = True
             return fn(req, timeout=timeout, metadata=self.md)
         fut = fn.future(req, timeout=timeout, metadata=self.md)
         barrier = method == "Pull" and getattr(req, "min_clock", -1) >= 0

@@ -99,3 +99,14 @@ def test_the_verdicts() -> None:
     assert verdict("a", 3, None, None, routed=False) is Watch.RETIRED
     assert verdict("a", 3, None, None, routed=True) is Watch.WAIT
     assert verdict("a", 3, None, None, routed=None) is Watch.WAIT
+
+
+def test_the_run_metric_sums_each_workers_last_count_and_knows_when_it_has_none() -> None:
+    from harness.metrics import watch_reads
+    h = [{"f": "train-step", "t": 1.0, "value": {"worker": "w0", "watch_reads": 3}},
+         {"f": "train-step", "t": 2.0, "value": {"worker": "w1", "watch_reads": 1}},
+         {"f": "train-done", "t": 3.0, "value": {"worker": "w0", "watch_reads": 5}}]
+    assert watch_reads(h) == (6, 3.0)
+    assert watch_reads([]) == (None, None)                 # an older history: no figure, not 0
+    h.append({"f": "train-done", "t": 3.0, "value": {"worker": "w1", "watch_reads": None}})
+    assert watch_reads(h) == (None, None)                  # a simulated worker counted nothing
