@@ -16,7 +16,7 @@ import time
 import grpc
 import pytest
 
-from psnodes.client import PSClient
+from psnodes.client import BARRIER_CHECK_S, PSClient
 from psnodes.config import ClusterConfig, ShardRecord
 from psnodes.errors import StaleRouting
 from psnodes.etcd import EtcdError
@@ -114,6 +114,7 @@ def cluster(answer_after: dict, on_wait=lambda call: None, shards: int = 1, shar
     class Stub:
         def __init__(self, node: str) -> None:
             self.Push = Method(node, calls, answer_after, on_wait, clock)
+            self.Pull = Method(node, calls, answer_after, on_wait, clock)
     rt = Runtime(monotonic=clock.now, sleep=clock.sleep, time=time.time)
     return cfg, etcd, calls, clock, PSClient(cfg, "worker-0", etcd=etcd, stub_factory=Stub, retry_budget=5.0,
                                              runtime=rt)
@@ -237,5 +238,30 @@ def test_a_record_gone_while_the_shard_is_still_routed_is_no_news() -> None:
     try:
         rep = push(c)
         assert rep.node == "shard-0/0" and not calls[0].cancelled
+    finally:
+        c.close()
+
+
+def test_a_barrier_pull_looks_at_the_record_less_often_and_is_still_given_up() -> None:
+    """A BSP/SSP barrier pull is held by a live primary for as long as the barrier waits (up to
+    10 s): it looks at the record every BARRIER_CHECK_S, not every DEPOSED_CHECK_S (the old code
+    read etcd every 50 ms for every such pull), and a frozen primary holding one is still given up
+    once the record names its successor."""
+    cfg, etcd, calls, clock, c = cluster({"shard-0/0": None})
+    c.refresh(0)
+    before = etcd.reads
+    pull = ps_pb2.PullRequest(shard=0, epoch=1, min_clock=3)
+    with pytest.raises(grpc.RpcError):                    # a barrier held the whole 2 s: its deadline
+        c._call_primary(0, ShardRecord(1, "shard-0/0", []), "Pull", pull, 2.0)
+    assert etcd.reads - before <= 10, etcd.reads - before  # (2 - 0.15) / 0.2: 9 reads, not 37
+    c.close()
+
+    box: list = []
+    cfg, etcd, calls, clock, c = cluster({"shard-0/0": None}, elect_at(3, box))
+    box += [cfg, etcd]
+    try:
+        rep = c.call(0, "Pull", lambda ep: ps_pb2.PullRequest(shard=0, epoch=ep, min_clock=3), timeout=10.0)
+        assert rep.node == "shard-0/1" and calls[0].cancelled
+        assert clock.t < 0.15 + 3 * BARRIER_CHECK_S, clock.t
     finally:
         c.close()
