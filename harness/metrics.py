@@ -37,6 +37,24 @@ def failovers(history: list[dict], adapted: bool = False) -> int:
     return len([v for v in promotes if v["epoch"] > first[v["shard"]]])
 
 
+def watch_reads(history: list[dict]) -> tuple[int | None, float | None]:
+    """The etcd reads the workers' deposed-primary watches made (each worker's last cumulative
+    `watch_reads`, summed) and their rate over the training time (first train-step to the last
+    train event). (None, None): no worker event carries the field (an older history), or some
+    worker's last one says None (a simulated run: the twin models the watch, counts no reads)."""
+    last: dict[str, int | None] = {}
+    times: list[float] = []
+    for e in history:
+        if e.get("f") in ("train-step", "train-done") and "watch_reads" in e.get("value", {}):
+            last[e["value"]["worker"]] = e["value"]["watch_reads"]
+            times.append(e["t"])
+    if not last or any(v is None for v in last.values()):
+        return None, None
+    total = sum(v for v in last.values() if v is not None)
+    span = max(times) - min(times)
+    return total, round(total / span, 2) if span > 0 else None
+
+
 def compute(history: list[dict], ctx: dict) -> dict:
     oks = by_f(history, "push", "ok")
     updates = by_f(history, "update", "ok")       # an adapted system's acknowledged updates
@@ -65,6 +83,8 @@ def compute(history: list[dict], ctx: dict) -> dict:
         "snapshot_bytes": sum(s["snapshot_bytes"] for s in syncs),
         "worker_pull_bytes": int(sum(pulls)),
         "duplicate_acks": sum(1 for e in oks if e["value"].get("duplicate")),
+        "watch_reads": watch_reads(history)[0],
+        "watch_reads_per_s": watch_reads(history)[1],
         "steps": sum(e["value"]["steps"] for e in by_f(history, "train-done")),
         "first_step_s": next((round(e["t"], 3) for e in by_f(history, "train-step")), None),
         **migration_metrics(history),

@@ -26,19 +26,22 @@ from .codec import rows_to_pb, tensor_from_pb, tensor_to_pb
 from .config import ClusterConfig, ShardRecord, etcd_url
 from .digest import dense_digest
 from . import routing
+from .core.deposed import Watch, verdict
 from .core.routing import Routing, static
 from .errors import RETRYABLE, STALE_ROUTING, NotFound, PSError, StaleRouting, from_rpc_error
 from .etcd import Etcd
 from .events import EventLog
 from .placement import AUDIT_SLOTS, audit_name, bucket_names, owner, row_owners
 from .proto import ps_pb2, ps_pb2_grpc
+from .record_watch import RecordWatch
 from .runtime import REAL, Runtime
 
 
 ROUTING_CHECK_S = 1.0      # while a shard does not answer, re-read the routing record this often
 RETRY_FIRST_S = 0.01      # call(): the first retry's pause, doubling ...
 RETRY_CAP_S = 0.05        # ... up to this (a failover completes ~150-300 ms after a kill)
-DEPOSED_CHECK_S = 0.05     # a call in flight re-reads its shard record this often (see _call_primary)
+DEPOSED_CHECK_S = 0.05     # a call in flight looks at its shard record this often (see _call_primary)
+BARRIER_CHECK_S = 0.2      # ... a BSP/SSP barrier pull (held by a live primary for seconds) this often
 
 
 class Deposed(PSError):
@@ -96,6 +99,16 @@ class PSClient:
         self.pool = runtime.pool(max(1, cfg.shards, cfg.max_shards), "ps-client")
         self.pushed_bytes = 0
         self.pulled_bytes = 0
+        #: the deposed-primary watch's reads of shard records, one per shard and period for all calls
+        self.watch = RecordWatch(self._watch_read, runtime.monotonic)
+        self._watch_elsewhere = False     # a stub without futures (the simulator's) runs the watch
+
+    @property
+    def watch_reads(self) -> int | None:
+        """Etcd reads the deposed-primary watch made: its load on etcd, in the worker's
+        train-step/train-done events and report.json's `watch_reads_per_s`. None: the calls went
+        through the simulator's stubs, which model the watch themselves and count nothing here."""
+        return None if self._watch_elsewhere else self.watch.reads
 
     # --------------------------------------------------------------- routing
     def refresh_routing(self) -> Routing:
@@ -193,30 +206,66 @@ class PSClient:
         keeps its TCP connection up and never answers, and its successor is elected within the
         detector's floor plus an election (~0.2 s), long before the call's deadline (2 s). A slow
         but alive primary (a bandwidth cap on a large push or pull) is never cut: its record does
-        not move, so its call runs to the deadline it was given. The record is first read after
-        the detector's floor (no successor can exist sooner), then every DEPOSED_CHECK_S; an etcd that
-        does not answer stops the checks for this call (the deadline still bounds it)."""
+        not move, so its call runs to the deadline it was given.
+
+        The record is first looked at after the detector's floor (no successor can exist sooner),
+        then every DEPOSED_CHECK_S, or BARRIER_CHECK_S for a BSP/SSP barrier pull (a live primary
+        holds those for seconds while the barrier waits; a frozen one is still given up, at most
+        that much later). The reads are shared by all calls of this client (psnodes/record_watch.py:
+        at most one read of a shard's record per DEPOSED_CHECK_S however many calls wait). An etcd
+        that does not answer is no news: the watch goes on with a backoff until the deadline. A
+        reply that arrived while the record was read is returned, not thrown away (the cancel came
+        too late). A record that is gone, of a shard the routing record no longer names (a scale-in
+        retired it), re-routes: StaleRouting, as `_still_routed` raises for a retired shard."""
         fn = getattr(self.stub(rec.primary), method)
         if not hasattr(fn, "future"):             # the simulator's stub models the same watch itself
+            self._watch_elsewhere = True
             return fn(req, timeout=timeout, metadata=self.md)
         fut = fn.future(req, timeout=timeout, metadata=self.md)
+        barrier = method == "Pull" and getattr(req, "min_clock", -1) >= 0
+        period = BARRIER_CHECK_S if barrier else DEPOSED_CHECK_S
         wait = self.cfg.suspect_floor_s
         while True:
             try:
                 return fut.result(timeout=wait)
             except grpc.FutureTimeoutError:
                 pass
-            wait = DEPOSED_CHECK_S
-            try:
-                kv = self.etcd.get(self.cfg.shard_key(shard))
-            except PSError:
-                return fut.result()               # etcd is away: no news, the deadline decides
-            now = ShardRecord.from_json(kv.value) if kv is not None else None
-            if now is not None and (now.primary != rec.primary or now.epoch > rec.epoch):
-                fut.cancel()
+            wait = period
+            look = self.watch.look(shard, period)
+            if look is None or look.failed:
+                continue                          # no news (etcd away): the deadline still bounds it
+            now = look.record
+            v = verdict(rec.primary, rec.epoch, now.primary if now else None, now.epoch if now else None,
+                        look.routed)
+            if v is Watch.WAIT:
+                continue
+            if not fut.cancel():
+                return fut.result()               # the reply came while the record was read: it stands
+            if v is Watch.RETIRED:
+                raise StaleRouting(f"{STALE_ROUTING}: shard {shard}'s record is gone and routing epoch "
+                                   f"{self.routing.epoch} no longer names it (shards {list(self.routing.shards)}); "
+                                   f"{method} to {rec.primary} given up, re-route by it")
+            cur = self.routes.get(shard)
+            if cur is None or now.epoch >= cur.epoch:
                 self.routes[shard] = now
-                raise Deposed(f"shard {shard}: {rec.primary} (epoch {rec.epoch}) was deposed by "
-                              f"{now.primary} (epoch {now.epoch}) during {method}; retried there")
+            raise Deposed(f"shard {shard}: {rec.primary} (epoch {rec.epoch}) was deposed by "
+                          f"{now.primary} (epoch {now.epoch}) during {method}; retried there")
+
+    def _watch_read(self, shard: int) -> tuple[ShardRecord | None, bool | None]:
+        """The watch's read of one shard record (serializable: served by the etcd member at hand,
+        no quorum round; the record only names successors, so a read a moment old is still news);
+        a missing record also reads the routing record, to tell a retired shard (re-route) from one
+        about to be written again. Raises PSError when etcd does not answer."""
+        self.watch.count()
+        kv = self.etcd.get(self.cfg.shard_key(shard), serializable=True)
+        if kv is not None:
+            return ShardRecord.from_json(kv.value), None
+        self.watch.count()
+        try:
+            r = self.refresh_routing()
+        except PSError:
+            return None, None
+        return None, shard in r.shards
 
     # --------------------------------------------------------------- writes
     def init_dense(self, params: dict[str, np.ndarray], shards: list[int] | None = None) -> None:

@@ -64,8 +64,13 @@ class Etcd:
         return KV(_unb64(d["key"]).decode(), _unb64(d.get("value", "")),
                   int(d.get("mod_revision", 0)), int(d.get("lease", 0)))
 
-    def get(self, key: str) -> KV | None:
-        kvs = self._call("/kv/range", {"key": _b64(key)}).get("kvs", [])
+    def get(self, key: str, serializable: bool = False) -> KV | None:
+        """The key's value (None: absent). `serializable`: answered by the member at hand from its
+        own store, without the quorum round of a linearizable read (cheaper; it may lag a moment)."""
+        body: dict[str, Any] = {"key": _b64(key)}
+        if serializable:
+            body["serializable"] = True
+        kvs = self._call("/kv/range", body).get("kvs", [])
         return self._kv(kvs[0]) if kvs else None
 
     def get_prefix(self, prefix: str) -> list[KV]:

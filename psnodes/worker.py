@@ -129,7 +129,7 @@ class Worker:
         value = float(loss.detach().cpu())
         self.losses.append(value)
         self.events.emit("train-step", {"worker": self.name, "step": step, "loss": value,
-                                        "pulled_bytes": got.bytes})
+                                        "pulled_bytes": got.bytes, "watch_reads": self.client.watch_reads})
         return value
 
     def evaluate(self, step: int) -> float:
@@ -208,7 +208,8 @@ class Worker:
         self.events.emit("train-done", {"worker": self.name, "steps": step, "final_loss": final,
                                         "target_loss": self.task.target_loss, "device": str(self.device),
                                         "pushed_bytes": self.client.pushed_bytes,
-                                        "pulled_bytes": self.client.pulled_bytes})
+                                        "pulled_bytes": self.client.pulled_bytes,
+                                        "watch_reads": self.client.watch_reads})
         self.client.close()
         return final
 

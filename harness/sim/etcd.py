@@ -166,7 +166,8 @@ class SimEtcd:
         return value.encode() if isinstance(value, str) else bytes(value)
 
     # ------------------------------------------------------------------ key space
-    def get(self, key: str) -> KV | None:
+    def get(self, key: str, serializable: bool = False) -> KV | None:
+        """One member: a serializable read reads the same store as a linearizable one."""
         self._enter("/kv/range")
         return self._kv.get(key)
 

@@ -3,7 +3,7 @@
 The client does what psnodes/client.py does for one dense tensor on one shard: INIT (set-if-
 absent) of the tensor and the shard's audit tensor, then pushes, each with the worker's audit +1;
 a push goes to the primary the shard record names, and on a retryable failure the client waits
-(0.01 s doubling to 0.1 s), re-reads the record and sends the *same* idempotency key again, until
+(psnodes.client's RETRY_FIRST_S doubling to RETRY_CAP_S), re-reads the record and sends the *same* idempotency key again, until
 its retry budget ends. Every push is an invoke/ok/fail/info operation in the history, with
 client.py's fields.
 """
@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 import simpy
 
+from psnodes.client import RETRY_CAP_S, RETRY_FIRST_S
 from psnodes.codec import tensor_to_pb
 from psnodes.config import ClusterConfig, ShardRecord
 from psnodes.errors import RETRYABLE, PSError
@@ -55,7 +56,7 @@ class SimPushClient:
     def call(self, make: Callable[[int], ps_pb2.PushRequest]) -> Gen:
         """client.py's call: to the routed primary, re-routing and retrying until the budget ends."""
         end = self.env.now + self.retry_budget
-        delay = 0.01
+        delay = RETRY_FIRST_S
         last: Exception | None = None
         while True:
             if self.route is None:
@@ -70,7 +71,7 @@ class SimPushClient:
                 deadline = self.env.now + self.cfg.rpc_timeout_s
                 try:
                     return (yield from call(self.net, self.name, rec.primary, lambda: dst.alive,
-                                            lambda: dst.push(req, deadline - 0.02), req.ByteSize(),
+                                            lambda: dst.push(req, deadline - 0.02, self.name), req.ByteSize(),
                                             lambda _r: REPLY_BYTES, deadline))
                 except (SimRpcError, *RETRYABLE) as e:
                     last = e
@@ -78,7 +79,7 @@ class SimPushClient:
                 raise SimRpcError("UNAVAILABLE", f"shard {self.shard}: no primary answered within "
                                                  f"{self.retry_budget}s; last error: {last}")
             yield from self.clock.sleep(delay)
-            delay = min(delay * 2, 0.1)
+            delay = min(delay * 2, RETRY_CAP_S)
             try:
                 yield from self.refresh()
             except PSError as e:

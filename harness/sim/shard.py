@@ -37,7 +37,7 @@ from .network import SimNetwork
 from .rpc import Gen, SimHistory, etcd_call
 from .shard_checkpoint import CopyCheckpoints
 from .shard_migrate import MigrateSide
-from .shard_procs import ProcessControl
+from .shard_procs import ProcessControl, client_watch
 from .shard_replication import ReplicateReply, ReplicateReq, ReplicaSide
 
 NODE_ETCD_TIMEOUT_S = 0.5     # psnodes/serve.py: Etcd(..., timeout=0.5)
@@ -214,13 +214,16 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         return ack.replicated(self._replicas(), seq)
 
     # ------------------------------------------------------------ RPCs (each through `serve`)
-    def push(self, req: ps_pb2.PushRequest, deadline: float) -> Gen:
-        """`reply = yield from copy.push(req, deadline)`: ShardNode.push in virtual time."""
-        return (yield from self.serve(lambda: self._push(req, deadline), deadline))
+    def push(self, req: ps_pb2.PushRequest, deadline: float, caller: str | None = None) -> Gen:
+        """`reply = yield from copy.push(req, deadline, caller)`: ShardNode.push in virtual time,
+        called by a PS client (`caller`; default: the update's worker) that watches the record."""
+        watch = client_watch(caller or req.update.worker or "client", req)
+        return (yield from self.serve(lambda: self._push(req, deadline), deadline, watch))
 
-    def pull(self, req: ps_pb2.PullRequest, deadline: float) -> Gen:
-        """`raw = yield from copy.pull(req, deadline)`: ShardNode.pull, the serialized PullReply."""
-        return (yield from self.serve(lambda: self._pull(req, deadline), deadline))
+    def pull(self, req: ps_pb2.PullRequest, deadline: float, caller: str | None = None) -> Gen:
+        """`raw = yield from copy.pull(req, deadline, caller)`: ShardNode.pull, the serialized PullReply."""
+        watch = client_watch(caller or req.worker or "client", req)
+        return (yield from self.serve(lambda: self._pull(req, deadline), deadline, watch))
 
     def serve_status(self, req: ps_pb2.StatusRequest, deadline: float) -> Gen:
         """The Status call as a call: no answer while paused (until its deadline: no caller of
@@ -228,7 +231,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         def instant() -> Gen:
             return self.status(req)
             yield  # noqa: unreachable - makes this a generator
-        return (yield from self.serve(instant, deadline, watched=False))
+        return (yield from self.serve(instant, deadline))
 
     def status(self, req: ps_pb2.StatusRequest) -> ps_pb2.StatusReply:
         """ShardNode.status, at this instant (whatever the copy's state: see `serve_status`)."""

@@ -32,7 +32,7 @@ class MigrateSide:
 
     def migrate(self: "SimCopy", req: ps_pb2.MigrateRequest, deadline: float) -> Gen:
         """`reply = yield from copy.migrate(req, deadline)`: ShardNode.migrate in virtual time."""
-        return (yield from self.serve(lambda: self._migrate(req, deadline), deadline, watched=False))
+        return (yield from self.serve(lambda: self._migrate(req, deadline), deadline))
 
     def _migrate(self: "SimCopy", req: ps_pb2.MigrateRequest, deadline: float) -> Gen:
         self._check_shard(req.shard, "Migrate")

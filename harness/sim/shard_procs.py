@@ -18,17 +18,23 @@ wait for the grace), a final checkpoint, the lease revoked, "stop", and the proc
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 import simpy
 
-from psnodes.client import DEPOSED_CHECK_S
+from psnodes import routing
+from psnodes.client import BARRIER_CHECK_S, DEPOSED_CHECK_S
 from psnodes.config import ShardRecord
+from psnodes.core.deposed import Watch, verdict
 from psnodes.errors import PSError
+from psnodes.proto import ps_pb2
+from psnodes.record_watch import BACKOFF_CAP_S
 
 from .disk import local_dir, shared_dir
 from .network import DEADLINE_EXCEEDED, UNAVAILABLE
-from .rpc import Gen, SimRpcError
+from .rpc import Gen, SimRpcError, etcd_call
+from .transport import CLIENT_ETCD_TIMEOUT_S
 from .shard_election import SimElector
 from .shard_members import member_watch
 from .shard_replication import SimReplication
@@ -39,6 +45,23 @@ if TYPE_CHECKING:
 DEADLINE_SLACK_S = 0.02      # psnodes.node.deadline_of serves until 20 ms before the caller's deadline
 STOP_GRACE_S = 0.2           # serve.py: server.stop(grace=0.2)
 REGISTER_RETRY_S = 0.2       # serve.py: waiting for etcd
+
+
+@dataclass(frozen=True)
+class ClientWatch:
+    """A PS client's call under the deposed-primary watch (psnodes.client.PSClient._call_primary):
+    the caller (its link to etcd carries the watch's reads), the epoch its route named, and how
+    often it looks at the record (DEPOSED_CHECK_S; BARRIER_CHECK_S for a BSP/SSP barrier pull)."""
+
+    src: str
+    epoch: int
+    period: float = DEPOSED_CHECK_S
+
+
+def client_watch(caller: str, req: Any) -> ClientWatch:
+    """The watch of a PS client's Push or Pull `req` from `caller`."""
+    barrier = isinstance(req, ps_pb2.PullRequest) and req.min_clock >= 0
+    return ClientWatch(caller, req.epoch, BARRIER_CHECK_S if barrier else DEPOSED_CHECK_S)
 
 
 class _Gone(Exception):
@@ -60,7 +83,7 @@ class ProcessControl:
         return p
 
     def _drive(self: "SimCopy", gen: Gen, deadline: float | None, call: bool = False,
-               watched: bool = True) -> Gen:
+               watch: ClientWatch | None = None) -> Gen:
         """Run `gen` as this copy's code: after every event, wait while paused; stop once the copy
         was killed or restarted. A call (`call`) also stops at the end of a stop's grace, and gives
         up paused at its `deadline`."""
@@ -81,12 +104,14 @@ class ProcessControl:
             except Exception as e:  # noqa: BLE001 - a failed event goes into the code that waited on it
                 throw = e
             try:
-                yield from self._hold(session, deadline, call, watched)
+                yield from self._hold(session, deadline, call, watch)
             except BaseException:
                 gen.close()
                 raise
 
-    def _hold(self: "SimCopy", session: int, deadline: float | None, call: bool, watched: bool = True) -> Gen:
+    def _hold(self: "SimCopy", session: int, deadline: float | None, call: bool,
+              watch: ClientWatch | None = None) -> Gen:
+        backoff, not_before = 0.0, 0.0        # the watch after failed reads (psnodes/record_watch.py)
         while True:
             if session != self.session or (call and not self.answering):
                 if call:
@@ -98,37 +123,67 @@ class ProcessControl:
                 yield self._resumed
                 continue
             give_up = deadline + DEADLINE_SLACK_S
-            # a PS client's call (`watched`, psnodes.client.PSClient._call_primary) is given up once
-            # the shard record names another primary: it re-reads the record every DEPOSED_CHECK_S
-            # from the detector's floor on (here: on that grid from the moment the copy froze)
-            check = self.paused_at + self.cfg.suspect_floor_s
-            if self.now() > check:
-                check += -(-(self.now() - check) // DEPOSED_CHECK_S) * DEPOSED_CHECK_S
-            end = min(check, give_up) if call and watched else give_up
+            # a PS client's call (`watch`, psnodes.client.PSClient._call_primary) is given up once
+            # the shard record names another primary or a later epoch: it looks at the record every
+            # period from the detector's floor on (here: on that grid from the moment the copy froze),
+            # each read over the caller's link to etcd; a read that fails is no news, and the next
+            # one waits out the real watch's backoff
+            end = give_up
+            if call and watch is not None:
+                check = max(self.paused_at + self.cfg.suspect_floor_s, not_before)
+                if self.now() > check:
+                    check += -(-(self.now() - check) // watch.period) * watch.period
+                end = min(check, give_up)
             yield self._resumed | self.env.timeout(max(0.0, end - self.now()))
             if not self.paused or session != self.session or self.now() < end:
                 continue
             if self.now() >= give_up:
                 raise SimRpcError(DEADLINE_EXCEEDED, f"{self.name} is paused (SIGSTOP): no answer in time")
-            if self._deposed():
+            began = self.now()
+            try:
+                v = yield from self._watch_verdict(watch)
+            except PSError:                    # etcd away or the caller's link to it cut: no news
+                backoff = min(BACKOFF_CAP_S, max(watch.period, backoff) * 2)
+                not_before = began + backoff
+                continue
+            backoff, not_before = 0.0, 0.0
+            if not self.paused or session != self.session:
+                continue                       # resumed during the read: the reply comes, and stands
+            if v is Watch.DEPOSED:
                 raise SimRpcError(UNAVAILABLE, f"{self.name} is paused (SIGSTOP): the shard record names "
                                                "its successor, the client cancelled")
+            if v is Watch.RETIRED:
+                raise SimRpcError(UNAVAILABLE, f"{self.name} is paused (SIGSTOP): shard {self.shard} was "
+                                               "retired, the client cancelled and re-routes")
             yield self.env.timeout(1e-6)      # past this check: the next one is on the grid
 
-    def _deposed(self: "SimCopy") -> bool:
-        """The shard record names another primary than this copy (a client's view of it)."""
-        kv = self.etcd.get(self.cfg.shard_key(self.shard))
-        return kv is not None and ShardRecord.from_json(kv.value).primary != self.name
+    def _watch_verdict(self: "SimCopy", watch: ClientWatch) -> Gen:
+        """The client's look at the shard record (psnodes.client.PSClient._watch_read): a read over
+        the caller's link to etcd with the client's timeout (a frozen or down etcd, a cut link:
+        EtcdError), and for a missing record a read of the routing record; judged by
+        psnodes.core.deposed.verdict against the call's epoch."""
+        def read(fn: Callable[[], Any]) -> Gen:
+            return (yield from etcd_call(self.net, self.env, watch.src, fn, timeout=CLIENT_ETCD_TIMEOUT_S,
+                                         server=self.etcd))
+        kv = yield from read(lambda: self.etcd.get(self.cfg.shard_key(self.shard)))
+        if kv is not None:
+            rec = ShardRecord.from_json(kv.value)
+            return verdict(self.name, watch.epoch, rec.primary, rec.epoch)
+        try:
+            r, _ = yield from read(lambda: routing.read(self.etcd, self.cfg))
+        except PSError:
+            return Watch.WAIT
+        return verdict(self.name, watch.epoch, None, None, self.shard in r.shards)
 
-    def serve(self: "SimCopy", handler: Callable[[], Gen], deadline: float, watched: bool = True) -> Gen:
+    def serve(self: "SimCopy", handler: Callable[[], Gen], deadline: float, watch: ClientWatch | None = None) -> Gen:
         """`reply = yield from copy.serve(...)`: one call into this copy, the gRPC server's side. A
         paused copy answers once resumed, unless the caller's deadline passes first or (a PS
-        client's call, `watched`) the shard record names its successor; a stopping one refuses
+        client's call, `watch`) the shard record names its successor; a stopping one refuses
         new calls."""
-        yield from self._hold(self.session, deadline, True, watched)
+        yield from self._hold(self.session, deadline, True, watch)
         if not self.alive or not self.accepting:
             raise SimRpcError(UNAVAILABLE, f"{self.name} is not serving: connection refused")
-        return (yield from self._drive(handler(), deadline, call=True, watched=watched))
+        return (yield from self._drive(handler(), deadline, call=True, watch=watch))
 
     def kill(self: "SimCopy") -> None:
         """SIGKILL: every process stops where it is, calls in flight get UNAVAILABLE, and the copy
@@ -303,4 +358,4 @@ class CopyProcs(SimReplication, SimElector):
         c.notify()
 
 
-__all__ = ["CopyProcs", "ProcessControl"]
+__all__ = ["ClientWatch", "CopyProcs", "ProcessControl", "client_watch"]

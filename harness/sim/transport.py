@@ -74,10 +74,10 @@ class SimStub:
         return out
 
     def Push(self, req: ps_pb2.PushRequest, timeout: float | None = None, metadata=None) -> ps_pb2.PushReply:
-        return self._call(lambda c, dl: c.push(req, dl - 0.02), req, timeout, lambda _r: REPLY_BYTES)
+        return self._call(lambda c, dl: c.push(req, dl - 0.02, self.src), req, timeout, lambda _r: REPLY_BYTES)
 
     def Pull(self, req: ps_pb2.PullRequest, timeout: float | None = None, metadata=None) -> ps_pb2.PullReply:
-        raw = self._call(lambda c, dl: c.pull(req, dl - 0.02), req, timeout, len)
+        raw = self._call(lambda c, dl: c.pull(req, dl - 0.02, self.src), req, timeout, len)
         return ps_pb2.PullReply.FromString(raw)
 
     def Status(self, req: ps_pb2.StatusRequest, timeout: float | None = None, metadata=None) -> ps_pb2.StatusReply:
@@ -124,7 +124,8 @@ class SimEtcdClient:
             raise Killed(self.src)
         return out
 
-    def get(self, key: str):
+    def get(self, key: str, serializable: bool = False):
+        """A read (serializable or not: the simulated etcd is one member, both read its store)."""
         return self._call(lambda: self.w.etcd.get(key))
 
     def get_prefix(self, prefix: str):

@@ -20,7 +20,7 @@ class LosesAnswers:
         self.kv: dict[str, KV] = {}
         self.revision, self.lose = 1, lose
 
-    def get(self, key: str) -> KV | None:
+    def get(self, key: str, serializable: bool = False) -> KV | None:
         return self.kv.get(key)
 
     def cas(self, key: str, expect_mod_revision: int, value, lease: int = 0) -> bool:
