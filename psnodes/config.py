@@ -11,7 +11,7 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .core.detector import DETECTORS, Detector, PhiParams, make as make_detector
+from .core.detector import DETECTORS, Detector, PhiParams, ceiling as phi_ceiling, make as make_detector
 from .errors import ConfigError
 from .limits import Limits
 from .optimizers import OptimizerConfig
@@ -175,7 +175,8 @@ class ClusterConfig:
 
     def phi_params(self) -> PhiParams:
         return PhiParams(threshold=self.phi_threshold, floor_s=self.phi_floor_s, pause_s=self.phi_pause_s,
-                         min_std_s=self.phi_min_std_s, window=self.phi_window, first_s=self.heartbeat_s)
+                         min_std_s=self.phi_min_std_s, window=self.phi_window, first_s=self.heartbeat_s,
+                         ceiling_s=phi_ceiling(self.suspect_s, self.probe_s, self.phi_floor_s))
 
     def failure_detector(self) -> Detector:
         """A fresh detector for one replica (each copy keeps its own)."""

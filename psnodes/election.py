@@ -54,6 +54,7 @@ class Elector(threading.Thread):
         self.next_report = 0.0
         self.probe = PrimaryProbe(node)
         self.held_until = 0.0          # a probe answered: no new one (and no candidacy) before this
+        self.credited: float | None = None   # the last_heard our last local-pause credit produced
 
     # -------------------------------------------------------------- lease
     def register(self) -> None:
@@ -170,14 +171,19 @@ class Elector(threading.Thread):
                                                          node.detector.silence_s(), cfg.heartbeat_s)
 
     def paused(self, now: float, late: float) -> None:
-        """This process stood still for `late` seconds: a replica counts its primary's silence
-        from now (psnodes.core.detector.paused_locally)."""
+        """This process stood still `late` seconds longer than it asked: a replica moves the start
+        of its primary's silence forward by that much, once per silence
+        (psnodes.core.detector.after_local_pause), and says so in a `local-pause` event."""
         node = self.node
         with node.cond:
             if node.role == "primary":
                 return
-            node.last_heard = max(node.last_heard, now)
-        node.events.emit("local-pause", {"shard": node.shard, "late_ms": round(late * 1000, 1)})
+            moved = detector.after_local_pause(node.last_heard, now, late, self.credited)
+            credit = 0.0 if moved is None else moved - node.last_heard
+            if moved is not None:
+                node.last_heard = self.credited = moved
+        node.events.emit("local-pause", {"shard": node.shard, "late_ms": round(late * 1000, 1),
+                                         "credited_ms": round(credit * 1000, 1)})
 
     def tick(self) -> float:
         """How long to sleep: a heartbeat, or (a replica) until its detector would suspect."""

@@ -13,6 +13,9 @@ The channel to a primary is dialled as soon as the replica follows it (`warm`), 
 probe: a probe's wait can be as short as `probe_s` (a replica that itself woke late), and on a
 loaded machine a TCP connect plus the HTTP/2 handshake took longer than that, so a live primary
 went unanswered and was replaced (kill-primary seed 5 at load 10: a spurious failover at start-up).
+
+The probe asks Status with `probe` set: the primary answers its role and epoch without taking its
+node lock (`ShardNode.probe_status`), so a primary busy under that lock is not taken for dead.
 """
 from __future__ import annotations
 
@@ -53,7 +56,7 @@ class PrimaryProbe:
         if primary not in node.links:
             return False
         try:
-            reply = self._stub(primary).Status(ps_pb2.StatusRequest(), timeout=timeout, metadata=self.md)
+            reply = self._stub(primary).Status(ps_pb2.StatusRequest(probe=True), timeout=timeout, metadata=self.md)
         except grpc.RpcError:
             return False
         return detector.probe_clears(reply.role, reply.epoch, epoch)

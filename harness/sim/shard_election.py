@@ -35,6 +35,7 @@ class SimElector:
     posted: tuple[str, dict] | None = None     # our restore candidate: (key, value)
     next_report: float = 0.0                   # when the next `detector` event is due
     held_until: float = 0.0                    # a probe answered: no candidacy before this
+    credited: float | None = None              # the last_heard our last local-pause credit produced
     peers: dict[str, "SimCopy"]
 
     def register(self) -> Gen:
@@ -111,8 +112,7 @@ class SimElector:
             yield from c.clock.sleep(tick)
             now = c.now()
             if detector.paused_locally(now - start, tick) and c.role != "primary":
-                c.last_heard = max(c.last_heard, now)       # never in virtual time: no copy stalls
-                c.emit("local-pause", {"shard": c.shard, "late_ms": round((now - start - tick) * 1000, 1)})
+                self.paused(now, now - start - tick)        # never in virtual time: no copy stalls
             if c.role == "primary":
                 if lease.etcd_silent(now, c.lease_seen, cfg.lease_ttl_s):
                     c.lease_lost(f"etcd answered no keepalive for {cfg.lease_ttl_s}s")
@@ -128,6 +128,16 @@ class SimElector:
                 c.emit("election-error", {"shard": c.shard, "error": str(e)})
                 c.last_heard = lease.after_election_error(c.last_heard, c.now(), c.detector.silence_s(),
                                                           cfg.heartbeat_s)
+
+    def paused(self, now: float, late: float) -> None:
+        """Elector.paused: the start of the silence moves forward by `late`, once per silence."""
+        c = self.c
+        moved = detector.after_local_pause(c.last_heard, now, late, self.credited)
+        credit = 0.0 if moved is None else moved - c.last_heard
+        if moved is not None:
+            c.last_heard = self.credited = moved
+        c.emit("local-pause", {"shard": c.shard, "late_ms": round(late * 1000, 1),
+                               "credited_ms": round(credit * 1000, 1)})
 
     def report(self, now: float) -> None:
         """Elector.report: a replica's `detector` event, at most every DETECTOR_REPORT_S."""
@@ -192,7 +202,7 @@ class SimElector:
         deadline = now + detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)
         try:
             reply = yield from call(c.net, c.name, rec.primary, lambda: dst.alive,
-                                    lambda: dst.serve_status(ps_pb2.StatusRequest(), deadline),
+                                    lambda: dst.serve_status(ps_pb2.StatusRequest(probe=True), deadline),
                                     PROBE_BYTES, lambda _r: REPLY_BYTES, deadline)
         except PSError:
             return False
