@@ -55,6 +55,7 @@ class Elector(threading.Thread):
         self.probe = PrimaryProbe(node)
         self.held_until = 0.0          # a probe answered: no new one (and no candidacy) before this
         self.credited: float | None = None   # the last_heard our last local-pause credit produced
+        self.probed: float | None = None     # the last_heard of the silence we last probed in
 
     # -------------------------------------------------------------- lease
     def register(self) -> None:
@@ -259,12 +260,15 @@ class Elector(threading.Thread):
 
     def held_back(self, rec: ShardRecord) -> bool:
         """Probe the primary before standing (psnodes.probe): True when it answers as primary of
-        `rec`'s epoch before the silence reaches suspect_s; the elector then looks again no
-        sooner than a heartbeat later (`held_until`)."""
+        `rec`'s epoch before the silence reaches suspect_s (or in time, the first probe of a
+        silence already past it: detector.may_probe); the elector then looks again no sooner
+        than a heartbeat later (`held_until`)."""
         node, cfg = self.node, self.node.cfg
-        silent = time.monotonic() - node.last_heard
-        if not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s):
+        heard = node.last_heard
+        silent = time.monotonic() - heard
+        if not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s, self.probed == heard):
             return False
+        self.probed = heard
         if not self.probe.clears(rec.primary, rec.epoch, detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)):
             return False
         self.held_until = time.monotonic() + cfg.heartbeat_s

@@ -36,6 +36,7 @@ class SimElector:
     next_report: float = 0.0                   # when the next `detector` event is due
     held_until: float = 0.0                    # a probe answered: no candidacy before this
     credited: float | None = None              # the last_heard our last local-pause credit produced
+    probed: float | None = None                # the last_heard of the silence we last probed in
     peers: dict[str, "SimCopy"]
 
     def register(self) -> Gen:
@@ -195,10 +196,13 @@ class SimElector:
         silence reaches suspect_s) before standing; True when it answers as primary of `rec`'s epoch."""
         c, cfg = self.c, self.c.cfg
         now = c.now()
-        silent = now - c.last_heard
+        heard = c.last_heard
+        silent = now - heard
         dst = self.peers.get(rec.primary)
-        if dst is None or not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s):
+        probed = self.probed == heard
+        if dst is None or not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s, probed):
             return False
+        self.probed = heard
         deadline = now + detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)
         try:
             reply = yield from call(c.net, c.name, rec.primary, lambda: dst.alive,

@@ -140,7 +140,7 @@ def test_a_two_second_gap_then_a_kill_is_suspected_within_suspect_s():
     killed = t                                      # no arrival after this
     silent = next(k * 0.001 for k in range(2000) if d.suspects(killed + k * 0.001, killed))
     assert cfg.phi_floor_s <= silent <= cfg.suspect_s
-    assert may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s)
+    assert may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s, probed=True)
     assert silent + probe_wait(cfg.probe_s, silent, cfg.suspect_s) <= cfg.suspect_s + 1e-9
 
 
@@ -153,7 +153,7 @@ def test_the_ceiling_leaves_the_probe_its_least_wait():
     for g in [0.01, 0.5] * 20:                      # a model that would wait seconds (as learned before)
         d.window.add(g)
     assert d.delay() > 1.0 and d.silence_s() == 0.25
-    assert may_probe("phi", 0.05, d.silence_s(), 0.3)       # a probe still runs before standing ...
+    assert may_probe("phi", 0.05, d.silence_s(), 0.3, probed=True)   # a probe still runs before standing ...
     assert d.silence_s() + probe_wait(0.05, d.silence_s(), 0.3) == pytest.approx(0.3, abs=1e-12)  # ... by 0.3 s
     assert fed([0.01] * 4, window=4, ceiling_s=0.25).silence_s() == 0.15   # the floor still rules below
 
@@ -190,10 +190,18 @@ def test_make_names_the_kinds():
 
 
 def test_a_probe_holds_a_phi_suspicion_back_only_under_the_ceiling():
-    assert may_probe("phi", 0.05, 0.2, 0.3)
-    assert not may_probe("phi", 0.05, 0.3, 0.3)          # at the ceiling (suspect_s) it stands
-    assert not may_probe("phi", 0.0, 0.2, 0.3)           # probe_s 0: no probe
-    assert not may_probe("fixed", 0.05, 0.2, 0.3)        # the old rule never probes
+    assert may_probe("phi", 0.05, 0.2, 0.3, probed=False) and may_probe("phi", 0.05, 0.2, 0.3, probed=True)
+    assert not may_probe("phi", 0.05, 0.3, 0.3, probed=True)     # at the ceiling, asked once: it stands
+    assert not may_probe("phi", 0.0, 0.2, 0.3, probed=False)     # probe_s 0: no probe
+    assert not may_probe("fixed", 0.05, 0.2, 0.3, probed=False)  # the old rule never probes
+
+
+def test_a_silence_first_seen_past_the_ceiling_is_probed_once():
+    """A loaded replica's late wake-up plus an etcd read carried the silence past suspect_s before
+    it looked: it still asks the primary once (kill-primary at load 70: a live primary replaced
+    at 300.7 ms of silence, unprobed, while the other replica's probe at 296 ms held)."""
+    assert may_probe("phi", 0.05, 0.3007, 0.3, probed=False)
+    assert not may_probe("phi", 0.05, 0.3007, 0.3, probed=True)
     assert probe_clears("primary", 4, 4)
     assert not probe_clears("primary", 5, 4) and not probe_clears("replica", 4, 4)
 
