@@ -56,6 +56,7 @@ class Elector(threading.Thread):
         self.held_until = 0.0          # a probe answered: no new one (and no candidacy) before this
         self.credited: float | None = None   # the last_heard our last local-pause credit produced
         self.probed: float | None = None     # the last_heard of the silence we last probed in
+        self.answered: float | None = None   # the last_heard of the silence the primary last answered in
 
     # -------------------------------------------------------------- lease
     def register(self) -> None:
@@ -260,17 +261,19 @@ class Elector(threading.Thread):
 
     def held_back(self, rec: ShardRecord) -> bool:
         """Probe the primary before standing (psnodes.probe): True when it answers as primary of
-        `rec`'s epoch before the silence reaches suspect_s (or in time, the first probe of a
-        silence already past it: detector.may_probe); the elector then looks again no sooner
-        than a heartbeat later (`held_until`)."""
+        `rec`'s epoch in time (detector.may_probe says when a probe runs: the first of a silence,
+        and once answered, every look until probe_hold_s); the elector then looks again no
+        sooner than a heartbeat later (`held_until`)."""
         node, cfg = self.node, self.node.cfg
         heard = node.last_heard
         silent = time.monotonic() - heard
-        if not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s, self.probed == heard):
+        if not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s, self.probed == heard,
+                                  self.answered == heard, cfg.probe_hold_s):
             return False
         self.probed = heard
         if not self.probe.clears(rec.primary, rec.epoch, detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)):
             return False
+        self.answered = heard
         self.held_until = time.monotonic() + cfg.heartbeat_s
         node.events.emit("probe-held", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary,
                                         "silent_ms": round(silent * 1000, 1)})

@@ -37,6 +37,7 @@ class SimElector:
     held_until: float = 0.0                    # a probe answered: no candidacy before this
     credited: float | None = None              # the last_heard our last local-pause credit produced
     probed: float | None = None                # the last_heard of the silence we last probed in
+    answered: float | None = None              # the last_heard of the silence the primary last answered in
     peers: dict[str, "SimCopy"]
 
     def register(self) -> Gen:
@@ -192,30 +193,44 @@ class SimElector:
             c.suspecting = 0
 
     def held_back(self, rec: ShardRecord) -> Gen:
-        """Elector.held_back: probe the primary (a Status call over our link to it, until the
-        silence reaches suspect_s) before standing; True when it answers as primary of `rec`'s epoch."""
+        """Elector.held_back: probe the primary (a Status call over each of `probe_paths` links to
+        it at once, as psnodes.probe does) before standing; True when any answers as primary of
+        `rec`'s epoch in time (detector.may_probe says when a probe runs)."""
         c, cfg = self.c, self.c.cfg
         now = c.now()
         heard = c.last_heard
         silent = now - heard
         dst = self.peers.get(rec.primary)
-        probed = self.probed == heard
-        if dst is None or not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s, probed):
+        if dst is None or not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s,
+                                                  self.probed == heard, self.answered == heard, cfg.probe_hold_s):
             return False
         self.probed = heard
         deadline = now + detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)
+        answers: list[bool] = []          # one per path that finished (a spawned process returns no value)
+        pending = [c.spawn(self._probe_path(rec, dst, deadline, answers)) for _ in range(max(1, cfg.probe_paths))]
+        while pending and not any(answers):
+            yield c.env.any_of(pending)
+            pending = [p for p in pending if not p.triggered]
+        if not any(answers):
+            return False
+        self.answered = heard
+        self.held_until = c.now() + cfg.heartbeat_s
+        c.emit("probe-held", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary,
+                              "silent_ms": round(silent * 1000, 1)})
+        return True
+
+    def _probe_path(self, rec: ShardRecord, dst: "SimCopy", deadline: float, answers: list[bool]) -> Gen:
+        """One path of the probe: appends True when the primary answered on it as primary of
+        rec's epoch, False when it failed or answered otherwise."""
+        c = self.c
         try:
             reply = yield from call(c.net, c.name, rec.primary, lambda: dst.alive,
                                     lambda: dst.serve_status(ps_pb2.StatusRequest(probe=True), deadline),
                                     PROBE_BYTES, lambda _r: REPLY_BYTES, deadline)
         except PSError:
-            return False
-        if not detector.probe_clears(reply.role, reply.epoch, rec.epoch):
-            return False
-        self.held_until = c.now() + cfg.heartbeat_s
-        c.emit("probe-held", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary,
-                              "silent_ms": round(silent * 1000, 1)})
-        return True
+            answers.append(False)
+            return
+        answers.append(detector.probe_clears(reply.role, reply.epoch, rec.epoch))
 
     def stand(self, rec: ShardRecord, mod_revision: int) -> Gen:
         c, cfg = self.c, self.c.cfg

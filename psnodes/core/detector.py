@@ -28,10 +28,10 @@ Two bounds keep it safe and sane:
   `floor_s - follower_margin_s` ago, so no peer can have suspected it, let alone been promoted.
   Every detector here obeys its floor by construction (`Detector.suspects`), and the config
   passes the same number to the lease (`ClusterConfig.suspect_floor_s`).
-- the ceiling (`ceiling_s`: `suspect_s`, the old fixed timeout, less the probe's least wait
-  `probe_s`; see `ceiling`): a replica never takes longer than this to suspect, whatever the
-  window holds, and its probe then still runs before it stands, by `suspect_s` at the latest. So
-  phi is never slower than the fixed rule it replaced.
+- the ceiling (`ceiling_s`: `suspect_s`, the old fixed timeout; see `ceiling`): a replica never
+  takes longer than this to suspect, whatever the window holds. Its probe then runs before it
+  stands (at least `probe_s`, one TCP retransmission and a margin), so a primary that does not
+  answer is replaced by suspect_s + probe_s at the latest.
 - the first estimate (`first_s`, the heartbeat period): the window starts with two samples,
   first_s +/- first_s/4 (as Akka's `first-heartbeat-estimate`), so a replica that has heard
   little suspects after about the heartbeat period plus the pause plus a few sigmas. A new
@@ -71,7 +71,7 @@ class PhiParams:
     min_std_s: float = 0.01    # sigma never below this: a steady stream must not make phi a cliff
     window: int = 200          # inter-arrival samples kept
     first_s: float = 0.05      # first estimate of the gap (the heartbeat period)
-    ceiling_s: float = math.inf  # never take longer than this to suspect (`ceiling`: suspect_s - probe_s)
+    ceiling_s: float = math.inf  # never take longer than this to suspect (`ceiling`: suspect_s)
 
     def z(self) -> float:
         """How many sigmas past mean + pause phi reaches the threshold: P(N(0,1) > z) =
@@ -79,12 +79,11 @@ class PhiParams:
         return z_for(self.threshold)
 
 
-def ceiling(suspect_s: float, probe_s: float, floor_s: float) -> float:
-    """The most silence phi ever takes to suspect: `suspect_s` (the fixed detector's timeout)
-    less the probe's least wait, so that a replica at the ceiling still probes (`may_probe`: only
-    while the silence is under suspect_s) and, unanswered, stands by suspect_s, as the fixed rule
-    did; never under the floor."""
-    return max(floor_s, suspect_s - probe_s)
+def ceiling(suspect_s: float, floor_s: float) -> float:
+    """The most silence phi ever takes to suspect: `suspect_s` (the fixed detector's timeout),
+    never under the floor. A long gap learned from a slow stream can raise phi's own delay past
+    it; the probe, not a longer wait, is what tells a slow primary from a dead one."""
+    return max(floor_s, suspect_s)
 
 
 def z_for(threshold: float) -> float:
@@ -269,29 +268,38 @@ def after_local_pause(last_heard: float, now: float, late_s: float, credited: fl
     return max(last_heard, min(now, last_heard + late_s))
 
 
-def may_probe(kind: str, probe_s: float, silent_s: float, ceiling_s: float, probed: bool) -> bool:
+def may_probe(kind: str, probe_s: float, silent_s: float, ceiling_s: float, probed: bool,
+              answered: bool = False, hold_s: float = 0.0) -> bool:
     """Whether a suspecting replica asks its primary directly before it stands (SWIM's direct
-    probe): only the phi detector does, only with `probe_s` > 0, and while the silence is under
-    the ceiling (`suspect_s`, the old fixed timeout; the probe waits up to it: `probe_wait`) or
-    no probe was made in this silence yet (`probed`). A stream that is merely slow (a latency
-    fault on the primary's links to us, a burst of jitter larger than the floor) is not a dead
-    primary; but a primary that answers probes and still cannot reach us (a one-way cut) is
-    replaced once the silence reaches the ceiling and it was asked once, a heartbeat (the hold
-    after an answer) later than the fixed detector replaced it. The one probe past the ceiling
-    is for a replica that first looks past it: on a loaded machine its own late wake-up (up to
-    the local-pause allowance) plus an etcd read carried the silence from under the ceiling to
-    over it, and without a probe it replaced a live primary (kill-primary at load 70: 6 spurious
-    failovers in 3 seeds, each standing at 300-510 ms of silence, unprobed).
+    probe): only the phi detector does, only with `probe_s` > 0, and
+
+    - while the silence is under the ceiling, or no probe was made in this silence yet
+      (`probed`): the first probe of a silence always runs, also for a replica that first looks
+      past the ceiling (on a loaded machine its own late wake-up plus an etcd read carried the
+      silence over it, and without a probe it replaced a live primary: kill-primary at load 70,
+      6 spurious failovers in 3 seeds);
+    - and, once the primary answered a probe in this silence (`answered`), again every heartbeat
+      until the silence reaches `hold_s` (`probe_hold_s`): a primary that answers is alive and
+      reachable, and replacing it is a spurious failover. Its stream may be stalled by TCP
+      retransmissions on a lossy link (the minimum RTO is 200 ms, and it doubles): with the old
+      rule, a stall past suspect_s after one answered probe made a replica stand
+      (loss-5-primary-replica: 2 spurious failovers at seed 1, loss-20 on the twin: 5).
+      `hold_s` bounds it: a primary that answers but has not reached us for that long (a one-way
+      cut, a stuck replication thread) is replaced.
+
     A probe only ever delays a suspicion: the floor, and so the follower lease, is untouched."""
-    return kind == "phi" and probe_s > 0 and (silent_s < ceiling_s or not probed)
+    if kind != "phi" or probe_s <= 0:
+        return False
+    return silent_s < ceiling_s or not probed or (answered and silent_s < hold_s)
 
 
 def probe_wait(probe_s: float, silent_s: float, ceiling_s: float) -> float:
     """How long a probe waits for the primary's answer: until the silence reaches the ceiling,
     never less than `probe_s`. A killed primary refuses the connection at once, so it is
-    replaced at the floor; one that does not answer (frozen, cut off, or only descheduled on a
-    loaded machine) is given as long as the fixed detector gave it, so this detector is never
-    more eager than the fixed one except against a primary that is surely gone."""
+    replaced at the floor; one that does not answer (frozen, cut off) is given the fixed
+    detector's timeout, or `probe_s` past the moment it was first suspected: one lost packet of
+    the probe or of its answer is retransmitted after 200 ms, and a shorter wait read that as a
+    dead primary on a lossy link."""
     return max(probe_s, ceiling_s - silent_s)
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from psnodes.core import ack
 from psnodes.core.detector import (FixedDetector, PhiDetector, PhiParams, Window, make, may_probe, phi,
-                                   probe_clears, z_for)
+                                   probe_clears, probe_wait, z_for)
 
 Z8 = 5.612001244174789
 
@@ -127,8 +127,8 @@ def test_a_long_gap_is_not_learned(steady, long, learned):
 def test_a_two_second_gap_then_a_kill_is_suspected_within_suspect_s():
     """The review's concrete run with the config's detector: a 50 ms stream, one 2 s gap (the
     replica paused, or a flap healed), 100 more arrivals (5 s), then the primary dies. The replica
-    suspects by suspect_s - probe_s, still probes (probe_s left before the ceiling) and, with no
-    answer, stands by suspect_s: as the fixed rule did. The old detector waited 0.88 s."""
+    suspects by suspect_s, still probes and, with no answer, stands by suspect_s + probe_s at the
+    latest (the probe's one retransmission). The old detector waited 0.88 s."""
     from psnodes.config import ClusterConfig
     from psnodes.core.detector import probe_wait
     cfg = ClusterConfig(cluster_id="unit", etcd="http://127.0.0.1:9", shards=1, copies=2, workers=1)
@@ -141,21 +141,20 @@ def test_a_two_second_gap_then_a_kill_is_suspected_within_suspect_s():
     silent = next(k * 0.001 for k in range(2000) if d.suspects(killed + k * 0.001, killed))
     assert cfg.phi_floor_s <= silent <= cfg.suspect_s
     assert may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s, probed=True)
-    assert silent + probe_wait(cfg.probe_s, silent, cfg.suspect_s) <= cfg.suspect_s + 1e-9
+    assert silent + probe_wait(cfg.probe_s, silent, cfg.suspect_s) <= cfg.suspect_s + cfg.probe_s + 1e-9
 
 
-def test_the_ceiling_leaves_the_probe_its_least_wait():
+def test_the_ceiling_is_the_fixed_timeout_and_the_probe_adds_its_least_wait():
     from psnodes.core.detector import ceiling, probe_wait
-    assert ceiling(0.3, 0.05, 0.15) == pytest.approx(0.25, abs=1e-12)
-    assert ceiling(0.3, 0.0, 0.15) == 0.3           # no probe: the fixed timeout itself
-    assert ceiling(0.3, 0.2, 0.15) == 0.15          # never under the floor
-    d = PhiDetector(PhiParams(window=40, ceiling_s=0.25))
+    assert ceiling(0.3, 0.15) == 0.3
+    assert ceiling(0.1, 0.15) == 0.15               # never under the floor
+    d = PhiDetector(PhiParams(window=40, ceiling_s=0.3))
     for g in [0.01, 0.5] * 20:                      # a model that would wait seconds (as learned before)
         d.window.add(g)
-    assert d.delay() > 1.0 and d.silence_s() == 0.25
-    assert may_probe("phi", 0.05, d.silence_s(), 0.3, probed=True)   # a probe still runs before standing ...
-    assert d.silence_s() + probe_wait(0.05, d.silence_s(), 0.3) == pytest.approx(0.3, abs=1e-12)  # ... by 0.3 s
-    assert fed([0.01] * 4, window=4, ceiling_s=0.25).silence_s() == 0.15   # the floor still rules below
+    assert d.delay() > 1.0 and d.silence_s() == 0.3
+    assert may_probe("phi", 0.25, d.silence_s(), 0.3, probed=False)   # a probe still runs before standing ...
+    assert d.silence_s() + probe_wait(0.25, d.silence_s(), 0.3) == pytest.approx(0.55, abs=1e-12)  # ... by 0.55 s
+    assert fed([0.01] * 4, window=4, ceiling_s=0.3).silence_s() == 0.15   # the floor still rules below
 
 
 def test_the_window_sums_never_drift():
@@ -254,6 +253,17 @@ def test_a_local_pause_is_credited_once_per_silence():
         if moved is not None:
             last = credited = moved
     assert d.suspects(now, last)
+
+
+def test_a_primary_that_answered_is_probed_again_until_the_hold_ends():
+    """loss-5-primary-replica seed 1: a stream stalled by TCP retransmissions past suspect_s after
+    one answered probe made the replica stand against a live primary. Once the primary answered
+    in this silence it is asked again at every look, until probe_hold_s; never without an answer."""
+    assert may_probe("phi", 0.25, 0.45, 0.3, probed=True, answered=True, hold_s=2.0)
+    assert not may_probe("phi", 0.25, 0.45, 0.3, probed=True, answered=False, hold_s=2.0)   # unanswered: it stood
+    assert not may_probe("phi", 0.25, 2.0, 0.3, probed=True, answered=True, hold_s=2.0)     # the hold ends
+    assert not may_probe("fixed", 0.25, 0.45, 0.3, probed=True, answered=True, hold_s=2.0)
+    assert probe_wait(0.25, 0.45, 0.3) == 0.25      # every probe gets one retransmission's time
 
 
 def test_a_probe_waits_until_the_silence_reaches_the_ceiling():
