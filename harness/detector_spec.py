@@ -19,7 +19,8 @@ from psnodes.errors import ConfigError
 
 # scenario field -> ClusterConfig field
 FIELDS = {"threshold": "phi_threshold", "floor_s": "phi_floor_s", "pause_s": "phi_pause_s",
-          "min_std_s": "phi_min_std_s", "window": "phi_window", "probe_s": "probe_s", "suspect_s": "suspect_s",
+          "min_std_s": "phi_min_std_s", "window": "phi_window", "probe_s": "probe_s", "probe_paths": "probe_paths",
+          "probe_hold_s": "probe_hold_s", "suspect_s": "suspect_s",
           "follower_margin_s": "follower_margin_s"}
 
 
@@ -32,7 +33,9 @@ class DetectorSpec(BaseModel):
     pause_s: float | None = None        # acceptable pause added to the mean gap
     min_std_s: float | None = None      # least standard deviation of the gaps
     window: int | None = None           # gaps remembered
-    probe_s: float | None = None        # ask the primary before standing, this timeout (0: never)
+    probe_s: float | None = None        # ask the primary before standing, at least this long (0: never)
+    probe_paths: int | None = None      # over this many connections at once (any answer holds)
+    probe_hold_s: float | None = None   # a primary that answers holds a replica back this much silence at most
     suspect_s: float | None = None      # kind fixed: the timeout (also the ISR drop wait)
     follower_margin_s: float | None = None   # async acks stop this long before the floor
 

@@ -11,7 +11,7 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .core.detector import DETECTORS, Detector, PhiParams, make as make_detector
+from .core.detector import DETECTORS, Detector, PhiParams, ceiling as phi_ceiling, make as make_detector
 from .errors import ConfigError
 from .limits import Limits
 from .optimizers import OptimizerConfig
@@ -51,11 +51,16 @@ class ClusterConfig:
     phi_pause_s: float = 0.05                   # acceptable pause, added to the mean gap
     phi_min_std_s: float = 0.01                 # the gaps' standard deviation never counts as less
     phi_window: int = 200                       # gaps remembered
-    # phi only: a replica whose detector suspects asks the primary (a Status call) before it
-    # stands, waiting until the silence reaches suspect_s, at least this long; a primary that
-    # answers as primary of our epoch is slow, not dead; a refused call (killed) stands at once
-    # (0: no probe, stand when the detector suspects)
-    probe_s: float = 0.05
+    # phi only: a replica whose detector suspects asks the primary (a Status call over each of
+    # probe_paths connections at once) before it stands, waiting until the silence reaches
+    # suspect_s, at least probe_s: one TCP retransmission (200 ms at least on Linux) plus a margin,
+    # so one lost packet of a probe on a lossy link is not read as no answer. A primary that
+    # answers on any path as primary of our epoch is slow, not dead, and holds the replica back
+    # (probed again every heartbeat) until the silence reaches probe_hold_s; a refused call
+    # (killed) stands at once (probe_s 0: no probe, stand when the detector suspects)
+    probe_s: float = 0.25
+    probe_paths: int = 3
+    probe_hold_s: float = 2.0
     # the fixed detector's timeout; also how long a primary waits for a silent replica before
     # dropping it from the ISR, and the extra period of the restore wait (lease_ttl_s + suspect_s)
     suspect_s: float = 0.3
@@ -158,7 +163,12 @@ class ClusterConfig:
             raise ConfigError(f"phi_min_std_s={self.phi_min_std_s} must be > 0 (e.g. 0.01)")
         if not 0 <= self.probe_s <= self.rpc_timeout_s:
             raise ConfigError(f"probe_s={self.probe_s} must be between 0 (no probe) and rpc_timeout_s="
-                              f"{self.rpc_timeout_s} (e.g. 0.05)")
+                              f"{self.rpc_timeout_s} (e.g. 0.25)")
+        if not 1 <= self.probe_paths <= 8:
+            raise ConfigError(f"probe_paths={self.probe_paths} must be between 1 and 8 connections (e.g. 3)")
+        if not self.probe_hold_s >= self.suspect_s:
+            raise ConfigError(f"probe_hold_s={self.probe_hold_s} must be >= suspect_s={self.suspect_s}: a primary "
+                              "that answers its probes is held at least as long as the fixed timeout (e.g. 2.0)")
         if not 2 <= self.phi_window <= 100_000:
             raise ConfigError(f"phi_window={self.phi_window} must be between 2 and 100000 gaps (e.g. 200)")
         if not 0 <= self.follower_margin_s < self.suspect_floor_s:
@@ -175,7 +185,8 @@ class ClusterConfig:
 
     def phi_params(self) -> PhiParams:
         return PhiParams(threshold=self.phi_threshold, floor_s=self.phi_floor_s, pause_s=self.phi_pause_s,
-                         min_std_s=self.phi_min_std_s, window=self.phi_window, first_s=self.heartbeat_s)
+                         min_std_s=self.phi_min_std_s, window=self.phi_window, first_s=self.heartbeat_s,
+                         ceiling_s=phi_ceiling(self.suspect_s, self.phi_floor_s))
 
     def failure_detector(self) -> Detector:
         """A fresh detector for one replica (each copy keeps its own)."""

@@ -54,6 +54,9 @@ class Elector(threading.Thread):
         self.next_report = 0.0
         self.probe = PrimaryProbe(node)
         self.held_until = 0.0          # a probe answered: no new one (and no candidacy) before this
+        self.credited: float | None = None   # the last_heard our last local-pause credit produced
+        self.probed: float | None = None     # the last_heard of the silence we last probed in
+        self.answered: float | None = None   # the last_heard of the silence the primary last answered in
 
     # -------------------------------------------------------------- lease
     def register(self) -> None:
@@ -170,14 +173,19 @@ class Elector(threading.Thread):
                                                          node.detector.silence_s(), cfg.heartbeat_s)
 
     def paused(self, now: float, late: float) -> None:
-        """This process stood still for `late` seconds: a replica counts its primary's silence
-        from now (psnodes.core.detector.paused_locally)."""
+        """This process stood still `late` seconds longer than it asked: a replica moves the start
+        of its primary's silence forward by that much, once per silence
+        (psnodes.core.detector.after_local_pause), and says so in a `local-pause` event."""
         node = self.node
         with node.cond:
             if node.role == "primary":
                 return
-            node.last_heard = max(node.last_heard, now)
-        node.events.emit("local-pause", {"shard": node.shard, "late_ms": round(late * 1000, 1)})
+            moved = detector.after_local_pause(node.last_heard, now, late, self.credited)
+            credit = 0.0 if moved is None else moved - node.last_heard
+            if moved is not None:
+                node.last_heard = self.credited = moved
+        node.events.emit("local-pause", {"shard": node.shard, "late_ms": round(late * 1000, 1),
+                                         "credited_ms": round(credit * 1000, 1)})
 
     def tick(self) -> float:
         """How long to sleep: a heartbeat, or (a replica) until its detector would suspect."""
@@ -253,14 +261,19 @@ class Elector(threading.Thread):
 
     def held_back(self, rec: ShardRecord) -> bool:
         """Probe the primary before standing (psnodes.probe): True when it answers as primary of
-        `rec`'s epoch before the silence reaches suspect_s; the elector then looks again no
+        `rec`'s epoch in time (detector.may_probe says when a probe runs: the first of a silence,
+        and once answered, every look until probe_hold_s); the elector then looks again no
         sooner than a heartbeat later (`held_until`)."""
         node, cfg = self.node, self.node.cfg
-        silent = time.monotonic() - node.last_heard
-        if not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s):
+        heard = node.last_heard
+        silent = time.monotonic() - heard
+        if not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s, self.probed == heard,
+                                  self.answered == heard, cfg.probe_hold_s):
             return False
+        self.probed = heard
         if not self.probe.clears(rec.primary, rec.epoch, detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)):
             return False
+        self.answered = heard
         self.held_until = time.monotonic() + cfg.heartbeat_s
         node.events.emit("probe-held", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary,
                                         "silent_ms": round(silent * 1000, 1)})

@@ -71,8 +71,10 @@ class ShardNode:
             optimizer=cfg.optimizer_config(), seed=cfg.seed, workers=cfg.workers,
             log_entries=cfg.log_entries, limits=cfg.request_limits(), max_reply_bytes=cfg.max_message_bytes))
         self.cond = threading.Condition(threading.Lock())
-        self.role = "starting"
-        self.epoch = 0
+        # (role, epoch) as one tuple, replaced whole under the lock and read without it: a replica's
+        # probe (Status with `probe`) is answered from it, so a primary busy under its lock (push
+        # apply, checksum, migration) still answers that it is alive (`probe_status`)
+        self._term: tuple[str, int] = ("starting", 0)
         self.primary = ""
         self.isr: list[str] = []
         self.epoch_start = 0
@@ -104,13 +106,29 @@ class ShardNode:
         self.metrics.set_role(self.role)
 
     # ------------------------------------------------------------------ roles
+    @property
+    def role(self) -> str:
+        return self._term[0]
+
+    @role.setter
+    def role(self, role: str) -> None:
+        self._term = (role, self._term[1])
+
+    @property
+    def epoch(self) -> int:
+        return self._term[1]
+
+    @epoch.setter
+    def epoch(self, epoch: int) -> None:
+        self._term = (self._term[0], epoch)
+
     def is_primary(self, epoch: int | None = None) -> bool:
         return self.role == "primary" and (epoch is None or self.epoch == epoch)
 
     def become_primary(self, rec: ShardRecord, bootstrap: bool = False) -> None:
         """Take the epoch of `rec`; `bootstrap`: this created the shard's first record (of this life)."""
         with self.cond:
-            self.role, self.epoch, self.primary = "primary", rec.epoch, self.name
+            self._term, self.primary = ("primary", rec.epoch), self.name
             self.verified.add((rec.epoch, self.name))
             self.in_sync = True
             self.isr, self.epoch_start = list(rec.isr), rec.start_seq
@@ -128,7 +146,7 @@ class ShardNode:
         was_primary = self.role == "primary"
         if (epoch, primary) != (self.epoch, self.primary):
             self.detector.restart()      # a new stream: its first call starts no gap
-        self.role, self.epoch, self.primary, self.epoch_start = "replica", epoch, primary, epoch_start
+        self._term, self.primary, self.epoch_start = ("replica", epoch), primary, epoch_start
         if primary:             # every caller took the pair from etcd's record or had it confirmed there
             self.verified.add((epoch, primary))
         self.last_heard = time.monotonic()
@@ -400,6 +418,8 @@ class ShardNode:
             self.verified.add((req.epoch, req.primary))
 
     def status(self, req: ps_pb2.StatusRequest) -> ps_pb2.StatusReply:
+        if req.probe:
+            return self.probe_status()
         with self.cond:
             reply = ps_pb2.StatusReply(
                 node=self.name, shard=self.shard, role=self.role, epoch=self.epoch, seq=self.store.seq,
@@ -416,6 +436,15 @@ class ShardNode:
                 reply.audit_json = "" if counts is None else json.dumps(counts, sort_keys=True)
                 reply.buckets_json = json.dumps(moving.bucket_counts(self.store), sort_keys=True)
         return reply
+
+    def probe_status(self) -> ps_pb2.StatusReply:
+        """A replica's probe (psnodes.probe): who this node is and its (role, epoch), without the
+        node lock. The probe decides whether a primary is alive; one that holds its lock (a long
+        push apply, a checksum, a migration step) is alive, and waiting for the lock made it
+        look dead and replaced. The pair is one tuple, replaced whole under the lock, so it is
+        never torn."""
+        role, epoch = self._term
+        return ps_pb2.StatusReply(node=self.name, shard=self.shard, role=role, epoch=epoch)
 
     def migrate(self, req: ps_pb2.MigrateRequest, deadline: float) -> ps_pb2.MigrateReply:
         """One step of a key migration (psnodes/ownership.py)."""

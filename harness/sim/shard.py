@@ -235,6 +235,8 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
 
     def status(self, req: ps_pb2.StatusRequest) -> ps_pb2.StatusReply:
         """ShardNode.status, at this instant (whatever the copy's state: see `serve_status`)."""
+        if req.probe:               # ShardNode.probe_status: the probe's reduced answer
+            return ps_pb2.StatusReply(node=self.name, shard=self.shard, role=self.role, epoch=self.epoch)
         reply = ps_pb2.StatusReply(
             node=self.name, shard=self.shard, role=self.role, epoch=self.epoch, seq=self.store.seq,
             isr=self.isr, log_start=self.store.log.base_seq, seq_epoch=self.store.seq_epoch,

@@ -35,6 +35,9 @@ class SimElector:
     posted: tuple[str, dict] | None = None     # our restore candidate: (key, value)
     next_report: float = 0.0                   # when the next `detector` event is due
     held_until: float = 0.0                    # a probe answered: no candidacy before this
+    credited: float | None = None              # the last_heard our last local-pause credit produced
+    probed: float | None = None                # the last_heard of the silence we last probed in
+    answered: float | None = None              # the last_heard of the silence the primary last answered in
     peers: dict[str, "SimCopy"]
 
     def register(self) -> Gen:
@@ -111,8 +114,7 @@ class SimElector:
             yield from c.clock.sleep(tick)
             now = c.now()
             if detector.paused_locally(now - start, tick) and c.role != "primary":
-                c.last_heard = max(c.last_heard, now)       # never in virtual time: no copy stalls
-                c.emit("local-pause", {"shard": c.shard, "late_ms": round((now - start - tick) * 1000, 1)})
+                self.paused(now, now - start - tick)        # never in virtual time: no copy stalls
             if c.role == "primary":
                 if lease.etcd_silent(now, c.lease_seen, cfg.lease_ttl_s):
                     c.lease_lost(f"etcd answered no keepalive for {cfg.lease_ttl_s}s")
@@ -128,6 +130,16 @@ class SimElector:
                 c.emit("election-error", {"shard": c.shard, "error": str(e)})
                 c.last_heard = lease.after_election_error(c.last_heard, c.now(), c.detector.silence_s(),
                                                           cfg.heartbeat_s)
+
+    def paused(self, now: float, late: float) -> None:
+        """Elector.paused: the start of the silence moves forward by `late`, once per silence."""
+        c = self.c
+        moved = detector.after_local_pause(c.last_heard, now, late, self.credited)
+        credit = 0.0 if moved is None else moved - c.last_heard
+        if moved is not None:
+            c.last_heard = self.credited = moved
+        c.emit("local-pause", {"shard": c.shard, "late_ms": round(late * 1000, 1),
+                               "credited_ms": round(credit * 1000, 1)})
 
     def report(self, now: float) -> None:
         """Elector.report: a replica's `detector` event, at most every DETECTOR_REPORT_S."""
@@ -181,27 +193,44 @@ class SimElector:
             c.suspecting = 0
 
     def held_back(self, rec: ShardRecord) -> Gen:
-        """Elector.held_back: probe the primary (a Status call over our link to it, until the
-        silence reaches suspect_s) before standing; True when it answers as primary of `rec`'s epoch."""
+        """Elector.held_back: probe the primary (a Status call over each of `probe_paths` links to
+        it at once, as psnodes.probe does) before standing; True when any answers as primary of
+        `rec`'s epoch in time (detector.may_probe says when a probe runs)."""
         c, cfg = self.c, self.c.cfg
         now = c.now()
-        silent = now - c.last_heard
+        heard = c.last_heard
+        silent = now - heard
         dst = self.peers.get(rec.primary)
-        if dst is None or not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s):
+        if dst is None or not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s,
+                                                  self.probed == heard, self.answered == heard, cfg.probe_hold_s):
             return False
+        self.probed = heard
         deadline = now + detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)
-        try:
-            reply = yield from call(c.net, c.name, rec.primary, lambda: dst.alive,
-                                    lambda: dst.serve_status(ps_pb2.StatusRequest(), deadline),
-                                    PROBE_BYTES, lambda _r: REPLY_BYTES, deadline)
-        except PSError:
+        answers: list[bool] = []          # one per path that finished (a spawned process returns no value)
+        pending = [c.spawn(self._probe_path(rec, dst, deadline, answers)) for _ in range(max(1, cfg.probe_paths))]
+        while pending and not any(answers):
+            yield c.env.any_of(pending)
+            pending = [p for p in pending if not p.triggered]
+        if not any(answers):
             return False
-        if not detector.probe_clears(reply.role, reply.epoch, rec.epoch):
-            return False
+        self.answered = heard
         self.held_until = c.now() + cfg.heartbeat_s
         c.emit("probe-held", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary,
                               "silent_ms": round(silent * 1000, 1)})
         return True
+
+    def _probe_path(self, rec: ShardRecord, dst: "SimCopy", deadline: float, answers: list[bool]) -> Gen:
+        """One path of the probe: appends True when the primary answered on it as primary of
+        rec's epoch, False when it failed or answered otherwise."""
+        c = self.c
+        try:
+            reply = yield from call(c.net, c.name, rec.primary, lambda: dst.alive,
+                                    lambda: dst.serve_status(ps_pb2.StatusRequest(probe=True), deadline),
+                                    PROBE_BYTES, lambda _r: REPLY_BYTES, deadline)
+        except PSError:
+            answers.append(False)
+            return
+        answers.append(detector.probe_clears(reply.role, reply.epoch, rec.epoch))
 
     def stand(self, rec: ShardRecord, mod_revision: int) -> Gen:
         c, cfg = self.c, self.c.cfg

@@ -28,9 +28,21 @@ Two bounds keep it safe and sane:
   `floor_s - follower_margin_s` ago, so no peer can have suspected it, let alone been promoted.
   Every detector here obeys its floor by construction (`Detector.suspects`), and the config
   passes the same number to the lease (`ClusterConfig.suspect_floor_s`).
+- the ceiling (`ceiling_s`: `suspect_s`, the old fixed timeout; see `ceiling`): a replica never
+  takes longer than this to suspect, whatever the window holds. Its probe then runs before it
+  stands (at least `probe_s`, one TCP retransmission and a margin), so a primary that does not
+  answer is replaced by suspect_s + probe_s at the latest.
 - the first estimate (`first_s`, the heartbeat period): the window starts with two samples,
   first_s +/- first_s/4 (as Akka's `first-heartbeat-estimate`), so a replica that has heard
-  little suspects after about the heartbeat period plus the pause plus a few sigmas.
+  little suspects after about the heartbeat period plus the pause plus a few sigmas. A new
+  primary's stream starts from it again (`restart`): the old primary's links taught nothing
+  about the new one's.
+
+A gap longer than the silence the detector takes to suspect right now does not enter the window
+(as Cassandra's ArrivalWindow drops intervals above its maximum): such a gap was already excused,
+by the probe (the primary answered) or by a local pause, and learning it would make every later
+suspicion slower. One 2 s gap in a 50 ms stream used to raise the silence needed from 0.16 s
+to 0.88 s for the next 200 arrivals (10 s).
 
 Everything here is pure: times are numbers passed in (the shell's monotonic clock, or the
 simulator's virtual one), so the SimPy twin runs exactly this code.
@@ -59,11 +71,19 @@ class PhiParams:
     min_std_s: float = 0.01    # sigma never below this: a steady stream must not make phi a cliff
     window: int = 200          # inter-arrival samples kept
     first_s: float = 0.05      # first estimate of the gap (the heartbeat period)
+    ceiling_s: float = math.inf  # never take longer than this to suspect (`ceiling`: suspect_s)
 
     def z(self) -> float:
         """How many sigmas past mean + pause phi reaches the threshold: P(N(0,1) > z) =
         10^-threshold, found by bisection on `phi` itself, so the delay and phi agree exactly."""
         return z_for(self.threshold)
+
+
+def ceiling(suspect_s: float, floor_s: float) -> float:
+    """The most silence phi ever takes to suspect: `suspect_s` (the fixed detector's timeout),
+    never under the floor. A long gap learned from a slow stream can raise phi's own delay past
+    it; the probe, not a longer wait, is what tells a slow primary from a dead one."""
+    return max(floor_s, suspect_s)
 
 
 def z_for(threshold: float) -> float:
@@ -183,16 +203,26 @@ class PhiDetector(Detector):
         self.window = Window(params.window, params.first_s)
         self.last: float | None = None
         self.max_gap = 0.0            # the longest gap since the last take_max_gap() (for reports)
+        self.dropped = 0              # gaps left out of the window: longer than the silence to suspect
 
     def heard(self, now: float) -> None:
         if self.last is not None and now >= self.last:
             gap = now - self.last
-            self.window.add(gap)
+            if gap > self.silence_s():
+                self.dropped += 1     # already excused (probe, local pause): it teaches nothing
+            else:
+                self.window.add(gap)
             self.max_gap = max(self.max_gap, gap)
         self.last = now
 
     def restart(self) -> None:
+        """A new primary (or epoch): its stream starts from the first estimate again."""
         self.last = None
+        self.window = Window(self.p.window, self.p.first_s)
+
+    def silence_s(self) -> float:
+        """The model's delay, never under the floor nor over the ceiling."""
+        return min(max(self.floor_s, self.p.ceiling_s), max(self.floor_s, self.delay()))
 
     def sigma(self) -> float:
         return max(self.p.min_std_s, self.window.std())
@@ -202,14 +232,14 @@ class PhiDetector(Detector):
         return phi(elapsed, self.window.mean() + self.p.pause_s, self.sigma())
 
     def delay(self) -> float:
-        """The silence at which phi reaches the threshold: mean + pause + z sigma (the floor is
-        applied by `suspects`)."""
+        """The silence at which phi reaches the threshold: mean + pause + z sigma (the floor and
+        the ceiling are applied by `silence_s`)."""
         return self.window.mean() + self.p.pause_s + self._z * self.sigma()
 
     def stats(self) -> dict:
         return {**super().stats(), "mean_ms": round(self.window.mean() * 1000, 2),
                 "std_ms": round(self.window.std() * 1000, 2), "samples": len(self.window.samples),
-                "max_gap_ms": round(self.max_gap * 1000, 1)}
+                "max_gap_ms": round(self.max_gap * 1000, 1), "dropped": self.dropped}
 
     def take_max_gap(self) -> float:
         """The longest gap since the last call (the periodic `detector` event reports it)."""
@@ -218,30 +248,58 @@ class PhiDetector(Detector):
 
 
 def paused_locally(slept_s: float, asked_s: float, allowance_s: float = LOCAL_PAUSE_S) -> bool:
-    """The replica itself stood still: its elector slept `slept_s` when it asked for `asked_s`.
-    Its silence then counts from now (as Cassandra skips a round after a local pause): the
-    primary's calls may sit unread in this very process. Moving the start of a silence later
-    only ever delays a suspicion, so the follower lease is untouched."""
+    """The replica itself stood still: its elector slept `slept_s` when it asked for `asked_s`
+    (the primary's calls may sit unread in this very process; `after_local_pause` says what
+    follows)."""
     return slept_s - asked_s > allowance_s
 
 
-def may_probe(kind: str, probe_s: float, silent_s: float, ceiling_s: float) -> bool:
+def after_local_pause(last_heard: float, now: float, late_s: float, credited: float | None) -> float | None:
+    """The `last_heard` to keep after the replica itself stood still `late_s` seconds longer than
+    it asked: the silence it measured overlaps its own stall by that much, so its start moves
+    forward by `late_s` (never past `now`). Once per silence: `credited` is the `last_heard` an
+    earlier credit produced; while nothing was heard since (`last_heard` still at or before it),
+    None: no further credit. Moving last_heard to `now` on every late wake-up (the earlier rule)
+    let a replica on an overloaded host, late on every wake-up, never suspect a dead primary.
+    Moving the start of a silence later only ever delays a suspicion, so the follower lease is
+    untouched."""
+    if credited is not None and last_heard <= credited:
+        return None
+    return max(last_heard, min(now, last_heard + late_s))
+
+
+def may_probe(kind: str, probe_s: float, silent_s: float, ceiling_s: float, probed: bool,
+              answered: bool = False, hold_s: float = 0.0) -> bool:
     """Whether a suspecting replica asks its primary directly before it stands (SWIM's direct
-    probe): only the phi detector does, only with `probe_s` > 0, and only while the silence is
-    under the ceiling (`suspect_s`, the old fixed timeout; the probe waits up to it: `probe_wait`). A stream that is merely slow (a
-    latency fault on the primary's links to us, a burst of jitter larger than the floor) is not a
-    dead primary; but a primary that answers probes and still cannot reach us (a one-way cut) is
-    replaced once the silence reaches the ceiling, as fast as the fixed detector replaced it.
+    probe): only the phi detector does, only with `probe_s` > 0, and
+
+    - while the silence is under the ceiling, or no probe was made in this silence yet
+      (`probed`): the first probe of a silence always runs, also for a replica that first looks
+      past the ceiling (on a loaded machine its own late wake-up plus an etcd read carried the
+      silence over it, and without a probe it replaced a live primary: kill-primary at load 70,
+      6 spurious failovers in 3 seeds);
+    - and, once the primary answered a probe in this silence (`answered`), again every heartbeat
+      until the silence reaches `hold_s` (`probe_hold_s`): a primary that answers is alive and
+      reachable, and replacing it is a spurious failover. Its stream may be stalled by TCP
+      retransmissions on a lossy link (the minimum RTO is 200 ms, and it doubles): with the old
+      rule, a stall past suspect_s after one answered probe made a replica stand
+      (loss-5-primary-replica: 2 spurious failovers at seed 1, loss-20 on the twin: 5).
+      `hold_s` bounds it: a primary that answers but has not reached us for that long (a one-way
+      cut, a stuck replication thread) is replaced.
+
     A probe only ever delays a suspicion: the floor, and so the follower lease, is untouched."""
-    return kind == "phi" and probe_s > 0 and silent_s < ceiling_s
+    if kind != "phi" or probe_s <= 0:
+        return False
+    return silent_s < ceiling_s or not probed or (answered and silent_s < hold_s)
 
 
 def probe_wait(probe_s: float, silent_s: float, ceiling_s: float) -> float:
     """How long a probe waits for the primary's answer: until the silence reaches the ceiling,
     never less than `probe_s`. A killed primary refuses the connection at once, so it is
-    replaced at the floor; one that does not answer (frozen, cut off, or only descheduled on a
-    loaded machine) is given as long as the fixed detector gave it, so this detector is never
-    more eager than the fixed one except against a primary that is surely gone."""
+    replaced at the floor; one that does not answer (frozen, cut off) is given the fixed
+    detector's timeout, or `probe_s` past the moment it was first suspected: one lost packet of
+    the probe or of its answer is retransmitted after 200 ms, and a shorter wait read that as a
+    dead primary on a lossy link."""
     return max(probe_s, ceiling_s - silent_s)
 
 

@@ -45,5 +45,7 @@ def suspects(now: float, last_heard: float, silence_s: float) -> bool:
 
 def after_election_error(last_heard: float, now: float, silence_s: float, heartbeat_s: float) -> float:
     """The `last_heard` to keep after an election attempt failed (etcd unreachable): try again
-    four heartbeats later rather than on every tick (`silence_s`: what the detector asks now)."""
-    return max(last_heard, now - silence_s + heartbeat_s * 4)
+    four heartbeats later rather than on every tick (`silence_s`: what the detector asks now).
+    Never after `now`: with a silence under four heartbeats (phi's floor is 150 ms) it would land
+    in the future, and the `suspect` event's silence and the detector's stats would go negative."""
+    return min(now, max(last_heard, now - silence_s + heartbeat_s * 4))

@@ -200,14 +200,16 @@ class SnapshotReply(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., path: _Optional[str] = ..., bytes: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ("checksum", "applied", "audit")
+    __slots__ = ("checksum", "applied", "audit", "probe")
     CHECKSUM_FIELD_NUMBER: _ClassVar[int]
     APPLIED_FIELD_NUMBER: _ClassVar[int]
     AUDIT_FIELD_NUMBER: _ClassVar[int]
+    PROBE_FIELD_NUMBER: _ClassVar[int]
     checksum: bool
     applied: bool
     audit: bool
-    def __init__(self, checksum: _Optional[bool] = ..., applied: _Optional[bool] = ..., audit: _Optional[bool] = ...) -> None: ...
+    probe: bool
+    def __init__(self, checksum: _Optional[bool] = ..., applied: _Optional[bool] = ..., audit: _Optional[bool] = ..., probe: _Optional[bool] = ...) -> None: ...
 
 class StatusReply(_message.Message):
     __slots__ = ("node", "shard", "role", "epoch", "seq", "checksum", "isr", "applied_json", "log_start", "seq_epoch", "restored_from", "pushes", "audit_json", "routing_epoch", "routing_shards", "buckets_json", "fence")

@@ -70,3 +70,51 @@ def test_warm_ignores_no_primary_and_unknown_nodes(primary):
     probe.warm("shard-9/9")
     assert probe.channels == []
     probe.close()
+
+
+class _Peers(_Primary):
+    """Records the client address of every Status call (one per TCP connection)."""
+
+    def __init__(self) -> None:
+        self.peers: set[str] = set()
+
+    def Status(self, request, context):
+        self.peers.add(context.peer())
+        return super().Status(request, context)
+
+
+def test_a_probe_asks_over_separate_connections_and_any_answer_holds():
+    """Three paths are three TCP connections (gRPC would otherwise share one among channels to the
+    same address, and one lost packet would stall every path alike)."""
+    servicer = _Peers()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    ps_pb2_grpc.add_ParameterServerServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    node = _node(f"127.0.0.1:{port}")
+    node.cfg.probe_paths = 3
+    probe = PrimaryProbe(node)
+    try:
+        assert probe.clears("shard-0/0", 3, timeout=2.0)
+        deadline = time.monotonic() + 2.0
+        while len(servicer.peers) < 3 and time.monotonic() < deadline:   # the other paths' calls land too
+            time.sleep(0.01)
+        assert len(probe.channels) == 3 and len(servicer.peers) == 3, servicer.peers
+        assert not probe.clears("shard-0/0", 4, timeout=2.0)      # primary of another epoch: no hold
+    finally:
+        probe.close()
+        server.stop(0)
+
+
+def test_a_probe_of_a_dead_primary_fails_fast_on_every_path():
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")     # a port nobody listens on once stopped
+    node = _node(f"127.0.0.1:{port}")
+    node.cfg.probe_paths = 3
+    probe = PrimaryProbe(node)
+    try:
+        t0 = time.monotonic()
+        assert not probe.clears("shard-0/0", 3, timeout=5.0)
+        assert time.monotonic() - t0 < 4.0, "a refused connection must not wait for the deadline"
+    finally:
+        probe.close()

@@ -11,7 +11,7 @@ import pytest
 
 from psnodes.core import ack
 from psnodes.core.detector import (FixedDetector, PhiDetector, PhiParams, Window, make, may_probe, phi,
-                                   probe_clears, z_for)
+                                   probe_clears, probe_wait, z_for)
 
 Z8 = 5.612001244174789
 
@@ -73,22 +73,88 @@ def test_threshold_and_pause_move_the_delay():
 
 def test_a_new_stream_starts_no_gap_and_a_clock_step_back_is_ignored():
     d = fed([0.01], window=10)
-    n = len(d.window.samples)
     d.restart()
     d.heard(500.0)                      # the new primary's first call: no 400 s gap
-    assert len(d.window.samples) == n
+    assert len(d.window.samples) == 2   # the first estimate's two seeds (restart reseeds)
     d.heard(499.0)                      # earlier than the last arrival: no negative gap
-    assert len(d.window.samples) == n and d.last == 499.0
+    assert len(d.window.samples) == 2 and d.last == 499.0
     d.heard(499.02)
     assert d.window.samples[-1] == pytest.approx(0.02, abs=1e-12)
 
 
+def test_a_new_primary_starts_from_the_first_estimate_not_the_old_links():
+    """The old primary's slow links taught a wide sigma; the new primary's stream is a new one."""
+    d = fed([0.01, 0.12] * 50, window=100)
+    assert d.silence_s() > 0.4
+    d.restart()
+    fresh = PhiDetector(PhiParams(window=100))
+    assert list(d.window.samples) == list(fresh.window.samples) == pytest.approx([0.0375, 0.0625], abs=1e-15)
+    assert d.silence_s() == fresh.silence_s()
+
+
 def test_the_longest_gap_is_reported_once():
-    d = fed([0.01, 0.2, 0.03], window=10)
-    assert d.stats()["max_gap_ms"] == 200.0
-    assert d.take_max_gap() == pytest.approx(0.2, abs=1e-12) and d.take_max_gap() == 0.0
+    d = fed([0.01, 0.3, 0.03], window=10)
+    assert d.stats()["max_gap_ms"] == 300.0
+    assert d.take_max_gap() == pytest.approx(0.3, abs=1e-12) and d.take_max_gap() == 0.0
     s = d.stats()
-    assert s["detector"] == "phi" and s["samples"] == 5 and s["silence_ms"] == round(d.silence_s() * 1000, 1)
+    assert s["detector"] == "phi" and s["silence_ms"] == round(d.silence_s() * 1000, 1)
+    assert s["samples"] == 4 and s["dropped"] == 1      # 0.3 s was past the 0.21 s silence: not learned
+
+
+# the review's table (steady gap, one long gap): the silence needed to suspect after the long gap
+# entered the window, as the old detector let it (the long gap then raised it for 200 arrivals)
+LONG_GAPS = [(0.01, 2.0, 0.858), (0.05, 2.0, 0.882), (0.05, 3.0, 1.282), (0.05, 0.5, 0.280)]
+
+
+@pytest.mark.parametrize("steady,long,learned", LONG_GAPS)
+def test_a_long_gap_is_not_learned(steady, long, learned):
+    """A gap longer than the silence it takes to suspect was already excused (the probe, a local
+    pause): it stays out of the window, and the next silence needed is what it was before."""
+    d = fed([steady] * 300)
+    before = d.silence_s()
+    assert before == pytest.approx(0.15 if steady == 0.01 else 0.156, abs=5e-4)
+    d.heard(d.last + long)
+    assert d.silence_s() == before and d.dropped == 1 and d.max_gap == pytest.approx(long, abs=1e-9)
+    # the review's figures, had the gap entered the window (the old rule), and the ceiling over them
+    old = fed([steady] * 300)
+    old.window.add(long)
+    assert old.delay() == pytest.approx(learned, abs=5e-4)
+    capped = fed([steady] * 300, ceiling_s=0.25)
+    capped.window.add(long)
+    assert capped.silence_s() == 0.25
+
+
+def test_a_two_second_gap_then_a_kill_is_suspected_within_suspect_s():
+    """The review's concrete run with the config's detector: a 50 ms stream, one 2 s gap (the
+    replica paused, or a flap healed), 100 more arrivals (5 s), then the primary dies. The replica
+    suspects by suspect_s, still probes and, with no answer, stands by suspect_s + probe_s at the
+    latest (the probe's one retransmission). The old detector waited 0.88 s."""
+    from psnodes.config import ClusterConfig
+    from psnodes.core.detector import probe_wait
+    cfg = ClusterConfig(cluster_id="unit", etcd="http://127.0.0.1:9", shards=1, copies=2, workers=1)
+    d = cfg.failure_detector()
+    t = 100.0
+    for g in [0.05] * 300 + [2.0] + [0.05] * 100:
+        t += g
+        d.heard(t)
+    killed = t                                      # no arrival after this
+    silent = next(k * 0.001 for k in range(2000) if d.suspects(killed + k * 0.001, killed))
+    assert cfg.phi_floor_s <= silent <= cfg.suspect_s
+    assert may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s, probed=True)
+    assert silent + probe_wait(cfg.probe_s, silent, cfg.suspect_s) <= cfg.suspect_s + cfg.probe_s + 1e-9
+
+
+def test_the_ceiling_is_the_fixed_timeout_and_the_probe_adds_its_least_wait():
+    from psnodes.core.detector import ceiling, probe_wait
+    assert ceiling(0.3, 0.15) == 0.3
+    assert ceiling(0.1, 0.15) == 0.15               # never under the floor
+    d = PhiDetector(PhiParams(window=40, ceiling_s=0.3))
+    for g in [0.01, 0.5] * 20:                      # a model that would wait seconds (as learned before)
+        d.window.add(g)
+    assert d.delay() > 1.0 and d.silence_s() == 0.3
+    assert may_probe("phi", 0.25, d.silence_s(), 0.3, probed=False)   # a probe still runs before standing ...
+    assert d.silence_s() + probe_wait(0.25, d.silence_s(), 0.3) == pytest.approx(0.55, abs=1e-12)  # ... by 0.55 s
+    assert fed([0.01] * 4, window=4, ceiling_s=0.3).silence_s() == 0.15   # the floor still rules below
 
 
 def test_the_window_sums_never_drift():
@@ -123,10 +189,18 @@ def test_make_names_the_kinds():
 
 
 def test_a_probe_holds_a_phi_suspicion_back_only_under_the_ceiling():
-    assert may_probe("phi", 0.05, 0.2, 0.3)
-    assert not may_probe("phi", 0.05, 0.3, 0.3)          # at the ceiling (suspect_s) it stands
-    assert not may_probe("phi", 0.0, 0.2, 0.3)           # probe_s 0: no probe
-    assert not may_probe("fixed", 0.05, 0.2, 0.3)        # the old rule never probes
+    assert may_probe("phi", 0.05, 0.2, 0.3, probed=False) and may_probe("phi", 0.05, 0.2, 0.3, probed=True)
+    assert not may_probe("phi", 0.05, 0.3, 0.3, probed=True)     # at the ceiling, asked once: it stands
+    assert not may_probe("phi", 0.0, 0.2, 0.3, probed=False)     # probe_s 0: no probe
+    assert not may_probe("fixed", 0.05, 0.2, 0.3, probed=False)  # the old rule never probes
+
+
+def test_a_silence_first_seen_past_the_ceiling_is_probed_once():
+    """A loaded replica's late wake-up plus an etcd read carried the silence past suspect_s before
+    it looked: it still asks the primary once (kill-primary at load 70: a live primary replaced
+    at 300.7 ms of silence, unprobed, while the other replica's probe at 296 ms held)."""
+    assert may_probe("phi", 0.05, 0.3007, 0.3, probed=False)
+    assert not may_probe("phi", 0.05, 0.3007, 0.3, probed=True)
     assert probe_clears("primary", 4, 4)
     assert not probe_clears("primary", 5, 4) and not probe_clears("replica", 4, 4)
 
@@ -159,6 +233,37 @@ def test_a_replica_that_stood_still_itself_measures_no_silence():
     assert not paused_locally(slept_s=0.15, asked_s=0.05)          # 100 ms late: within the allowance
     assert paused_locally(slept_s=0.1501, asked_s=0.05)
     assert paused_locally(slept_s=0.5, asked_s=0.05, allowance_s=0.4)
+
+
+def test_a_local_pause_is_credited_once_per_silence():
+    """The replica stood still `late` seconds: its silence starts that much later, once; on an
+    overloaded host, late on every wake-up, it still suspects a dead primary (moving last_heard
+    to now on every late wake-up never let the silence grow)."""
+    from psnodes.core.detector import after_local_pause
+    assert after_local_pause(10.0, now=10.4, late_s=0.15, credited=None) == pytest.approx(10.15, abs=1e-12)
+    assert after_local_pause(10.15, now=10.6, late_s=0.15, credited=10.15) is None      # once per silence
+    assert after_local_pause(10.5, now=10.9, late_s=0.15, credited=10.15) == pytest.approx(10.65, abs=1e-12)
+    assert after_local_pause(10.0, now=10.1, late_s=0.3, credited=None) == 10.1          # never past now
+    assert after_local_pause(10.2, now=10.1, late_s=0.3, credited=None) == 10.2          # never back
+    d = fed([0.05] * 50)
+    last, credited, now = 100.0, None, 100.0
+    for _ in range(20):                              # every wake-up 150 ms late, nothing heard
+        now += 0.05 + 0.15
+        moved = after_local_pause(last, now, 0.15, credited)
+        if moved is not None:
+            last = credited = moved
+    assert d.suspects(now, last)
+
+
+def test_a_primary_that_answered_is_probed_again_until_the_hold_ends():
+    """loss-5-primary-replica seed 1: a stream stalled by TCP retransmissions past suspect_s after
+    one answered probe made the replica stand against a live primary. Once the primary answered
+    in this silence it is asked again at every look, until probe_hold_s; never without an answer."""
+    assert may_probe("phi", 0.25, 0.45, 0.3, probed=True, answered=True, hold_s=2.0)
+    assert not may_probe("phi", 0.25, 0.45, 0.3, probed=True, answered=False, hold_s=2.0)   # unanswered: it stood
+    assert not may_probe("phi", 0.25, 2.0, 0.3, probed=True, answered=True, hold_s=2.0)     # the hold ends
+    assert not may_probe("fixed", 0.25, 0.45, 0.3, probed=True, answered=True, hold_s=2.0)
+    assert probe_wait(0.25, 0.45, 0.3) == 0.25      # every probe gets one retransmission's time
 
 
 def test_a_probe_waits_until_the_silence_reaches_the_ceiling():

@@ -26,3 +26,10 @@ def test_etcd_silence_and_suspicion():
 def test_an_election_error_retries_four_heartbeats_later():
     assert after_election_error(3.0, 10.0, 1.0, 0.1) == 9.4
     assert after_election_error(9.8, 10.0, 1.0, 0.1) == 9.8       # never moves last_heard back
+
+
+def test_an_election_error_never_puts_last_heard_in_the_future():
+    """phi's silence can be the 150 ms floor, under four 50 ms heartbeats: now - 0.15 + 0.2 used
+    to land 50 ms ahead of now, and the `suspect` event's silence then went negative."""
+    assert after_election_error(9.9, 10.0, 0.15, 0.05) == 10.0
+    assert after_election_error(10.0, 10.0, 0.15, 0.05) == 10.0
