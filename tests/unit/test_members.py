@@ -159,7 +159,7 @@ def test_a_fenced_worker_resumes_when_a_keepalive_gets_through_in_time():
 
 class FakeClient:
     """What Worker needs of PSClient before its first step."""
-    incarnation, pushed_bytes, pulled_bytes = 1, 0, 0
+    incarnation, pushed_bytes, pulled_bytes, watch_reads = 1, 0, 0, 0
 
     def __init__(self, etcd):
         self.etcd = etcd
