@@ -20,7 +20,7 @@ where jitter puts it, and the normal model's sigma is what widens the wait on a 
 (a latency fault with +/- jitter, a loaded machine). The exponential would track the mean alone:
 a stream of 5 ms entries would be suspected after about 100 ms whatever its jitter.
 
-Two bounds keep it safe and sane:
+Three bounds keep it safe and sane:
 
 - the floor (`floor_s`): a replica never suspects before this much silence, whatever phi says.
   It is the bound the primary's async follower lease assumes (psnodes.core.ack.followers_fresh):
