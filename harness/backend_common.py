@@ -79,6 +79,23 @@ def start_groups(be: Any, shards: list[int], start: Callable[[list[str]], None],
         raise HarnessError(f"new shard groups {shards} elected no primary within {timeout}s")
 
 
+def stop_order(nodes: list[str], primary: str | None) -> list[str]:
+    """A retiring group's copies in the order to stop them: the primary last. Stopped first, it
+    left its replicas silent while they still followed it, and one of them stood and was promoted
+    in a shard that owns nothing (scale-in-shards: 7 such promotions in 10 seeds, each counted a
+    spurious failover, since no fault acted on the primary)."""
+    return [n for n in nodes if n != primary] + [n for n in nodes if n == primary]
+
+
+def _primary_of(etcd: Any, cfg: Any, shard: int) -> str | None:
+    """The primary the shard record names, or None when etcd cannot say (then slot order)."""
+    try:
+        kv = etcd.get(cfg.shard_key(shard))
+    except EtcdError:
+        return None
+    return ShardRecord.from_json(kv.value).primary if kv is not None else None
+
+
 def retire_groups(be: Any, shards: list[int], record: Callable[[str, dict], Any], observe: bool,
                   running: Callable[[str], bool], etcd: Any) -> None:
     """Stop the groups of shards that own nothing now (`be.active` loses them); with `observe`,
@@ -93,7 +110,7 @@ def retire_groups(be: Any, shards: list[int], record: Callable[[str, dict], Any]
                 record("retired-state", {"node": n, "shard": s, "alive": st is not None, **(st or {})})
         if s in be.active:
             be.active.remove(s)
-        for n in be.cfg.shard_nodes(s):
+        for n in stop_order(be.cfg.shard_nodes(s), _primary_of(etcd, be.cfg, s)):
             if running(n):
                 be.stop(n)
         try:
