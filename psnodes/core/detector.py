@@ -38,11 +38,13 @@ Three bounds keep it safe and sane:
   primary's stream starts from it again (`restart`): the old primary's links taught nothing
   about the new one's.
 
-A gap longer than the silence the detector takes to suspect right now does not enter the window
-(as Cassandra's ArrivalWindow drops intervals above its maximum): such a gap was already excused,
-by the probe (the primary answered) or by a local pause, and learning it would make every later
-suspicion slower. One 2 s gap in a 50 ms stream used to raise the silence needed from 0.16 s
-to 0.88 s for the next 200 arrivals (10 s).
+A gap longer than the ceiling does not enter the window (as Cassandra's ArrivalWindow drops
+intervals above its maximum): such a gap was already excused, by the probe (the primary
+answered) or by a local pause, and learning it would make every later suspicion slower. One 2 s
+gap in a 50 ms stream used to raise the silence needed from 0.16 s to 0.88 s for the next 200
+arrivals (10 s). Gaps up to the ceiling are learned even when they were suspected: dropping
+every gap longer than the current delay (tried first) meant a step from 50 ms to 200 ms gaps (a
+latency fault) was never learned, and every gap after the step was a suspicion (80 of 80).
 
 Everything here is pure: times are numbers passed in (the shell's monotonic clock, or the
 simulator's virtual one), so the SimPy twin runs exactly this code.
@@ -208,7 +210,7 @@ class PhiDetector(Detector):
     def heard(self, now: float) -> None:
         if self.last is not None and now >= self.last:
             gap = now - self.last
-            if gap > self.silence_s():
+            if gap > self.p.ceiling_s:
                 self.dropped += 1     # already excused (probe, local pause): it teaches nothing
             else:
                 self.window.add(gap)

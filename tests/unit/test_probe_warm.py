@@ -80,6 +80,7 @@ class _Peers(_Primary):
 
     def Status(self, request, context):
         self.peers.add(context.peer())
+        time.sleep(0.3)             # every path's call is in flight before the first answer
         return super().Status(request, context)
 
 
