@@ -309,8 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     # (a background job in a script, nohup): Python keeps an inherited SIG_IGN.
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    args = build_parser().parse_args(argv)
     try:
+        # inside the handler: building the parser imports every subcommand's modules, long
+        # enough on a loaded machine for a Ctrl-C to land there
+        args = build_parser().parse_args(argv)
         return args.fn(args)
     except (HarnessError, PSError) as e:
         print(f"pschaos: {e}", file=sys.stderr)
