@@ -56,7 +56,7 @@ proto: $(STAMP)
 
 test: install docker-engine
 	$(BIN)/pschaos doctor
-	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider tests scenarios
+	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider --durations=30 tests scenarios
 	# the whole scenario library again, in the SimPy twin (virtual time, same checkers)
 	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider scenarios --backend sim
 	# the library core and the container-only faults on --backend docker (real engine, real containers),
