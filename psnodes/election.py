@@ -139,15 +139,19 @@ class Elector(threading.Thread):
 
     # --------------------------------------------------------------- monitor
     def run(self) -> None:
+        """Look every tick until the node stops; then close the probe's channels."""
         node = self.node
-        while True:
-            asked, start = self.tick(), time.monotonic()
-            if node.stopping.wait(asked):
-                return
-            now = time.monotonic()
-            if detector.paused_locally(now - start, asked):
-                self.paused(now, now - start - asked)
-            self.step(now)
+        try:
+            while True:
+                asked, start = self.tick(), time.monotonic()
+                if node.stopping.wait(asked):
+                    return
+                now = time.monotonic()
+                if detector.paused_locally(now - start, asked):
+                    self.paused(now, now - start - asked)
+                self.step(now)
+        finally:
+            self.probe.close()
 
     def step(self, now: float) -> None:
         """One look: a primary checks etcd's silence (and the shard record while its replicas are
