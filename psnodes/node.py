@@ -119,21 +119,15 @@ class ShardNode:
         self.metrics.set_role(self.role)
 
     # ------------------------------------------------------------------ roles
+    # read-only: a setter of one half would publish a torn (role, epoch) to the lock-free probe
+    # between two assignments; `_term` is replaced whole, under the lock (become_primary, follow)
     @property
     def role(self) -> str:
         return self._term[0]
 
-    @role.setter
-    def role(self, role: str) -> None:
-        self._term = (role, self._term[1])
-
     @property
     def epoch(self) -> int:
         return self._term[1]
-
-    @epoch.setter
-    def epoch(self, epoch: int) -> None:
-        self._term = (self._term[0], epoch)
 
     def is_primary(self, epoch: int | None = None) -> bool:
         return self.role == "primary" and (epoch is None or self.epoch == epoch)
