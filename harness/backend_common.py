@@ -80,10 +80,11 @@ def start_groups(be: Any, shards: list[int], start: Callable[[list[str]], None],
 
 
 def stop_order(nodes: list[str], primary: str | None) -> list[str]:
-    """A retiring group's copies in the order to stop them: the primary last. Stopped first, it
-    left its replicas silent while they still followed it, and one of them stood and was promoted
-    in a shard that owns nothing (scale-in-shards: 7 such promotions in 10 seeds, each counted a
-    spurious failover, since no fault acted on the primary)."""
+    """A retiring group's copies in the order to stop them: the primary last. Its record is gone
+    from etcd by then (`retire_groups`), so no replica can stand; this order is what is left
+    when etcd could not remove it: stopped first, the primary left its replicas silent while they
+    still followed it, and one of them stood and was promoted in a shard that owns nothing
+    (scale-in-shards: 7 such promotions in 10 seeds, each counted a spurious failover)."""
     return [n for n in nodes if n != primary] + [n for n in nodes if n == primary]
 
 
@@ -100,9 +101,15 @@ def retire_groups(be: Any, shards: list[int], record: Callable[[str, dict], Any]
                   running: Callable[[str], bool], etcd: Any) -> None:
     """Stop the groups of shards that own nothing now (`be.active` loses them); with `observe`,
     record each copy's final state first (`retired-state`): the acks those shards gave are judged
-    by it (harness/checkers/migration.py). Then their shard records go from etcd
-    (psnodes/retirement.py); one that cannot (etcd down) is said (`shard-record-kept`) and removed
-    by the next start of that shard's group."""
+    by it (harness/checkers/migration.py).
+
+    Each shard's record goes from etcd (psnodes/retirement.py, which keeps its epoch under
+    `retired/<shard>`) BEFORE its copies stop: a replica that suspects finds no record and never
+    stands (Elector.suspect returns), and no compare-and-swap on the record can win, so no
+    promotion happens in a group the harness is stopping, whichever copy stops first (one counted
+    as a spurious failover). It is removed again after the stops (a copy restarted meanwhile may
+    have written a new one); one that cannot be removed (etcd down) is said (`shard-record-kept`)
+    and removed by the next start of that shard's group."""
     for s in shards:
         for n in be.cfg.shard_nodes(s):
             if observe:
@@ -110,7 +117,12 @@ def retire_groups(be: Any, shards: list[int], record: Callable[[str, dict], Any]
                 record("retired-state", {"node": n, "shard": s, "alive": st is not None, **(st or {})})
         if s in be.active:
             be.active.remove(s)
-        for n in stop_order(be.cfg.shard_nodes(s), _primary_of(etcd, be.cfg, s)):
+        order = stop_order(be.cfg.shard_nodes(s), _primary_of(etcd, be.cfg, s))
+        try:
+            retirement.forget(etcd, be.cfg, s)
+        except EtcdError:
+            pass                              # tried again once the group stopped
+        for n in order:
             if running(n):
                 be.stop(n)
         try:

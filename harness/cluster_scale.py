@@ -104,9 +104,12 @@ class Scale:
             time.sleep(0.1)
 
     def stop(self, shards: list[int], why: str) -> None:
-        """Stop the groups of `shards` and remove their records from etcd (psnodes/retirement.py)."""
+        """Remove the records of `shards` from etcd (psnodes/retirement.py), then stop their
+        groups, then remove the records again (a copy restarted meanwhile may have written one):
+        with no record, no replica of a stopping group stands (backend_common.retire_groups)."""
         if not shards:
             return
+        self._forget(shards, quiet=True)
         names = [n for s in shards for n in self.cfg.shard_nodes(s)]
         pids = {k: self.state["pids"][k] for k in names if k in self.state["pids"]}
         pids.update(self.spawned(names))       # one started as Ctrl-C came, before its pid was saved
@@ -114,12 +117,16 @@ class Scale:
         for k in names:
             self.state["pids"].pop(k, None)
         self.save()
+        self._forget(shards, quiet=False)
+        print(f"stopped shard groups {shards} ({n} process(es)): {why}")
+
+    def _forget(self, shards: list[int], quiet: bool) -> None:
         for s in shards:
             try:
                 retirement.forget(self.etcd, self.cfg, s)
             except EtcdError as e:
-                print(f"shard {s}: its record stays in etcd ({e}); the next start of its group removes it")
-        print(f"stopped shard groups {shards} ({n} process(es)): {why}")
+                if not quiet:
+                    print(f"shard {s}: its record stays in etcd ({e}); the next start of its group removes it")
 
     def stop_unless_routed(self, shards: list[int], why: str) -> None:
         """After a failure: stop `shards` unless the routing record names them (then they own keys,

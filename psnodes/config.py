@@ -67,6 +67,14 @@ class ClusterConfig:
     follower_margin_s: float = 0.05             # async acks stop this long before a replica may suspect
     candidate_window_s: float = 0.08            # how long candidates wait for each other
     rpc_timeout_s: float = 2.0
+    # a node's gRPC threads, and how many of them calls that may wait (a sync push waiting for its
+    # replicas, a BSP/SSP pull at its barrier) can never take: those are kept for probes, Replicate,
+    # Migrate and Status, so a primary full of waiting calls still answers that it is alive
+    # (psnodes/bulkhead.py); a waiting call beyond rpc_threads - rpc_reserve is refused UNAVAILABLE
+    # before it applies anything, and retried by the client. 8: two replicas' 3 probe paths, and
+    # their Replicate answers
+    rpc_threads: int = 32
+    rpc_reserve: int = 8
     lease_ttl_s: int = 2
     lease_margin_s: float = 0.3                 # a primary stops acking this long before its lease could expire
     max_lag: int = 256                          # async: entries a replica may trail before pushes wait
@@ -138,7 +146,23 @@ class ClusterConfig:
         if not 0 <= self.lease_margin_s < self.lease_ttl_s / 2:
             raise ConfigError(f"lease_margin_s={self.lease_margin_s} must be >= 0 and under half of "
                               f"lease_ttl_s={self.lease_ttl_s}")
+        self._check_threads()
         self._check_detector()
+
+    def _check_threads(self) -> None:
+        """The RPC pool and its reserve (psnodes/bulkhead.py): whole numbers, a reserve of at
+        least one thread and at least one thread left for waiting calls."""
+        for f in ("rpc_threads", "rpc_reserve"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ConfigError(f"{f}={v!r} must be a whole number of threads (e.g. rpc_threads: 32, "
+                                  "rpc_reserve: 8)")
+        if not 2 <= self.rpc_threads <= 1024:
+            raise ConfigError(f"rpc_threads={self.rpc_threads} must be between 2 and 1024 (e.g. 32)")
+        if not 1 <= self.rpc_reserve < self.rpc_threads:
+            raise ConfigError(f"rpc_reserve={self.rpc_reserve} must be at least 1 and under rpc_threads="
+                              f"{self.rpc_threads}: the reserve keeps threads for probes and Replicate, "
+                              "the rest serve pushes and pulls (e.g. 8)")
 
     def _check_detector(self) -> None:
         """The detector's fields, each refused with the fix: the floor must outlast a heartbeat

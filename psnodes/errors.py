@@ -63,6 +63,21 @@ class ReplicationFailed(PSError):
     code = grpc.StatusCode.UNAVAILABLE
 
 
+class Busy(PSError):
+    """Every thread this node lends to waiting calls (pushes waiting for replication, BSP/SSP pulls
+    at their barrier) is taken: the call was refused before anything was applied, so it is safe
+    to retry (psnodes/bulkhead.py). UNAVAILABLE, as NotPrimary: clients retry it."""
+
+    code = grpc.StatusCode.UNAVAILABLE
+
+
+class Cancelled(PSError):
+    """The caller cancelled (or its deadline passed) while the server waited for it: the wait
+    ends so the handler's thread is free again. Nobody reads the answer."""
+
+    code = grpc.StatusCode.CANCELLED
+
+
 class Timeout(PSError):
     """The deadline passed (or a BSP/SSP wait did not finish in it)."""
 

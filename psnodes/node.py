@@ -33,7 +33,7 @@ from .config import ClusterConfig, ShardRecord
 from .core import ack, checkpoints, dedup, fencing, lease, membership, promotion
 from .core.routing import Routing
 from .digest import dense_digest, wants_digest
-from .errors import InvalidArgument, NotPrimary, ReplicationFailed, StaleEpoch, Timeout, TooLarge
+from .errors import Cancelled, InvalidArgument, NotPrimary, ReplicationFailed, StaleEpoch, Timeout, TooLarge
 from .etcd import Etcd
 from .events import EventLog
 from .members import view_event
@@ -47,6 +47,19 @@ from .wire import encode_pull_reply
 log = logging.getLogger("psnodes.node")
 VERIFIED = "verified.json"
 MAX_WAIT_S = 10.0               # no call waits longer on the server (BSP/SSP pulls wait the longest)      # beside the local checkpoint: primaries etcd confirmed to this copy
+
+
+def always() -> bool:
+    """The `active` of a call nobody can cancel (one made in-process)."""
+    return True
+
+
+def given_up(active: Callable[[], bool], what: str) -> None:
+    """Raise Cancelled when the caller gave the call up (`active`: grpc's context.is_active):
+    a wait for it would hold an RPC thread to its deadline for an answer nobody reads (the
+    client's deposed-primary watch cancels calls to a primary it saw replaced)."""
+    if not active():
+        raise Cancelled(f"{what}: the caller cancelled the call; the wait ended")
 
 
 @dataclass
@@ -106,21 +119,15 @@ class ShardNode:
         self.metrics.set_role(self.role)
 
     # ------------------------------------------------------------------ roles
+    # read-only: a setter of one half would publish a torn (role, epoch) to the lock-free probe
+    # between two assignments; `_term` is replaced whole, under the lock (become_primary, follow)
     @property
     def role(self) -> str:
         return self._term[0]
 
-    @role.setter
-    def role(self, role: str) -> None:
-        self._term = (role, self._term[1])
-
     @property
     def epoch(self) -> int:
         return self._term[1]
-
-    @epoch.setter
-    def epoch(self, epoch: int) -> None:
-        self._term = (self._term[0], epoch)
 
     def is_primary(self, epoch: int | None = None) -> bool:
         return self.role == "primary" and (epoch is None or self.epoch == epoch)
@@ -235,9 +242,11 @@ class ShardNode:
         """The ack rule of the mode (psnodes.core.ack.replicated); lock held."""
         return ack.replicated(self._replicas(), seq)
 
-    def _wait_replicated(self, seq: int, epoch: int, deadline: float) -> None:
-        """Block until every ISR member applied `seq` (lock held); raise if primacy is lost."""
+    def _wait_replicated(self, seq: int, epoch: int, deadline: float, active: Callable[[], bool] = always) -> None:
+        """Block until every ISR member applied `seq` (lock held); raise if primacy is lost or the
+        caller cancelled (`active`)."""
         while True:
+            given_up(active, f"seq {seq}'s replication wait")
             if not self.is_primary(epoch):
                 raise NotPrimary(f"{self.name} lost primacy of shard {self.shard} before seq {seq} "
                                  "was replicated; retry with the same request id")
@@ -252,8 +261,11 @@ class ShardNode:
             self.cond.wait(min(left, 0.05))
 
     # ------------------------------------------------------------------- RPCs
-    def push(self, req: ps_pb2.PushRequest, deadline: float, payload=None) -> ps_pb2.PushReply:
-        """Apply (or recognise a retry of) a push; `payload` is the Update's wire bytes when known."""
+    def push(self, req: ps_pb2.PushRequest, deadline: float, payload=None,
+             active: Callable[[], bool] = always) -> ps_pb2.PushReply:
+        """Apply (or recognise a retry of) a push; `payload` is the Update's wire bytes when known.
+        Its waits (lag, replication, follower lease) end once the caller gave it up (`active`);
+        the update stays applied, and a retry is recognised by its request id."""
         upd = req.update
         self._check_shard(req.shard, "Push")
         if upd.kind not in (ps_pb2.Update.PUSH, ps_pb2.Update.INIT):
@@ -265,7 +277,7 @@ class ShardNode:
             ownership.check_push(self, req.routing_epoch, upd)
             routing_epoch = self.store.routing_epoch
             if self.cfg.mode == "async":
-                self._wait_lag(epoch, deadline)
+                self._wait_lag(epoch, deadline, active)
             dec = self.store.validate(upd)                # a malformed retry is refused too, not "duplicate"
             dup_seq, applied_on, applied_as = self.store.duplicate_as(upd)   # worker#incarnation, req_id, part
             noop = dup_seq is None and self.store.is_noop(dec)
@@ -284,9 +296,9 @@ class ShardNode:
                 self.metrics.seq.set(seq)
                 self.cond.notify_all()
             if self.cfg.mode == "sync":
-                self._wait_replicated(seq, epoch, deadline)
+                self._wait_replicated(seq, epoch, deadline, active)
             else:
-                self._wait_followers(epoch, deadline)
+                self._wait_followers(epoch, deadline, active)
         return ps_pb2.PushReply(epoch=epoch, seq=seq, duplicate=duplicate, node=self.name, routing_epoch=routing_epoch,
                                 applied_on=applied_on, applied_as=applied_as if duplicate else "")
 
@@ -297,11 +309,12 @@ class ShardNode:
         return ack.followers_fresh(self.name, self.isr, self.peer_heard, time.monotonic(),
                                    self.cfg.suspect_floor_s, self.cfg.follower_margin_s)
 
-    def _wait_followers(self, epoch: int, deadline: float) -> None:
+    def _wait_followers(self, epoch: int, deadline: float, active: Callable[[], bool] = always) -> None:
         """Async mode: ack only under the follower lease (lock held); a silent peer is dropped from
         the ISR in etcd by its sender after suspect_s, and acks go on without it. The etcd lease
         bounds it too, checked on every pass and at the end, as in sync mode."""
         while not self._followers_fresh():
+            given_up(active, "the follower-lease wait")
             if not self.is_primary(epoch):
                 raise NotPrimary(f"{self.name} lost primacy of shard {self.shard}; retry with the same request id")
             self._check_lease()
@@ -313,9 +326,10 @@ class ShardNode:
             self.cond.wait(min(left, 0.02))
         self._check_lease()
 
-    def _wait_lag(self, epoch: int, deadline: float) -> None:
+    def _wait_lag(self, epoch: int, deadline: float, active: Callable[[], bool] = always) -> None:
         """Async mode: bound replication lag by making pushes wait when a replica trails too far."""
         while not ack.within_lag(self._replicas(), self.store.seq, self.cfg.max_lag):
+            given_up(active, "the replication-lag wait")
             if not self.is_primary(epoch):
                 raise NotPrimary(f"{self.name} lost primacy of shard {self.shard}")
             self._check_lease()
@@ -324,9 +338,10 @@ class ShardNode:
                 raise ReplicationFailed(f"replicas trail more than max_lag={self.cfg.max_lag} entries")
             self.cond.wait(min(left, 0.05))
 
-    def pull(self, req: ps_pb2.PullRequest, deadline: float) -> bytes:
+    def pull(self, req: ps_pb2.PullRequest, deadline: float, active: Callable[[], bool] = always) -> bytes:
         """A serialized PullReply, encoded from the live arrays under the lock (one copy). The
-        request is checked against the limits before the lock, so no pull holds it for long."""
+        request is checked against the limits before the lock, so no pull holds it for long. Its
+        waits (the BSP/SSP barrier, replication) end once the caller gave it up (`active`)."""
         self._check_shard(req.shard, "Pull")
         ids = self.store.check_pull(req)
         ownership.sync_routing(self, req.routing_epoch, deadline)
@@ -338,6 +353,7 @@ class ShardNode:
             if refused:
                 raise InvalidArgument(refused)
             while (why := self._gate(req)) is not None:
+                given_up(active, "the BSP/SSP barrier wait")
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise Timeout(why)
@@ -345,7 +361,7 @@ class ShardNode:
                 self._check_primary(req.epoch)
             if self.cfg.mode == "sync":
                 # read only what is replicated, so no worker ever sees a state a failover undoes
-                self._wait_replicated(self.store.seq, epoch, deadline)
+                self._wait_replicated(self.store.seq, epoch, deadline, active)
             dense = [] if req.no_dense else self.store.pull_dense(req.since_seq, list(req.names))
             rows = [self.store.pull_rows(r.table, i) for r, i in zip(req.sparse, ids)]
             crc = dense_digest(moving.owned_dense(self.store)) if wants_digest(req) else None   # same lock as the reply

@@ -36,11 +36,14 @@ from .proto import ps_pb2, ps_pb2_grpc
 
 
 class PrimaryProbe:
-    """`probe_paths` channels per primary this replica ever probed (a handful: its shard's copies)."""
+    """`probe_paths` channels to the primary this replica follows now. Following a new one closes
+    the old one's channels: kept, a killed primary's were re-dialled every 200 ms for as long as
+    the node ran (detector review 2, L2). The elector closes the last ones when the node stops."""
 
     def __init__(self, node) -> None:
         self.node = node
-        self.stubs: dict[str, list[ps_pb2_grpc.ParameterServerStub]] = {}
+        self.primary = ""                                  # whom `stubs` reach ("" : nobody)
+        self.stubs: list[ps_pb2_grpc.ParameterServerStub] = []
         self.channels: list[grpc.Channel] = []
         self.connecting: list[grpc.Future] = []
         self.md = auth(node.cfg.token)
@@ -48,23 +51,23 @@ class PrimaryProbe:
     def warm(self, primary: str) -> None:
         """Connect to `primary` now, in the background, so a later probe is one call on a ready
         connection (a killed primary's connection fails the call at once all the same)."""
-        if primary and primary in self.node.links and primary not in self.stubs:
+        if primary and primary in self.node.links and primary != self.primary:
             self._paths(primary)
 
     def _paths(self, primary: str) -> list[ps_pb2_grpc.ParameterServerStub]:
-        if primary not in self.stubs:
+        if primary != self.primary:
+            self.close()
             cfg = self.node.cfg
             # a local subchannel pool per channel: otherwise gRPC shares one connection among
             # channels to the same address, and one lost packet would stall every path alike
             options = channel_options(cfg.max_message_bytes) + [("grpc.use_local_subchannel_pool", 1)]
-            stubs = []
             for _ in range(max(1, getattr(cfg, "probe_paths", 1))):
                 ch = grpc.insecure_channel(self.node.links[primary], options=options)
                 self.channels.append(ch)
                 self.connecting.append(grpc.channel_ready_future(ch))   # asks the channel to connect now
-                stubs.append(ps_pb2_grpc.ParameterServerStub(ch))
-            self.stubs[primary] = stubs
-        return self.stubs[primary]
+                self.stubs.append(ps_pb2_grpc.ParameterServerStub(ch))
+            self.primary = primary
+        return self.stubs
 
     def clears(self, primary: str, epoch: int, timeout: float) -> bool:
         """The primary answered on any path within `timeout` as primary of `epoch`."""
@@ -97,7 +100,9 @@ class PrimaryProbe:
         return answered.is_set()
 
     def close(self) -> None:
+        """Close every channel (they stop re-dialling); a later probe dials again."""
         for f in self.connecting:
             f.cancel()
         for ch in self.channels:
             ch.close()
+        self.primary, self.stubs, self.channels, self.connecting = "", [], [], []

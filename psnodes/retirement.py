@@ -8,6 +8,11 @@ orphan period and restore the shard from the old life's checkpoint. So the recor
 key are removed, in one transaction that also keeps the record's epoch under `retired/<shard>`
 (the new group's first record starts above it: psnodes.core.fencing.bootstrap_epoch). The re-add
 path removes a record it still finds the same way before it starts the group.
+
+The harness removes the record BEFORE it stops the group's copies, and again after: with no
+record, a replica that suspects its stopping primary never stands (Elector.suspect returns when
+the record is missing) and no compare-and-swap on the record can win, so no copy of a retiring
+group is promoted, whichever stops first (harness/backend_common.retire_groups).
 """
 from __future__ import annotations
 

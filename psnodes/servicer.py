@@ -8,8 +8,9 @@ from typing import Callable
 
 import grpc
 
+from .bulkhead import Bulkhead
 from .channels import PEER_HEADER, TOKEN_HEADER, server_options
-from .errors import PSError, abort_with
+from .errors import ConfigError, PSError, abort_with
 from .node import ShardNode, deadline_of
 from .proto import ps_pb2, ps_pb2_grpc
 from .wire import parse, split_push
@@ -68,18 +69,27 @@ def _guard(fn: Callable) -> Callable:
 
 
 class Servicer(ps_pb2_grpc.ParameterServerServicer):
-    def __init__(self, node: ShardNode) -> None:
+    """Push and Pull, the calls that may wait for seconds, pass the bulkhead (`waiting`): at most
+    its limit of them hold a thread, the rest of the pool is kept for the calls that never wait
+    long (Status probes, Replicate, Migrate). Their waits end when the caller cancels
+    (`context.is_active`), so a call given up by its client frees its thread and its slot."""
+
+    def __init__(self, node: ShardNode, waiting: Bulkhead) -> None:
         self.node = node
         self.timeout = node.cfg.rpc_timeout_s
+        self.waiting = waiting
 
     @_guard
     def Push(self, request, context):
         req, payload = split_push(request)        # raw bytes: the log keeps a view, no re-serialize
-        return self.node.push(req, deadline_of(context, self.timeout), payload)
+        with self.waiting.admit("Push"):
+            return self.node.push(req, deadline_of(context, self.timeout), payload, active=context.is_active)
 
     @_guard
     def Pull(self, request, context):
-        return self.node.pull(parse(ps_pb2.PullRequest, request, "Pull"), deadline_of(context, self.timeout))
+        req = parse(ps_pb2.PullRequest, request, "Pull")
+        with self.waiting.admit("Pull"):
+            return self.node.pull(req, deadline_of(context, self.timeout), active=context.is_active)
 
     @_guard
     def Replicate(self, request, context):
@@ -130,12 +140,18 @@ def handlers(s: Servicer) -> grpc.GenericRpcHandler:
     })
 
 
-def make_server(node: ShardNode, address: str, workers: int = 16) -> grpc.Server:
+def make_server(node: ShardNode, address: str, workers: int | None = None, reserve: int | None = None) -> grpc.Server:
+    """The node's gRPC server: `workers` threads (cfg.rpc_threads), of which `reserve`
+    (cfg.rpc_reserve) are never taken by pushes and pulls (psnodes/bulkhead.py)."""
+    workers = node.cfg.rpc_threads if workers is None else workers
+    reserve = node.cfg.rpc_reserve if reserve is None else reserve
+    if not 1 <= reserve < workers:
+        raise ConfigError(f"rpc_reserve={reserve} must be at least 1 and under rpc_threads={workers}")
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpc"),
                          interceptors=[TokenInterceptor(node.cfg.token, node.cfg.peer_token)],
                          options=server_options(node.cfg.max_message_bytes))
-    server.add_generic_rpc_handlers((handlers(Servicer(node)),))
+    name = getattr(node, "name", "this node")
+    server.add_generic_rpc_handlers((handlers(Servicer(node, Bulkhead(name, workers - reserve))),))
     if server.add_insecure_port(address) == 0:
-        from .errors import ConfigError
         raise ConfigError(f"cannot bind {address}: the port is taken; pick another in addresses")
     return server

@@ -55,7 +55,7 @@ def start(tmp: Path, shards: int = 1, mode: str = "async", optimizer: str = "ada
     for s, n in enumerate(names):
         node = ShardNode(cfg, n, dict(cfg.addresses), etcd=None, events=EventLog(None, n))
         node.become_primary(ShardRecord(epoch=1, primary=n, isr=[n]))
-        srv = make_server(node, cfg.addresses[n], workers=4)
+        srv = make_server(node, cfg.addresses[n], workers=4, reserve=2)
         srv.start()
         ip.nodes[s], ip.servers = node, [*ip.servers, srv]
     return ip

@@ -22,9 +22,9 @@ class _Events:
         self.seen.append((kind, fields))
 
 
-def _replica() -> SimpleNamespace:
+def _replica(role: str = "replica") -> SimpleNamespace:
     cfg = ClusterConfig(cluster_id="unit", etcd="http://127.0.0.1:9", shards=1, copies=2, workers=1)
-    return SimpleNamespace(cfg=cfg, shard=0, role="replica", last_heard=100.0, cond=threading.Condition(),
+    return SimpleNamespace(cfg=cfg, shard=0, role=role, last_heard=100.0, cond=threading.Condition(),
                            detector=cfg.failure_detector(), events=_Events(), links={})
 
 
@@ -52,7 +52,6 @@ def test_a_new_silence_is_credited_again():
 
 
 def test_a_primary_is_not_moved():
-    node = _replica()
-    node.role = "primary"
+    node = _replica("primary")
     Elector(node).paused(100.3, 0.15)
     assert node.last_heard == 100.0 and node.events.seen == []

@@ -59,3 +59,14 @@ def test_the_term_moves_as_one(cluster):
     assert node.status(ps_pb2.StatusRequest(probe=True)).role == "replica" and node._term == ("replica", 3)
     node.become_primary(ShardRecord(epoch=4, primary=node.name, isr=[node.name]))
     assert node._term == ("primary", 4) and node.role == "primary" and node.epoch == 4
+
+
+def test_role_and_epoch_cannot_be_set_one_at_a_time(cluster):
+    """A setter of one half published a torn pair (the new role with the old epoch) to the
+    lock-free probe between two assignments (detector review 2, L3): `_term` moves whole only."""
+    node = cluster.nodes[0]
+    with pytest.raises(AttributeError):
+        node.role = "replica"
+    with pytest.raises(AttributeError):
+        node.epoch = 7
+    assert node._term == ("primary", 1)

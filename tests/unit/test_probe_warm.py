@@ -6,6 +6,7 @@ wait (`probe_s`), so a live primary went unanswered and was replaced (kill-prima
 """
 from __future__ import annotations
 
+import threading
 import time
 from concurrent import futures
 from types import SimpleNamespace
@@ -119,3 +120,49 @@ def test_a_probe_of_a_dead_primary_fails_fast_on_every_path():
         assert time.monotonic() - t0 < 4.0, "a refused connection must not wait for the deadline"
     finally:
         probe.close()
+
+
+def _closed(ch: grpc.Channel) -> bool:
+    """A closed channel refuses every new call."""
+    try:
+        ch.unary_unary("/pschaos.ps.ParameterServer/Status").future(b"", timeout=0.1).cancel()
+    except ValueError:
+        return True
+    return False
+
+
+def test_following_a_new_primary_closes_the_old_ones_channels(primary):
+    """Kept, a killed primary's channels were re-dialled every 200 ms for as long as the replica
+    ran, one set per primary it ever followed (detector review 2, L2)."""
+    node = _node(primary)
+    node.links["shard-0/1"] = primary
+    node.cfg.probe_paths = 3
+    probe = PrimaryProbe(node)
+    try:
+        probe.warm("shard-0/0")
+        old = list(probe.channels)
+        assert len(old) == 3 and not any(_closed(ch) for ch in old)
+        probe.warm("shard-0/1")
+        assert all(_closed(ch) for ch in old), "the old primary's probe channels were left open"
+        assert len(probe.channels) == 3 and not any(_closed(ch) for ch in probe.channels)
+        assert probe.clears("shard-0/1", 3, timeout=2.0)
+        assert probe.clears("shard-0/0", 3, timeout=2.0)      # a probe of another primary dials it again
+        assert len(probe.channels) == 3
+    finally:
+        probe.close()
+
+
+def test_the_elector_closes_the_probe_channels_when_the_node_stops(primary):
+    from psnodes.config import ClusterConfig
+    from psnodes.election import Elector
+
+    cfg = ClusterConfig(cluster_id="unit", etcd="http://127.0.0.1:9", shards=1, copies=2, workers=1)
+    stopping = threading.Event()
+    node = SimpleNamespace(cfg=cfg, links={"shard-0/0": primary}, role="primary", stopping=stopping)
+    elector = Elector(node)
+    elector.probe.warm("shard-0/0")
+    chans = list(elector.probe.channels)
+    assert chans and not any(_closed(ch) for ch in chans)
+    stopping.set()
+    elector.run()                         # returns at its first wait: the node stopped
+    assert all(_closed(ch) for ch in chans)

@@ -1,8 +1,11 @@
-"""A retiring shard group stops its primary last (harness/backend_common.retire_groups).
+"""A retiring shard group's record leaves etcd before its copies stop, and its primary stops last
+(harness/backend_common.retire_groups).
 
 Stopped first, the primary left its replicas silent while they still followed it; one stood and
 was promoted in a shard that owned nothing any more, and the spurious-failover check counted it
-(scale-in-shards: 7 in 10 seeds on processes)."""
+(scale-in-shards: 7 in 10 seeds on processes). Stopping the primary last still let that happen
+when etcd could not name the primary or the record moved between that read and the stops
+(detector review 2, L8); with the record gone first, no replica stands at all."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -14,8 +17,11 @@ from harness.backend_common import retire_groups, stop_order
 
 
 class _Etcd:
-    def __init__(self, records: dict[str, str] | None, fail: bool = False) -> None:
-        self.records, self.fail, self.deleted = records or {}, fail, []
+    """Shard records in a dict; every call is logged in `log`, which the backend's stops share."""
+
+    def __init__(self, records: dict[str, str] | None, fail: bool = False, log: list | None = None) -> None:
+        self.records, self.fail, self.deleted = dict(records or {}), fail, []
+        self.log = log if log is not None else []
 
     def get(self, key):
         if self.fail:
@@ -24,7 +30,11 @@ class _Etcd:
         return SimpleNamespace(value=v, mod_revision=1) if v is not None else None
 
     def cas(self, key, revision, value, also_compare=(), also_delete=()):
+        self.log.append(("forget", key, value))
         self.deleted.extend(also_delete)     # retirement.forget removes the record
+        for k in also_delete:
+            self.records.pop(k, None)
+        self.records[key] = value
         return True
 
 
@@ -55,3 +65,38 @@ def test_with_etcd_down_the_group_still_stops_in_slot_order():
     retire_groups(_backend(stopped), [2], lambda *a: None, observe=False, running=lambda n: True,
                   etcd=_Etcd(None, fail=True))
     assert stopped == ["shard-2/0", "shard-2/1", "shard-2/2"]
+
+
+def test_the_record_leaves_etcd_before_any_copy_stops_and_its_epoch_stays():
+    log: list = []
+    be = _backend(stopped := [])
+    be.stop = lambda n: (stopped.append(n), log.append(("stop", n)))
+    rec = ShardRecord(epoch=3, primary="shard-2/0", isr=["shard-2/0", "shard-2/1"])
+    etcd = _Etcd({"shard/2": rec.to_json()}, log=log)
+    retire_groups(be, [2], lambda *a: None, observe=False, running=lambda n: True, etcd=etcd)
+    assert log[0] == ("forget", "retired/2", "3"), log      # the epoch floor of a later re-add
+    assert [e[0] for e in log[1:]] == ["stop"] * 3, log
+    assert "shard/2" in etcd.deleted and "shard/2" not in etcd.records
+    assert stopped == ["shard-2/1", "shard-2/2", "shard-2/0"]
+
+
+def test_a_record_written_while_the_group_stopped_is_removed_too():
+    """A copy restarted meanwhile may bootstrap a record; the second removal takes it."""
+    be = _backend(stopped := [])
+    etcd = _Etcd({"shard/2": ShardRecord(epoch=3, primary="shard-2/0", isr=["shard-2/0"]).to_json()})
+
+    def stop(n):
+        stopped.append(n)
+        if n == "shard-2/1":
+            etcd.records["shard/2"] = ShardRecord(epoch=4, primary="shard-2/0", isr=["shard-2/0"]).to_json()
+    be.stop = stop
+    retire_groups(be, [2], lambda *a: None, observe=False, running=lambda n: True, etcd=etcd)
+    assert "shard/2" not in etcd.records and etcd.records["retired/2"] == "4"
+
+
+def test_a_record_etcd_would_not_remove_is_said():
+    said: list = []
+    stopped: list = []
+    retire_groups(_backend(stopped), [2], lambda kind, v: said.append(kind), observe=False,
+                  running=lambda n: True, etcd=_Etcd(None, fail=True))
+    assert said == ["shard-record-kept"] and len(stopped) == 3
