@@ -11,7 +11,9 @@ the relative error are printed, pooled over the seeds:
   real runs' band, widened by 10%),
 - where the scenario migrates shards (issue 13): the moved keys' write unavailability (each run's
   `migration_unavailable_ms` p50, pooled as the median over seeds), the bytes shipped over the
-  moved keys' bytes and the fraction of keys moved (means over seeds).
+  moved keys' bytes and the fraction of keys moved (means over seeds), and the hand-off's phases
+  (harness/sim/handoff_phases.py: medians over every migration) with the workers' push and pull
+  latency (medians of each run's median), so an unavailability the twin misses is traced to a phase.
 Targets (issue 8): failover p50 within 10%, p99 within 20%, throughput within 10%, catch-up bytes
 within 5%; the migration figures are reported, not targeted. Exit 0 when every target holds, 1
 when one does not, 3 when a run gave no evidence. `--scenario` runs some of the set only.
@@ -28,6 +30,7 @@ from pathlib import Path
 from ..history import read_events
 from ..scenario import load_scenario
 from ..tools import REPO
+from .handoff_phases import PHASES, call_latency, handoff_phases, median_phases
 
 # each scenario and the targeted metrics it must produce on both backends (missing = the target fails)
 SCENARIOS = {"kill-primary": ("failover_p50_ms", "failover_p99_ms", "acked_per_s", "catchup_bytes"),
@@ -36,7 +39,9 @@ SCENARIOS = {"kill-primary": ("failover_p50_ms", "failover_p99_ms", "acked_per_s
              "ssp-kill-primary": ("failover_p50_ms", "failover_p99_ms", "acked_per_s"),
              "scale-out-shards": ("acked_per_s",),
              "scale-in-shards": ("acked_per_s",)}
-MIGRATION = ("migration_unavailable_p50_ms", "migration_bytes_ratio", "keys_moved_fraction")
+MIGRATION = ("migration_unavailable_p50_ms", "migration_bytes_ratio", "keys_moved_fraction",
+             *(f"handoff_{p}_ms" for p in PHASES if p != "unavailable"))
+CALLS = ("push_p50_ms", "pull_p50_ms")
 TARGETS = {"failover_p50_ms": 0.10, "failover_p99_ms": 0.20, "acked_per_s": 0.10, "catchup_bytes": 0.05}
 
 
@@ -77,7 +82,8 @@ def observe(run_dir: Path) -> dict:
             "catchup_s": sum(s.get("duration_s", 0.0) for s in syncs) if syncs else None,
             "lag": statistics.mean(lags) if lags else None,
             "ssp_lead": ((rep["checks"].get("staleness") or {}).get("details") or {}).get("max_lead"),
-            "final_loss": rep["metrics"].get("final_loss"), "wall_s": rep.get("wall_s")}
+            "final_loss": rep["metrics"].get("final_loss"), "wall_s": rep.get("wall_s"),
+            "handoff": handoff_phases(hist), **call_latency(hist)}
 
 
 def pooled(runs: list[dict]) -> dict:
@@ -91,7 +97,10 @@ def pooled(runs: list[dict]) -> dict:
             "catchup_bytes": mean("catchup_bytes"), "catchup_s": mean("catchup_s"), "replication_lag": mean("lag"),
             "ssp_max_lead": mean("ssp_lead"), "final_loss": mean("final_loss"), "final_loss_band": [min(losses), max(losses)] if losses else None,
             "failovers": len(fo), "migration_unavailable_p50_ms": _pct(unavailable, 0.5),
-            "migration_bytes_ratio": mean("migration_bytes_ratio"), "keys_moved_fraction": mean("keys_moved_fraction")}
+            "migration_bytes_ratio": mean("migration_bytes_ratio"), "keys_moved_fraction": mean("keys_moved_fraction"),
+            **{f"handoff_{p}_ms": v for p, v in median_phases([r.get("handoff") or [] for r in runs]).items()
+               if p != "unavailable"},
+            **{k: _pct([r[k] for r in runs if r.get(k) is not None], 0.5) for k in CALLS}}
 
 
 def compare(real: dict, sim: dict, targeted: tuple[str, ...] = ()) -> dict:
@@ -99,7 +108,7 @@ def compare(real: dict, sim: dict, targeted: tuple[str, ...] = ()) -> dict:
     either side has no value (no evidence is never a pass), None for an informational one."""
     out = {}
     for k in ("failover_p50_ms", "failover_p99_ms", "acked_per_s", "catchup_bytes", "catchup_s", "replication_lag",
-              "ssp_max_lead", *MIGRATION):
+              "ssp_max_lead", *CALLS, *MIGRATION):
         m, p = real.get(k), sim.get(k)
         if k in MIGRATION and m is None and p is None:
             continue                      # a scenario without migrations
