@@ -1,0 +1,154 @@
+"""The host's CPU in the twin: its cores shared by whatever runs on them, in virtual time.
+
+Why: a real cluster of this harness runs every process (shard copies, workers, etcd) on one
+machine of a few cores. A call's CPU (the client's encoding, the server's handler, a replica's
+apply) takes longer when more runs at once, so calls slow down with the shard count and under a
+neighbour's load; charging those costs as plain waits made every call in the twin almost free
+and a step's cost independent of the cluster's size.
+
+The model is processor sharing: `cores` cores, `k` runnable jobs and `background` jobs of other
+tenants (the host's load, a float) - each job progresses at min(1, cores / (k + background))
+CPU-seconds per second. A job charges CPU seconds and completes when it got them. All jobs run
+at the same rate, so one service clock (the CPU seconds each job received since the start)
+orders every completion: a job ends when the clock reaches its start reading plus its work. The
+next completion is recomputed whenever a job starts, ends or is cancelled; equal completions end
+in the order their jobs started (a counter, never dict or set order, never the wall clock).
+
+Coarsenings: no per-process cap (a Python process under its GIL runs at most one core, the model
+lets a process's concurrent requests use more when cores are free); a job of a paused (SIGSTOP)
+process keeps its share; a killed process's job is cancelled only where its code unwinds through
+`use` (a SimPy process), a worker thread's stops at its next wait.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Any, Generator
+
+import simpy
+
+from ..errors import HarnessError
+
+EPS = 1e-12          # service-clock slack: a job this close to its end is done (float rounding)
+
+
+class Job:
+    """One CPU charge: `done` fires when it got its work."""
+
+    __slots__ = ("done", "end", "cancelled")
+
+    def __init__(self, done: simpy.Event, end: float) -> None:
+        self.done, self.end, self.cancelled = done, end, False
+
+
+class SimCPU:
+    """Processor sharing of `cores` cores among the twin's jobs and `background` other jobs."""
+
+    def __init__(self, env: simpy.Environment, cores: float, background: float = 0.0) -> None:
+        if not cores > 0:
+            raise HarnessError(f"cpu: cores={cores!r}; give the host's CPU count (> 0), as calibration.json "
+                               "`cores` records it")
+        if not background >= 0:
+            raise HarnessError(f"cpu: background={background!r}; give the host's other load in runnable jobs "
+                               "(>= 0, e.g. its load average), or 0 for an idle host")
+        self.env, self.cores, self.background = env, float(cores), float(background)
+        self._heap: list[tuple[float, int, Job]] = []
+        self._seq = itertools.count()
+        self._n = 0                 # jobs running (cancelled and finished ones left out)
+        self._served = 0.0          # CPU seconds each running job received since the start
+        self._at = 0.0              # when _served was brought up to date
+        self._due = -1.0            # when the timer in force fires
+        self._timer = 0             # the timer in force: older ones are stale
+        self.busy_s = 0.0           # CPU seconds handed out in all (for reports and tests)
+
+    def rate(self) -> float:
+        """CPU seconds per second each running job gets now."""
+        if self._n == 0:
+            return 1.0
+        return min(1.0, self.cores / (self._n + self.background))
+
+    def running(self) -> int:
+        return self._n
+
+    def submit(self, work: float) -> Job:
+        """Start a job of `work` CPU seconds now; its `done` event fires when it is served."""
+        done = self.env.event()
+        if work <= 0:
+            done.succeed()
+            return Job(done, self._served)
+        self._advance()
+        job = Job(done, self._served + work)
+        heapq.heappush(self._heap, (job.end, next(self._seq), job))
+        self._n += 1
+        self.busy_s += work
+        self._arm()
+        return job
+
+    def cancel(self, job: Job) -> None:
+        """The job's process died: it stops taking a share now (its event never fires)."""
+        if job.done.triggered or job.cancelled:
+            return
+        self._advance()
+        job.cancelled = True
+        self._n -= 1
+        self.busy_s -= max(0.0, job.end - self._served)
+        self._arm()
+
+    def use(self, work: float) -> Generator[simpy.Event, Any, None]:
+        """`yield from cpu.use(s)` in a SimPy process: spend `s` CPU seconds; a process closed or
+        interrupted meanwhile (a kill) takes its job off the CPU."""
+        if work <= 0:
+            return
+        job = self.submit(work)
+        try:
+            yield job.done
+        finally:
+            if not job.done.triggered:
+                self.cancel(job)
+
+    # ------------------------------------------------------------ the service clock
+    def _advance(self) -> None:
+        now = self.env.now
+        if self._n:
+            self._served += self.rate() * (now - self._at)
+        self._at = now
+
+    def _arm(self) -> None:
+        """End every job that got its work, then set the timer for the next completion."""
+        heap = self._heap
+        while heap:
+            end, _, job = heap[0]
+            if job.cancelled:
+                heapq.heappop(heap)
+                continue
+            if end - self._served > EPS * max(1.0, self._served):
+                break
+            heapq.heappop(heap)
+            self._n -= 1
+            job.done.succeed()
+        if not heap:
+            self._due = -1.0
+            return
+        due = self.env.now + (heap[0][0] - self._served) / self.rate()
+        if abs(due - self._due) <= EPS * max(1.0, due):
+            return                  # the timer in force already fires then
+        self._due = due
+        self._timer += 1
+        timer = self._timer
+        self.env.timeout(due - self.env.now).callbacks.append(lambda _e: self._fire(timer))
+
+    def _fire(self, timer: int) -> None:
+        if timer != self._timer:
+            return
+        self._due = -1.0
+        self._advance()
+        self._arm()
+
+
+def use(cpu: SimCPU | None, work: float) -> Generator[simpy.Event, Any, None]:
+    """`yield from use(cpu, s)`: spend `s` CPU seconds on `cpu`; nothing without a CPU model."""
+    if cpu is not None and work > 0:
+        yield from cpu.use(work)
+
+
+__all__ = ["Job", "SimCPU", "use"]

@@ -1,0 +1,99 @@
+"""The twin's CPU (harness/sim/cpu.py): processor sharing of the host's cores, exact virtual times."""
+from __future__ import annotations
+
+import pytest
+import simpy
+
+from harness.errors import HarnessError
+from harness.sim.cpu import SimCPU
+
+
+def finish_times(cores: float, jobs: list[tuple[float, float]], background: float = 0.0) -> list[float]:
+    """Each job (start, work) as a process; the virtual time each one ends, in the jobs' order."""
+    env = simpy.Environment()
+    cpu = SimCPU(env, cores, background)
+    out: list[float] = [-1.0] * len(jobs)
+
+    def one(i: int, start: float, work: float):
+        yield env.timeout(start)
+        yield from cpu.use(work)
+        out[i] = env.now
+    for i, (s, w) in enumerate(jobs):
+        env.process(one(i, s, w))
+    env.run()
+    assert cpu.running() == 0
+    return out
+
+
+def test_fewer_jobs_than_cores_run_at_full_speed() -> None:
+    assert finish_times(2, [(0, 1.0), (0, 0.5)]) == pytest.approx([1.0, 0.5], abs=1e-12)
+
+
+def test_three_jobs_on_two_cores_share_them() -> None:
+    # each at 2/3 of a core: 1 CPU-second takes 1.5 s
+    assert finish_times(2, [(0, 1.0)] * 3) == pytest.approx([1.5, 1.5, 1.5], abs=1e-12)
+
+
+def test_a_job_arriving_late_slows_the_others_from_then_on() -> None:
+    # one core: A (2 s) alone until 1 has 1 s left; B (1 s) arrives: both at half speed end at 3
+    assert finish_times(1, [(0, 2.0), (1, 1.0)]) == pytest.approx([3.0, 3.0], abs=1e-12)
+    # A (1 s) alone until 0.5, then with B (1 s): A's last 0.5 s at half speed ends at 1.5, B then
+    # has 0.5 s left alone: 2.0
+    assert finish_times(1, [(0, 1.0), (0.5, 1.0)]) == pytest.approx([1.5, 2.0], abs=1e-12)
+
+
+def test_one_core_serves_unequal_jobs_shortest_first() -> None:
+    # 1 s, 2 s, 3 s on one core: all at 1/3 until 3 (the first ends), then 1/2 until the second's
+    # last 1 s is done at 5, then the third's last 1 s alone: 6
+    assert finish_times(1, [(0, 1.0), (0, 2.0), (0, 3.0)]) == pytest.approx([3.0, 5.0, 6.0], abs=1e-12)
+
+
+def test_background_load_takes_its_share() -> None:
+    assert finish_times(1, [(0, 1.0)], background=1.0) == pytest.approx([2.0], abs=1e-12)
+    assert finish_times(2, [(0, 1.0)], background=1.0) == pytest.approx([1.0], abs=1e-12)   # 2 cores, 2 jobs
+    assert finish_times(2, [(0, 1.0)], background=3.0) == pytest.approx([2.0], abs=1e-12)   # 2/4 each
+    assert finish_times(2, [(0, 1.0)], background=0.5) == pytest.approx([1.0], abs=1e-12)
+
+
+def test_equal_completions_end_in_start_order() -> None:
+    env = simpy.Environment()
+    cpu = SimCPU(env, 1)
+    order: list[str] = []
+
+    def one(name: str):
+        yield from cpu.use(1.0)
+        order.append(name)
+    for name in ("c", "a", "b"):
+        env.process(one(name))
+    env.run()
+    assert order == ["c", "a", "b"] and env.now == pytest.approx(3.0, abs=1e-12)
+
+
+def test_a_killed_job_leaves_the_cpu() -> None:
+    env = simpy.Environment()
+    cpu = SimCPU(env, 1)
+    ends: dict[str, float] = {}
+
+    def one(name: str, work: float):
+        try:
+            yield from cpu.use(work)
+            ends[name] = env.now
+        except simpy.Interrupt:
+            ends[name] = -1.0
+    a = env.process(one("a", 10.0))
+    env.process(one("b", 1.0))
+
+    def killer():
+        yield env.timeout(1.0)      # b has 0.5 s done, then runs alone
+        a.interrupt("killed")
+    env.process(killer())
+    env.run()
+    assert ends == pytest.approx({"a": -1.0, "b": 1.5}, abs=1e-12) and cpu.running() == 0
+
+
+def test_zero_work_takes_no_time_and_bad_settings_are_refused() -> None:
+    assert finish_times(1, [(0.25, 0.0)]) == [0.25]
+    with pytest.raises(HarnessError, match="cores"):
+        SimCPU(simpy.Environment(), 0)
+    with pytest.raises(HarnessError, match="background"):
+        SimCPU(simpy.Environment(), 2, -1)
