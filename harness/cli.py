@@ -295,6 +295,10 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--calibrate", action="store_true",
                     help="measure a fresh calibration on this machine first (OUT/calibration.json, ~30 s) and "
                          "predict with it: real timings here move with the machine's load")
+    sv.add_argument("--background", default="auto", metavar="auto|JOBS",
+                    help="other tenants' load the twin's cores carry (harness/sim/cpu.py): auto (default) gives "
+                         "each sim run the background_cores its real run measured (report.json host_load), a "
+                         "number that many jobs on every sim run, 0 an idle host")
     from .sim.scale.commands import add_parsers as add_scale     # the scale level (issue 11)
     add_scale(smsub)
     sm.set_defaults(fn=cmd_sim)

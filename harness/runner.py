@@ -20,6 +20,7 @@ from typing import Callable
 
 from reports import html, junit, markdown, report_json
 
+from . import hostload
 from .backend import Backend
 from .checkers.failover import failover_times
 from .clock import WallClock, clock_of
@@ -114,6 +115,7 @@ class Runner:
         self.out.mkdir(parents=True, exist_ok=True)
         self.history = History(self.backend.events_path("harness"), self.clock)
         t_start = time.time()       # wall_s: what the run cost in real time, whatever its clock
+        self.load_start = hostload.sample()     # report.json host_load: what else ran meanwhile
         self.prepared = self.system.prepare(self.sc, self.seed, self.out, self.backend_name, self.make_backend,
                                             self.say)
         self.tearing_down = False
@@ -150,6 +152,7 @@ class Runner:
                     except KeyboardInterrupt:   # landed before the flag was set; teardown is idempotent
                         self.backend.hurry = True
             finally:                            # whatever teardown raised, the rest still happens
+                self.load_end = hostload.sample()     # after teardown: the run's processes are reaped
                 for sig, handler in prev.items():
                     signal.signal(sig, handler)
                 self.history.close()
@@ -351,6 +354,7 @@ class Runner:
                                  "unknown_reasons": {k: v.details.get("reason") or v.details.get("error")
                                                      for k, v in checks.items() if v.valid == "unknown"},
                                  "failover_times": failover_times(hist),
+                                 "host_load": hostload.summary(self.load_start, self.load_end),
                                  **self._simulated(),
                                  "history": str(self.out / "history.jsonl"),
                                  "scenario_spec": self.sc.model_dump()})

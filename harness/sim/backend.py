@@ -3,7 +3,9 @@
 Shard copies are SimCopy processes (psnodes.core and the real ShardStore), etcd is SimEtcd, every
 directed link is SimNetwork's, and each worker is psnodes' own Worker and PSClient, run in a
 thread under the virtual clock (harness/sim/vtime.py) with the simulator's stubs, etcd and pool
-(harness/sim/transport.py). The runner drives it like any backend: its sleeps are virtual, so a
+(harness/sim/transport.py). They all share the host's cores (harness/sim/cpu.py: the calibration's
+`cores`, and `background_load` jobs of other tenants, 0 unless asked: `pschaos sim validate` gives
+the twin the real run's measured load). The runner drives it like any backend: its sleeps are virtual, so a
 scenario takes as long as its computation. Nothing outside the run folder is touched: no process,
 port or file elsewhere.
 
@@ -16,6 +18,7 @@ never skipped.
 """
 from __future__ import annotations
 
+import math
 import random
 import shutil
 from pathlib import Path
@@ -35,6 +38,7 @@ from ..errors import HarnessError
 from ..scenario import ClusterSpec
 from .calibration import Calibration
 from .clock import SimClock
+from .cpu import SimCPU
 from .disk import SimDisk
 from .elastic import ElasticShards
 from .etcd import SimEtcd
@@ -54,11 +58,13 @@ class SimBackend(ElasticShards):
     proxied = True          # every directed link is modelled: link faults always apply
 
     def __init__(self, spec: ClusterSpec, run_dir: Path, run_id: str, seed: int,
-                 calibration: Calibration | None = None, tables: dict[str, int] | None = None) -> None:
+                 calibration: Calibration | None = None, tables: dict[str, int] | None = None,
+                 background_load: float = 0.0) -> None:
         from psnodes.models import MLPTask, WideDeepTask
 
         self.spec, self.run_dir, self.run_id, self.seed = spec, run_dir, run_id, seed
         self.cal = calibration or Calibration.default()
+        self.background_load = background_load
         tasks = {t.name: dict(t.tables) for t in (MLPTask, WideDeepTask)}
         self.tables = tasks[spec.model] if tables is None else tables
         self.env = simpy.Environment()
@@ -80,7 +86,10 @@ class SimBackend(ElasticShards):
               step_delay: float = 0.0) -> None:
         s = self.spec
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        self.etcd = SimEtcd(self.env, read_s=self.cal.etcd_read_s, write_s=self.cal.etcd_write_s)
+        # the host's cores, shared by every simulated process and `background_load` jobs of others
+        self.cpu = SimCPU(self.env, self.cal.cores or math.inf, self.background_load)
+        self.etcd = SimEtcd(self.env, read_s=self.cal.etcd_read_s, write_s=self.cal.etcd_write_s, cpu=self.cpu,
+                            cpu_s=self.cal.etcd_request_s, client_cpu_s=self.cal.etcd_client_s)
         self.net = SimNetwork(self.env, self.rng, self.cal.network)
         self.disk = SimDisk(self.env, self.sim_clock, self.cal.to_json())     # checkpoint_mb_s: the write rate
         self.cfg = ClusterConfig(cluster_id=self.run_id, etcd="sim://etcd", shards=s.shards, copies=s.copies,
@@ -104,7 +113,9 @@ class SimBackend(ElasticShards):
         self.files.pids[name] = self.files.pids.get(name, 1000 + 10 * len(self.files.pids)) + 1
         c = SimCopy(self.env, self.sim_clock, self.etcd, self.net, self.cfg, name, self.files, disk=self.disk)
         c.start_delay_s = self.cal.node_start_s
+        c.cpu = self.cpu
         c.request_s, c.apply_s_per_mb = self.cal.server_request_s or 0.0, self.cal.apply_s_per_mb
+        c.client_s = self.cal.client_request_s
         self.copies[name] = c
         self.procs[name] = CopyProcs(c, self.copies)
         self.procs[name].start()

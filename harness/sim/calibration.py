@@ -3,11 +3,11 @@
 A calibration file is JSON: `network` (harness/sim/network.py NetCalibration: one-way fixed cost
 and per-byte cost of a message, TCP retransmission), `worker_step_s` per model (the compute of one
 training step, charged in virtual time; the gradients themselves are computed for real),
-`worker_overhead_s` per model (what a real step costs beyond that compute and the modelled wire:
-the client's and the nodes' Python, protobuf and numpy work on pulls and pushes and the gRPC
-stack's CPU, charged once per step with the compute; without it a simulated step takes under half
-a real one, and a fault given at a step meets a workload that ends seconds early: it is a real
-step's time, from the train-step events of process runs, less a simulated step's without it),
+`worker_overhead_s` per model (what a real step costs beyond everything the twin models - the
+compute, the wire, and the CPU of every call on the shared cores (harness/sim/cpu.py) - charged
+once per step with the compute as the worker's CPU: the leftover, a real step's time from the
+train-step events of process runs less a simulated step's without it; it was ~10 ms a step before
+the CPU model charged the calls, and shrinks toward 0 as the model covers what a step costs),
 `worker_step_jitter` per model (the spread of a real step's time: the standard deviation of its
 logarithm over a real run's steps, outliers above the 95th percentile left out; each simulated
 step is the calibrated time times exp(jitter x a standard normal draw from the run's seed), so
@@ -25,7 +25,16 @@ JSON and, for a write, the WAL's fsync), `etcd_start_s` (a killed etcd started a
 blocks that long; 0.6 s in the process runs' histories, fault-stop minus fault-start minus the
 outage), `server_request_s` (a primary's own CPU time per small request, pushes and pulls of a
 few kB alike: its process's CPU seconds over a burst of calls divided by their count; the scale
-level's server capacity comes from it), and `measured` (when, where, and with what command). The committed default lives beside this module;
+level's server capacity comes from it; the twin charges it on every Push, Pull, Replicate and
+Migrate a copy serves, plus `apply_s_per_mb` for the bytes the request carries),
+`client_request_s` (the caller's own CPU time per such call: the PS client's encoding, gRPC and
+decoding, from the same burst as the calling process's CPU seconds; charged on every call a
+worker, the migration coordinator or a replicating primary makes), `etcd_request_s` and
+`etcd_client_s` (the etcd server's CPU per operation and the Python client's, over a burst of
+reads and writes: charged on the CPU within etcd_read_s / etcd_write_s, the rest of which (the
+WAL's fsync, the gateway's scheduling) stays a plain wait), `cores` (the measuring host's CPU
+count: the twin's processes share that many cores, harness/sim/cpu.py; absent, every job runs at
+full speed as on an unbounded host), and `measured` (when, where, and with what command). The committed default lives beside this module;
 a run's report names the file it used.
 """
 from __future__ import annotations
@@ -47,7 +56,8 @@ OVERHEAD_S = {"mlp": 0.006, "widedeep": 0.010}
 EVAL_S = {"mlp": 0.0004, "widedeep": 0.006}
 KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "worker_eval_s", "apply_s_per_mb",
         "checkpoint_mb_s",
-        "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s", "server_request_s", "measured")
+        "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s", "server_request_s", "client_request_s",
+        "etcd_request_s", "etcd_client_s", "cores", "measured")
 
 
 @dataclass
@@ -64,6 +74,10 @@ class Calibration:
     etcd_write_s: float = 0.0
     etcd_start_s: float = 0.6
     server_request_s: float | None = None     # a primary's CPU per small request (None: not measured)
+    client_request_s: float = 0.0             # a caller's CPU per call
+    etcd_request_s: float = 0.0               # the etcd server's CPU per operation
+    etcd_client_s: float = 0.0                # the etcd client's CPU per operation
+    cores: float | None = None                # the measuring host's CPUs (None: no contention)
     measured: dict[str, Any] = field(default_factory=dict)
     path: str = "(built-in defaults)"
 
@@ -120,7 +134,9 @@ class Calibration:
                 "checkpoint_mb_s": self.checkpoint_mb_s, "node_start_s": self.node_start_s,
                 "etcd_read_s": self.etcd_read_s,
                 "etcd_write_s": self.etcd_write_s, "etcd_start_s": self.etcd_start_s,
-                "server_request_s": self.server_request_s, "measured": self.measured}
+                "server_request_s": self.server_request_s, "client_request_s": self.client_request_s,
+                "etcd_request_s": self.etcd_request_s, "etcd_client_s": self.etcd_client_s, "cores": self.cores,
+                "measured": self.measured}
 
 
 __all__ = ["Calibration", "DEFAULT_PATH"]

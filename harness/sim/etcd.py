@@ -19,7 +19,8 @@ network's job (harness/sim/network.py): a shell delivers the request on its link
 SimEtcd, holds the reply for the server's service time (`service_s`: `write_s` for a call that
 goes through the raft log (put, delete, txn, even one whose compare failed, lease grant and
 revoke: etcd fsyncs its WAL before answering), `read_s` for a range or a keepalive; both
-measured on the real etcd by `pschaos sim calibrate`), then delivers the reply. A server that
+measured on the real etcd by `pschaos sim calibrate`; with a CPU model, the client's and the
+server's CPU per operation are charged on the host's cores and only the rest waits), then delivers the reply. A server that
 goes down during that time answers nothing: the caller gets EtcdError though the call may have
 been applied (an indeterminate write, as a real client sees it); one that freezes answers after
 the thaw or not at all. One coarsening: the write is visible to others from the start of that
@@ -48,6 +49,8 @@ from dataclasses import dataclass, field
 import simpy
 
 from psnodes.etcd import KV, EtcdError
+
+from .cpu import SimCPU
 
 
 @dataclass(frozen=True)
@@ -78,9 +81,13 @@ class SimEtcd:
     endpoint = "sim://etcd"
 
     def __init__(self, env: simpy.Environment, min_ttl: int = 1, first_lease: int = 1,
-                 promote_extend_s: float = PROMOTE_EXTEND_S, read_s: float = 0.0, write_s: float = 0.0) -> None:
+                 promote_extend_s: float = PROMOTE_EXTEND_S, read_s: float = 0.0, write_s: float = 0.0,
+                 cpu: SimCPU | None = None, cpu_s: float = 0.0, client_cpu_s: float = 0.0) -> None:
         self.env = env
         self.read_s, self.write_s = float(read_s), float(write_s)
+        # CPU per operation on the host's cores (harness/sim/cpu.py), the server's and the client's;
+        # both are part of read_s / write_s (what the calibration measured), the rest a plain wait
+        self.cpu, self.cpu_s, self.client_cpu_s = cpu, float(cpu_s), float(client_cpu_s)
         self.last_path: str | None = None     # the API path of the last call (its service time)
         self.min_ttl = min_ttl
         self.promote_extend_s = promote_extend_s
@@ -96,8 +103,12 @@ class SimEtcd:
 
     # ------------------------------------------------------------------ plumbing
     def service_s(self) -> float:
-        """The server's time to answer its last call: a write through the log, or a read."""
-        return self.write_s if self.last_path in LOGGED else self.read_s
+        """The server's time to answer its last call beyond the CPU charged on `cpu`: a write
+        through the log, or a read."""
+        total = self.write_s if self.last_path in LOGGED else self.read_s
+        if self.cpu is None:
+            return total
+        return max(0.0, total - self.cpu_s - self.client_cpu_s)
 
     def _enter(self, path: str) -> None:
         """Every call: unreachable raises; otherwise leases past their deadline go first."""

@@ -6,6 +6,11 @@ virtual time), and the reply travels back downstream on the same link. A transpo
 raises `SimRpcError` with the gRPC status the caller would see; a dead callee refuses the
 connection (UNAVAILABLE), as a killed process does. Domain errors (psnodes.errors) raised by the
 handler reach the caller as they are, as the real client maps them back at its boundary.
+
+CPU (harness/sim/cpu.py): a call charges the caller's CPU per call (`client_s`: encoding, the
+gRPC stack, decoding) on the host's shared cores before its request leaves; the callee's CPU is
+its handler's (SimCopy.serve). An etcd call charges the client's and the server's CPU per
+operation (SimEtcd's `client_cpu_s`, `cpu_s`) within the server's service time.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from psnodes.etcd import EtcdError
 from psnodes.errors import PSError
 
 from .clock import SimClock
+from .cpu import SimCPU, use
 from .network import UNAVAILABLE, SimNetwork
 
 Gen = Generator[simpy.Event, Any, Any]
@@ -50,8 +56,11 @@ class SimHistory:
 
 
 def call(net: SimNetwork, src: str, dst: str, alive: Callable[[], bool], handler: Callable[[], Gen],
-         req_bytes: int, reply_bytes: Callable[[Any], int], deadline: float) -> Gen:
-    """`reply = yield from call(...)`: deliver, run `handler()` if the callee lives, deliver back."""
+         req_bytes: int, reply_bytes: Callable[[Any], int], deadline: float, cpu: SimCPU | None = None,
+         client_s: float = 0.0) -> Gen:
+    """`reply = yield from call(...)`: the caller's CPU (`client_s` on `cpu`), deliver, run
+    `handler()` if the callee lives, deliver back."""
+    yield from use(cpu, client_s)
     d = yield net.deliver(src, dst, req_bytes, deadline)
     if not d.ok:
         raise SimRpcError(d.error or UNAVAILABLE, f"{src}->{dst} request: {d.cause}")
@@ -79,6 +88,8 @@ def etcd_call(net: SimNetwork, env: simpy.Environment, src: str, fn: Callable[[]
     (frozen) server holds the request until it is thawed or the call times out (EtcdError); a
     down one refuses it (SimEtcd raises)."""
     deadline = env.now + timeout
+    if server is not None:
+        yield from use(server.cpu, server.client_cpu_s)
     d = yield net.deliver(src, ETCD, ETCD_MSG_BYTES, deadline)
     if not d.ok:
         raise EtcdError(f"etcd unreachable from {src}: {d.error} ({d.cause})")
@@ -92,6 +103,7 @@ def etcd_call(net: SimNetwork, env: simpy.Environment, src: str, fn: Callable[[]
     if server is not None and server.last_path is not None:
         serving = server.running
         service = server.service_s()
+        yield from use(server.cpu, server.cpu_s)
         if service > 0:
             yield env.timeout(service)
         if serving and not server.running:

@@ -31,6 +31,7 @@ from psnodes.store import ShardSpec, ShardStore
 from psnodes.wire import encode_pull_reply
 
 from .clock import SimClock
+from .cpu import SimCPU
 from .disk import SimDisk
 from .etcd import SimEtcd
 from .network import SimNetwork
@@ -61,8 +62,11 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.procs: list[simpy.Process] = []
         self.on_promote: Callable[[], None] = lambda: None          # shard_procs: start senders
         self.start_delay_s = 0.0    # calibration node_start_s: a (re)start's time until it serves
-        # calibration server_request_s and apply_s_per_mb: a Migrate call's CPU on the node (shard_migrate)
-        self.request_s, self.apply_s_per_mb = 0.0, 0.0
+        # the host's cores (harness/sim/cpu.py; None: costs are not charged) and the calibration's
+        # CPU per call served (server_request_s, plus apply_s_per_mb for the bytes it carries) and
+        # per call made (client_request_s: a primary's Replicate calls)
+        self.cpu: SimCPU | None = None
+        self.request_s, self.apply_s_per_mb, self.client_s = 0.0, 0.0, 0.0
         self.on_start: Callable[[], None] = lambda: None            # shard_procs: serve.py's start
         self.on_stop: Callable[[float], simpy.Process] | None = None  # shard_procs: serve.py's SIGTERM
         self._fresh()
@@ -112,6 +116,11 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
     def wait_change(self, timeout: float) -> Gen:
         """`yield from copy.wait_change(t)`: until notified or `t` virtual seconds passed."""
         yield self._changed | self.env.timeout(max(0.0, timeout))
+
+    def work_of(self, nbytes: int) -> float:
+        """The CPU seconds a call carrying `nbytes` in costs the handler: server_request_s plus
+        apply_s_per_mb for its bytes."""
+        return self.request_s + self.apply_s_per_mb * nbytes / 1e6
 
     def writer_tag(self) -> str:
         """What stands for pid and thread in this copy's temporary file names."""
@@ -218,12 +227,12 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         """`reply = yield from copy.push(req, deadline, caller)`: ShardNode.push in virtual time,
         called by a PS client (`caller`; default: the update's worker) that watches the record."""
         watch = client_watch(caller or req.update.worker or "client", req)
-        return (yield from self.serve(lambda: self._push(req, deadline), deadline, watch))
+        return (yield from self.serve(lambda: self._push(req, deadline), deadline, watch, self.work_of(req.ByteSize())))
 
     def pull(self, req: ps_pb2.PullRequest, deadline: float, caller: str | None = None) -> Gen:
         """`raw = yield from copy.pull(req, deadline, caller)`: ShardNode.pull, the serialized PullReply."""
         watch = client_watch(caller or req.worker or "client", req)
-        return (yield from self.serve(lambda: self._pull(req, deadline), deadline, watch))
+        return (yield from self.serve(lambda: self._pull(req, deadline), deadline, watch, self.request_s))
 
     def serve_status(self, req: ps_pb2.StatusRequest, deadline: float) -> Gen:
         """The Status call as a call: no answer while paused (until its deadline: no caller of

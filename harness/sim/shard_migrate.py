@@ -9,9 +9,9 @@ its entry as primary and returns once the mode's ack rule holds, so the coordina
 (psnodes/migration.py, run in virtual time by harness/sim/elastic.py) sees what it sees on
 real nodes.
 
-Time: the twin charges no server CPU on the calls of a worker's step (the calibrated worker
-overhead covers them), but a Migrate call belongs to no step, so its handler spends the
-calibration's `server_request_s` plus `apply_s_per_mb` for the state it carries in or out.
+Time: a Migrate handler spends the calibration's `server_request_s` plus `apply_s_per_mb` for
+the state it carries in or out, as CPU on the host's shared cores (harness/sim/cpu.py), as every
+call a copy serves does.
 """
 from __future__ import annotations
 
@@ -53,8 +53,11 @@ class MigrateSide:
     def _spend(self: "SimCopy", nbytes: int, per_call: float = 0.0) -> Gen:
         """The handler's CPU time: `per_call`, and per MB of state taken in or sent out."""
         cost = per_call + self.apply_s_per_mb * nbytes / 1e6
-        if cost > 0:
-            yield self.env.timeout(cost)
+        if self.cpu is None:
+            if cost > 0:
+                yield self.env.timeout(cost)
+            return
+        yield from self.cpu.use(cost)
 
     def _export(self: "SimCopy", req: ps_pb2.MigrateRequest, deadline: float) -> Gen:
         """ownership._export: the moving keys as of a replicated seq (sync mode)."""

@@ -31,6 +31,7 @@ from psnodes.errors import PSError
 from psnodes.proto import ps_pb2
 from psnodes.record_watch import BACKOFF_CAP_S
 
+from .cpu import use
 from .disk import local_dir, shared_dir
 from .network import DEADLINE_EXCEEDED, UNAVAILABLE
 from .rpc import Gen, SimRpcError, etcd_call
@@ -175,15 +176,21 @@ class ProcessControl:
             return Watch.WAIT
         return verdict(self.name, watch.epoch, None, None, self.shard in r.shards)
 
-    def serve(self: "SimCopy", handler: Callable[[], Gen], deadline: float, watch: ClientWatch | None = None) -> Gen:
+    def serve(self: "SimCopy", handler: Callable[[], Gen], deadline: float, watch: ClientWatch | None = None,
+              work: float = 0.0) -> Gen:
         """`reply = yield from copy.serve(...)`: one call into this copy, the gRPC server's side. A
         paused copy answers once resumed, unless the caller's deadline passes first or (a PS
         client's call, `watch`) the shard record names its successor; a stopping one refuses
-        new calls."""
+        new calls. The handler first spends `work` CPU seconds on the host's cores (a kill takes
+        them off)."""
         yield from self._hold(self.session, deadline, True, watch)
         if not self.alive or not self.accepting:
             raise SimRpcError(UNAVAILABLE, f"{self.name} is not serving: connection refused")
-        return (yield from self._drive(handler(), deadline, call=True, watch=watch))
+
+        def handle() -> Gen:
+            yield from use(self.cpu, work)
+            return (yield from handler())
+        return (yield from self._drive(handle(), deadline, call=True, watch=watch))
 
     def kill(self: "SimCopy") -> None:
         """SIGKILL: every process stops where it is, calls in flight get UNAVAILABLE, and the copy

@@ -6,7 +6,8 @@ Runtime; here they carry their calls over SimNetwork to the SimCopy handlers in 
 (harness/sim/vtime.py blocks the calling thread meanwhile). A failure reaches the caller as a
 grpc.RpcError with the status code the real channel would raise (a domain error with its own:
 StaleRouting is ABORTED, as the real servicer maps it), so the callers' retry and error mapping
-run unchanged.
+run unchanged. Each call charges the caller's CPU per call (calibration `client_request_s`) on the
+host's shared cores (harness/sim/cpu.py), the callee's handler its own.
 """
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ class SimStub:
         copy = w.copies[self.dst]
         deadline = w.env.now + (timeout or w.cfg.rpc_timeout_s)
         gen = call(w.net, self.src, self.dst, lambda: copy.alive, lambda: handler(copy, deadline),
-                   req.ByteSize(), reply_bytes, deadline)
+                   req.ByteSize(), reply_bytes, deadline, w.cpu, w.cal.client_request_s)
         try:
             out = w.vt.run_process(gen)
         except (SimRpcError, PSError) as e:

@@ -14,6 +14,11 @@ the relative error are printed, pooled over the seeds:
   moved keys' bytes and the fraction of keys moved (means over seeds), and the hand-off's phases
   (harness/sim/handoff_phases.py: medians over every migration) with the workers' push and pull
   latency (medians of each run's median), so an unavailability the twin misses is traced to a phase.
+The twin's cores carry the real run's load (`--background`, harness/sim/cpu.py): by default each
+sim run gets as many background jobs as the real run of its seed measured other tenants using
+(report.json `host_load.background_cores`, harness/hostload.py), so both run under the same
+conditions; a number gives every sim run that many, 0 an idle host. Each sim run's figure is in
+validate.json (`background`).
 Targets (issue 8): failover p50 within 10%, p99 within 20%, throughput within 10%, catch-up bytes
 within 5%; the migration figures are reported, not targeted. Exit 0 when every target holds, 1
 when one does not, 3 when a run gave no evidence. `--scenario` runs some of the set only.
@@ -122,20 +127,39 @@ def compare(real: dict, sim: dict, targeted: tuple[str, ...] = ()) -> dict:
     return out
 
 
-def _run(path: Path, backend: str, seed: int, out: Path, cal: str | None) -> Path:
+def background_of(arg: str) -> float | None:
+    """`--background`: None for auto (each real run's measured load), else a number of jobs >= 0."""
+    if arg == "auto":
+        return None
+    try:
+        jobs = float(arg)
+    except ValueError:
+        jobs = -1.0
+    if not jobs >= 0 or jobs == float("inf"):
+        raise ValueError(f"--background={arg!r}: give auto, or a number of background jobs >= 0 (0: an idle host)")
+    return jobs
+
+
+def measured_background(run_dir: Path) -> float:
+    """The cores other tenants used during a real run (its report's host_load), 0 when absent."""
+    rep = json.loads((run_dir / "report.json").read_text())
+    return float((rep.get("host_load") or {}).get("background_cores") or 0.0)
+
+
+def _run(path: Path, backend: str, seed: int, out: Path, cal: str | None, background: float = 0.0) -> Path:
     from ..adapters.psnodes import BACKENDS
     from ..runner import Runner
 
     sc = load_scenario(path)
     make = BACKENDS[backend]
-    if backend == "sim" and cal:
+    if backend == "sim":
         from .backend import SimBackend
         from .calibration import Calibration
 
-        calibration = Calibration.load(cal)
+        calibration = Calibration.load(cal) if cal else Calibration.default()
 
-        def make(s, run_dir, run_id, sd):     # noqa: F811 - the sim with the given calibration
-            return SimBackend(s.cluster, run_dir, run_id, sd, calibration=calibration)
+        def make(s, run_dir, run_id, sd):     # noqa: F811 - the sim with the given calibration and load
+            return SimBackend(s.cluster, run_dir, run_id, sd, calibration=calibration, background_load=background)
     d = out / sc.name / f"{backend}-{seed}"
     Runner(sc, seed, d, backend, quiet=True, make_backend=make).run()
     return d
@@ -151,6 +175,11 @@ def validate_main(args: argparse.Namespace) -> int:
     if unknown_names:
         print(f"pschaos sim validate: --scenario {', '.join(unknown_names)}: not in the set; use one of "
               f"{', '.join(SCENARIOS)}", file=sys.stderr)
+        return 2
+    try:
+        fixed = background_of(str(getattr(args, "background", "auto")))
+    except ValueError as e:
+        print(f"pschaos sim validate: {e}", file=sys.stderr)
         return 2
     if getattr(args, "calibrate", False):
         if args.calibration:
@@ -170,17 +199,25 @@ def validate_main(args: argparse.Namespace) -> int:
             continue
         path = REPO / "scenarios" / f"{name}.yaml"
         runs: dict[str, list[dict]] = {"process": [], "sim": []}
+        backgrounds = []
         for seed in seeds:
+            background = 0.0
             for backend in ("process", "sim"):
-                print(f"pschaos sim validate: {name} seed {seed} on {backend} ({time.time() - t0:.0f}s)",
+                print(f"pschaos sim validate: {name} seed {seed} on {backend} ({time.time() - t0:.0f}s"
+                      + (f", background {background:.2f} jobs" if backend == "sim" else "") + ")",
                       file=sys.stderr, flush=True)
-                obs = observe(_run(path, backend, seed, out, args.calibration))
+                d = _run(path, backend, seed, out, args.calibration, background)
+                if backend == "process":
+                    background = measured_background(d) if fixed is None else fixed
+                    backgrounds.append(background)
+                obs = observe(d)
                 unknown |= obs["verdict"] == "unknown"
                 runs[backend].append(obs)
         real, sim = pooled(runs["process"]), pooled(runs["sim"])
         wall = {b: sum(r["wall_s"] or 0 for r in rs) for b, rs in runs.items()}
         result["scenarios"][name] = {"real": real, "sim": sim, "compare": compare(real, sim, targeted), "wall_s": wall,
-                                     "verdicts": {b: [r["verdict"] for r in rs] for b, rs in runs.items()}}
+                                     "verdicts": {b: [r["verdict"] for r in rs] for b, rs in runs.items()},
+                                     "background": backgrounds}
     holds = [c["holds"] for s in result["scenarios"].values() for c in s["compare"].values()
              if c.get("holds") is not None]
     result["all_targets_hold"] = all(holds) if holds else None
@@ -211,4 +248,4 @@ def _print(result: dict) -> None:
     print(f"\nall targets hold: {result['all_targets_hold']}")
 
 
-__all__ = ["observe", "validate_main"]
+__all__ = ["background_of", "measured_background", "observe", "validate_main"]

@@ -7,7 +7,8 @@ it (a call in flight may still land on the server, as a real one can); a restart
 incarnation with the same arguments, as the process backend restarts a worker. A pause
 (SIGSTOP) holds every thread of the incarnation at its next wait (a sleep, the compute of a step,
 the end of a call: what a call in flight did on the server stands, its answer waits) until the
-resume or a kill.
+resume or a kill. A step's compute and the calibrated leftover (`worker_overhead_s`) are the
+worker's CPU on the host's shared cores (harness/sim/cpu.py): steps slow down when more runs.
 """
 from __future__ import annotations
 
@@ -79,11 +80,21 @@ class SimWorkers:
         draws = random.Random(f"pschaos-step:{be.seed}:{name}:{n}")
         eval_s = be.cal.eval_s(*mode)
 
+        def spend(s: float) -> None:
+            """The worker's CPU: `s` seconds on the host's shared cores (harness/sim/cpu.py)."""
+            job = be.cpu.submit(s)
+            try:
+                vt.wait_event(job.done)
+            finally:
+                be.cpu.cancel(job)          # a no-op once served; a thread unwound meanwhile leaves the CPU
+            if gate():
+                raise Killed(name)
+
         def compute(what: str) -> None:
             if what == "eval":     # no draw: the steps' times are the same with evaluation on or off
-                sleep(eval_s)
+                spend(eval_s)
                 return
-            sleep(step_s * math.exp(jitter * draws.gauss(0.0, 1.0)) if jitter else step_s)
+            spend(step_s * math.exp(jitter * draws.gauss(0.0, 1.0)) if jitter else step_s)
         rt = Runtime(monotonic=clock.monotonic, sleep=sleep, time=clock.now, pid=lambda: pid,
                      pool=lambda k, prefix: SimPool(vt, f"{name}-{prefix}"), compute=compute)
         dead = gate

@@ -18,3 +18,20 @@ def test_pooled_failovers_take_percentiles_over_every_seed_and_drop_nothing_fini
     p = pooled(runs)
     assert p["failovers"] == 3 and p["failover_p50_ms"] == 500.0 and p["failover_p99_ms"] == 600.0
     assert p["acked_per_s"] == 15.0 and p["final_loss_band"] == [0.1, 0.3]
+
+
+def test_background_is_auto_or_a_number_of_jobs_and_a_real_runs_load_is_read_from_its_report(tmp_path):
+    import json
+
+    import pytest
+
+    from harness.sim.validate import background_of, measured_background
+
+    assert background_of("auto") is None and background_of("0") == 0.0 and background_of("1.5") == 1.5
+    for bad in ("-1", "lots", "inf", "nan"):
+        with pytest.raises(ValueError, match="--background"):
+            background_of(bad)
+    (tmp_path / "report.json").write_text(json.dumps({"host_load": {"background_cores": 0.7}}))
+    assert measured_background(tmp_path) == 0.7
+    (tmp_path / "report.json").write_text(json.dumps({}))          # a report from before host_load: an idle host
+    assert measured_background(tmp_path) == 0.0
