@@ -11,14 +11,20 @@ Measured here, on this machine, each as the median of repeated trials:
 - a copy's start: kill and restart, until its server answers a Status.
 Heartbeat, suspicion and lease timings are the cluster config's own constants (the twin reads the
 same config), so they are not measured; `pschaos sim validate` compares what they add up to.
-Last, `worker_overhead_s`: a real step's time beyond compute and the modelled wire, from a real
-2-shard x 3-copy training run per model less its twin's step without overhead; and from the same
+- the CPU of a call: a burst of pushes and pulls, the node's and the caller's process CPU seconds
+  per call (psutil); of an etcd operation likewise, the etcd server's and the caller's;
+- the host's cores (os.cpu_count): the twin shares that many among its processes (cpu.py).
+Last, `worker_overhead_s`: a real step's time beyond everything the twin models (compute, wire,
+the CPU of every call on the shared cores), from a real 2-shard x 3-copy training run per model
+less its twin's step without overhead, the twin given the load other tenants put on the host
+during the real runs (report.json host_load); and from the same
 runs (which evaluate every 10 steps) `worker_eval_s`: a real evaluation pass's time less its
 twin's without that cost.
 """
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import tempfile
@@ -84,11 +90,33 @@ def apply_cost(be, net: dict, say: Callable[[str], None], n: int = 15) -> float:
     return round(statistics.mean(per_mb), 6)
 
 
-def server_cpu(be, say: Callable[[str], None], n: int = 400) -> float:
-    """A primary's own CPU per small request: the CPU seconds its process spends on `n` pushes
-    and `n` pulls of a 2,656-float tensor (the mlp's share on 2 shards) from one client, over
-    2n, less what it spends idle for as long (heartbeats, lease keepalives). The scale level
-    charges a primary this per pull, push and replicate call."""
+def _cpu_of(proc) -> Callable[[], float]:
+    """A psutil.Process's CPU seconds (user + system, every thread) as a function."""
+    def cpu() -> float:
+        t = proc.cpu_times()
+        return t.user + t.system
+    return cpu
+
+
+def _per_op(cpus: dict[str, Callable[[], float]], burst: Callable[[], None], ops: int) -> dict[str, float]:
+    """Each process's CPU seconds per operation over `burst` (`ops` operations), less what it spends
+    idle for as long (heartbeats, lease keepalives, the harness's threads)."""
+    c0, w0 = {k: f() for k, f in cpus.items()}, time.perf_counter()
+    burst()
+    took = time.perf_counter() - w0
+    busy = {k: f() - c0[k] for k, f in cpus.items()}
+    c1 = {k: f() for k, f in cpus.items()}
+    time.sleep(min(took, 5.0))
+    idle = {k: (f() - c1[k]) / min(took, 5.0) * took for k, f in cpus.items()}
+    return {k: max(0.0, busy[k] - idle[k]) / ops for k in cpus}
+
+
+def server_cpu(be, say: Callable[[str], None], n: int = 400) -> tuple[float, float]:
+    """A primary's own CPU per small request, and its caller's: the CPU seconds the node's process
+    and this one (the PS client, its gRPC threads) spend on `n` pushes and `n` pulls of a
+    2,656-float tensor (the mlp's share on 2 shards), over 2n, less what each spends idle for as
+    long. The twin charges the first on every call a copy serves and the second on every call
+    made (harness/sim/cpu.py); the scale level's server capacity comes from the first."""
     import psutil
 
     from psnodes.codec import tensor_to_pb
@@ -102,27 +130,26 @@ def server_cpu(be, say: Callable[[str], None], n: int = 400) -> float:
         worker="calibrate-cpu", dense=[tensor_to_pb("calcpu", np.full(size, 1e-3, np.float32))]))
     rid = iter(range(1, 1 << 40))
 
-    def cpu() -> float:
-        t = proc.cpu_times()
-        return t.user + t.system
-    c0, w0 = cpu(), time.perf_counter()
-    for _ in range(n):
-        push.update.req_id = next(rid)
-        be.client.call(0, "Push", lambda ep: (push.__setattr__("epoch", ep), push)[1])
-        be.client.pull_dense()
-    busy, took = cpu() - c0, time.perf_counter() - w0
-    c1 = cpu()
-    time.sleep(min(took, 5.0))
-    idle = (cpu() - c1) / min(took, 5.0) * took
-    per = max(0.0, busy - idle) / (2 * n)
-    say(f"  primary CPU: {busy:.3f} s over {2 * n} calls in {took:.2f} s (idle {idle:.3f} s): "
-        f"{per * 1e3:.3f} ms a request")
-    return round(per, 7)
+    def burst() -> None:
+        for _ in range(n):
+            push.update.req_id = next(rid)
+            be.client.call(0, "Push", lambda ep: (push.__setattr__("epoch", ep), push)[1])
+            be.client.pull_dense()
+    burst()                                          # warm-up: the first burst pays for caches and JITs
+    per = _per_op({"server": _cpu_of(proc), "client": _cpu_of(psutil.Process())}, burst, 2 * n)
+    say(f"  CPU a request ({2 * n} pushes and pulls): primary {per['server'] * 1e3:.3f} ms, "
+        f"caller {per['client'] * 1e3:.3f} ms")
+    return round(per["server"], 7), round(per["client"], 7)
 
 
-def etcd_ops(be, net: dict, say: Callable[[str], None], n: int = 40) -> tuple[float, float]:
+def etcd_ops(be, net: dict, say: Callable[[str], None], n: int = 40) -> tuple[float, float, float, float]:
     """The real etcd's answer time for a read and for a write (a put: through the WAL and its
-    fsync), through psnodes' own client, less the modelled wire both ways."""
+    fsync), through psnodes' own client, less the modelled wire both ways; and the CPU per
+    operation of the etcd server and of this process (the client), over a burst of 4n reads
+    and writes alike (the twin charges those on the host's cores, the rest of the answer time
+    stays a wait)."""
+    import psutil
+
     from psnodes.etcd import Etcd
 
     etcd = Etcd(be.cfg.etcd, timeout=5.0)
@@ -130,10 +157,19 @@ def etcd_ops(be, net: dict, say: Callable[[str], None], n: int = 40) -> tuple[fl
     vals = iter(range(1 << 30))
     write = _median(lambda: etcd.put(key, str(next(vals))), n)
     read = _median(lambda: etcd.get(key), n)
+
+    def burst() -> None:
+        for _ in range(2 * n):
+            etcd.put(key, str(next(vals)))
+            etcd.get(key)
+    per = _per_op({"server": _cpu_of(psutil.Process(be.pids()["etcd"])), "client": _cpu_of(psutil.Process())},
+                  burst, 4 * n)
     etcd.delete(key)
     wire = 2 * net["fixed_s"]
-    say(f"  etcd read {read * 1e3:.2f} ms, write {write * 1e3:.2f} ms (round trips, wire included)")
-    return round(max(0.0, read - wire), 6), round(max(0.0, write - wire), 6)
+    say(f"  etcd read {read * 1e3:.2f} ms, write {write * 1e3:.2f} ms (round trips, wire included); CPU an "
+        f"operation: server {per['server'] * 1e3:.3f} ms, client {per['client'] * 1e3:.3f} ms")
+    return (round(max(0.0, read - wire), 6), round(max(0.0, write - wire), 6), round(per["server"], 7),
+            round(per["client"], 7))
 
 
 def node_start(be, say: Callable[[str], None], n: int = 5) -> float:
@@ -260,6 +296,7 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
     from ..runner import Runner
     from ..scenario import load_scenario
     from .backend import SimBackend
+    from .validate import measured_background
 
     out, spread, evals = {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="pschaos-calibrate-") as tmp:
@@ -272,7 +309,7 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
             sc = load_scenario(f)
             # the median of RUNS real runs: one 300-step run's median step moved by a quarter between
             # two calibrations minutes apart (mlp/async 7.4 ms, then 10.3 ms), and a prediction with it
-            reals, gaps, real_evals = [], [], []
+            reals, gaps, real_evals, loads = [], [], [], []
             for seed in range(1, RUNS + 1):
                 d = Path(tmp) / f"real-{key}-{seed}"
                 Runner(sc, seed, d, "process", quiet=True).run()
@@ -280,17 +317,21 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
                 reals.append(statistics.median(g) if g else 0.0)
                 gaps += g
                 real_evals.append(_median_eval(d))
+                loads.append(measured_background(d))
             real, real_eval = statistics.median(reals), statistics.median(real_evals)
             bare = replace(base, worker_overhead_s={key: 0.0}, worker_step_jitter={}, worker_eval_s={key: 0.0})
+            load = statistics.median(loads)        # the twin under the load the real runs met (hostload.py)
             Runner(sc, 1, Path(tmp) / f"sim-{key}", "sim", quiet=True,
-                   make_backend=lambda s, d, rid, seed: SimBackend(s.cluster, d, rid, seed, calibration=bare)).run()
+                   make_backend=lambda s, d, rid, seed: SimBackend(s.cluster, d, rid, seed, calibration=bare,
+                                                                   background_load=load)).run()
             sim0 = _median_step(Path(tmp) / f"sim-{key}")
             out[key] = round(max(0.0, real - sim0), 6)
             spread[key] = _log_spread(gaps)
             sim_eval = _median_eval(Path(tmp) / f"sim-{key}")
             evals[key] = round(max(0.0, real_eval - sim_eval), 6)
             say(f"  step {model} ({mode} replication, {training} training): real {real * 1e3:.2f} ms (log-sd {spread[key]:.3f}), "
-                f"simulated without overhead {sim0 * 1e3:.2f} ms -> overhead {out[key] * 1e3:.2f} ms; "
+                f"other tenants {load:.2f} cores, simulated without overhead {sim0 * 1e3:.2f} ms -> overhead "
+                f"{out[key] * 1e3:.2f} ms; "
                 f"eval pass real {real_eval * 1e3:.2f} ms, simulated without its cost {sim_eval * 1e3:.2f} ms")
     return out, spread, evals
 
@@ -310,10 +351,10 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
             net = network(be, say)
             say("shard apply (sync pushes):")
             apply_s = apply_cost(be, net, say)
-            say("server CPU (a primary's own CPU time per request):")
-            server_s = server_cpu(be, say)
+            say("call CPU (a primary's and its caller's own CPU time per request):")
+            server_s, client_s = server_cpu(be, say)
             say("etcd (reads and writes through the real server):")
-            etcd_read, etcd_write = etcd_ops(be, net, say)
+            etcd_read, etcd_write, etcd_cpu, etcd_client = etcd_ops(be, net, say)
             say("node start (kill and restart, until it answers):")
             start_s = node_start(be, say)
         finally:
@@ -326,7 +367,8 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
         f"{RUNS} runs each, then their twins; about three minutes):")
     cal = Calibration(network=net, worker_step_s=steps, apply_s_per_mb=apply_s,
                       checkpoint_mb_s=ckpt, node_start_s=start_s, etcd_read_s=etcd_read, etcd_write_s=etcd_write,
-                      server_request_s=server_s,
+                      server_request_s=server_s, client_request_s=client_s, etcd_request_s=etcd_cpu,
+                      etcd_client_s=etcd_client, cores=os.cpu_count(),
                       measured={"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                 "host": platform.node(), "python": platform.python_version(),
                                 "command": f"pschaos sim calibrate --out {out}"})

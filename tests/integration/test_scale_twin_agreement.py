@@ -8,13 +8,16 @@ read the committed calibration. Two schedules: two primaries killed (failovers),
 killed then a primary (the primary's wait for its dead ISR member, then a failover).
 
 One mechanism only the scale level has: a primary's CPU queue (`server_request_s`, measured on a
-real primary). The per-RPC twin charges a request's CPU inside the calibrated step and never
-queues it, so the comparison of like with like turns the queue off (`server_request_s=0`), and
+real primary). And one only the twin has: every process on one host's cores (harness/sim/cpu.py),
+where the scale level gives each node a host of its own. So the comparison of like with like
+turns the queue off on both (`server_request_s=0`) and gives the twin an unbounded host
+(`cores=None`: every CPU charge at full speed, the callers' CPU per call as on the scale level),
 then checks that the queue, turned on, only slows the scale level down (by its M/D/1 wait).
 """
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,7 @@ import yaml
 
 from harness.runner import Runner
 from harness.scenario import load_scenario
+from harness.sim.backend import SimBackend
 from harness.sim.calibration import DEFAULT_PATH, Calibration
 from harness.sim.scale.build import build
 from harness.sim.scale.engine import ScaleRun
@@ -43,14 +47,16 @@ def test_scale_level_matches_the_per_rpc_twin(tmp_path: Path, name: str):
            "expect": {"checks": ["no-lost-acks"]}}
     path = tmp_path / "scale-agreement.yaml"
     path.write_text(yaml.safe_dump(doc))
-    rep = Runner(load_scenario(path), 1, tmp_path / "twin", "sim", quiet=True).run()
+    cal = Calibration.load(DEFAULT_PATH)
+    alike = replace(cal, cores=None, server_request_s=0.0)
+    rep = Runner(load_scenario(path), 1, tmp_path / "twin", "sim", quiet=True,
+                 make_backend=lambda s, d, rid, seed: SimBackend(s.cluster, d, rid, seed, calibration=alike)).run()
     assert rep["verdict"] == "pass", rep.get("reasons")
     twin = observe(tmp_path / "twin")
 
     settings = dict(workers=4, shards=SHARDS, copies=3, hours=SECONDS / 3600, seed=1, failures="none",
                     schedule=[{"at_s": t, "kind": "kill", "target": target, "restart_after_s": 1}
                               for t, target in kills])
-    cal = Calibration.load(DEFAULT_PATH)
     scale = ScaleRun(build({**settings, "server_request_s": 0.0}), cal).run()
     queued = ScaleRun(build(settings), cal).run()
     assert queued["steps_per_simulated_s"] < scale["steps_per_simulated_s"]

@@ -113,7 +113,10 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
     repl = (msg + small) if spec.replication == "sync" else 0.0
     # pull and push: each a request and a reply per shard, the shards' calls in parallel
     wire = 2 * (msg + small) + repl
-    step = cal.step_s(spec.model, spec.replication, spec.training) + wire
+    # the callers' own CPU (calibration client_request_s): the worker's pull and push, the shards'
+    # calls in parallel as on the wire, and a sync primary's replicate call; each node its own host
+    client = cal.client_request_s * (2 + (1 if spec.replication == "sync" else 0))
+    step = cal.step_s(spec.model, spec.replication, spec.training) + wire + client
     apply = cal.apply_s_per_mb * shard_bytes / 1e6
     req = next(v for v in (spec.server_request_s, cal.server_request_s, 2 * fixed) if v is not None)
     calls = 2 + (spec.copies - 1)          # pull, push, and the push's replicate calls (async too, later)
