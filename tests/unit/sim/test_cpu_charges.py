@@ -1,0 +1,92 @@
+"""Where the twin charges CPU (harness/sim/cpu.py): an etcd operation's client and server CPU
+within its answer time, a copy's per request served, a caller's per call; each slows down when
+the host's cores are shared, by exactly the processor-sharing rate."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import simpy
+
+from harness.sim.cpu import SimCPU
+from harness.sim.etcd import SimEtcd
+from harness.sim.network import SimNetwork
+from harness.sim.pushclient import SimShardCluster
+from harness.sim.rpc import call, etcd_call
+from psnodes.config import ClusterConfig
+
+NET = {"fixed_s": 0.001, "per_byte_s": 0.0}
+
+
+def etcd_read_time(background: float) -> float:
+    env = simpy.Environment()
+    cpu = SimCPU(env, 1, background)
+    net = SimNetwork(env, random.Random(0), NET)
+    etcd = SimEtcd(env, read_s=0.010, write_s=0.020, cpu=cpu, cpu_s=0.002, client_cpu_s=0.003)
+    took = []
+
+    def proc():
+        yield from etcd_call(net, env, "n", lambda: etcd.get("/k"), timeout=1.0, server=etcd)
+        took.append(env.now)
+    env.process(proc())
+    env.run()
+    return took[0]
+
+
+def test_an_etcd_read_charges_client_and_server_cpu_within_its_answer_time() -> None:
+    # idle host: wire 2 ms + the read's 10 ms, of which 5 ms are CPU (3 client, 2 server)
+    assert etcd_read_time(0.0) == pytest.approx(0.012, abs=1e-12)
+    # one other job on the one core: the 5 ms of CPU take 10 ms, the 5 ms of wait stay
+    assert etcd_read_time(1.0) == pytest.approx(0.017, abs=1e-12)
+
+
+def test_a_callers_cpu_per_call_is_charged_before_the_request_leaves() -> None:
+    env = simpy.Environment()
+    cpu = SimCPU(env, 1, 1.0)               # half a core for us
+    net = SimNetwork(env, random.Random(0), NET)
+    took = []
+
+    def handler():
+        return "ok"
+        yield  # noqa: unreachable - a handler is a generator
+
+    def proc():
+        out = yield from call(net, "a", "b", lambda: True, handler, 10, lambda _r: 10, 1.0, cpu, 0.004)
+        took.append((out, env.now))
+    env.process(proc())
+    env.run()
+    assert took == [("ok", pytest.approx(0.010, abs=1e-12))]      # 4 ms of CPU at half speed + 2 ms of wire
+
+
+def push_latency(pushers: int, cores: float) -> float:
+    """The first push's invoke-to-ok time on a 1-copy shard whose handler spends 10 ms of CPU a
+    request, with `pushers` clients pushing at the same instant."""
+    cfg = ClusterConfig(cluster_id="sim", etcd="sim://etcd", shards=1, copies=1, workers=pushers, mode="sync",
+                        seed=1, min_isr=1)
+    cl = SimShardCluster(1, cfg)
+    cpu = SimCPU(cl.env, cores)
+    for c in cl.copies.values():
+        c.cpu, c.request_s = cpu, 0.010
+    cl.env.run(until=2.0)                   # an elected primary
+    clients = [cl.client(f"worker-{j}") for j in range(pushers)]
+
+    def go(client):
+        yield from client.init()
+        yield from client.push(0)
+    for client in clients:
+        cl.env.process(go(client))
+    cl.env.run(until=4.0)
+    by_op = {}
+    for e in cl.history.events:
+        if e["f"] == "push" and e.get("op_id"):
+            by_op.setdefault(e["op_id"], {})[e["type"]] = e["t"]
+    took = [v["ok"] - v["invoke"] for v in by_op.values() if "ok" in v]
+    assert len(took) == pushers
+    return max(took)
+
+
+def test_a_copys_cpu_per_request_is_shared_with_the_others_it_serves_at_once() -> None:
+    alone = push_latency(1, 1)
+    assert alone >= 0.010                   # the handler's 10 ms of CPU at least
+    assert push_latency(2, 1) - alone == pytest.approx(0.010, abs=1e-6)   # two at once on one core: 10 ms more
+    assert push_latency(2, 2) == pytest.approx(alone, abs=1e-9)           # two cores: no wait
