@@ -14,15 +14,21 @@ orders every completion: a job ends when the clock reaches its start reading plu
 next completion is recomputed whenever a job starts, ends or is cancelled; equal completions end
 in the order their jobs started (a counter, never dict or set order, never the wall clock).
 
-Coarsenings: no per-process cap (a Python process under its GIL runs at most one core, the model
-lets a process's concurrent requests use more when cores are free); a job of a paused (SIGSTOP)
-process keeps its share; a killed process's job is cancelled only where its code unwinds through
-`use` (a SimPy process), a worker thread's stops at its next wait.
+A job may name its `owner`, the process whose CPU it is. A Python process runs one thread at a
+time under its GIL, so an owner's jobs run one after another, first come first served: only the
+head of each owner's line is runnable, the rest wait without a share (a shard node's concurrent
+handlers, a worker's pull threads). Jobs without an owner (etcd, a Go server) run side by side.
+
+Coarsenings: the GIL is modelled as a line, not as its 5 ms switch interval (a thread back from
+I/O waits for the running one's CPU job to end, not for the interval); a job of a paused
+(SIGSTOP) process keeps its share; a killed process's job is cancelled only where its code
+unwinds through `use` (a SimPy process), a worker thread's stops at its next wait.
 """
 from __future__ import annotations
 
 import heapq
 import itertools
+from collections import deque
 from typing import Any, Generator
 
 import simpy
@@ -33,12 +39,14 @@ EPS = 1e-12          # service-clock slack: a job this close to its end is done 
 
 
 class Job:
-    """One CPU charge: `done` fires when it got its work."""
+    """One CPU charge: `done` fires when it got its `work`; `end` is its service-clock reading at
+    completion once it runs (`started`)."""
 
-    __slots__ = ("done", "end", "cancelled")
+    __slots__ = ("done", "work", "owner", "end", "started", "cancelled")
 
-    def __init__(self, done: simpy.Event, end: float) -> None:
-        self.done, self.end, self.cancelled = done, end, False
+    def __init__(self, done: simpy.Event, work: float, owner: str | None) -> None:
+        self.done, self.work, self.owner = done, work, owner
+        self.end, self.started, self.cancelled = 0.0, False, False
 
 
 class SimCPU:
@@ -59,6 +67,7 @@ class SimCPU:
         self._at = 0.0              # when _served was brought up to date
         self._due = -1.0            # when the timer in force fires
         self._timer = 0             # the timer in force: older ones are stale
+        self._lines: dict[str, deque[Job]] = {}     # an owner's jobs, the running one first (looked up, never iterated)
         self.busy_s = 0.0           # CPU seconds handed out in all (for reports and tests)
 
     def rate(self) -> float:
@@ -70,17 +79,23 @@ class SimCPU:
     def running(self) -> int:
         return self._n
 
-    def submit(self, work: float) -> Job:
-        """Start a job of `work` CPU seconds now; its `done` event fires when it is served."""
+    def submit(self, work: float, owner: str | None = None) -> Job:
+        """A job of `work` CPU seconds of `owner` (None: no GIL to wait for); it starts now, or
+        once the owner's earlier jobs are done. Its `done` event fires when it is served."""
         done = self.env.event()
+        job = Job(done, work, owner)
         if work <= 0:
             done.succeed()
-            return Job(done, self._served)
-        self._advance()
-        job = Job(done, self._served + work)
-        heapq.heappush(self._heap, (job.end, next(self._seq), job))
-        self._n += 1
+            return job
         self.busy_s += work
+        if owner is not None:
+            line = self._lines.get(owner)
+            if line:
+                line.append(job)            # the owner's GIL is taken: wait in line
+                return job
+            self._lines[owner] = deque([job])
+        self._advance()
+        self._start(job)
         self._arm()
         return job
 
@@ -88,18 +103,23 @@ class SimCPU:
         """The job's process died: it stops taking a share now (its event never fires)."""
         if job.done.triggered or job.cancelled:
             return
-        self._advance()
         job.cancelled = True
+        if not job.started:
+            self._lines[job.owner].remove(job)
+            self.busy_s -= job.work
+            return
+        self._advance()
         self._n -= 1
         self.busy_s -= max(0.0, job.end - self._served)
+        self._next_of(job.owner)
         self._arm()
 
-    def use(self, work: float) -> Generator[simpy.Event, Any, None]:
-        """`yield from cpu.use(s)` in a SimPy process: spend `s` CPU seconds; a process closed or
-        interrupted meanwhile (a kill) takes its job off the CPU."""
+    def use(self, work: float, owner: str | None = None) -> Generator[simpy.Event, Any, None]:
+        """`yield from cpu.use(s, owner)` in a SimPy process: spend `s` CPU seconds; a process
+        closed or interrupted meanwhile (a kill) takes its job off the CPU."""
         if work <= 0:
             return
-        job = self.submit(work)
+        job = self.submit(work, owner)
         try:
             yield job.done
         finally:
@@ -112,6 +132,23 @@ class SimCPU:
         if self._n:
             self._served += self.rate() * (now - self._at)
         self._at = now
+
+    def _start(self, job: Job) -> None:
+        job.started = True
+        job.end = self._served + job.work
+        heapq.heappush(self._heap, (job.end, next(self._seq), job))
+        self._n += 1
+
+    def _next_of(self, owner: str | None) -> None:
+        """The owner's running job left: the next in its line starts."""
+        if owner is None:
+            return
+        line = self._lines[owner]
+        line.popleft()
+        if line:
+            self._start(line[0])
+        else:
+            del self._lines[owner]
 
     def _arm(self) -> None:
         """End every job that got its work, then set the timer for the next completion."""
@@ -126,6 +163,7 @@ class SimCPU:
             heapq.heappop(heap)
             self._n -= 1
             job.done.succeed()
+            self._next_of(job.owner)
         if not heap:
             self._due = -1.0
             return
@@ -145,10 +183,10 @@ class SimCPU:
         self._arm()
 
 
-def use(cpu: SimCPU | None, work: float) -> Generator[simpy.Event, Any, None]:
-    """`yield from use(cpu, s)`: spend `s` CPU seconds on `cpu`; nothing without a CPU model."""
+def use(cpu: SimCPU | None, work: float, owner: str | None = None) -> Generator[simpy.Event, Any, None]:
+    """`yield from use(cpu, s, owner)`: spend `s` CPU seconds on `cpu`; nothing without a CPU model."""
     if cpu is not None and work > 0:
-        yield from cpu.use(work)
+        yield from cpu.use(work, owner)
 
 
 __all__ = ["Job", "SimCPU", "use"]

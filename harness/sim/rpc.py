@@ -10,7 +10,9 @@ handler reach the caller as they are, as the real client maps them back at its b
 CPU (harness/sim/cpu.py): a call charges the caller's CPU per call (`client_s`: encoding, the
 gRPC stack, decoding) on the host's shared cores before its request leaves; the callee's CPU is
 its handler's (SimCopy.serve). An etcd call charges the client's and the server's CPU per
-operation (SimEtcd's `client_cpu_s`, `cpu_s`) within the server's service time.
+operation (SimEtcd's `client_cpu_s`, `cpu_s`) within the server's service time. A charge names
+the process it belongs to (cpu.py: a Python process's jobs take turns under its GIL); etcd's own
+CPU names none (a Go server).
 """
 from __future__ import annotations
 
@@ -60,7 +62,7 @@ def call(net: SimNetwork, src: str, dst: str, alive: Callable[[], bool], handler
          client_s: float = 0.0) -> Gen:
     """`reply = yield from call(...)`: the caller's CPU (`client_s` on `cpu`), deliver, run
     `handler()` if the callee lives, deliver back."""
-    yield from use(cpu, client_s)
+    yield from use(cpu, client_s, src)          # the caller's process (its GIL)
     d = yield net.deliver(src, dst, req_bytes, deadline)
     if not d.ok:
         raise SimRpcError(d.error or UNAVAILABLE, f"{src}->{dst} request: {d.cause}")
@@ -89,7 +91,7 @@ def etcd_call(net: SimNetwork, env: simpy.Environment, src: str, fn: Callable[[]
     down one refuses it (SimEtcd raises)."""
     deadline = env.now + timeout
     if server is not None:
-        yield from use(server.cpu, server.client_cpu_s)
+        yield from use(server.cpu, server.client_cpu_s, src)
     d = yield net.deliver(src, ETCD, ETCD_MSG_BYTES, deadline)
     if not d.ok:
         raise EtcdError(f"etcd unreachable from {src}: {d.error} ({d.cause})")

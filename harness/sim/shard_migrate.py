@@ -57,7 +57,7 @@ class MigrateSide:
             if cost > 0:
                 yield self.env.timeout(cost)
             return
-        yield from self.cpu.use(cost)
+        yield from self.cpu.use(cost, self.name)
 
     def _export(self: "SimCopy", req: ps_pb2.MigrateRequest, deadline: float) -> Gen:
         """ownership._export: the moving keys as of a replicated seq (sync mode)."""

@@ -188,7 +188,7 @@ class ProcessControl:
             raise SimRpcError(UNAVAILABLE, f"{self.name} is not serving: connection refused")
 
         def handle() -> Gen:
-            yield from use(self.cpu, work)
+            yield from use(self.cpu, work, self.name)
             return (yield from handler())
         return (yield from self._drive(handle(), deadline, call=True, watch=watch))
 

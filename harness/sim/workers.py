@@ -82,7 +82,7 @@ class SimWorkers:
 
         def spend(s: float) -> None:
             """The worker's CPU: `s` seconds on the host's shared cores (harness/sim/cpu.py)."""
-            job = be.cpu.submit(s)
+            job = be.cpu.submit(s, name)        # the worker's process: its calls' CPU takes turns with it
             try:
                 vt.wait_event(job.done)
             finally:

@@ -97,3 +97,56 @@ def test_zero_work_takes_no_time_and_bad_settings_are_refused() -> None:
         SimCPU(simpy.Environment(), 0)
     with pytest.raises(HarnessError, match="background"):
         SimCPU(simpy.Environment(), 2, -1)
+
+
+def owned_finish_times(cores: float, jobs: list[tuple[float, float, str | None]]) -> list[float]:
+    """Each job (start, work, owner) as a process; when each ends."""
+    env = simpy.Environment()
+    cpu = SimCPU(env, cores)
+    out: list[float] = [-1.0] * len(jobs)
+
+    def one(i: int, start: float, work: float, owner: str | None):
+        yield env.timeout(start)
+        yield from cpu.use(work, owner)
+        out[i] = env.now
+    for i, (s, w, o) in enumerate(jobs):
+        env.process(one(i, s, w, o))
+    env.run()
+    assert cpu.running() == 0
+    return out
+
+
+def test_one_owners_jobs_run_one_after_another_as_under_a_gil() -> None:
+    # two cores, but one process: its two 1 s jobs take turns (first come, first served)
+    assert owned_finish_times(2, [(0, 1.0, "p"), (0, 1.0, "p")]) == pytest.approx([1.0, 2.0], abs=1e-12)
+    # one core: p's line (1 s, then 1 s) against q's 1 s job: p's first and q's share the core
+    # until 2; p's second then runs alone until 3
+    assert owned_finish_times(1, [(0, 1.0, "p"), (0, 1.0, "p"), (0, 1.0, "q")]) == \
+        pytest.approx([2.0, 3.0, 2.0], abs=1e-12)
+    # jobs without an owner (a Go server) do not wait for anyone
+    assert owned_finish_times(2, [(0, 1.0, None), (0, 1.0, None)]) == pytest.approx([1.0, 1.0], abs=1e-12)
+
+
+def test_a_cancelled_head_hands_the_gil_to_the_next_and_a_cancelled_waiter_leaves_the_line() -> None:
+    env = simpy.Environment()
+    cpu = SimCPU(env, 1)
+    ends: dict[str, float] = {}
+
+    def one(name: str, work: float):
+        try:
+            yield from cpu.use(work, "p")
+            ends[name] = env.now
+        except simpy.Interrupt:
+            ends[name] = -1.0
+    a = env.process(one("a", 10.0))
+    b = env.process(one("b", 10.0))
+    env.process(one("c", 1.0))
+
+    def killer():
+        yield env.timeout(0.5)
+        b.interrupt("killed")           # waiting in line: leaves it
+        yield env.timeout(0.5)
+        a.interrupt("killed")           # running: c starts at 1.0
+    env.process(killer())
+    env.run()
+    assert ends == pytest.approx({"a": -1.0, "b": -1.0, "c": 2.0}, abs=1e-12) and cpu.running() == 0

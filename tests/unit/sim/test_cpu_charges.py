@@ -85,8 +85,9 @@ def push_latency(pushers: int, cores: float) -> float:
     return max(took)
 
 
-def test_a_copys_cpu_per_request_is_shared_with_the_others_it_serves_at_once() -> None:
+def test_a_copys_cpu_per_request_waits_for_the_others_it_serves_at_once() -> None:
     alone = push_latency(1, 1)
     assert alone >= 0.010                   # the handler's 10 ms of CPU at least
     assert push_latency(2, 1) - alone == pytest.approx(0.010, abs=1e-6)   # two at once on one core: 10 ms more
-    assert push_latency(2, 2) == pytest.approx(alone, abs=1e-9)           # two cores: no wait
+    # two cores do not help: one process's handlers take turns under its GIL
+    assert push_latency(2, 2) - alone == pytest.approx(0.010, abs=1e-6)
