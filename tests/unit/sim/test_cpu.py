@@ -8,18 +8,18 @@ from harness.errors import HarnessError
 from harness.sim.cpu import SimCPU
 
 
-def finish_times(cores: float, jobs: list[tuple[float, float]], background: float = 0.0) -> list[float]:
-    """Each job (start, work) as a process; the virtual time each one ends, in the jobs' order."""
+def finish_times(cores: float, jobs: list[tuple], background: float = 0.0) -> list[float]:
+    """Each job (start, work[, owner]) as a process; the virtual time each one ends, in the jobs' order."""
     env = simpy.Environment()
     cpu = SimCPU(env, cores, background)
     out: list[float] = [-1.0] * len(jobs)
 
-    def one(i: int, start: float, work: float):
+    def one(i: int, start: float, work: float, owner: str | None = None):
         yield env.timeout(start)
-        yield from cpu.use(work)
+        yield from cpu.use(work, owner)
         out[i] = env.now
-    for i, (s, w) in enumerate(jobs):
-        env.process(one(i, s, w))
+    for i, job in enumerate(jobs):
+        env.process(one(i, *job))
     env.run()
     assert cpu.running() == 0
     return out
@@ -99,32 +99,15 @@ def test_zero_work_takes_no_time_and_bad_settings_are_refused() -> None:
         SimCPU(simpy.Environment(), 2, -1)
 
 
-def owned_finish_times(cores: float, jobs: list[tuple[float, float, str | None]]) -> list[float]:
-    """Each job (start, work, owner) as a process; when each ends."""
-    env = simpy.Environment()
-    cpu = SimCPU(env, cores)
-    out: list[float] = [-1.0] * len(jobs)
-
-    def one(i: int, start: float, work: float, owner: str | None):
-        yield env.timeout(start)
-        yield from cpu.use(work, owner)
-        out[i] = env.now
-    for i, (s, w, o) in enumerate(jobs):
-        env.process(one(i, s, w, o))
-    env.run()
-    assert cpu.running() == 0
-    return out
-
-
 def test_one_owners_jobs_run_one_after_another_as_under_a_gil() -> None:
     # two cores, but one process: its two 1 s jobs take turns (first come, first served)
-    assert owned_finish_times(2, [(0, 1.0, "p"), (0, 1.0, "p")]) == pytest.approx([1.0, 2.0], abs=1e-12)
+    assert finish_times(2, [(0, 1.0, "p"), (0, 1.0, "p")]) == pytest.approx([1.0, 2.0], abs=1e-12)
     # one core: p's line (1 s, then 1 s) against q's 1 s job: p's first and q's share the core
     # until 2; p's second then runs alone until 3
-    assert owned_finish_times(1, [(0, 1.0, "p"), (0, 1.0, "p"), (0, 1.0, "q")]) == \
+    assert finish_times(1, [(0, 1.0, "p"), (0, 1.0, "p"), (0, 1.0, "q")]) == \
         pytest.approx([2.0, 3.0, 2.0], abs=1e-12)
     # jobs without an owner (a Go server) do not wait for anyone
-    assert owned_finish_times(2, [(0, 1.0, None), (0, 1.0, None)]) == pytest.approx([1.0, 1.0], abs=1e-12)
+    assert finish_times(2, [(0, 1.0, None), (0, 1.0, None)]) == pytest.approx([1.0, 1.0], abs=1e-12)
 
 
 def test_a_cancelled_head_hands_the_gil_to_the_next_and_a_cancelled_waiter_leaves_the_line() -> None:

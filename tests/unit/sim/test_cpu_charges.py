@@ -70,11 +70,11 @@ def push_latency(pushers: int, cores: float) -> float:
     cl.env.run(until=2.0)                   # an elected primary
     clients = [cl.client(f"worker-{j}") for j in range(pushers)]
 
-    def go(client):
-        yield from client.init()
-        yield from client.push(0)
     for client in clients:
-        cl.env.process(go(client))
+        cl.env.process(client.init())
+    cl.env.run(until=3.0)                   # inits done: the pushes start at one instant
+    for client in clients:
+        cl.env.process(client.push(0))
     cl.env.run(until=4.0)
     by_op = {}
     for e in cl.history.events:
