@@ -90,8 +90,6 @@ def etcd_call(net: SimNetwork, env: simpy.Environment, src: str, fn: Callable[[]
     (frozen) server holds the request until it is thawed or the call times out (EtcdError); a
     down one refuses it (SimEtcd raises)."""
     deadline = env.now + timeout
-    if server is not None:
-        yield from use(server.cpu, server.client_cpu_s, src)
     d = yield net.deliver(src, ETCD, ETCD_MSG_BYTES, deadline)
     if not d.ok:
         raise EtcdError(f"etcd unreachable from {src}: {d.error} ({d.cause})")
@@ -105,7 +103,9 @@ def etcd_call(net: SimNetwork, env: simpy.Environment, src: str, fn: Callable[[]
     if server is not None and server.last_path is not None:
         serving = server.running
         service = server.service_s()
-        yield from use(server.cpu, server.cpu_s)
+        client_cpu, server_cpu = server.cpu_of()
+        yield from use(server.cpu, client_cpu, src)         # the client's encoding and decoding
+        yield from use(server.cpu, server_cpu)
         if service > 0:
             yield env.timeout(service)
         if serving and not server.running:

@@ -18,11 +18,11 @@ from psnodes.config import ClusterConfig
 NET = {"fixed_s": 0.001, "per_byte_s": 0.0}
 
 
-def etcd_read_time(background: float) -> float:
+def etcd_read_time(background: float, read_s: float = 0.010) -> float:
     env = simpy.Environment()
     cpu = SimCPU(env, 1, background)
     net = SimNetwork(env, random.Random(0), NET)
-    etcd = SimEtcd(env, read_s=0.010, write_s=0.020, cpu=cpu, cpu_s=0.002, client_cpu_s=0.003)
+    etcd = SimEtcd(env, read_s=read_s, write_s=0.020, cpu=cpu, cpu_s=0.002, client_cpu_s=0.003)
     took = []
 
     def proc():
@@ -38,6 +38,9 @@ def test_an_etcd_read_charges_client_and_server_cpu_within_its_answer_time() -> 
     assert etcd_read_time(0.0) == pytest.approx(0.012, abs=1e-12)
     # one other job on the one core: the 5 ms of CPU take 10 ms, the 5 ms of wait stay
     assert etcd_read_time(1.0) == pytest.approx(0.017, abs=1e-12)
+    # more CPU than answer time (threads side by side): scaled to fit it, 2 ms of CPU in a 2 ms read
+    assert etcd_read_time(0.0, read_s=0.002) == pytest.approx(0.004, abs=1e-12)
+    assert etcd_read_time(1.0, read_s=0.002) == pytest.approx(0.006, abs=1e-12)
 
 
 def test_a_callers_cpu_per_call_is_charged_before_the_request_leaves() -> None:
