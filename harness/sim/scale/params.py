@@ -97,6 +97,7 @@ class Timings:
     per_byte_s: float
     fixed_s: float
     apply_s: float             # applying one push's share of the model
+    replicate_cpu_s: float = 0.0   # a replicate call's CPU: the sender's and the replica's (cpu.py's charges)
 
 
 def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
@@ -131,7 +132,8 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
                    shard_bytes=shard_bytes, msg_s=msg, service_s=service, touch=spec.touched / spec.shards,
                    touched=spec.touched, elect_s=elect, gap_s=gap, detect_s=suspicion_s(spec, gap),
                    probe_s=2 * fixed if spec.detector == "phi" else 0.0, rediscover_s=cal.etcd_read_s + msg + small,
-                   restart_s=cal.node_start_s, per_byte_s=per_byte, fixed_s=fixed, apply_s=apply)
+                   restart_s=cal.node_start_s, per_byte_s=per_byte, fixed_s=fixed, apply_s=apply,
+                   replicate_cpu_s=cal.client_request_s + (cal.server_request_s or 0.0))
 
 
 def mean_step(t: Timings) -> float:

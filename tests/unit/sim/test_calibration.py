@@ -25,13 +25,17 @@ def test_a_file_without_overhead_gets_the_default_and_unknown_keys_are_refused(t
         Calibration.load(p)
 
 
-def test_the_committed_file_loads_round_trips_and_a_simulated_step_is_a_real_ones_length() -> None:
+def test_the_committed_file_loads_round_trips_and_carries_the_cpu_model() -> None:
     cal = Calibration.load(DEFAULT_PATH)
     assert Calibration(**cal.to_json()).to_json() == cal.to_json()
     assert set(cal.worker_step_s) == {"mlp", "widedeep"}
     assert set(cal.worker_overhead_s) == {"mlp", "widedeep", "mlp/async", "widedeep/async", "mlp/sync/ssp"}
-    # compute alone is a fraction of a millisecond; a real step of these tasks is ~10-15 ms
-    assert 0.005 < cal.step_s("mlp") < 0.03 and 0.008 < cal.step_s("widedeep") < 0.05
+    # a step's time now comes from the CPU model (harness/sim/cpu.py): the host's cores and the CPU
+    # of every call, measured; the overhead is only the leftover, never negative
+    assert cal.cores is not None and cal.cores >= 1
+    assert cal.server_request_s > 0 and cal.client_request_s > 0 and cal.etcd_request_s > 0 and cal.etcd_client_s > 0
+    assert all(v >= 0 for v in cal.worker_overhead_s.values())
+    assert cal.step_s("mlp") >= cal.worker_step_s["mlp"] and cal.step_s("widedeep") >= cal.worker_step_s["widedeep"]
 
 
 def test_the_committed_calibration_has_every_timing_the_twin_uses():
@@ -56,8 +60,10 @@ def test_an_eval_pass_costs_its_calibrated_figure_keyed_as_the_overhead_is():
     assert cal.eval_s("mlp", "async") == 0.001 and cal.eval_s("other") == 0.006
     committed = Calibration.default()
     assert set(committed.worker_eval_s) == {"mlp", "widedeep", "mlp/async", "widedeep/async", "mlp/sync/ssp"}
-    # a forward pass and a row pull's client work: well under a training step
-    assert 0 < committed.eval_s("widedeep") < committed.step_s("widedeep")
+    # what an eval pass costs beyond the CPU model (its row pulls' CPU on the shared cores): a
+    # leftover, never negative, under a training step (widedeep's is 0: the modelled pulls already
+    # take longer than a real pass)
+    assert 0 <= committed.eval_s("widedeep") < committed.step_s("widedeep")
 
 
 def test_the_most_specific_key_measured_is_used():
