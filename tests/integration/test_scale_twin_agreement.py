@@ -10,9 +10,10 @@ killed then a primary (the primary's wait for its dead ISR member, then a failov
 One mechanism only the scale level has: a primary's CPU queue (`server_request_s`, measured on a
 real primary). And one only the twin has: every process on one host's cores (harness/sim/cpu.py),
 where the scale level gives each node a host of its own. So the comparison of like with like
-turns the queue off on both (`server_request_s=0`) and gives the twin an unbounded host
-(`cores=None`: every CPU charge at full speed, the callers' CPU per call as on the scale level),
-then checks that the queue, turned on, only slows the scale level down (by its M/D/1 wait).
+turns the queue off on both (`server_request_s=0`), gives the twin an unbounded host
+(`cores=None`) and charges no caller's CPU per call on either (`client_request_s=0`: in the twin a
+primary's replicate sends take turns under its GIL, cpu.py, a queue the scale level has only with
+its own queue on), then checks that the queue, turned on, only slows the scale level down.
 """
 from __future__ import annotations
 
@@ -48,7 +49,7 @@ def test_scale_level_matches_the_per_rpc_twin(tmp_path: Path, name: str):
     path = tmp_path / "scale-agreement.yaml"
     path.write_text(yaml.safe_dump(doc))
     cal = Calibration.load(DEFAULT_PATH)
-    alike = replace(cal, cores=None, server_request_s=0.0)
+    alike = replace(cal, cores=None, server_request_s=0.0, client_request_s=0.0)
     rep = Runner(load_scenario(path), 1, tmp_path / "twin", "sim", quiet=True,
                  make_backend=lambda s, d, rid, seed: SimBackend(s.cluster, d, rid, seed, calibration=alike)).run()
     assert rep["verdict"] == "pass", rep.get("reasons")
@@ -57,7 +58,7 @@ def test_scale_level_matches_the_per_rpc_twin(tmp_path: Path, name: str):
     settings = dict(workers=4, shards=SHARDS, copies=3, hours=SECONDS / 3600, seed=1, failures="none",
                     schedule=[{"at_s": t, "kind": "kill", "target": target, "restart_after_s": 1}
                               for t, target in kills])
-    scale = ScaleRun(build({**settings, "server_request_s": 0.0}), cal).run()
+    scale = ScaleRun(build({**settings, "server_request_s": 0.0}), alike).run()
     queued = ScaleRun(build(settings), cal).run()
     assert queued["steps_per_simulated_s"] < scale["steps_per_simulated_s"]
     acked_per_s = scale["steps_per_simulated_s"] * SHARDS       # one acked push per shard per step

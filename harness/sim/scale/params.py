@@ -114,14 +114,17 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
     repl = (msg + small) if spec.replication == "sync" else 0.0
     # pull and push: each a request and a reply per shard, the shards' calls in parallel
     wire = 2 * (msg + small) + repl
-    # the callers' own CPU (calibration client_request_s): the worker's pull and push, the shards'
-    # calls in parallel as on the wire, and a sync primary's replicate call; each node its own host
-    client = cal.client_request_s * (2 + (1 if spec.replication == "sync" else 0))
+    # the worker's own CPU per call (calibration client_request_s): a pull and a push per shard it
+    # touches, one after another (its process's GIL, as the per-RPC twin charges them, cpu.py)
+    client = cal.client_request_s * 2 * spec.touched
     step = cal.step_s(spec.model, spec.replication, spec.training) + wire + client
     apply = cal.apply_s_per_mb * shard_bytes / 1e6
     req = next(v for v in (spec.server_request_s, cal.server_request_s, 2 * fixed) if v is not None)
     calls = 2 + (spec.copies - 1)          # pull, push, and the push's replicate calls (async too, later)
-    service = calls * req + apply + (2 + spec.copies - 1) * per_byte * shard_bytes
+    # and the primary's own CPU to send each replicate call (client_request_s, under its GIL too);
+    # server_request_s=0 turns the primary's whole CPU queue off
+    send = (spec.copies - 1) * cal.client_request_s if req > 0 else 0.0
+    service = calls * req + send + apply + (2 + spec.copies - 1) * per_byte * shard_bytes
     # the record read, the candidacy put, the candidates' read and the compare-and-swap; the
     # candidate window closes as soon as every ISR copy that may stand posted
     # (psnodes.core.promotion.all_posted), which replicas of one stream do at once (see primary_lost)
