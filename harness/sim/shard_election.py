@@ -18,6 +18,7 @@ from psnodes.etcd import EtcdError
 from psnodes.proto import ps_pb2
 
 from .rpc import Gen, call
+from .shard_replication import DEADLINE_MARGIN_S
 from .transport import REPLY_BYTES
 
 PROBE_BYTES = 16          # an empty StatusRequest with its metadata
@@ -213,17 +214,22 @@ class SimElector:
         now = c.now()
         heard = c.last_heard
         silent = now - heard
-        dst = self.peers.get(rec.primary)
-        if dst is None or not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s,
-                                                  self.probed == heard, self.answered == heard, cfg.probe_hold_s):
+        if not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s,
+                                  self.probed == heard, self.answered == heard, cfg.probe_hold_s):
             return False
-        self.probed = heard
+        self.probed = heard               # set before the link is looked up, as Elector.held_back does
+        dst = self.peers.get(rec.primary)
+        if dst is None:                   # PrimaryProbe.clears: no link to the primary is no answer
+            return False
         deadline = now + detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)
         answers: list[bool] = []          # one per path that finished (a spawned process returns no value)
         pending = [c.spawn(self._probe_path(rec, dst, deadline, answers)) for _ in range(max(1, cfg.probe_paths))]
         while pending and not any(answers):
             yield c.env.any_of(pending)
             pending = [p for p in pending if not p.triggered]
+        for p in pending:                 # PrimaryProbe.clears cancels the paths still in flight
+            if p.is_alive:
+                p.interrupt("probe answered")
         if not any(answers):
             return False
         self.answered = heard
@@ -238,7 +244,8 @@ class SimElector:
         c = self.c
         try:
             reply = yield from call(c.net, c.name, rec.primary, lambda: dst.alive,
-                                    lambda: dst.serve_status(ps_pb2.StatusRequest(probe=True), deadline),
+                                    lambda: dst.serve_status(ps_pb2.StatusRequest(probe=True),
+                                                             deadline - DEADLINE_MARGIN_S),
                                     PROBE_BYTES, lambda _r: REPLY_BYTES, deadline)
         except PSError:
             answers.append(False)

@@ -20,8 +20,9 @@ from psnodes.proto import ps_pb2
 PAUSE_T = 3.0
 
 
-def push_to_paused(seed: int, meddle) -> tuple[SimShardCluster, dict]:
-    """Pause the primary at PAUSE_T, let `meddle(cl)` act, then push to it with a 2 s deadline."""
+def push_to_paused(seed: int, meddle, after: float = 0.0) -> tuple[SimShardCluster, dict]:
+    """Pause the primary at PAUSE_T, let `meddle(cl)` act, then (`after` s later) push to it with
+    a 2 s deadline; out["t"]: when the push ended, after its start."""
     cl = SimShardCluster(seed)
     old = cl.copies["shard-0/0"]
     out: dict = {}
@@ -30,6 +31,7 @@ def push_to_paused(seed: int, meddle) -> tuple[SimShardCluster, dict]:
         yield from cl.clock.sleep(PAUSE_T)
         old.pause()
         meddle(cl)
+        yield from cl.clock.sleep(after)
         upd = ps_pb2.Update(worker="worker-0", incarnation=1, req_id=1)
         req = ps_pb2.PushRequest(shard=0, epoch=1, update=upd)
         deadline = cl.env.now + 2.0
@@ -39,7 +41,7 @@ def push_to_paused(seed: int, meddle) -> tuple[SimShardCluster, dict]:
                                            lambda _r: 48, deadline)
         except Exception as e:  # noqa: BLE001 - what the call ended with is the test's subject
             out["error"] = e
-        out["t"] = cl.env.now - PAUSE_T
+        out["t"] = cl.env.now - PAUSE_T - after
     cl.env.process(scenario())
     cl.env.run(until=PAUSE_T + 3.0)
     return cl, out
@@ -54,6 +56,22 @@ def test_a_record_at_a_later_epoch_gives_the_call_up_even_naming_the_same_primar
     assert isinstance(out.get("error"), SimRpcError) and out["error"].status == UNAVAILABLE, out
     # the first look, at the detector's floor after the freeze (plus the read's round trip)
     assert out["t"] < cl.cfg.suspect_floor_s + DEPOSED_CHECK_S, out["t"]
+
+
+def move_record(cl: SimShardCluster) -> None:
+    """The record moves to epoch 2 (a restore) at once."""
+    kv = cl.etcd.get(cl.cfg.shard_key(0))
+    rec = ShardRecord.from_json(kv.value)
+    cl.etcd.cas(cl.cfg.shard_key(0), kv.mod_revision, ShardRecord(rec.epoch + 1, rec.primary, rec.isr).to_json())
+
+
+def test_the_first_look_is_the_floor_after_the_call_began_not_after_the_freeze() -> None:
+    # a push begun 0.1 s into the freeze: the real client's first look at the record is the
+    # detector's floor after *its* start (fut.result(timeout=floor)); the twin's grid began at the
+    # freeze, so the call was given up 0.05 s after it began
+    cl, out = push_to_paused(5, move_record, after=0.1)
+    assert isinstance(out.get("error"), SimRpcError) and out["error"].status == UNAVAILABLE, out
+    assert cl.cfg.suspect_floor_s <= out["t"] < cl.cfg.suspect_floor_s + 0.01, out["t"]
 
 
 @pytest.mark.parametrize("fault", ["cut-link", "etcd-down"])
