@@ -4,7 +4,7 @@ given up when the shard record names a later epoch, not only another primary; ea
 record is a read over the worker's own link to etcd, so a cut link or an etcd that is down is no
 news and the call waits out its deadline (DEADLINE_EXCEEDED), as the real worker's does, instead
 of failing at once with etcd's error. And the tiny push client's retry pauses are psnodes'
-(RETRY_FIRST_S doubling to RETRY_CAP_S). Each of these failed on the code before."""
+(psnodes.core.retry: FIRST_S doubling to FAST_CAP_S). Each of these failed on the code before."""
 from __future__ import annotations
 
 import pytest
@@ -13,7 +13,8 @@ from harness.sim.network import DEADLINE_EXCEEDED, UNAVAILABLE
 from harness.sim.pushclient import SimShardCluster
 from harness.sim.rpc import ETCD, Gen, SimRpcError, call
 from harness.sim.transport import CLIENT_ETCD_TIMEOUT_S
-from psnodes.client import DEPOSED_CHECK_S, RETRY_CAP_S
+from psnodes.client import DEPOSED_CHECK_S
+from psnodes.core.retry import FAST_CAP_S
 from psnodes.config import ShardRecord
 from psnodes.proto import ps_pb2
 
@@ -103,4 +104,4 @@ def test_the_push_clients_retry_pauses_are_psnodes() -> None:
     cl.kill_at("shard-0/0", 3.0)
     cl.env.run(until=7.0)
     retries = [s for s in slept if s != 0.02]        # 0.02: the think time between pushes
-    assert retries and max(retries) == RETRY_CAP_S, sorted(set(retries))
+    assert retries and max(retries) == FAST_CAP_S, sorted(set(retries))
