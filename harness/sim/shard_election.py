@@ -178,33 +178,20 @@ class SimElector:
             return
         if not c.detector.suspects(c.now(), c.last_heard):
             return                        # heard meanwhile
-        joined = yield from self.standing(rec)
-        held = False if joined else (yield from self.held_back(rec))
+        held = yield from self.held_back(rec)
         if held:
-            return                        # the primary answered our probe, and no other copy stands
+            return
         yield from self.withdraw()
         now = c.now()
         if not c.detector.suspects(now, c.last_heard):
             return                        # the primary was heard meanwhile
         c.suspecting = rec.epoch
-        joins = {"joined": joined} if joined else {}
         c.emit("suspect", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary, **c.detector.stats(),
-                           "silent_ms": round((now - c.last_heard) * 1000, 1), **joins})
+                           "silent_ms": round((now - c.last_heard) * 1000, 1)})
         try:
             yield from self.stand(rec, kv.mod_revision)
         finally:
             c.suspecting = 0
-
-    def standing(self, rec: ShardRecord) -> Gen:
-        """Elector.standing: the other ISR copies standing for the epoch after `rec`'s now; non-empty:
-        we stand with them, unprobed (psnodes.core.promotion.joins)."""
-        c, cfg = self.c, self.c.cfg
-        prefix = cfg.candidate_prefix(c.shard, rec.epoch)
-        kvs = yield from c.ecall(lambda: c.etcd.get_prefix(prefix))
-        posted = [kv.key[len(prefix):] for kv in kvs]
-        if not promotion.joins(c.name, posted, rec.isr, rec.primary):
-            return []
-        return sorted(n for n in posted if n != c.name)
 
     def held_back(self, rec: ShardRecord) -> Gen:
         """Elector.held_back: probe the primary (a Status call over each of `probe_paths` links to
@@ -253,25 +240,9 @@ class SimElector:
         answers.append(detector.probe_clears(reply.role, reply.epoch, rec.epoch))
 
     def stand(self, rec: ShardRecord, mod_revision: int) -> Gen:
-        """Elector.stand: the window, then our candidacy key taken back (promotion.joins)."""
-        prefix = self.c.cfg.candidate_prefix(self.c.shard, rec.epoch)
-        try:
-            yield from self._stand(rec, mod_revision, prefix)
-        except Exception:       # an etcd error (a kill or a stop closes the generator: no yield then)
-            yield from self._take_back(prefix)
-            raise
-        yield from self._take_back(prefix)
-
-    def _take_back(self, prefix: str) -> Gen:
-        c = self.c
-        try:
-            yield from c.ecall(lambda: c.etcd.delete(prefix + c.name))
-        except Exception:  # noqa: BLE001 - it goes with our lease anyway
-            pass
-
-    def _stand(self, rec: ShardRecord, mod_revision: int, prefix: str) -> Gen:
         c, cfg = self.c, self.c.cfg
         me = {"seq": c.store.seq, "seq_epoch": c.store.seq_epoch}
+        prefix = cfg.candidate_prefix(c.shard, rec.epoch)
         yield from c.ecall(lambda: c.etcd.put(prefix + c.name, json.dumps(me), lease=c.lease))
         end = c.now() + cfg.candidate_window_s
         while True:
