@@ -158,6 +158,7 @@ class Elector(threading.Thread):
         silent), a replica its primary's silence."""
         node, cfg = self.node, self.node.cfg
         if node.role == "primary":
+            self.probe.forget()              # a primary probes nobody: no channels to the one it replaced
             if lease.etcd_silent(now, node.lease_seen, cfg.lease_ttl_s):
                 # acks stopped at lease_until already; stepping down stops the heartbeats too, so
                 # the replicas elect a primary that etcd can hear
