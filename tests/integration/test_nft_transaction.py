@@ -58,3 +58,24 @@ def test_delete_when_one_rule_is_gone_already_removes_the_rest(table):
     nftmod.nft("delete", "rule", "inet", table.name, "out", "handle", str(handles[0]))
     table.delete(handles)                     # the one transaction fails; one by one it works
     assert table.rules() == []
+
+
+def test_a_partition_built_creates_the_table_so_inject_is_one_call(monkeypatch):
+    """The table's own nft call used to come inside inject, after the fault's start was taken."""
+    from types import SimpleNamespace
+
+    from netfaults.faults.partition import Partition
+
+    table = nftmod.NftTable(f"txtest-{uuid.uuid4().hex[:8]}")
+    link = ("worker-0", "shard-0/0")
+    ctx = SimpleNamespace(nft=table, links=SimpleNamespace(links={link: SimpleNamespace(port=65041, name="p")}))
+    try:
+        fault = Partition(ctx, [link], {})
+        assert table.created
+        calls = _count_calls(monkeypatch)
+        fault.inject()
+        assert len(calls) == 1, calls
+        fault.heal()
+        assert table.rules() == []
+    finally:
+        table.destroy()
