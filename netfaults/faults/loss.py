@@ -19,8 +19,9 @@ class Loss(LinkFault):
         then one nft transaction, and the links are cut within one `nft` call of the recorded
         start (the table's own call made partition-primary-replicas' replicas hear their primary
         some 40 ms past it on a loaded machine)."""
-        if not self.ctx.nft.created:
-            self.ctx.nft.create()
+        nft = getattr(self.ctx, "nft", None)       # None: the SimPy twin's faults (no kernel rules)
+        if nft is not None and not nft.created:
+            nft.create()
 
     def inject(self) -> None:
         self.handles = self.ctx.nft.add_drop(self.ports(), self.params["percent"], self.kind)
