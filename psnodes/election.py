@@ -57,6 +57,7 @@ class Elector(threading.Thread):
         self.credited: float | None = None   # the last_heard our last local-pause credit produced
         self.probed: float | None = None     # the last_heard of the silence we last probed in
         self.answered: float | None = None   # the last_heard of the silence the primary last answered in
+        self.missed: tuple[float | None, int] = (None, 0)   # (that silence, failed probe rounds in a row)
 
     # -------------------------------------------------------------- lease
     def register(self) -> None:
@@ -277,7 +278,15 @@ class Elector(threading.Thread):
             return False
         self.probed = heard
         if not self.probe.clears(rec.primary, rec.epoch, detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)):
-            return False
+            misses = self.missed[1] + 1 if self.missed[0] == heard else 1
+            self.missed = (heard, misses)
+            if not detector.holds_after_miss(self.answered == heard, misses):
+                return False
+            self.held_until = time.monotonic() + cfg.heartbeat_s
+            node.events.emit("probe-held", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary,
+                                            "silent_ms": round(silent * 1000, 1), "missed": misses})
+            return True
+        self.missed = (heard, 0)
         self.answered = heard
         self.held_until = time.monotonic() + cfg.heartbeat_s
         node.events.emit("probe-held", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary,
