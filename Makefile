@@ -9,10 +9,11 @@ TOXI_VERSION := 2.12.0
 TOXI    := $(TOOLS)/.toxiproxy-server-$(TOXI_VERSION)
 XDIST   ?= -n 2
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
-# the library core and the faults only containers have, run again as containers (issue 9)
+# the library core and the faults only containers have, run again as containers (issue 9), and
+# live shard migration with shard groups started and retired as containers (issue 13)
 DOCKER_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-primary replica-restart-catchup \
   loss-5-worker-links partition-primary-replicas all-copies-lost cpu-throttle-primary memory-limit-primary \
-  disk-full-primary))
+  disk-full-primary scale-out-shards scale-in-shards))
 
 .PHONY: install system-deps docker-engine test unit integration demo bench doctor clean proto
 

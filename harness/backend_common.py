@@ -120,8 +120,8 @@ def retire_groups(be: Any, shards: list[int], record: Callable[[str, dict], Any]
         order = stop_order(be.cfg.shard_nodes(s), _primary_of(etcd, be.cfg, s))
         try:
             retirement.forget(etcd, be.cfg, s)
-        except EtcdError:
-            pass                              # tried again once the group stopped
+        except EtcdError as e:                # tried again once the group stopped; the stop order
+            record("shard-record-kept", {"shard": s, "error": str(e), "when": "before-stop"})   # is the fallback
         for n in order:
             if running(n):
                 be.stop(n)

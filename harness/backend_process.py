@@ -11,6 +11,7 @@ import os
 import secrets
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import grpc
@@ -123,10 +124,22 @@ class ProcessBackend:
         self.etcd_server.start()
         self.start_nodes(nodes)
         self.client = PSClient(self.cfg.client_view(), "harness", retry_budget=5.0)
+        end = time.monotonic() + timeout
         try:
             self.client.wait_ready(timeout)
         except Exception as e:
             raise HarnessError(f"cluster did not come up: {e}; see {self.run_dir / 'logs'}") from None
+        self.wait_copies_up(nodes, end)
+
+    def wait_copies_up(self, nodes: list[str], end: float) -> None:
+        """Every started copy answers before the start returns. A shard has a primary as soon as its
+        first copy wins the bootstrap, while a loaded host may not have run the last replica's
+        process as far as its listen yet: a fault or a check at t=0 would then meet a copy that was
+        never up (make test once saw `status(replica)` refused right after the start)."""
+        late = [n for n in nodes if self.status_when_up(n, max(0.1, end - time.monotonic())) is None]
+        if late:
+            raise HarnessError(f"copies {late} did not answer Status by the start's deadline; "
+                               f"see {self.run_dir / 'logs'}")
 
     def _build_links(self, nodes: list[str], workers: list[str]) -> None:
         """A proxy for every directed link: worker->node, copy->copy within a shard, anyone->etcd."""

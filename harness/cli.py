@@ -6,16 +6,24 @@ missing, a checker crashed; the report says why).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import signal
 import sys
-import threading
-from pathlib import Path
 
-from psnodes.errors import PSError
+# Until main() installs Python's own handler, a Ctrl-C exits 130 at once, quietly: the imports
+# below and in build_parser take long enough on a loaded machine for one to land there, and
+# Python's default raised KeyboardInterrupt inside an import, a traceback instead of our line.
+# Nothing has started yet, so there is nothing to stop. Only in the main thread (tests import us).
+if __name__ == "__main__" or sys.argv[0].rsplit("/", 1)[-1] == "pschaos":
+    signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(130))
 
-from .errors import HarnessError
+import argparse  # noqa: E402 - after the handler above
+import json  # noqa: E402
+import threading  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from psnodes.errors import PSError  # noqa: E402
+
+from .errors import HarnessError  # noqa: E402
 
 
 def cmd_run(args: argparse.Namespace) -> int:

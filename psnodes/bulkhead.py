@@ -9,6 +9,9 @@ its wait and the replica replaced a live primary (detector review 2, M1). So at 
 (`Busy`), before it applied anything, and the client retries it as it retries a failover. The
 other `rpc_reserve` threads are always there for the calls that never wait long.
 
+Pulls may hold all but `push_floor` of those slots: a BSP/SSP barrier waits for a push, so a push
+must always find a slot however many pulls wait at the barrier.
+
 Refused, not queued: a call waiting for a slot would itself hold a pool thread, the very thing the
 reserve keeps free.
 """
@@ -16,24 +19,45 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 from .errors import Busy
 
 
-class Bulkhead:
-    """At most `limit` waiting calls at once; `admit` refuses the next one (Busy)."""
+def push_floor(limit: int) -> int:
+    """The waiting slots pulls may never take (a quarter, at least one): a BSP/SSP barrier is
+    ended by the laggard's *push*, and with one shared limit the workers ahead, waiting in
+    barrier pulls, took every slot and the laggard's push was refused until their pulls timed
+    out (10 s a step from 25 workers a shard at the defaults: final review of issue 13, M2)."""
+    return max(1, limit // 4)
 
-    def __init__(self, name: str, limit: int) -> None:
-        self.name, self.limit = name, limit
+
+class Bulkhead:
+    """At most `limit` waiting calls at once, of which at most `limit - push_floor(limit)` pulls;
+    `admit` refuses the next one (Busy)."""
+
+    def __init__(self, name: str, limit: int, on_refuse: Callable[[str], None] = lambda method: None) -> None:
+        self.name, self.limit, self.on_refuse = name, limit, on_refuse
+        self.pull_limit = max(1, limit - push_floor(limit)) if limit > 1 else 1
         self._slots = threading.BoundedSemaphore(limit)
+        self._pulls = threading.BoundedSemaphore(self.pull_limit)
+
+    def _busy(self, method: str, what: str) -> Busy:
+        self.on_refuse(method)                 # counted: ps_busy_refusals{method}
+        return Busy(f"{method}: {self.name} is serving {what} that may wait (rpc_threads - rpc_reserve); "
+                    "nothing was applied, retry with the same request id")
 
     @contextmanager
-    def admit(self, method: str) -> Iterator[None]:
+    def admit(self, method: str, pull: bool = False) -> Iterator[None]:
+        if pull and not self._pulls.acquire(blocking=False):
+            raise self._busy(method, f"{self.pull_limit} pulls")
         if not self._slots.acquire(blocking=False):
-            raise Busy(f"{method}: {self.name} is serving {self.limit} calls that may wait (rpc_threads - "
-                       "rpc_reserve); nothing was applied, retry with the same request id")
+            if pull:
+                self._pulls.release()
+            raise self._busy(method, f"{self.limit} calls")
         try:
             yield
         finally:
             self._slots.release()
+            if pull:
+                self._pulls.release()

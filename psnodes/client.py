@@ -26,6 +26,7 @@ from .codec import rows_to_pb, tensor_from_pb, tensor_to_pb
 from .config import ClusterConfig, ShardRecord, etcd_url
 from .digest import dense_digest
 from . import routing
+from .core import retry
 from .core.deposed import Watch, verdict
 from .core.routing import Routing, static
 from .errors import RETRYABLE, STALE_ROUTING, NotFound, PSError, StaleRouting, from_rpc_error
@@ -38,8 +39,6 @@ from .runtime import REAL, Runtime
 
 
 ROUTING_CHECK_S = 1.0      # while a shard does not answer, re-read the routing record this often
-RETRY_FIRST_S = 0.01      # call(): the first retry's pause, doubling ...
-RETRY_CAP_S = 0.05        # ... up to this (a failover completes ~150-300 ms after a kill)
 DEPOSED_CHECK_S = 0.05     # a call in flight looks at its shard record this often (see _call_primary)
 BARRIER_CHECK_S = 0.2      # ... a BSP/SSP barrier pull (held by a live primary for seconds) this often
 
@@ -165,7 +164,8 @@ class PSClient:
     def call(self, shard: int, method: str, make: callable, timeout: float | None = None):
         """Call the shard's primary, re-routing and retrying on failover until the retry budget ends."""
         end = self.rt.monotonic() + self.retry_budget
-        delay = RETRY_FIRST_S
+        failed_at: float | None = None        # the first failure: retries stay close for a while after it
+        delay = retry.FIRST_S
         last: Exception | None = None
         check_routing = self.rt.monotonic() + ROUTING_CHECK_S
         while True:
@@ -179,7 +179,7 @@ class PSClient:
                 try:
                     return self._call_primary(shard, rec, method, make(rec.epoch), timeout or self.call_timeout)
                 except Deposed as e:
-                    last, delay = e, RETRY_FIRST_S         # the record already names the successor: soon
+                    last, delay = e, retry.FIRST_S         # the record already names the successor: soon
                 except grpc.RpcError as e:
                     err = from_rpc_error(e)
                     if not isinstance(err, RETRYABLE) and e.code() != grpc.StatusCode.UNKNOWN:
@@ -191,10 +191,9 @@ class PSClient:
             if self.rt.monotonic() + delay > end:
                 raise Unavailable(f"shard {shard}: no primary answered {method} within "
                                   f"{self.retry_budget}s; last error: {last}")
+            failed_at = self.rt.monotonic() if failed_at is None else failed_at
             self.rt.sleep(delay)
-            # capped at 50 ms: a failover completes ~150-300 ms after a kill (the detector's floor
-            # plus the election), and a 100 ms cap let a retry miss the new primary by up to 100 ms
-            delay = min(delay * 2, RETRY_CAP_S)
+            delay = retry.next_delay(delay, self.rt.monotonic() - failed_at)
             try:
                 self.refresh(shard)
             except PSError as e:

@@ -57,6 +57,7 @@ class Elector(threading.Thread):
         self.credited: float | None = None   # the last_heard our last local-pause credit produced
         self.probed: float | None = None     # the last_heard of the silence we last probed in
         self.answered: float | None = None   # the last_heard of the silence the primary last answered in
+        self.missed: tuple[float | None, int] = (None, 0)   # (that silence, failed probe rounds in a row)
 
     # -------------------------------------------------------------- lease
     def register(self) -> None:
@@ -158,6 +159,7 @@ class Elector(threading.Thread):
         silent), a replica its primary's silence."""
         node, cfg = self.node, self.node.cfg
         if node.role == "primary":
+            self.probe.forget()              # a primary probes nobody: no channels to the one it replaced
             if lease.etcd_silent(now, node.lease_seen, cfg.lease_ttl_s):
                 # acks stopped at lease_until already; stepping down stops the heartbeats too, so
                 # the replicas elect a primary that etcd can hear
@@ -244,11 +246,8 @@ class Elector(threading.Thread):
             self.maybe_restore(rec, kv.mod_revision)
             node.last_heard = time.monotonic()
             return
-        if not node.detector.suspects(time.monotonic(), node.last_heard):
-            return                   # heard meanwhile
-        joined = self.standing(rec)
-        if not joined and self.held_back(rec):
-            return                   # the primary answered our probe, and no other copy stands
+        if not node.detector.suspects(time.monotonic(), node.last_heard) or self.held_back(rec):
+            return                   # heard meanwhile, or the primary answered our probe
         self.withdraw()
         with node.cond:
             # from here on our answers renew no follower lease of this primary; one that renewed
@@ -259,24 +258,12 @@ class Elector(threading.Thread):
                 return               # the primary was heard meanwhile
             node.suspecting = rec.epoch
             stats = {**node.detector.stats(), "silent_ms": round((now - node.last_heard) * 1000, 1)}
-        joins = {"joined": joined} if joined else {}
-        node.events.emit("suspect", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary, **stats,
-                                     **joins})
+        node.events.emit("suspect", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary, **stats})
         try:
             self.stand(rec, kv.mod_revision)
         finally:
             with node.cond:
                 node.suspecting = 0
-
-    def standing(self, rec: ShardRecord) -> list[str]:
-        """The other ISR copies standing for the epoch after `rec`'s now (their candidacy keys);
-        non-empty: we stand with them, unprobed (psnodes.core.promotion.joins)."""
-        node, cfg = self.node, self.node.cfg
-        prefix = cfg.candidate_prefix(node.shard, rec.epoch)
-        posted = [c.key[len(prefix):] for c in node.etcd.get_prefix(prefix)]
-        if not promotion.joins(node.name, posted, rec.isr, rec.primary):
-            return []
-        return sorted(n for n in posted if n != node.name)
 
     def held_back(self, rec: ShardRecord) -> bool:
         """Probe the primary before standing (psnodes.probe): True when it answers as primary of
@@ -291,7 +278,15 @@ class Elector(threading.Thread):
             return False
         self.probed = heard
         if not self.probe.clears(rec.primary, rec.epoch, detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)):
-            return False
+            misses = self.missed[1] + 1 if self.missed[0] == heard else 1
+            self.missed = (heard, misses)
+            if not detector.holds_after_miss(self.answered == heard, misses):
+                return False
+            self.held_until = time.monotonic() + cfg.heartbeat_s
+            node.events.emit("probe-held", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary,
+                                            "silent_ms": round(silent * 1000, 1), "missed": misses})
+            return True
+        self.missed = (heard, 0)
         self.answered = heard
         self.held_until = time.monotonic() + cfg.heartbeat_s
         node.events.emit("probe-held", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary,
@@ -303,21 +298,8 @@ class Elector(threading.Thread):
         every ISR copy that may stand to post), and take it by a compare-and-swap if we are the
         most up-to-date candidate."""
         node, cfg = self.node, self.node.cfg
-        prefix = cfg.candidate_prefix(node.shard, rec.epoch)
-        try:
-            self._stand(rec, mod_revision, prefix)
-        finally:
-            # the window is over: a key left behind would draw later suspicions of this epoch into
-            # standing unprobed (promotion.joins)
-            try:
-                node.etcd.delete(prefix + node.name)
-            except Exception:  # noqa: BLE001 - it goes with our lease anyway
-                pass
-
-    def _stand(self, rec: ShardRecord, mod_revision: int, prefix: str) -> None:
-        """The body of `stand`: post, wait the window, elect, swap."""
-        node, cfg = self.node, self.node.cfg
         me = {"seq": node.store.seq, "seq_epoch": node.store.seq_epoch}
+        prefix = cfg.candidate_prefix(node.shard, rec.epoch)
         node.etcd.put(prefix + node.name, json.dumps(me), lease=node.lease)
         end = time.monotonic() + cfg.candidate_window_s
         while True:

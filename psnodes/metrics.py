@@ -22,6 +22,8 @@ class NodeMetrics:
         self.seq = Gauge("ps_seq", "applied sequence number", registry=r)
         self.role = Gauge("ps_role", "1 for the node's current role", ["role"], registry=r)
         self.failovers = Counter("ps_promotions", "times this node was promoted", registry=r)
+        self.busy = Counter("ps_busy_refusals", "pushes and pulls refused at the bulkhead (every waiting slot taken; "
+                                                "the client retried them)", ["method"], registry=r)
 
     def set_role(self, role: str) -> None:
         for r in ROLES:

@@ -99,6 +99,12 @@ class PrimaryProbe:
             fut.cancel()
         return answered.is_set()
 
+    def forget(self) -> None:
+        """Close the channels if there are any (this node became primary: the primary it probed
+        is gone or deposed, and its channels would be re-dialled for as long as the node runs)."""
+        if self.primary:
+            self.close()
+
     def close(self) -> None:
         """Close every channel (they stop re-dialling); a later probe dials again."""
         for f in self.connecting:

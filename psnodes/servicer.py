@@ -88,7 +88,7 @@ class Servicer(ps_pb2_grpc.ParameterServerServicer):
     @_guard
     def Pull(self, request, context):
         req = parse(ps_pb2.PullRequest, request, "Pull")
-        with self.waiting.admit("Pull"):
+        with self.waiting.admit("Pull", pull=True):
             return self.node.pull(req, deadline_of(context, self.timeout), active=context.is_active)
 
     @_guard
@@ -151,7 +151,9 @@ def make_server(node: ShardNode, address: str, workers: int | None = None, reser
                          interceptors=[TokenInterceptor(node.cfg.token, node.cfg.peer_token)],
                          options=server_options(node.cfg.max_message_bytes))
     name = getattr(node, "name", "this node")
-    server.add_generic_rpc_handlers((handlers(Servicer(node, Bulkhead(name, workers - reserve))),))
+    metrics = getattr(node, "metrics", None)
+    count = (lambda method: metrics.busy.labels(method=method).inc()) if metrics is not None else (lambda method: None)
+    server.add_generic_rpc_handlers((handlers(Servicer(node, Bulkhead(name, workers - reserve, count))),))
     if server.add_insecure_port(address) == 0:
         raise ConfigError(f"cannot bind {address}: the port is taken; pick another in addresses")
     return server

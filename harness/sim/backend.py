@@ -47,6 +47,7 @@ from .network import SimNetwork
 from .rpc import ETCD
 from .shard import SimCopy
 from .shard_procs import CopyProcs
+from .shard_replication import DEADLINE_MARGIN_S
 from .threadclock import ThreadClock
 from .transport import Killed, SimEtcdClient, SimPool, SimStub
 from .vtime import Baton, VirtualTime
@@ -173,7 +174,8 @@ class SimBackend(ElasticShards):
             return None
         req = ps_pb2.StatusRequest(checksum=checksum, applied=applied, audit=audit)
         try:
-            return self.vt.run_process(c.serve_status(req, self.env.now + timeout))
+            # the server's deadline, 20 ms before the caller's, as every handler's (psnodes.node.deadline_of)
+            return self.vt.run_process(c.serve_status(req, self.env.now + timeout - DEADLINE_MARGIN_S))
         except PSError:
             return None
 

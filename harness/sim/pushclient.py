@@ -3,7 +3,7 @@
 The client does what psnodes/client.py does for one dense tensor on one shard: INIT (set-if-
 absent) of the tensor and the shard's audit tensor, then pushes, each with the worker's audit +1;
 a push goes to the primary the shard record names, and on a retryable failure the client waits
-(psnodes.client's RETRY_FIRST_S doubling to RETRY_CAP_S), re-reads the record and sends the *same* idempotency key again, until
+(psnodes.core.retry's schedule, as psnodes.client), re-reads the record and sends the *same* idempotency key again, until
 its retry budget ends. Every push is an invoke/ok/fail/info operation in the history, with
 client.py's fields.
 """
@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 import simpy
 
-from psnodes.client import RETRY_CAP_S, RETRY_FIRST_S
+from psnodes.core import retry
 from psnodes.codec import tensor_to_pb
 from psnodes.config import ClusterConfig, ShardRecord
 from psnodes.errors import RETRYABLE, PSError
@@ -56,7 +56,8 @@ class SimPushClient:
     def call(self, make: Callable[[int], ps_pb2.PushRequest]) -> Gen:
         """client.py's call: to the routed primary, re-routing and retrying until the budget ends."""
         end = self.env.now + self.retry_budget
-        delay = RETRY_FIRST_S
+        failed_at: float | None = None
+        delay = retry.FIRST_S
         last: Exception | None = None
         while True:
             if self.route is None:
@@ -78,8 +79,9 @@ class SimPushClient:
             if self.env.now + delay > end:
                 raise SimRpcError("UNAVAILABLE", f"shard {self.shard}: no primary answered within "
                                                  f"{self.retry_budget}s; last error: {last}")
+            failed_at = self.env.now if failed_at is None else failed_at
             yield from self.clock.sleep(delay)
-            delay = min(delay * 2, RETRY_CAP_S)
+            delay = retry.next_delay(delay, self.env.now - failed_at)
             try:
                 yield from self.refresh()
             except PSError as e:

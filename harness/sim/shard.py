@@ -57,7 +57,6 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.session = 0
         self.alive = True
         self.paused = False
-        self.paused_at = 0.0        # when the last SIGSTOP landed (the keepalive model: shard_procs)
         self._resumed = env.event()
         self.procs: list[simpy.Process] = []
         self.on_promote: Callable[[], None] = lambda: None          # shard_procs: start senders
@@ -226,17 +225,19 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
     def push(self, req: ps_pb2.PushRequest, deadline: float, caller: str | None = None) -> Gen:
         """`reply = yield from copy.push(req, deadline, caller)`: ShardNode.push in virtual time,
         called by a PS client (`caller`; default: the update's worker) that watches the record."""
-        watch = client_watch(caller or req.update.worker or "client", req)
+        watch = client_watch(caller or req.update.worker or "client", req, self.now())
         return (yield from self.serve(lambda: self._push(req, deadline), deadline, watch, self.work_of(req.ByteSize())))
 
     def pull(self, req: ps_pb2.PullRequest, deadline: float, caller: str | None = None) -> Gen:
         """`raw = yield from copy.pull(req, deadline, caller)`: ShardNode.pull, the serialized PullReply."""
-        watch = client_watch(caller or req.worker or "client", req)
+        watch = client_watch(caller or req.worker or "client", req, self.now())
         return (yield from self.serve(lambda: self._pull(req, deadline), deadline, watch, self.request_s))
 
     def serve_status(self, req: ps_pb2.StatusRequest, deadline: float) -> Gen:
         """The Status call as a call: no answer while paused (until its deadline: no caller of
-        Status watches the shard record), refused once down."""
+        Status watches the shard record), refused once down. `deadline` is the server's, as for
+        every handler: the caller's less DEADLINE_MARGIN_S (psnodes.node.deadline_of); a paused
+        copy's call is given up at the caller's own deadline."""
         def instant() -> Gen:
             return self.status(req)
             yield  # noqa: unreachable - makes this a generator

@@ -18,6 +18,7 @@ from psnodes.etcd import EtcdError
 from psnodes.proto import ps_pb2
 
 from .rpc import Gen, call
+from .shard_replication import DEADLINE_MARGIN_S
 from .transport import REPLY_BYTES
 
 PROBE_BYTES = 16          # an empty StatusRequest with its metadata
@@ -38,6 +39,7 @@ class SimElector:
     credited: float | None = None              # the last_heard our last local-pause credit produced
     probed: float | None = None                # the last_heard of the silence we last probed in
     answered: float | None = None              # the last_heard of the silence the primary last answered in
+    missed: tuple = (None, 0)                  # (that silence, failed probe rounds in a row)
     peers: dict[str, "SimCopy"]
 
     def register(self) -> Gen:
@@ -177,33 +179,20 @@ class SimElector:
             return
         if not c.detector.suspects(c.now(), c.last_heard):
             return                        # heard meanwhile
-        joined = yield from self.standing(rec)
-        held = False if joined else (yield from self.held_back(rec))
+        held = yield from self.held_back(rec)
         if held:
-            return                        # the primary answered our probe, and no other copy stands
+            return
         yield from self.withdraw()
         now = c.now()
         if not c.detector.suspects(now, c.last_heard):
             return                        # the primary was heard meanwhile
         c.suspecting = rec.epoch
-        joins = {"joined": joined} if joined else {}
         c.emit("suspect", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary, **c.detector.stats(),
-                           "silent_ms": round((now - c.last_heard) * 1000, 1), **joins})
+                           "silent_ms": round((now - c.last_heard) * 1000, 1)})
         try:
             yield from self.stand(rec, kv.mod_revision)
         finally:
             c.suspecting = 0
-
-    def standing(self, rec: ShardRecord) -> Gen:
-        """Elector.standing: the other ISR copies standing for the epoch after `rec`'s now; non-empty:
-        we stand with them, unprobed (psnodes.core.promotion.joins)."""
-        c, cfg = self.c, self.c.cfg
-        prefix = cfg.candidate_prefix(c.shard, rec.epoch)
-        kvs = yield from c.ecall(lambda: c.etcd.get_prefix(prefix))
-        posted = [kv.key[len(prefix):] for kv in kvs]
-        if not promotion.joins(c.name, posted, rec.isr, rec.primary):
-            return []
-        return sorted(n for n in posted if n != c.name)
 
     def held_back(self, rec: ShardRecord) -> Gen:
         """Elector.held_back: probe the primary (a Status call over each of `probe_paths` links to
@@ -213,23 +202,42 @@ class SimElector:
         now = c.now()
         heard = c.last_heard
         silent = now - heard
-        dst = self.peers.get(rec.primary)
-        if dst is None or not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s,
-                                                  self.probed == heard, self.answered == heard, cfg.probe_hold_s):
+        if not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s,
+                                  self.probed == heard, self.answered == heard, cfg.probe_hold_s):
             return False
-        self.probed = heard
+        self.probed = heard               # set before the link is looked up, as Elector.held_back does
+        dst = self.peers.get(rec.primary)
+        if dst is None:                   # PrimaryProbe.clears: no link to the primary is no answer
+            return self._missed(rec, heard, silent)
         deadline = now + detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)
         answers: list[bool] = []          # one per path that finished (a spawned process returns no value)
         pending = [c.spawn(self._probe_path(rec, dst, deadline, answers)) for _ in range(max(1, cfg.probe_paths))]
         while pending and not any(answers):
             yield c.env.any_of(pending)
             pending = [p for p in pending if not p.triggered]
+        for p in pending:                 # PrimaryProbe.clears cancels the paths still in flight
+            if p.is_alive:
+                p.interrupt("probe answered")
         if not any(answers):
-            return False
+            return self._missed(rec, heard, silent)
+        self.missed = (heard, 0)
         self.answered = heard
         self.held_until = c.now() + cfg.heartbeat_s
         c.emit("probe-held", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary,
                               "silent_ms": round(silent * 1000, 1)})
+        return True
+
+    def _missed(self, rec: ShardRecord, heard: float, silent: float) -> bool:
+        """Elector.held_back after a round without an answer: still held (detector.holds_after_miss)
+        when the primary answered in this silence and fewer rounds than it takes failed in a row."""
+        c = self.c
+        misses = self.missed[1] + 1 if self.missed[0] == heard else 1
+        self.missed = (heard, misses)
+        if not detector.holds_after_miss(self.answered == heard, misses):
+            return False
+        self.held_until = c.now() + c.cfg.heartbeat_s
+        c.emit("probe-held", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary,
+                              "silent_ms": round(silent * 1000, 1), "missed": misses})
         return True
 
     def _probe_path(self, rec: ShardRecord, dst: "SimCopy", deadline: float, answers: list[bool]) -> Gen:
@@ -238,7 +246,8 @@ class SimElector:
         c = self.c
         try:
             reply = yield from call(c.net, c.name, rec.primary, lambda: dst.alive,
-                                    lambda: dst.serve_status(ps_pb2.StatusRequest(probe=True), deadline),
+                                    lambda: dst.serve_status(ps_pb2.StatusRequest(probe=True),
+                                                             deadline - DEADLINE_MARGIN_S),
                                     PROBE_BYTES, lambda _r: REPLY_BYTES, deadline)
         except PSError:
             answers.append(False)
@@ -246,25 +255,9 @@ class SimElector:
         answers.append(detector.probe_clears(reply.role, reply.epoch, rec.epoch))
 
     def stand(self, rec: ShardRecord, mod_revision: int) -> Gen:
-        """Elector.stand: the window, then our candidacy key taken back (promotion.joins)."""
-        prefix = self.c.cfg.candidate_prefix(self.c.shard, rec.epoch)
-        try:
-            yield from self._stand(rec, mod_revision, prefix)
-        except Exception:       # an etcd error (a kill or a stop closes the generator: no yield then)
-            yield from self._take_back(prefix)
-            raise
-        yield from self._take_back(prefix)
-
-    def _take_back(self, prefix: str) -> Gen:
-        c = self.c
-        try:
-            yield from c.ecall(lambda: c.etcd.delete(prefix + c.name))
-        except Exception:  # noqa: BLE001 - it goes with our lease anyway
-            pass
-
-    def _stand(self, rec: ShardRecord, mod_revision: int, prefix: str) -> Gen:
         c, cfg = self.c, self.c.cfg
         me = {"seq": c.store.seq, "seq_epoch": c.store.seq_epoch}
+        prefix = cfg.candidate_prefix(c.shard, rec.epoch)
         yield from c.ecall(lambda: c.etcd.put(prefix + c.name, json.dumps(me), lease=c.lease))
         end = c.now() + cfg.candidate_window_s
         while True:

@@ -57,12 +57,13 @@ class ClientWatch:
     src: str
     epoch: int
     period: float = DEPOSED_CHECK_S
+    start: float = 0.0       # when the call began (its request's arrival): the first look is the floor after it
 
 
-def client_watch(caller: str, req: Any) -> ClientWatch:
-    """The watch of a PS client's Push or Pull `req` from `caller`."""
+def client_watch(caller: str, req: Any, start: float = 0.0) -> ClientWatch:
+    """The watch of a PS client's Push or Pull `req` from `caller`, begun at `start`."""
     barrier = isinstance(req, ps_pb2.PullRequest) and req.min_clock >= 0
-    return ClientWatch(caller, req.epoch, BARRIER_CHECK_S if barrier else DEPOSED_CHECK_S)
+    return ClientWatch(caller, req.epoch, BARRIER_CHECK_S if barrier else DEPOSED_CHECK_S, start)
 
 
 class _Gone(Exception):
@@ -113,6 +114,7 @@ class ProcessControl:
     def _hold(self: "SimCopy", session: int, deadline: float | None, call: bool,
               watch: ClientWatch | None = None) -> Gen:
         backoff, not_before = 0.0, 0.0        # the watch after failed reads (psnodes/record_watch.py)
+        look: float | None = None             # when the client looks at the shard record next
         while True:
             if session != self.session or (call and not self.answering):
                 if call:
@@ -125,29 +127,38 @@ class ProcessControl:
                 continue
             give_up = deadline + DEADLINE_SLACK_S
             # a PS client's call (`watch`, psnodes.client.PSClient._call_primary) is given up once
-            # the shard record names another primary or a later epoch: it looks at the record every
-            # period from the detector's floor on (here: on that grid from the moment the copy froze),
-            # each read over the caller's link to etcd; a read that fails is no news, and the next
-            # one waits out the real watch's backoff
+            # the shard record names another primary or a later epoch. Its calling thread first
+            # looks at the record the detector's floor after the call began, then `period` after
+            # each look returned (`fut.result(timeout=period)`): a look that reads (over the
+            # caller's link to etcd) moves every later one by the read's own time. A read that
+            # fails is no news; until the real watch's backoff has passed, a look reads nothing.
+            # Looks made before the copy froze found nothing: their grid is taken as `period`
+            # apart (the reads they made are not modelled).
             end = give_up
             if call and watch is not None:
-                check = max(self.paused_at + self.cfg.suspect_floor_s, not_before)
-                if self.now() > check:
-                    check += -(-(self.now() - check) // watch.period) * watch.period
-                end = min(check, give_up)
+                if look is None:
+                    look = watch.start + self.cfg.suspect_floor_s
+                    if self.now() > look:
+                        look += -(-(self.now() - look) // watch.period) * watch.period
+                end = min(look, give_up)
             yield self._resumed | self.env.timeout(max(0.0, end - self.now()))
             if not self.paused or session != self.session or self.now() < end:
                 continue
             if self.now() >= give_up:
                 raise SimRpcError(DEADLINE_EXCEEDED, f"{self.name} is paused (SIGSTOP): no answer in time")
+            if self.now() < not_before - 1e-6:  # within the backoff: the look returns the failed read
+                look = self.now() + watch.period
+                continue
             began = self.now()
             try:
                 v = yield from self._watch_verdict(watch)
             except PSError:                    # etcd away or the caller's link to it cut: no news
                 backoff = min(BACKOFF_CAP_S, max(watch.period, backoff) * 2)
                 not_before = began + backoff
+                look = self.now() + watch.period
                 continue
             backoff, not_before = 0.0, 0.0
+            look = self.now() + watch.period
             if not self.paused or session != self.session:
                 continue                       # resumed during the read: the reply comes, and stands
             if v is Watch.DEPOSED:
@@ -156,7 +167,6 @@ class ProcessControl:
             if v is Watch.RETIRED:
                 raise SimRpcError(UNAVAILABLE, f"{self.name} is paused (SIGSTOP): shard {self.shard} was "
                                                "retired, the client cancelled and re-routes")
-            yield self.env.timeout(1e-6)      # past this check: the next one is on the grid
 
     def _watch_verdict(self: "SimCopy", watch: ClientWatch) -> Gen:
         """The client's look at the shard record (psnodes.client.PSClient._watch_read): a read over
@@ -230,8 +240,6 @@ class ProcessControl:
     def pause(self: "SimCopy") -> None:
         """SIGSTOP: the copy's processes and the calls it serves make no progress until `resume`."""
         if self.alive:
-            if not self.paused:
-                self.paused_at = self.now()
             self.paused = True
 
     def resume(self: "SimCopy") -> None:

@@ -12,6 +12,16 @@ class Loss(LinkFault):
         if not 0 < self.params["percent"] <= 100:
             raise NetFaultError(f"loss: params.percent={self.params['percent']} must be within (0, 100]")
         self.handles: list[int] = []
+        self.table_ready()
+
+    def table_ready(self) -> None:
+        """The run's table now, when the fault is built and before its start is taken: inject is
+        then one nft transaction, and the links are cut within one `nft` call of the recorded
+        start (the table's own call made partition-primary-replicas' replicas hear their primary
+        some 40 ms past it on a loaded machine)."""
+        nft = getattr(self.ctx, "nft", None)       # None: the SimPy twin's faults (no kernel rules)
+        if nft is not None and not nft.created:
+            nft.create()
 
     def inject(self) -> None:
         self.handles = self.ctx.nft.add_drop(self.ports(), self.params["percent"], self.kind)

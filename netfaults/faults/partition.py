@@ -11,3 +11,4 @@ class Partition(Loss):
         super(Loss, self).__init__(ctx, links, params)
         self.params["percent"] = 100.0
         self.handles = []
+        self.table_ready()

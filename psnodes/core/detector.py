@@ -295,6 +295,21 @@ def may_probe(kind: str, probe_s: float, silent_s: float, ceiling_s: float, prob
     return silent_s < ceiling_s or not probed or (answered and silent_s < hold_s)
 
 
+ANSWERED_MISSES = 2   # failed probe rounds in a row it takes to stand once the primary answered
+
+
+def holds_after_miss(answered: bool, misses: int) -> bool:
+    """Whether a probe round that got no answer still holds the suspicion back: only when the
+    primary already answered in this silence, and only for fewer than `ANSWERED_MISSES` failed
+    rounds in a row. A primary that answered is alive; on a lossy link all of a round's paths
+    can fail at once (each needs its probe and its answer through, with one retransmission in
+    the wait), and one such round made a replica stand against a primary it had just heard from
+    (loss-20-primary-replica on the twin, seed 1: a spurious failover after 1.06 s of held
+    silence). A primary that stopped answering costs one more round; one never heard in the
+    silence (frozen, cut off, killed) is replaced after its first."""
+    return answered and misses < ANSWERED_MISSES
+
+
 def probe_wait(probe_s: float, silent_s: float, ceiling_s: float) -> float:
     """How long a probe waits for the primary's answer: until the silence reaches the ceiling,
     never less than `probe_s`. A killed primary refuses the connection at once, so it is

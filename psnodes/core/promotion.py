@@ -75,17 +75,6 @@ def all_posted(me: str, posted: Iterable[str], isr: Sequence[str], old_primary: 
     return all(n in posted for n in isr if n != old_primary)
 
 
-def joins(me: str, posted: Iterable[str], isr: Sequence[str], old_primary: str) -> bool:
-    """Another ISR copy (never the old primary) stands for this epoch now: a replica that suspects
-    too stands with it, whatever its own probe of the primary says. The primary is being replaced
-    anyway (that copy wins alone otherwise, once its window closes), and a replica held back by
-    an answering primary never posted its position, so in async mode the election could skip the
-    most up-to-date copy and lose more acks than it had to (detector review 2, L6). A standing
-    copy takes its key back once its election is over (Elector.stand), so a key is a window that
-    is open now."""
-    return any(n != me and n != old_primary and n in isr for n in posted)
-
-
 def isr_copy_alive(me: str, isr: Sequence[str], announced: Mapping[str, Mapping]) -> bool:
     """Some other ISR copy is alive and in sync (its lease key says so): no restore. A copy of the
     ISR that restarted from disk is alive but not in sync, and does not count."""

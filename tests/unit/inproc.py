@@ -45,7 +45,7 @@ class InProc:
 
 
 def start(tmp: Path, shards: int = 1, mode: str = "async", optimizer: str = "adam",
-          tables: dict[str, int] | None = None) -> InProc:
+          tables: dict[str, int] | None = None, rpc_threads: int = 4, rpc_reserve: int = 2) -> InProc:
     names = [f"shard-{s}/0" for s in range(shards)]
     cfg = ClusterConfig(cluster_id="unit", etcd="http://127.0.0.1:9", shards=shards, copies=1, workers=2,
                         mode=mode, optimizer={"name": optimizer, "lr": 0.01}, workdir=str(tmp),
@@ -55,7 +55,7 @@ def start(tmp: Path, shards: int = 1, mode: str = "async", optimizer: str = "ada
     for s, n in enumerate(names):
         node = ShardNode(cfg, n, dict(cfg.addresses), etcd=None, events=EventLog(None, n))
         node.become_primary(ShardRecord(epoch=1, primary=n, isr=[n]))
-        srv = make_server(node, cfg.addresses[n], workers=4, reserve=2)
+        srv = make_server(node, cfg.addresses[n], workers=rpc_threads, reserve=rpc_reserve)
         srv.start()
         ip.nodes[s], ip.servers = node, [*ip.servers, srv]
     return ip

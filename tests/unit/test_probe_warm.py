@@ -166,3 +166,21 @@ def test_the_elector_closes_the_probe_channels_when_the_node_stops(primary):
     stopping.set()
     elector.run()                         # returns at its first wait: the node stopped
     assert all(_closed(ch) for ch in chans)
+
+
+def test_a_replica_promoted_closes_its_probe_channels_to_the_old_primary(primary):
+    """Final review of issue 13, L2: switching primaries and stopping closed them, a promotion did
+    not: a replica promoted after probing its dead primary re-dialled it for as long as it ran."""
+    from psnodes.config import ClusterConfig
+    from psnodes.election import Elector
+
+    cfg = ClusterConfig(cluster_id="unit", etcd="http://127.0.0.1:9", shards=1, copies=2, workers=1)
+    node = SimpleNamespace(cfg=cfg, links={"shard-0/0": primary}, role="primary", stopping=threading.Event(),
+                           lease_seen=time.monotonic(), peer_heard={})
+    elector = Elector(node)
+    elector.probe.warm("shard-0/0")              # probed as a replica, then promoted
+    chans = list(elector.probe.channels)
+    assert chans and not any(_closed(ch) for ch in chans)
+    elector.doubts = lambda now: False           # a primary whose replicas answer
+    elector.step(time.monotonic())
+    assert all(_closed(ch) for ch in chans) and elector.probe.channels == []

@@ -18,7 +18,7 @@ import numpy as np
 
 from dataclasses import replace
 
-from psnodes.client import RETRY_CAP_S, RETRY_FIRST_S
+from psnodes.core import retry
 from psnodes.config import ClusterConfig as Config
 
 from ...errors import HarnessError
@@ -190,12 +190,12 @@ def step_rate(t: Timings, up: int, bsp_step: float | None = None) -> float:
 
 def retry_at(elapsed: float, attempt_s: float) -> float:
     """When a client that lost its primary `elapsed` ago gets through (psnodes.client.call): it
-    retries after RETRY_FIRST_S, doubling to RETRY_CAP_S, each attempt costing `attempt_s`; the
-    first attempt at or after `elapsed` (the moment the new primary serves) reaches it."""
-    t, delay = 0.0, RETRY_FIRST_S
+    retries on psnodes.core.retry's schedule, each attempt costing `attempt_s`; the first attempt
+    at or after `elapsed` (the moment the new primary serves) reaches it."""
+    t, delay = 0.0, retry.FIRST_S
     while t < elapsed:
         t += delay + attempt_s
-        delay = min(delay * 2, RETRY_CAP_S)
+        delay = retry.next_delay(delay, t)
     return t
 
 

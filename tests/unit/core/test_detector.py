@@ -287,3 +287,14 @@ def test_a_probe_waits_until_the_silence_reaches_the_ceiling():
     from psnodes.core.detector import probe_wait
     assert probe_wait(0.05, silent_s=0.15, ceiling_s=0.3) == pytest.approx(0.15, abs=1e-12)
     assert probe_wait(0.05, silent_s=0.28, ceiling_s=0.3) == 0.05       # never less than probe_s
+
+
+def test_a_failed_probe_round_after_an_answer_holds_once_more():
+    """loss-20-primary-replica on the twin, seed 1: every path of one round failed 1.06 s into a
+    silence whose primary had answered three rounds before, and the replica stood against a live
+    primary. Now it takes ANSWERED_MISSES failed rounds in a row once the primary answered."""
+    from psnodes.core.detector import ANSWERED_MISSES, holds_after_miss
+    assert ANSWERED_MISSES == 2
+    assert holds_after_miss(answered=True, misses=1)
+    assert not holds_after_miss(answered=True, misses=2)
+    assert not holds_after_miss(answered=False, misses=1)     # never answered: the first miss stands

@@ -1,5 +1,5 @@
 """psnodes.core.promotion: who is promoted, who restores and from what."""
-from psnodes.core.promotion import (Election, Orphan, Position, eligible, elect, isr_copy_alive, joins, orphan_phase,
+from psnodes.core.promotion import (Election, Orphan, Position, eligible, elect, isr_copy_alive, orphan_phase,
                                     rank, restore_from_checkpoint, restorer)
 
 A, B, C = "shard-0/0", "shard-0/1", "shard-0/2"
@@ -67,11 +67,3 @@ def test_the_candidate_window_closes_once_every_isr_copy_that_may_stand_posted()
     assert all_posted("shard-0/1", [], ["shard-0/0", "shard-0/1"], "shard-0/0")  # alone in the ISR
     assert not all_posted("shard-0/1", [], isr, "shard-0/0")                 # shard-0/2 may still post
     assert not all_posted("shard-0/1", ["shard-0/1"], isr, "shard-0/0")
-
-
-def test_a_replica_joins_a_window_another_isr_copy_opened():
-    assert joins("shard-0/2", ["shard-0/1"], ISR, A)
-    assert not joins("shard-0/2", [], ISR, A)
-    assert not joins("shard-0/2", ["shard-0/2"], ISR, A)       # our own key
-    assert not joins("shard-0/2", ["shard-0/0"], ISR, A)       # the old primary
-    assert not joins("shard-0/2", ["shard-0/3"], ISR, A)       # not in the ISR

@@ -4,7 +4,7 @@ given up when the shard record names a later epoch, not only another primary; ea
 record is a read over the worker's own link to etcd, so a cut link or an etcd that is down is no
 news and the call waits out its deadline (DEADLINE_EXCEEDED), as the real worker's does, instead
 of failing at once with etcd's error. And the tiny push client's retry pauses are psnodes'
-(RETRY_FIRST_S doubling to RETRY_CAP_S). Each of these failed on the code before."""
+(psnodes.core.retry: FIRST_S doubling to FAST_CAP_S). Each of these failed on the code before."""
 from __future__ import annotations
 
 import pytest
@@ -13,15 +13,17 @@ from harness.sim.network import DEADLINE_EXCEEDED, UNAVAILABLE
 from harness.sim.pushclient import SimShardCluster
 from harness.sim.rpc import ETCD, Gen, SimRpcError, call
 from harness.sim.transport import CLIENT_ETCD_TIMEOUT_S
-from psnodes.client import DEPOSED_CHECK_S, RETRY_CAP_S
+from psnodes.client import DEPOSED_CHECK_S
+from psnodes.core.retry import FAST_CAP_S
 from psnodes.config import ShardRecord
 from psnodes.proto import ps_pb2
 
 PAUSE_T = 3.0
 
 
-def push_to_paused(seed: int, meddle) -> tuple[SimShardCluster, dict]:
-    """Pause the primary at PAUSE_T, let `meddle(cl)` act, then push to it with a 2 s deadline."""
+def push_to_paused(seed: int, meddle, after: float = 0.0) -> tuple[SimShardCluster, dict]:
+    """Pause the primary at PAUSE_T, let `meddle(cl)` act, then (`after` s later) push to it with
+    a 2 s deadline; out["t"]: when the push ended, after its start."""
     cl = SimShardCluster(seed)
     old = cl.copies["shard-0/0"]
     out: dict = {}
@@ -30,6 +32,7 @@ def push_to_paused(seed: int, meddle) -> tuple[SimShardCluster, dict]:
         yield from cl.clock.sleep(PAUSE_T)
         old.pause()
         meddle(cl)
+        yield from cl.clock.sleep(after)
         upd = ps_pb2.Update(worker="worker-0", incarnation=1, req_id=1)
         req = ps_pb2.PushRequest(shard=0, epoch=1, update=upd)
         deadline = cl.env.now + 2.0
@@ -39,7 +42,7 @@ def push_to_paused(seed: int, meddle) -> tuple[SimShardCluster, dict]:
                                            lambda _r: 48, deadline)
         except Exception as e:  # noqa: BLE001 - what the call ended with is the test's subject
             out["error"] = e
-        out["t"] = cl.env.now - PAUSE_T
+        out["t"] = cl.env.now - PAUSE_T - after
     cl.env.process(scenario())
     cl.env.run(until=PAUSE_T + 3.0)
     return cl, out
@@ -54,6 +57,22 @@ def test_a_record_at_a_later_epoch_gives_the_call_up_even_naming_the_same_primar
     assert isinstance(out.get("error"), SimRpcError) and out["error"].status == UNAVAILABLE, out
     # the first look, at the detector's floor after the freeze (plus the read's round trip)
     assert out["t"] < cl.cfg.suspect_floor_s + DEPOSED_CHECK_S, out["t"]
+
+
+def move_record(cl: SimShardCluster) -> None:
+    """The record moves to epoch 2 (a restore) at once."""
+    kv = cl.etcd.get(cl.cfg.shard_key(0))
+    rec = ShardRecord.from_json(kv.value)
+    cl.etcd.cas(cl.cfg.shard_key(0), kv.mod_revision, ShardRecord(rec.epoch + 1, rec.primary, rec.isr).to_json())
+
+
+def test_the_first_look_is_the_floor_after_the_call_began_not_after_the_freeze() -> None:
+    # a push begun 0.1 s into the freeze: the real client's first look at the record is the
+    # detector's floor after *its* start (fut.result(timeout=floor)); the twin's grid began at the
+    # freeze, so the call was given up 0.05 s after it began
+    cl, out = push_to_paused(5, move_record, after=0.1)
+    assert isinstance(out.get("error"), SimRpcError) and out["error"].status == UNAVAILABLE, out
+    assert cl.cfg.suspect_floor_s <= out["t"] < cl.cfg.suspect_floor_s + 0.01, out["t"]
 
 
 @pytest.mark.parametrize("fault", ["cut-link", "etcd-down"])
@@ -85,4 +104,4 @@ def test_the_push_clients_retry_pauses_are_psnodes() -> None:
     cl.kill_at("shard-0/0", 3.0)
     cl.env.run(until=7.0)
     retries = [s for s in slept if s != 0.02]        # 0.02: the think time between pushes
-    assert retries and max(retries) == RETRY_CAP_S, sorted(set(retries))
+    assert retries and max(retries) == FAST_CAP_S, sorted(set(retries))
