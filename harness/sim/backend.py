@@ -116,7 +116,7 @@ class SimBackend(ElasticShards):
         c.start_delay_s = self.cal.node_start_s
         c.cpu = self.cpu
         c.request_s, c.apply_s_per_mb = self.cal.server_request_s or 0.0, self.cal.apply_s_per_mb
-        c.client_s = self.cal.client_request_s
+        c.replicate_s, c.replicate_s_per_mb, c.send_s = self.cal.replicate_cpu()
         self.copies[name] = c
         self.procs[name] = CopyProcs(c, self.copies)
         self.procs[name].start()

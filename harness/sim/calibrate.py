@@ -12,7 +12,9 @@ Measured here, on this machine, each as the median of repeated trials:
 Heartbeat, suspicion and lease timings are the cluster config's own constants (the twin reads the
 same config), so they are not measured; `pschaos sim validate` compares what they add up to.
 - the CPU of a call: a burst of pushes and pulls, the node's and the caller's process CPU seconds
-  per call (psutil); of an etcd operation likewise, the etcd server's and the caller's;
+  per call (psutil); of an etcd operation likewise, the etcd server's and the caller's; of
+  replication, on a 1-shard x 3-copy sync cluster, a replica's per Replicate and per MB and the
+  primary's per Replicate sent (harness/sim/calibrate_cpu.py);
 - the host's cores (os.cpu_count): the twin shares that many among its processes (cpu.py).
 Last, `worker_overhead_s`: a real step's time beyond everything the twin models (compute, wire,
 the CPU of every call on the shared cores), from a real 2-shard x 3-copy training run per model
@@ -35,6 +37,7 @@ from typing import Callable
 
 import numpy as np
 
+from .calibrate_cpu import cpu_of, per_op, push_cpu, replicate_cpu, server_cpu
 from .calibration import Calibration
 
 SIZES = (0, 16 << 10, 256 << 10, 1 << 20)
@@ -90,58 +93,6 @@ def apply_cost(be, net: dict, say: Callable[[str], None], n: int = 15) -> float:
     return round(statistics.mean(per_mb), 6)
 
 
-def _cpu_of(proc) -> Callable[[], float]:
-    """A psutil.Process's CPU seconds (user + system, every thread) as a function."""
-    def cpu() -> float:
-        t = proc.cpu_times()
-        return t.user + t.system
-    return cpu
-
-
-def _per_op(cpus: dict[str, Callable[[], float]], burst: Callable[[], None], ops: int) -> dict[str, float]:
-    """Each process's CPU seconds per operation over `burst` (`ops` operations), less what it spends
-    idle for as long (heartbeats, lease keepalives, the harness's threads)."""
-    c0, w0 = {k: f() for k, f in cpus.items()}, time.perf_counter()
-    burst()
-    took = time.perf_counter() - w0
-    busy = {k: f() - c0[k] for k, f in cpus.items()}
-    c1 = {k: f() for k, f in cpus.items()}
-    time.sleep(min(took, 5.0))
-    idle = {k: (f() - c1[k]) / min(took, 5.0) * took for k, f in cpus.items()}
-    return {k: max(0.0, busy[k] - idle[k]) / ops for k in cpus}
-
-
-def server_cpu(be, say: Callable[[str], None], n: int = 400) -> tuple[float, float]:
-    """A primary's own CPU per small request, and its caller's: the CPU seconds the node's process
-    and this one (the PS client, its gRPC threads) spend on `n` pushes and `n` pulls of a
-    2,656-float tensor (the mlp's share on 2 shards), over 2n, less what each spends idle for as
-    long. The twin charges the first on every call a copy serves and the second on every call
-    made (harness/sim/cpu.py); the scale level's server capacity comes from the first."""
-    import psutil
-
-    from psnodes.codec import tensor_to_pb
-    from psnodes.proto import ps_pb2
-
-    node = be.nodes()[0]
-    proc = psutil.Process(be.pids()[node])
-    size = 2656
-    be.client.init_dense({"calcpu": np.zeros(size, np.float32)})
-    push = ps_pb2.PushRequest(shard=0, update=ps_pb2.Update(
-        worker="calibrate-cpu", dense=[tensor_to_pb("calcpu", np.full(size, 1e-3, np.float32))]))
-    rid = iter(range(1, 1 << 40))
-
-    def burst() -> None:
-        for _ in range(n):
-            push.update.req_id = next(rid)
-            be.client.call(0, "Push", lambda ep: (push.__setattr__("epoch", ep), push)[1])
-            be.client.pull_dense()
-    burst()                                          # warm-up: the first burst pays for caches and JITs
-    per = _per_op({"server": _cpu_of(proc), "client": _cpu_of(psutil.Process())}, burst, 2 * n)
-    say(f"  CPU a request ({2 * n} pushes and pulls): primary {per['server'] * 1e3:.3f} ms, "
-        f"caller {per['client'] * 1e3:.3f} ms")
-    return round(per["server"], 7), round(per["client"], 7)
-
-
 def etcd_ops(be, net: dict, say: Callable[[str], None], n: int = 40) -> tuple[float, float, float, float]:
     """The real etcd's answer time for a read and for a write (a put: through the WAL and its
     fsync), through psnodes' own client, less the modelled wire both ways; and the CPU per
@@ -162,7 +113,7 @@ def etcd_ops(be, net: dict, say: Callable[[str], None], n: int = 40) -> tuple[fl
         for _ in range(2 * n):
             etcd.put(key, str(next(vals)))
             etcd.get(key)
-    per = _per_op({"server": _cpu_of(psutil.Process(be.pids()["etcd"])), "client": _cpu_of(psutil.Process())},
+    per = per_op({"server": cpu_of(psutil.Process(be.pids()["etcd"])), "client": cpu_of(psutil.Process())},
                   burst, 4 * n)
     etcd.delete(key)
     wire = 2 * net["fixed_s"]
@@ -353,10 +304,21 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
             apply_s = apply_cost(be, net, say)
             say("call CPU (a primary's and its caller's own CPU time per request):")
             server_s, client_s = server_cpu(be, say)
+            solo_push = push_cpu(be)
             say("etcd (reads and writes through the real server):")
             etcd_read, etcd_write, etcd_cpu, etcd_client = etcd_ops(be, net, say)
             say("node start (kill and restart, until it answers):")
             start_s = node_start(be, say)
+        finally:
+            be.teardown()
+        say("replication CPU (a 1-shard x 3-copy sync cluster: a replica's per Replicate and per MB, the "
+            "primary's per send):")
+        spec3 = ClusterSpec(shards=1, copies=3, workers=0, replication="sync", optimizer="sgd",
+                            checkpoint_interval_s=3600)
+        be = ProcessBackend(spec3, Path(tmp) / "r", f"calibrate-{uuid.uuid4().hex[:6]}", 1)
+        try:
+            be.start()
+            rep_request, rep_mb, rep_send = replicate_cpu(be, solo_push, say)
         finally:
             be.teardown()
     say("worker compute (psnodes' own tasks on the CPU):")
@@ -368,7 +330,8 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
     cal = Calibration(network=net, worker_step_s=steps, apply_s_per_mb=apply_s,
                       checkpoint_mb_s=ckpt, node_start_s=start_s, etcd_read_s=etcd_read, etcd_write_s=etcd_write,
                       server_request_s=server_s, client_request_s=client_s, etcd_request_s=etcd_cpu,
-                      etcd_client_s=etcd_client, cores=os.cpu_count(),
+                      etcd_client_s=etcd_client, replicate_request_s=rep_request, replicate_s_per_mb=rep_mb,
+                      replicate_send_s=rep_send, cores=os.cpu_count(),
                       measured={"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                 "host": platform.node(), "python": platform.python_version(),
                                 "command": f"pschaos sim calibrate --out {out}"})

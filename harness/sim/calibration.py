@@ -25,11 +25,16 @@ JSON and, for a write, the WAL's fsync), `etcd_start_s` (a killed etcd started a
 blocks that long; 0.6 s in the process runs' histories, fault-stop minus fault-start minus the
 outage), `server_request_s` (a primary's own CPU time per small request, pushes and pulls of a
 few kB alike: its process's CPU seconds over a burst of calls divided by their count; the scale
-level's server capacity comes from it; the twin charges it on every Push, Pull, Replicate and
+level's server capacity comes from it; the twin charges it on every Push, Pull and
 Migrate a copy serves, plus `apply_s_per_mb` for the bytes the request carries),
 `client_request_s` (the caller's own CPU time per such call: the PS client's encoding, gRPC and
 decoding, from the same burst as the calling process's CPU seconds; charged on every call a
-worker, the migration coordinator or a replicating primary makes), `etcd_request_s` and
+worker or the migration coordinator makes), `replicate_request_s`, `replicate_s_per_mb` and
+`replicate_send_s` (replication's own CPU, measured on a 1-shard x 3-copy sync cluster: a
+replica's per Replicate it serves and per MB the request carries, and the primary's per
+Replicate it sends; charged on every Replicate instead of a push's server and caller CPU, which
+a hand-encoded Replicate of raw bytes does not cost; absent (an older file), the push's figures
+stand in), `etcd_request_s` and
 `etcd_client_s` (the etcd server's CPU per operation and the Python client's, over a burst of
 reads and writes: charged on the CPU within etcd_read_s / etcd_write_s, the rest of which (the
 WAL's fsync, the gateway's scheduling) stays a plain wait), `cores` (the measuring host's CPU
@@ -57,7 +62,8 @@ EVAL_S = {"mlp": 0.0004, "widedeep": 0.006}
 KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "worker_eval_s", "apply_s_per_mb",
         "checkpoint_mb_s",
         "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s", "server_request_s", "client_request_s",
-        "etcd_request_s", "etcd_client_s", "cores", "measured")
+        "etcd_request_s", "etcd_client_s", "replicate_request_s", "replicate_s_per_mb", "replicate_send_s", "cores",
+        "measured")
 
 
 @dataclass
@@ -77,6 +83,9 @@ class Calibration:
     client_request_s: float = 0.0             # a caller's CPU per call
     etcd_request_s: float = 0.0               # the etcd server's CPU per operation
     etcd_client_s: float = 0.0                # the etcd client's CPU per operation
+    replicate_request_s: float | None = None  # a replica's CPU per Replicate (None: not measured)
+    replicate_s_per_mb: float | None = None   # a replica's CPU per MB a Replicate carries
+    replicate_send_s: float | None = None     # a primary's CPU per Replicate it sends
     cores: float | None = None                # the measuring host's CPUs (None: no contention)
     measured: dict[str, Any] = field(default_factory=dict)
     path: str = "(built-in defaults)"
@@ -126,6 +135,14 @@ class Calibration:
         as the overhead is."""
         return self._pick(self.worker_eval_s, model, replication, training, 0.0)
 
+    def replicate_cpu(self) -> tuple[float, float, float]:
+        """A replica's CPU per Replicate and per MB it carries, and the primary's per Replicate sent.
+        A calibration from before they were measured: a push's server CPU, apply and caller CPU."""
+        server = self.server_request_s or 0.0
+        return (server if self.replicate_request_s is None else self.replicate_request_s,
+                self.apply_s_per_mb if self.replicate_s_per_mb is None else self.replicate_s_per_mb,
+                self.client_request_s if self.replicate_send_s is None else self.replicate_send_s)
+
     def to_json(self) -> dict:
         return {"network": self.network, "worker_step_s": self.worker_step_s,
                 "worker_overhead_s": self.worker_overhead_s, "worker_step_jitter": self.worker_step_jitter,
@@ -135,7 +152,9 @@ class Calibration:
                 "etcd_read_s": self.etcd_read_s,
                 "etcd_write_s": self.etcd_write_s, "etcd_start_s": self.etcd_start_s,
                 "server_request_s": self.server_request_s, "client_request_s": self.client_request_s,
-                "etcd_request_s": self.etcd_request_s, "etcd_client_s": self.etcd_client_s, "cores": self.cores,
+                "etcd_request_s": self.etcd_request_s, "etcd_client_s": self.etcd_client_s,
+                "replicate_request_s": self.replicate_request_s, "replicate_s_per_mb": self.replicate_s_per_mb,
+                "replicate_send_s": self.replicate_send_s, "cores": self.cores,
                 "measured": self.measured}
 
 

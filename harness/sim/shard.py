@@ -62,10 +62,12 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.on_promote: Callable[[], None] = lambda: None          # shard_procs: start senders
         self.start_delay_s = 0.0    # calibration node_start_s: a (re)start's time until it serves
         # the host's cores (harness/sim/cpu.py; None: costs are not charged) and the calibration's
-        # CPU per call served (server_request_s, plus apply_s_per_mb for the bytes it carries) and
-        # per call made (client_request_s: a primary's Replicate calls)
+        # CPU per call served (server_request_s, plus apply_s_per_mb for the bytes it carries), per
+        # Replicate served (replicate_request_s plus replicate_s_per_mb) and per Replicate sent
+        # (replicate_send_s: a primary's senders)
         self.cpu: SimCPU | None = None
-        self.request_s, self.apply_s_per_mb, self.client_s = 0.0, 0.0, 0.0
+        self.request_s, self.apply_s_per_mb = 0.0, 0.0
+        self.replicate_s, self.replicate_s_per_mb, self.send_s = 0.0, 0.0, 0.0
         self.on_start: Callable[[], None] = lambda: None            # shard_procs: serve.py's start
         self.on_stop: Callable[[float], simpy.Process] | None = None  # shard_procs: serve.py's SIGTERM
         self._fresh()
@@ -120,6 +122,10 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         """The CPU seconds a call carrying `nbytes` in costs the handler: server_request_s plus
         apply_s_per_mb for its bytes."""
         return self.request_s + self.apply_s_per_mb * nbytes / 1e6
+
+    def replicate_work(self, nbytes: int) -> float:
+        """The CPU seconds a Replicate carrying `nbytes` costs the replica's handler."""
+        return self.replicate_s + self.replicate_s_per_mb * nbytes / 1e6
 
     def writer_tag(self) -> str:
         """What stands for pid and thread in this copy's temporary file names."""

@@ -60,7 +60,7 @@ class ReplicaSide:
 
     def replicate(self: "SimCopy", req: ReplicateReq, deadline: float) -> Gen:
         """`reply = yield from copy.replicate(req, deadline)`, as a call into the copy."""
-        return (yield from self.serve(lambda: self._replicate(req), deadline, work=self.work_of(req.nbytes())))
+        return (yield from self.serve(lambda: self._replicate(req), deadline, work=self.replicate_work(req.nbytes())))
 
     def _replicate(self: "SimCopy", req: ReplicateReq) -> Gen:
         """A new sender confirmed by etcd's record (remembered in `verified`), the fencing verdict,
@@ -138,7 +138,7 @@ class SimReplication:
                 reply = yield from call(c.net, c.name, peer, lambda: dst.alive,
                                         lambda: dst.replicate(req, sent + cfg.rpc_timeout_s - DEADLINE_MARGIN_S),
                                         req.nbytes(), lambda _r: REPLY_BYTES, sent + cfg.rpc_timeout_s,
-                                        c.cpu, c.client_s)
+                                        c.cpu, c.send_s)
             except StaleEpoch as e:
                 yield from c.fenced(f"{peer}: {e}")
                 break

@@ -272,9 +272,9 @@ class ScaleRun:
 
     def async_lag(self) -> float:
         """Entries of one shard in flight to its replicas: its push rate times one replicate
-        call's time (the message, its answer, the apply, and the sender's and replica's CPU for
-        the call, as the per-RPC twin charges them)."""
-        return self.last_rate * self.t.touch * (self.t.msg_s + self.t.fixed_s + self.t.apply_s + self.t.replicate_cpu_s)
+        call's time (the message, its answer, the replica's apply, and the sender's and replica's
+        CPU for the call, as the per-RPC twin charges them)."""
+        return self.last_rate * self.t.touch * (self.t.rep_fixed_s + self.t.rep_entry_s)
 
     def sync_copies(self, sh: Shard) -> None:
         """In-sync copies hold the head (the ack rule waited for them)."""

@@ -19,11 +19,13 @@ import numpy as np
 from dataclasses import replace
 
 from psnodes.core import retry
+from psnodes.placement import AUDIT_BUCKETS, AUDIT_SLOTS
 from psnodes.config import ClusterConfig as Config
 
 from ...errors import HarnessError
 from ..calibration import Calibration
 from .failures import Failures, PRESETS
+from .pipeline import sync_wait_s
 
 MODEL_BYTES = {"mlp": 5313 * 4, "widedeep": 4 * 100_000}   # float32 parameters a step moves (dense part)
 DEFAULTS = Config(cluster_id="scale", etcd="")      # the defaults psnodes runs with
@@ -97,7 +99,20 @@ class Timings:
     per_byte_s: float
     fixed_s: float
     apply_s: float             # applying one push's share of the model
-    replicate_cpu_s: float = 0.0   # a replicate call's CPU: the sender's and the replica's (cpu.py's charges)
+    think_s: float = 0.0       # the part of step_s outside the calls: compute, overhead, the worker's call CPU
+    rep_fixed_s: float = 0.0   # a Replicate's time whatever it carries: the wire both ways, both ends' CPU
+    rep_entry_s: float = 0.0   # and per entry it carries: the bytes, the replica's apply
+    sync_waits: bool = False   # sync replication and async training: workers wait on each other's replication
+    seed: int = 1
+
+
+def audit_bytes(spec: ScaleSpec) -> float:
+    """What psnodes' client adds to a shard's share of a push (psnodes/client.py `_add_audit`): the
+    shard's audit tensor and the migrating audit buckets it owns, AUDIT_SLOTS float32s each, from
+    the workers that have an audit slot (the first AUDIT_SLOTS), so a mean over the workers. The
+    calibrated mlp's 21 kB a step travel with 29 kB of them."""
+    tensors = 1 + AUDIT_BUCKETS / spec.shards
+    return tensors * AUDIT_SLOTS * 4 * min(1.0, AUDIT_SLOTS / spec.workers)
 
 
 def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
@@ -108,22 +123,28 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
     net = cal.network or {}
     fixed, per_byte = float(net.get("fixed_s", 1e-4)), float(net.get("per_byte_s", 4e-10))
     total = spec.param_mb * 1e6 if spec.param_mb else MODEL_BYTES[spec.model]
-    shard_bytes = total / spec.shards
+    shard_bytes = total / spec.shards + audit_bytes(spec)
     msg = fixed + per_byte * shard_bytes
     small = fixed
     repl = (msg + small) if spec.replication == "sync" else 0.0
     # pull and push: each a request and a reply per shard, the shards' calls in parallel
     wire = 2 * (msg + small) + repl
+    apply = cal.apply_s_per_mb * shard_bytes / 1e6
+    rep_request, rep_per_mb, rep_send = cal.replicate_cpu()
+    # a Replicate's CPU (calibration replicate_*: the sender's and the replica's, cpu.py's charges)
+    replicate_cpu = rep_send + rep_request + rep_per_mb * shard_bytes / 1e6
+    # on a push's path: the primary's apply, then (sync) the Replicate's CPU at both ends
+    wire += apply + (replicate_cpu if spec.replication == "sync" else 0.0)
     # the worker's own CPU per call (calibration client_request_s): a pull and a push per shard it
     # touches, one after another (its process's GIL, as the per-RPC twin charges them, cpu.py)
     client = cal.client_request_s * 2 * spec.touched
-    step = cal.step_s(spec.model, spec.replication, spec.training) + wire + client
-    apply = cal.apply_s_per_mb * shard_bytes / 1e6
+    think = cal.step_s(spec.model, spec.replication, spec.training) + client
+    step = think + wire
     req = next(v for v in (spec.server_request_s, cal.server_request_s, 2 * fixed) if v is not None)
     calls = 2 + (spec.copies - 1)          # pull, push, and the push's replicate calls (async too, later)
-    # and the primary's own CPU to send each replicate call (client_request_s, under its GIL too);
+    # and the primary's own CPU to send each replicate call (replicate_send_s, under its GIL too);
     # server_request_s=0 turns the primary's whole CPU queue off
-    send = (spec.copies - 1) * cal.client_request_s if req > 0 else 0.0
+    send = (spec.copies - 1) * rep_send if req > 0 else 0.0
     service = calls * req + send + apply + (2 + spec.copies - 1) * per_byte * shard_bytes
     # the record read, the candidacy put, the candidates' read and the compare-and-swap; the
     # candidate window closes as soon as every ISR copy that may stand posted
@@ -136,12 +157,26 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
                    touched=spec.touched, elect_s=elect, gap_s=gap, detect_s=suspicion_s(spec, gap),
                    probe_s=2 * fixed if spec.detector == "phi" else 0.0, rediscover_s=cal.etcd_read_s + msg + small,
                    restart_s=cal.node_start_s, per_byte_s=per_byte, fixed_s=fixed, apply_s=apply,
-                   replicate_cpu_s=cal.client_request_s + (cal.server_request_s or 0.0))
+                   think_s=think, rep_fixed_s=2 * fixed + rep_send + rep_request,
+                   rep_entry_s=(per_byte + rep_per_mb / 1e6) * shard_bytes,
+                   sync_waits=spec.replication == "sync" and spec.training == "async",
+                   seed=spec.seed)
 
 
 def mean_step(t: Timings) -> float:
     """The mean of a jittered step (the calibration's step is the median of a lognormal)."""
     return t.step_s * math.exp(t.jitter ** 2 / 2)
+
+
+def replication_wait(t: Timings, up: int) -> float:
+    """What a step waits on other workers' replication (sync, async training: pipeline.py) with
+    `up` of the cluster's workers stepping; 0 otherwise (async replication acks before it, BSP's
+    barrier is not modelled so)."""
+    if not t.sync_waits or up <= 1:
+        return 0.0
+    on_shard = max(1, round(up * t.touch))       # the workers whose steps touch one shard
+    return sync_wait_s(on_shard, 1 if t.touch >= 1 else t.touched, t.think_s, t.jitter, t.fixed_s, t.msg_s,
+                       t.apply_s, t.rep_fixed_s, t.rep_entry_s, t.seed)
 
 
 def barrier_step(t: Timings, workers: int, rng: np.random.Generator, draws: int = 256) -> float:
@@ -166,10 +201,13 @@ def step_rate(t: Timings, up: int, bsp_step: float | None = None) -> float:
     single server with `service_s` a step (already inside the calibrated step, which measured an
     idle cluster), so only its queue adds time: M/D/1's mean wait rho s / (2 (1 - rho)), times
     H_k for a step that waits on the slowest of its k shards (fork-join, as exponentials); the
-    step time is solved by bisection. Saturated, the cluster runs at the primaries' rate."""
+    step time is solved by bisection. Saturated, the cluster runs at the primaries' rate. In
+    sync mode (async training) a step also waits on the other workers' replication
+    (`replication_wait`, pipeline.py), which the calibrated step does not hold: the twin it was
+    measured against runs that pipeline itself."""
     if up <= 0:
         return 0.0
-    base = bsp_step if bsp_step is not None else mean_step(t)
+    base = bsp_step if bsp_step is not None else mean_step(t) + replication_wait(t, up)
     s = t.service_s * t.touch          # per cluster step, at each primary
     if s <= 0:
         return up / base

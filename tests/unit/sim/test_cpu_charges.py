@@ -61,15 +61,18 @@ def test_a_callers_cpu_per_call_is_charged_before_the_request_leaves() -> None:
     assert took == [("ok", pytest.approx(0.010, abs=1e-12))]      # 4 ms of CPU at half speed + 2 ms of wire
 
 
-def push_latency(pushers: int, cores: float) -> float:
-    """The first push's invoke-to-ok time on a 1-copy shard whose handler spends 10 ms of CPU a
-    request, with `pushers` clients pushing at the same instant."""
-    cfg = ClusterConfig(cluster_id="sim", etcd="sim://etcd", shards=1, copies=1, workers=pushers, mode="sync",
+def push_times(pushers: int, cores: float, copies: int = 1, **costs: float) -> list[float]:
+    """Each push's invoke-to-ok time on a shard of `copies` sync copies whose CPU costs are
+    `costs` (SimCopy attributes: request_s, replicate_s, send_s), with `pushers` clients pushing
+    at the same instant."""
+    cfg = ClusterConfig(cluster_id="sim", etcd="sim://etcd", shards=1, copies=copies, workers=pushers, mode="sync",
                         seed=1, min_isr=1)
     cl = SimShardCluster(1, cfg)
     cpu = SimCPU(cl.env, cores)
     for c in cl.copies.values():
-        c.cpu, c.request_s = cpu, 0.010
+        c.cpu, c.apply_s_per_mb, c.replicate_s_per_mb = cpu, 0.0, 0.0
+        for k, v in costs.items():
+            setattr(c, k, v)
     cl.env.run(until=2.0)                   # an elected primary
     clients = [cl.client(f"worker-{j}") for j in range(pushers)]
 
@@ -85,7 +88,12 @@ def push_latency(pushers: int, cores: float) -> float:
             by_op.setdefault(e["op_id"], {})[e["type"]] = e["t"]
     took = [v["ok"] - v["invoke"] for v in by_op.values() if "ok" in v]
     assert len(took) == pushers
-    return max(took)
+    return took
+
+
+def push_latency(pushers: int, cores: float) -> float:
+    """The slowest push when a 1-copy shard's handler spends 10 ms of CPU a request."""
+    return max(push_times(pushers, cores, request_s=0.010))
 
 
 def test_a_copys_cpu_per_request_waits_for_the_others_it_serves_at_once() -> None:
@@ -94,3 +102,18 @@ def test_a_copys_cpu_per_request_waits_for_the_others_it_serves_at_once() -> Non
     assert push_latency(2, 1) - alone == pytest.approx(0.010, abs=1e-6)   # two at once on one core: 10 ms more
     # two cores do not help: one process's handlers take turns under its GIL
     assert push_latency(2, 2) - alone == pytest.approx(0.010, abs=1e-6)
+
+
+def sync_push_latency(request_s: float, replicate_s: float, send_s: float) -> float:
+    """One push's invoke-to-ok time on a 2-copy sync shard, four cores (no contention): the
+    primary's handler CPU, then its sender's CPU for the Replicate, then the replica's."""
+    (took,) = push_times(1, 4, copies=2, request_s=request_s, replicate_s=replicate_s, send_s=send_s)
+    return took
+
+
+def test_a_replicate_charges_its_own_calibrated_cpu_not_a_pushs() -> None:
+    bare = sync_push_latency(0.0, 0.0, 0.0)
+    # the push's 10 ms on the primary; the Replicate costs nothing: no push CPU on either end of it
+    assert sync_push_latency(0.010, 0.0, 0.0) - bare == pytest.approx(0.010, abs=1e-9)
+    # the sender's 2 ms and the replica's 3 ms, one after the other on the push's path
+    assert sync_push_latency(0.010, 0.003, 0.002) - bare == pytest.approx(0.015, abs=1e-9)
