@@ -34,6 +34,7 @@ def test_the_committed_file_loads_round_trips_and_carries_the_cpu_model() -> Non
     # of every call, measured; the overhead is only the leftover, never negative
     assert cal.cores is not None and cal.cores >= 1
     assert cal.server_request_s > 0 and cal.client_request_s > 0 and cal.etcd_request_s > 0 and cal.etcd_client_s > 0
+    assert cal.replicate_request_s > 0 and cal.replicate_s_per_mb > 0 and cal.replicate_send_s > 0
     assert all(v >= 0 for v in cal.worker_overhead_s.values())
     assert cal.step_s("mlp") >= cal.worker_step_s["mlp"] and cal.step_s("widedeep") >= cal.worker_step_s["widedeep"]
 
@@ -74,3 +75,11 @@ def test_the_most_specific_key_measured_is_used():
     assert abs(cal.step_s("mlp", "sync", "ssp") - 0.010) < 1e-12       # SSP's own
     assert abs(cal.step_s("mlp", "sync", "bsp") - 0.008) < 1e-12       # none for BSP: the model's
     assert abs(cal.step_s("mlp", "async", "ssp") - 0.007) < 1e-12      # no async/ssp key: async replication's
+
+
+def test_a_replicate_costs_its_own_figures_or_a_pushs_in_an_older_file():
+    old = Calibration(server_request_s=0.0008, apply_s_per_mb=0.001, client_request_s=0.0007)
+    assert old.replicate_cpu() == (0.0008, 0.001, 0.0007)
+    new = Calibration(server_request_s=0.0008, apply_s_per_mb=0.001, client_request_s=0.0007,
+                      replicate_request_s=0.0004, replicate_s_per_mb=0.002, replicate_send_s=0.0002)
+    assert new.replicate_cpu() == (0.0004, 0.002, 0.0002)
