@@ -53,6 +53,7 @@ def is_audit(name: str) -> bool:
     return name.startswith(AUDIT_PREFIX)
 
 
+@lru_cache(maxsize=65536)
 def pinned_shard(name: str) -> int | None:
     """The shard a pinned audit tensor `__audit__/<s>` belongs to; None for any other name."""
     rest = name[len(AUDIT_PREFIX):]
@@ -86,7 +87,14 @@ def _pick(key_hash: np.ndarray, shards: Sequence[int]) -> np.ndarray:
 
 def owner(name: str, shards: Iterable[int]) -> int:
     """The shard of a dense tensor among `shards`; `__audit__/<s>` is pinned to shard s."""
-    shards = sorted(shards)
+    return _owner(name, tuple(sorted(shards)))
+
+
+@lru_cache(maxsize=1 << 17)
+def _owner(name: str, shards: tuple[int, ...]) -> int:
+    """`owner` on a sorted shard tuple, remembered: a store asks it for every tensor of every
+    push, pull and validation (135,000 times in one twin run of kill-primary, a third of its
+    wall time), and the answer depends on the name and the shard set alone."""
     pin = pinned_shard(name)
     if pin is not None:
         return pin if pin in shards else shards[pin % len(shards)]
