@@ -32,20 +32,25 @@ def push_floor(limit: int) -> int:
     return max(1, limit // 4)
 
 
+#: the end of every Busy refusal's details: a client or the fuzzer can tell this UNAVAILABLE (the
+#: call never reached the store) from a replication wait's (the push may apply late)
+NOTHING_APPLIED = "nothing was applied, retry with the same request id"
+
+
 class Bulkhead:
     """At most `limit` waiting calls at once, of which at most `limit - push_floor(limit)` pulls;
     `admit` refuses the next one (Busy)."""
 
     def __init__(self, name: str, limit: int, on_refuse: Callable[[str], None] = lambda method: None) -> None:
         self.name, self.limit, self.on_refuse = name, limit, on_refuse
-        self.pull_limit = max(1, limit - push_floor(limit)) if limit > 1 else 1
+        self.pull_limit = max(1, limit - push_floor(limit))
         self._slots = threading.BoundedSemaphore(limit)
         self._pulls = threading.BoundedSemaphore(self.pull_limit)
 
     def _busy(self, method: str, what: str) -> Busy:
         self.on_refuse(method)                 # counted: ps_busy_refusals{method}
         return Busy(f"{method}: {self.name} is serving {what} that may wait (rpc_threads - rpc_reserve); "
-                    "nothing was applied, retry with the same request id")
+                    f"{NOTHING_APPLIED}")
 
     @contextmanager
     def admit(self, method: str, pull: bool = False) -> Iterator[None]:
