@@ -24,6 +24,17 @@ from typing import Callable, Iterator
 from .errors import Busy
 
 
+def threads_problem(threads: int, reserve: int) -> str | None:
+    """Why `rpc_threads`/`rpc_reserve` cannot keep the bulkhead's promises, or None: the reserve
+    needs a thread, and the waiting calls need two slots, one a pull may take and one it never
+    may (with a single slot, one barrier pull took it and the laggard's push was refused)."""
+    if not 1 <= reserve <= threads - 2:
+        return (f"rpc_reserve={reserve} must be at least 1 and leave at least 2 of rpc_threads={threads} for "
+                "pushes and pulls: the reserve keeps threads for probes and Replicate, and a push must "
+                "find a slot no barrier pull may take (e.g. rpc_threads: 32, rpc_reserve: 8)")
+    return None
+
+
 def push_floor(limit: int) -> int:
     """The waiting slots pulls may never take (a quarter, at least one): a BSP/SSP barrier is
     ended by the laggard's *push*, and with one shared limit the workers ahead, waiting in

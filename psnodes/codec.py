@@ -55,6 +55,7 @@ def element_count(shape, limits: Limits = DEFAULT) -> int | None:
         return None
     n, cap = 1, limits.max_elements
     for d in shape:
+        d = int(d)                  # a numpy int would wrap: [65536] * 4 is 0 in int64
         if d < 0 or d > cap:
             return None
         n *= d

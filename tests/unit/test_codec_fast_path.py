@@ -54,3 +54,10 @@ def test_element_count_is_none_exactly_when_check_shape_raises():
         else:
             with pytest.raises(PSError):
                 dense_elements(t, "dense", LIM)
+
+
+def test_numpy_dimensions_do_not_wrap():
+    shape = [np.int64(65536)] * 4                 # 2**64 elements: an int64 product wraps to 0
+    assert element_count(shape, Limits()) is None
+    with pytest.raises(PSError):
+        check_shape(shape, "s", Limits())
