@@ -97,7 +97,7 @@ def _owner(name: str, shards: tuple[int, ...]) -> int:
     wall time), and the answer depends on the name and the shard set alone."""
     pin = pinned_shard(name)
     if pin is not None:
-        return pin if pin in shards else shards[pin % len(shards)]
+        return pin if pin in shards else int(shards[pin % len(shards)])   # a plain int, whoever asks next
     return int(_pick(_name_hash(name), shards)[0])
 
 
@@ -105,8 +105,10 @@ def _owner(name: str, shards: tuple[int, ...]) -> int:
 def _name_hash(name: str) -> np.ndarray:
     """64 bits of BLAKE2b of the name (CRC-32 halves were measurably correlated: 2000 layer names
     moved 27.7% on 3 -> 4 shards, against the optimum 25%)."""
-    return np.array([int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little")],
-                    dtype=np.uint64)
+    h = np.array([int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little")],
+                 dtype=np.uint64)
+    h.flags.writeable = False           # remembered and shared: no caller may change it
+    return h
 
 
 def row_owners(table: str, ids: np.ndarray, shards: Iterable[int]) -> np.ndarray:
