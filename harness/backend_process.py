@@ -136,10 +136,17 @@ class ProcessBackend:
         first copy wins the bootstrap, while a loaded host may not have run the last replica's
         process as far as its listen yet: a fault or a check at t=0 would then meet a copy that was
         never up (make test once saw `status(replica)` refused right after the start)."""
-        late = [n for n in nodes if self.status_when_up(n, max(0.1, end - time.monotonic())) is None]
-        if late:
-            raise HarnessError(f"copies {late} did not answer Status by the start's deadline; "
-                               f"see {self.run_dir / 'logs'}")
+        waiting = list(nodes)
+        while waiting:
+            n = waiting[0]
+            if self.status_when_up(n, min(1.0, max(0.1, end - time.monotonic()))) is not None:
+                waiting.pop(0)
+                continue
+            dead = [m for m in waiting if m in self.procs and not self.procs[m].alive()]
+            if dead or time.monotonic() >= end:
+                why = f"copies {dead} exited while starting" if dead else \
+                    f"copies {waiting} did not answer Status by the start's deadline"
+                raise HarnessError(f"{why}; see {self.run_dir / 'logs'}")
 
     def _build_links(self, nodes: list[str], workers: list[str]) -> None:
         """A proxy for every directed link: worker->node, copy->copy within a shard, anyone->etcd."""

@@ -246,6 +246,11 @@ class Runner:
             rec = self.backend.routing().get(shard)
             info.update(shard=shard, epoch=rec.epoch if rec else 0, was_primary=bool(rec and rec.primary == target))
         fault.info["index"] = i
+        failed: BaseException | None = None
+        try:
+            fault.prepare()             # resolving and making what it needs: before its start time
+        except BaseException as e:      # recorded as a failed injection below, as any other
+            failed = e
         t_start = self.clock.now()
         o = OpenFault(i, kind, target, fault, t_start)
         if spec.duration_s:
@@ -255,6 +260,8 @@ class Runner:
             o.heal_at_step = spec.until.step
         self.open.append(o)        # registered before it acts, so a partly injected fault is healed
         try:
+            if failed is not None:
+                raise failed
             fault.inject()
         except BaseException as e:
             info.update(fault.info)

@@ -35,6 +35,7 @@ class NftTable:
     def __init__(self, run_id: str) -> None:
         self.name = table_name(run_id)
         self.created = False
+        self.batches = 0            # add_drop calls so far: each call's comment is unique
 
     def create(self) -> None:
         nft("-f", "-", input_=f"table inet {self.name} {{\n"
@@ -53,16 +54,33 @@ class NftTable:
         if not self.created:
             self.create()
         cond = "" if percent >= 100 else f"numgen random mod 10000 < {int(round(percent * 100))} "
-        lines = [f'add rule inet {self.name} out tcp {direction} {p} {cond}counter drop comment "{tag}"'
+        self.batches += 1
+        mark = f"{tag} {self.batches}"          # this call's rules alone, found again by their comment
+        lines = [f'add rule inet {self.name} out tcp {direction} {p} {cond}counter drop comment "{mark}"'
                  for p in ports for direction in ("dport", "sport")]
         if not lines:
             return []
-        echoed = nft("--echo", "--handle", "-f", "-", input_="\n".join(lines) + "\n")
-        handles = sorted(int(h) for h in re.findall(r"# handle (\d+)", echoed))
-        if len(handles) != len(lines):
-            raise NetFaultError(f"nft added {len(lines)} rules to table {self.name} but echoed {len(handles)} "
-                                f"handles: {echoed.strip()[:300]}")
+        try:
+            echoed = nft("--echo", "--handle", "-f", "-", input_="\n".join(lines) + "\n")
+            handles = sorted(int(h) for h in re.findall(r"# handle (\d+)", echoed))
+            if len(handles) != len(lines):
+                raise NetFaultError(f"nft added {len(lines)} rules to table {self.name} but echoed {len(handles)} "
+                                    f"handles: {echoed.strip()[:300]}")
+        except BaseException:
+            # the transaction may have landed (a timeout, an echo we could not read, a Ctrl-C):
+            # no caller holds these handles, so the rules go now, or the links stay cut after a heal
+            self._sweep(mark)
+            raise
         return handles
+
+    def _sweep(self, mark: str) -> None:
+        """Remove every rule whose comment is `mark` (best effort: the table goes at teardown)."""
+        try:
+            left = [r["handle"] for r in self.rules() if r.get("comment") == mark]
+            if left:
+                nft("-f", "-", input_="".join(f"delete rule inet {self.name} out handle {h}\n" for h in left))
+        except (NetFaultError, ValueError, KeyError):
+            pass
 
     def rules(self) -> list[dict]:
         if not self.created:

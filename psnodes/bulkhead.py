@@ -24,6 +24,17 @@ from typing import Callable, Iterator
 from .errors import Busy
 
 
+def threads_problem(threads: int, reserve: int) -> str | None:
+    """Why `rpc_threads`/`rpc_reserve` cannot keep the bulkhead's promises, or None: the reserve
+    needs a thread, and the waiting calls need two slots, one a pull may take and one it never
+    may (with a single slot, one barrier pull took it and the laggard's push was refused)."""
+    if not 1 <= reserve <= threads - 2:
+        return (f"rpc_reserve={reserve} must be at least 1 and leave at least 2 of rpc_threads={threads} for "
+                "pushes and pulls: the reserve keeps threads for probes and Replicate, and a push must "
+                "find a slot no barrier pull may take (e.g. rpc_threads: 32, rpc_reserve: 8)")
+    return None
+
+
 def push_floor(limit: int) -> int:
     """The waiting slots pulls may never take (a quarter, at least one): a BSP/SSP barrier is
     ended by the laggard's *push*, and with one shared limit the workers ahead, waiting in
@@ -32,20 +43,25 @@ def push_floor(limit: int) -> int:
     return max(1, limit // 4)
 
 
+#: the end of every Busy refusal's details: a client or the fuzzer can tell this UNAVAILABLE (the
+#: call never reached the store) from a replication wait's (the push may apply late)
+NOTHING_APPLIED = "nothing was applied, retry with the same request id"
+
+
 class Bulkhead:
     """At most `limit` waiting calls at once, of which at most `limit - push_floor(limit)` pulls;
     `admit` refuses the next one (Busy)."""
 
     def __init__(self, name: str, limit: int, on_refuse: Callable[[str], None] = lambda method: None) -> None:
         self.name, self.limit, self.on_refuse = name, limit, on_refuse
-        self.pull_limit = max(1, limit - push_floor(limit)) if limit > 1 else 1
+        self.pull_limit = max(1, limit - push_floor(limit))
         self._slots = threading.BoundedSemaphore(limit)
         self._pulls = threading.BoundedSemaphore(self.pull_limit)
 
     def _busy(self, method: str, what: str) -> Busy:
         self.on_refuse(method)                 # counted: ps_busy_refusals{method}
         return Busy(f"{method}: {self.name} is serving {what} that may wait (rpc_threads - rpc_reserve); "
-                    "nothing was applied, retry with the same request id")
+                    f"{NOTHING_APPLIED}")
 
     @contextmanager
     def admit(self, method: str, pull: bool = False) -> Iterator[None]:

@@ -21,6 +21,7 @@ from typing import Callable
 import grpc
 import numpy as np
 
+from .bulkhead import NOTHING_APPLIED
 from .channels import auth, dial
 from .codec import rows_to_pb, tensor_from_pb, tensor_to_pb
 from .config import ClusterConfig, ShardRecord, etcd_url
@@ -169,6 +170,7 @@ class PSClient:
         last: Exception | None = None
         check_routing = self.rt.monotonic() + ROUTING_CHECK_S
         while True:
+            busy = False                      # this attempt's answer was the primary's bulkhead: it lives
             if shard not in self.routes:
                 try:
                     self.refresh(shard)
@@ -185,6 +187,7 @@ class PSClient:
                     if not isinstance(err, RETRYABLE) and e.code() != grpc.StatusCode.UNKNOWN:
                         raise err from None
                     last = err
+                    busy = (e.details() or "").endswith(NOTHING_APPLIED)
             if self.rt.monotonic() + delay > end or self.rt.monotonic() >= check_routing:
                 check_routing = self.rt.monotonic() + ROUTING_CHECK_S
                 self._still_routed(shard)         # a retired shard never answers: re-route instead
@@ -194,6 +197,9 @@ class PSClient:
             failed_at = self.rt.monotonic() if failed_at is None else failed_at
             self.rt.sleep(delay)
             delay = retry.next_delay(delay, self.rt.monotonic() - failed_at)
+            if busy:
+                continue                      # a primary that refused for load is still the primary:
+                                              # no record read (reads every 25 ms would add to etcd's load)
             try:
                 self.refresh(shard)
             except PSError as e:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .core.detector import DETECTORS, Detector, PhiParams, ceiling as phi_ceiling, make as make_detector
+from .bulkhead import threads_problem
 from .errors import ConfigError
 from .limits import Limits
 from .optimizers import OptimizerConfig
@@ -157,12 +158,11 @@ class ClusterConfig:
             if isinstance(v, bool) or not isinstance(v, int):
                 raise ConfigError(f"{f}={v!r} must be a whole number of threads (e.g. rpc_threads: 32, "
                                   "rpc_reserve: 8)")
-        if not 2 <= self.rpc_threads <= 1024:
-            raise ConfigError(f"rpc_threads={self.rpc_threads} must be between 2 and 1024 (e.g. 32)")
-        if not 1 <= self.rpc_reserve < self.rpc_threads:
-            raise ConfigError(f"rpc_reserve={self.rpc_reserve} must be at least 1 and under rpc_threads="
-                              f"{self.rpc_threads}: the reserve keeps threads for probes and Replicate, "
-                              "the rest serve pushes and pulls (e.g. 8)")
+        if not 3 <= self.rpc_threads <= 1024:
+            raise ConfigError(f"rpc_threads={self.rpc_threads} must be between 3 and 1024 (e.g. 32)")
+        problem = threads_problem(self.rpc_threads, self.rpc_reserve)
+        if problem:
+            raise ConfigError(problem)
 
     def _check_detector(self) -> None:
         """The detector's fields, each refused with the fix: the floor must outlast a heartbeat

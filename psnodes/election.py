@@ -277,20 +277,15 @@ class Elector(threading.Thread):
                                   self.answered == heard, cfg.probe_hold_s):
             return False
         self.probed = heard
-        if not self.probe.clears(rec.primary, rec.epoch, detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)):
-            misses = self.missed[1] + 1 if self.missed[0] == heard else 1
-            self.missed = (heard, misses)
-            if not detector.holds_after_miss(self.answered == heard, misses):
-                return False
-            self.held_until = time.monotonic() + cfg.heartbeat_s
-            node.events.emit("probe-held", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary,
-                                            "silent_ms": round(silent * 1000, 1), "missed": misses})
-            return True
-        self.missed = (heard, 0)
-        self.answered = heard
+        answered = self.probe.clears(rec.primary, rec.epoch, detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s))
+        self.missed, held, misses = detector.probe_round(self.missed, self.answered, heard, answered)
+        if not held:
+            return False
+        if answered:
+            self.answered = heard
         self.held_until = time.monotonic() + cfg.heartbeat_s
         node.events.emit("probe-held", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary,
-                                        "silent_ms": round(silent * 1000, 1)})
+                                        "silent_ms": round(silent * 1000, 1), **({"missed": misses} if misses else {})})
         return True
 
     def stand(self, rec: ShardRecord, mod_revision: int) -> None:

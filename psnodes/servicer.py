@@ -8,7 +8,7 @@ from typing import Callable
 
 import grpc
 
-from .bulkhead import Bulkhead
+from .bulkhead import Bulkhead, threads_problem
 from .channels import PEER_HEADER, TOKEN_HEADER, server_options
 from .errors import ConfigError, PSError, abort_with
 from .node import ShardNode, deadline_of
@@ -145,8 +145,9 @@ def make_server(node: ShardNode, address: str, workers: int | None = None, reser
     (cfg.rpc_reserve) are never taken by pushes and pulls (psnodes/bulkhead.py)."""
     workers = node.cfg.rpc_threads if workers is None else workers
     reserve = node.cfg.rpc_reserve if reserve is None else reserve
-    if not 1 <= reserve < workers:
-        raise ConfigError(f"rpc_reserve={reserve} must be at least 1 and under rpc_threads={workers}")
+    problem = threads_problem(workers, reserve)
+    if problem:
+        raise ConfigError(problem)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpc"),
                          interceptors=[TokenInterceptor(node.cfg.token, node.cfg.peer_token)],
                          options=server_options(node.cfg.max_message_bytes))

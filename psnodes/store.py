@@ -18,7 +18,7 @@ import numpy as np
 from . import moving
 from .applied import AppliedSet, idem_key
 from .blob import pack, unpack
-from .codec import check_magnitude, check_shape, ids_from_pb, rows_from_pb, tensor_from_pb
+from .codec import check_magnitude, dense_elements, ids_from_pb, rows_from_pb, tensor_from_pb
 from .core import dedup, fencing, gating, logmatch
 from .embedding import EmbeddingTable
 from .errors import InvalidArgument, NotFound, TooLarge
@@ -106,7 +106,7 @@ class ShardStore:
         if len(upd.dense) > lim.max_tensors:
             raise TooLarge(f"update.dense holds {len(upd.dense)} tensors; at most limits.max_tensors="
                            f"{lim.max_tensors} per request")
-        elements = sum(check_shape(t.shape, f"dense[{t.name[:80]!r}]", lim) for t in upd.dense)
+        elements = sum(dense_elements(t, "dense", lim) for t in upd.dense)
         elements += sum(len(r.data) // 4 for r in upd.sparse)
         if elements > lim.max_request_elements:
             raise TooLarge(f"update carries {elements} values; at most limits.max_request_elements="

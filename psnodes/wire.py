@@ -16,7 +16,7 @@ from .proto import ps_pb2
 _VARINT, _I64, _LEN, _SGROUP, _EGROUP, _I32 = 0, 1, 2, 3, 4, 5
 
 
-def varint(n: int) -> bytes:
+def _varint(n: int) -> bytes:
     out = bytearray()
     while True:
         b = n & 0x7F
@@ -26,6 +26,20 @@ def varint(n: int) -> bytes:
         else:
             out.append(b)
             return bytes(out)
+
+
+#: the encodings of 0 .. 2**14 - 1 (one or two bytes): every field key and most lengths, which a
+#: pull reply or a replicate call encodes a few per tensor; a lookup, not a loop, on the hot path
+_SMALL = tuple(_varint(n) for n in range(1 << 14))
+
+
+def varint(n: int) -> bytes:
+    """Protobuf's base-128 varint of a non-negative int."""
+    if 0 <= n < 16384:
+        return _SMALL[n]
+    if n < 0:                   # its loop would never end: a negative int has no end of bits
+        raise ValueError(f"varint of a negative number {n}; protobuf encodes int64 fields as unsigned")
+    return _varint(n)
 
 
 def read_varint(buf: memoryview, pos: int) -> tuple[int, int]:

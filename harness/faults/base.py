@@ -34,6 +34,11 @@ class Fault:
     params: dict = field(default_factory=dict)
     info: dict = field(default_factory=dict)     # what was resolved, recorded with fault-start
 
+    def prepare(self) -> None:
+        """Work that must not fall inside the fault's recorded start: resolving what it will act
+        on, making what it needs (an nft table). The runner calls it before it takes the start
+        time; a fault's inject calls it too when nobody did (idempotent)."""
+
     def inject(self) -> None:
         raise NotImplementedError
 

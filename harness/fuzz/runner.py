@@ -27,7 +27,8 @@ every item, and the tests bound how much noise a run may have). The state is rea
 a case that follows a Push or Replicate, or when the last reading is old: a change of content
 found then (no request in flight) is the delayed effect of the case before, a violation of its
 own ("delayed-change"), unless that case was a Push answered UNAVAILABLE or DEADLINE_EXCEEDED
-(which may apply late by design); only a change of role or epoch alone is noise.
+(which may apply late by design) by anything but the bulkhead (a Busy refusal applied nothing);
+only a change of role or epoch alone is noise.
 
 After any violation that may have touched the copies, the shard must be whole again (every
 copy running and answering, one primary, one epoch, all equal). One that stays broken ends the
@@ -43,6 +44,7 @@ from typing import Any, Callable, TextIO
 import grpc
 import numpy as np
 
+from psnodes.bulkhead import NOTHING_APPLIED
 from psnodes.channels import TOKEN_HEADER, dial
 from psnodes.proto import ps_pb2
 from psnodes.servicer import SERVICE
@@ -65,6 +67,13 @@ FRESH_S = 0.25       # a state reading older than this is taken again before the
 WAIT_CAP_S = 10.0
 #: what moves with a delayed effect of a request (role and epoch alone move with elections)
 LASTING = CONTENT + ("seq_epoch", "log_start", "restored_from")
+
+
+def may_apply_late(method: str, results: list[tuple]) -> bool:
+    """A push answered UNAVAILABLE or DEADLINE_EXCEEDED may still be applied (not yet acked by
+    every replica), except a bulkhead refusal: that one was turned away before the store, so a
+    change after it is not excused (psnodes/bulkhead.py's promise, which this holds it to)."""
+    return method == "Push" and any(r[0] in INDEFINITE and not r[1].endswith(NOTHING_APPLIED) for r in results)
 
 
 def prepare(be: Any) -> None:
@@ -208,8 +217,9 @@ class FuzzRun:
         moved = view(after) != view(before)
         ok = "OK" in codes
         # a push answered UNAVAILABLE or DEADLINE_EXCEEDED may have been applied (not yet acked by
-        # every replica): the client retries it with the same key, so it is judged as accepted
-        maybe = case.method == "Push" and bool(set(codes) & INDEFINITE) and bool(diff(before, after, CONTENT))
+        # every replica): the client retries it with the same key, so it is judged as accepted;
+        # a bulkhead refusal (Busy) applied nothing, so a change after one alone is judged refused
+        maybe = may_apply_late(case.method, results) and bool(diff(before, after, CONTENT))
         changed: list[str] = []
         if ok or maybe:
             if not converged(after):
@@ -255,7 +265,8 @@ class FuzzRun:
                "details": results[0][1][:200], "details_len": results[0][4], "reply_bytes": results[0][3],
                "reach": reach_of(case.method, results[0][0], results[0][1]),
                "bytes": len(raw), "hex": raw[:128].hex(), "ms": round(slow * 1000, 1),
-               "must_refuse": case.must_refuse, "unauthenticated": unauth}
+               "must_refuse": case.must_refuse, "unauthenticated": unauth,
+               "may_apply_late": may_apply_late(case.method, results)}
         if case.observe:
             self.summary.observe(rec, "state: " + ("; ".join(changed) or "unchanged"))
         return rec, codes, found
@@ -317,7 +328,7 @@ class FuzzRun:
         self.state, self.read_at = now, time.monotonic()
         if lasting and last is not None:
             case, rec = last
-            late_push = case.method == "Push" and bool(set(rec["code"].split(",")) & INDEFINITE)
+            late_push = rec["may_apply_late"]
             if not late_push:
                 self.summary.violation("delayed-change", rec, "after the answer, no request in flight: "
                                        + "; ".join(lasting))

@@ -208,7 +208,7 @@ class SimElector:
         self.probed = heard               # set before the link is looked up, as Elector.held_back does
         dst = self.peers.get(rec.primary)
         if dst is None:                   # PrimaryProbe.clears: no link to the primary is no answer
-            return self._missed(rec, heard, silent)
+            return self._round(rec, heard, silent, False)
         deadline = now + detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)
         answers: list[bool] = []          # one per path that finished (a spawned process returns no value)
         pending = [c.spawn(self._probe_path(rec, dst, deadline, answers)) for _ in range(max(1, cfg.probe_paths))]
@@ -218,26 +218,21 @@ class SimElector:
         for p in pending:                 # PrimaryProbe.clears cancels the paths still in flight
             if p.is_alive:
                 p.interrupt("probe answered")
-        if not any(answers):
-            return self._missed(rec, heard, silent)
-        self.missed = (heard, 0)
-        self.answered = heard
-        self.held_until = c.now() + cfg.heartbeat_s
-        c.emit("probe-held", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary,
-                              "silent_ms": round(silent * 1000, 1)})
-        return True
+        return self._round(rec, heard, silent, any(answers))
 
-    def _missed(self, rec: ShardRecord, heard: float, silent: float) -> bool:
-        """Elector.held_back after a round without an answer: still held (detector.holds_after_miss)
-        when the primary answered in this silence and fewer rounds than it takes failed in a row."""
+    def _round(self, rec: ShardRecord, heard: float, silent: float, answered: bool) -> bool:
+        """Elector.held_back's end, the same bookkeeping (detector.probe_round): held after an
+        answer, or after a miss while the primary answered in this silence (fewer rounds than it
+        takes failed in a row)."""
         c = self.c
-        misses = self.missed[1] + 1 if self.missed[0] == heard else 1
-        self.missed = (heard, misses)
-        if not detector.holds_after_miss(self.answered == heard, misses):
+        self.missed, held, misses = detector.probe_round(self.missed, self.answered, heard, answered)
+        if not held:
             return False
+        if answered:
+            self.answered = heard
         self.held_until = c.now() + c.cfg.heartbeat_s
         c.emit("probe-held", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary,
-                              "silent_ms": round(silent * 1000, 1), "missed": misses})
+                              "silent_ms": round(silent * 1000, 1), **({"missed": misses} if misses else {})})
         return True
 
     def _probe_path(self, rec: ShardRecord, dst: "SimCopy", deadline: float, answers: list[bool]) -> Gen:

@@ -333,3 +333,16 @@ def make(kind: str, suspect_s: float, params: PhiParams) -> Detector:
     if kind == "phi":
         return PhiDetector(params)
     raise ValueError(f"detector={kind!r} is unknown; use one of {', '.join(DETECTORS)}")
+
+
+def probe_round(missed: tuple[float, int], answered_at: float | None, heard: float,
+                answered: bool) -> tuple[tuple[float, int], bool, int]:
+    """One probe round's bookkeeping, the same in both shells: `missed` is (the silence, keyed by
+    its last_heard, failed rounds in a row in it), `answered_at` the silence in which the primary
+    last answered. Returns the new `missed`, whether the suspicion is held back, and the failed
+    rounds in a row (0 after an answer). A new silence starts the count again."""
+    if answered:
+        return (heard, 0), True, 0
+    misses = missed[1] + 1 if missed[0] == heard else 1
+    return (heard, misses), holds_after_miss(answered_at == heard, misses), misses
+

@@ -79,3 +79,19 @@ def test_a_partition_built_creates_the_table_so_inject_is_one_call(monkeypatch):
         assert table.rules() == []
     finally:
         table.destroy()
+
+
+def test_rules_that_landed_under_a_failed_add_are_swept(table, monkeypatch):
+    """The transaction commits, then its echo cannot be read (here: cut short, as a timeout or a
+    Ctrl-C would): no caller holds those handles, so before the review of session 24 the rules
+    stayed and the links stayed cut after the fault's heal."""
+    keep = table.add_drop([65051], 100, "partition")           # another fault's rules stay
+    real = nftmod.nft
+
+    def echo_lost(*args, input_=None):
+        out = real(*args, input_=input_)
+        return "" if "--echo" in args else out
+    monkeypatch.setattr(nftmod, "nft", echo_lost)
+    with pytest.raises(nftmod.NetFaultError, match="echoed 0 handles"):
+        table.add_drop([65052, 65053], 100, "partition")
+    assert sorted(r["handle"] for r in table.rules()) == keep

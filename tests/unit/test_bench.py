@@ -17,7 +17,7 @@ from psnodes.servicer import SERVICE, make_server
 def echo_server():
     cfg = SimpleNamespace(rpc_timeout_s=2.0, token="tok", peer_token="", max_message_bytes=16 << 20)
     addr = f"127.0.0.1:{free_ports(1)[0]}"
-    server = make_server(SimpleNamespace(cfg=cfg), addr, workers=2, reserve=1)
+    server = make_server(SimpleNamespace(cfg=cfg), addr, workers=3, reserve=1)
     server.start()
     ch = dial(addr, cfg.max_message_bytes)
     yield ch

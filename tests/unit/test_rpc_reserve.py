@@ -146,8 +146,9 @@ def test_a_cancelled_waiting_call_frees_its_thread(cluster):
 
 @pytest.mark.parametrize("fields, words", [
     ({"rpc_reserve": 0}, "rpc_reserve=0 must be at least 1"),
-    ({"rpc_threads": 8, "rpc_reserve": 8}, "rpc_reserve=8 must be at least 1 and under rpc_threads=8"),
-    ({"rpc_threads": 1}, "rpc_threads=1 must be between 2 and 1024"),
+    ({"rpc_threads": 8, "rpc_reserve": 8}, "rpc_reserve=8 must be at least 1 and leave at least 2 of rpc_threads=8"),
+    ({"rpc_threads": 8, "rpc_reserve": 7}, "rpc_reserve=7 must be at least 1 and leave at least 2"),  # one slot
+    ({"rpc_threads": 2, "rpc_reserve": 1}, "rpc_threads=2 must be between 3 and 1024"),
     ({"rpc_threads": 2.5}, "rpc_threads=2.5 must be a whole number"),
 ])
 def test_bad_thread_settings_are_refused_by_name(fields, words):

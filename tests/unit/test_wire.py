@@ -73,3 +73,12 @@ def test_replicate_request_parses_back():
 
 def test_varint():
     assert varint(0) == b"\x00" and varint(300) == b"\xac\x02"
+
+
+def test_varint_table_and_loop_agree_and_a_negative_is_refused():
+    from psnodes.wire import _varint, read_varint
+    for n in (0, 1, 127, 128, 300, 16383, 16384, 1 << 35, (1 << 64) - 1):
+        assert varint(n) == _varint(n)
+        assert read_varint(memoryview(varint(n)), 0) == (n, len(varint(n)))
+    with pytest.raises(ValueError, match="negative"):
+        varint(-1)

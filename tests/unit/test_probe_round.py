@@ -1,0 +1,25 @@
+"""detector.probe_round: the probe's bookkeeping both shells share (it was written twice, in
+psnodes/election.py and harness/sim/shard_election.py, and tested in neither: review of session 24, M3)."""
+from psnodes.core.detector import ANSWERED_MISSES, probe_round
+
+
+def test_after_an_answer_it_takes_two_failed_rounds_in_a_row_to_stand():
+    missed, answered_at = (None, 0), None
+    missed, held, n = probe_round(missed, answered_at, 5.0, True)       # answered in the silence at 5.0
+    assert (missed, held, n) == ((5.0, 0), True, 0)
+    answered_at = 5.0
+    missed, held, n = probe_round(missed, answered_at, 5.0, False)
+    assert (held, n) == (True, 1)                                        # one failed round: still held
+    missed, held, n = probe_round(missed, answered_at, 5.0, False)
+    assert (held, n) == (False, ANSWERED_MISSES)                         # the second in a row: stand
+
+
+def test_an_answer_between_misses_starts_the_count_again():
+    missed, _, _ = probe_round((5.0, 1), 5.0, 5.0, True)
+    assert probe_round(missed, 5.0, 5.0, False)[1:] == (True, 1)
+
+
+def test_a_silence_never_answered_stands_on_its_first_failed_round():
+    assert probe_round((None, 0), None, 7.0, False) == ((7.0, 1), False, 1)
+    # the primary answered in an earlier silence (4.0), not in this one (7.0): no hold
+    assert probe_round((4.0, 1), 4.0, 7.0, False) == ((7.0, 1), False, 1)
