@@ -131,8 +131,10 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
     wire = 2 * (msg + small) + repl
     apply = cal.apply_s_per_mb * shard_bytes / 1e6
     rep_request, rep_per_mb, rep_send = cal.replicate_cpu()
-    # a Replicate's CPU (calibration replicate_*: the sender's and the replica's, cpu.py's charges)
-    replicate_cpu = rep_send + rep_request + rep_per_mb * shard_bytes / 1e6
+    # a Replicate's CPU (calibration replicate_*: the sender's and the replica's, cpu.py's charges);
+    # the primary's senders take turns under its GIL, so the last copy's call leaves after every send
+    rep_sends = (spec.copies - 1) * rep_send
+    replicate_cpu = rep_sends + rep_request + rep_per_mb * shard_bytes / 1e6
     # on a push's path: the primary's apply, then (sync) the Replicate's CPU at both ends
     wire += apply + (replicate_cpu if spec.replication == "sync" else 0.0)
     # the worker's own CPU per call (calibration client_request_s): a pull and a push per shard it
@@ -144,7 +146,7 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
     calls = 2 + (spec.copies - 1)          # pull, push, and the push's replicate calls (async too, later)
     # and the primary's own CPU to send each replicate call (replicate_send_s, under its GIL too);
     # server_request_s=0 turns the primary's whole CPU queue off
-    send = (spec.copies - 1) * rep_send if req > 0 else 0.0
+    send = rep_sends if req > 0 else 0.0
     service = calls * req + send + apply + (2 + spec.copies - 1) * per_byte * shard_bytes
     # the record read, the candidacy put, the candidates' read and the compare-and-swap; the
     # candidate window closes as soon as every ISR copy that may stand posted
@@ -157,7 +159,7 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
                    touched=spec.touched, elect_s=elect, gap_s=gap, detect_s=suspicion_s(spec, gap),
                    probe_s=2 * fixed if spec.detector == "phi" else 0.0, rediscover_s=cal.etcd_read_s + msg + small,
                    restart_s=cal.node_start_s, per_byte_s=per_byte, fixed_s=fixed, apply_s=apply,
-                   think_s=think, rep_fixed_s=2 * fixed + rep_send + rep_request,
+                   think_s=think, rep_fixed_s=2 * fixed + rep_sends + rep_request,
                    rep_entry_s=(per_byte + rep_per_mb / 1e6) * shard_bytes,
                    sync_waits=spec.replication == "sync" and spec.training == "async",
                    seed=spec.seed)
