@@ -300,11 +300,14 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
             be.start()
             say("network (Echo round trips):")
             net = network(be, say)
-            say("shard apply (sync pushes):")
-            apply_s = apply_cost(be, net, say)
-            say("call CPU (a primary's and its caller's own CPU time per request):")
+            # the CPU of a call before apply_cost's 5 MiB of tensors land on the shard: every delta
+            # pull digests the shard's whole state on both ends (psnodes/digest.py), so measured
+            # after them a pull cost 1.35 ms of the primary's CPU, not a scenario's ~0.4
+            say("call CPU (a primary's and its caller's own CPU time per request, a scenario-sized shard):")
             server_s, client_s = server_cpu(be, say)
             solo_push = push_cpu(be)
+            say("shard apply (sync pushes):")
+            apply_s = apply_cost(be, net, say)
             say("etcd (reads and writes through the real server):")
             etcd_read, etcd_write, etcd_cpu, etcd_client = etcd_ops(be, net, say)
             say("node start (kill and restart, until it answers):")

@@ -93,7 +93,8 @@ def server_cpu(be, say: Callable[[str], None], n: int = 400) -> tuple[float, flo
     """A primary's own CPU per small request, and its caller's: the CPU seconds the node's process
     and this one (the PS client, its gRPC threads) spend on `n` pushes and `n` pulls of a
     2,656-float tensor (the mlp's share on 2 shards), over 2n, less what each spends idle for as
-    long. The twin charges the first on every Push, Pull and Migrate a copy serves and the second
+    long. The shard must hold about a scenario's state (run it first): a delta pull digests the
+    shard's whole dense state on the server and the client's copy on the caller (psnodes/digest.py). The twin charges the first on every Push, Pull and Migrate a copy serves and the second
     on every call a worker or the coordinator makes (harness/sim/cpu.py); the scale level's
     server capacity comes from the first."""
     import psutil
