@@ -270,7 +270,7 @@ class ShardNode:
         self._check_shard(req.shard, "Push")
         if upd.kind not in (ps_pb2.Update.PUSH, ps_pb2.Update.INIT):
             raise InvalidArgument(f"update.kind={upd.kind}: clients send PUSH (0) or INIT (1)")
-        ownership.sync_routing(self, req.routing_epoch, deadline)
+        ownership.sync_routing(self, req.routing_epoch, deadline, active)
         with self.cond:
             self._check_primary(req.epoch)
             epoch = self.epoch
@@ -344,7 +344,7 @@ class ShardNode:
         waits (the BSP/SSP barrier, replication) end once the caller gave it up (`active`)."""
         self._check_shard(req.shard, "Pull")
         ids = self.store.check_pull(req)
-        ownership.sync_routing(self, req.routing_epoch, deadline)
+        ownership.sync_routing(self, req.routing_epoch, deadline, active)
         with self.cond:
             self._check_primary(req.epoch)
             epoch = self.epoch
@@ -462,9 +462,10 @@ class ShardNode:
         role, epoch = self._term
         return ps_pb2.StatusReply(node=self.name, shard=self.shard, role=role, epoch=epoch)
 
-    def migrate(self, req: ps_pb2.MigrateRequest, deadline: float) -> ps_pb2.MigrateReply:
-        """One step of a key migration (psnodes/ownership.py)."""
-        return ownership.migrate(self, req, deadline)
+    def migrate(self, req: ps_pb2.MigrateRequest, deadline: float,
+                active: Callable[[], bool] = always) -> ps_pb2.MigrateReply:
+        """One step of a key migration (psnodes/ownership.py); its waits end once the caller gave up."""
+        return ownership.migrate(self, req, deadline, active)
 
     # ------------------------------------------------------------- checkpoints
     def snapshot(self, req: ps_pb2.SnapshotRequest) -> dict:

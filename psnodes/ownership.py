@@ -40,8 +40,13 @@ if TYPE_CHECKING:
 Op = ps_pb2.MigrateRequest
 
 
-def sync_routing(node: "ShardNode", caller_epoch: int, deadline: float) -> None:
-    """A caller ahead of this shard's routing epoch: read the record and adopt it (primary only)."""
+def _always() -> bool:
+    return True
+
+
+def sync_routing(node: "ShardNode", caller_epoch: int, deadline: float, active: Callable[[], bool] = _always) -> None:
+    """A caller ahead of this shard's routing epoch: read the record and adopt it (primary only).
+    `active` (grpc's context.is_active): the adoption's ack wait ends once the caller gave up."""
     if caller_epoch <= node.store.routing_epoch or node.etcd is None:
         return
     try:
@@ -49,18 +54,19 @@ def sync_routing(node: "ShardNode", caller_epoch: int, deadline: float) -> None:
     except Exception as e:  # noqa: BLE001 - no etcd, no proof of the newer routing
         raise unreadable(node.name, caller_epoch, node.store.routing_epoch, e) from None
     rec = adoption(node.name, caller_epoch, rec)
-    adopt(node, rec.epoch, rec.shards, deadline)
+    adopt(node, rec.epoch, rec.shards, deadline, active)
 
 
-def adopt(node: "ShardNode", epoch: int, shards, deadline: float) -> int:
+def adopt(node: "ShardNode", epoch: int, shards, deadline: float, active: Callable[[], bool] = _always) -> int:
     """Append a ROUTE entry for `epoch` (nothing when the store is there already)."""
     if epoch <= node.store.routing_epoch:
         return node.store.seq
     step = route_step(epoch, shards)
-    return append(node, step.update, deadline, lambda: step.still(node.store))
+    return append(node, step.update, deadline, lambda: step.still(node.store), active)
 
 
-def append(node: "ShardNode", upd: ps_pb2.Update, deadline: float, still=lambda: True) -> int:
+def append(node: "ShardNode", upd: ps_pb2.Update, deadline: float, still=lambda: True,
+           active: Callable[[], bool] = _always) -> int:
     """Apply one of the shard's own entries as primary and wait until the mode's ack rule holds."""
     with node.cond:
         node._check_primary(0)
@@ -73,9 +79,9 @@ def append(node: "ShardNode", upd: ps_pb2.Update, deadline: float, still=lambda:
             node.cond.notify_all()
         seq = node.store.seq
         if node.cfg.mode == "sync":
-            node._wait_replicated(seq, epoch, deadline)
+            node._wait_replicated(seq, epoch, deadline, active)
         else:
-            node._wait_followers(epoch, deadline)
+            node._wait_followers(epoch, deadline, active)
         return seq
 
 
@@ -265,21 +271,23 @@ def export_reply(x: Exported, req: ps_pb2.MigrateRequest, name: str) -> ps_pb2.M
 
 
 # ---------------------------------------------------------------- Migrate RPC (the real node's shell)
-def migrate(node: "ShardNode", req: ps_pb2.MigrateRequest, deadline: float) -> ps_pb2.MigrateReply:
+def migrate(node: "ShardNode", req: ps_pb2.MigrateRequest, deadline: float,
+            active: Callable[[], bool] = _always) -> ps_pb2.MigrateReply:
+    """One Migrate step; its waits end once the coordinator gave the call up (`active`)."""
     node._check_shard(req.shard, "Migrate")
     step = plan_migrate(req)
     if step.export:
-        return _export(node, req, deadline)
+        return _export(node, req, deadline, active)
     if step.route is not None:
-        seq = adopt(node, *step.route, deadline)
+        seq = adopt(node, *step.route, deadline, active)
     else:
-        seq = append(node, step.update, deadline, lambda: step.still(node.store))
+        seq = append(node, step.update, deadline, lambda: step.still(node.store), active)
         if step.event:
             node.events.emit(step.event, step_event(node.shard, req, seq, node.epoch))
     return step_reply(node.store, seq, node.name)
 
 
-def _export(node: "ShardNode", req, deadline: float) -> ps_pb2.MigrateReply:
+def _export(node: "ShardNode", req, deadline: float, active: Callable[[], bool] = _always) -> ps_pb2.MigrateReply:
     """The moving keys as of a replicated seq: in sync mode only what every ISR copy holds is
     exported, so a failover of the source never takes back a value the destination already has."""
     with node.cond:
@@ -287,6 +295,6 @@ def _export(node: "ShardNode", req, deadline: float) -> ps_pb2.MigrateReply:
         epoch = node.epoch
         check_export(node.store, req, node.name)
         if node.cfg.mode == "sync":
-            node._wait_replicated(node.store.seq, epoch, deadline)
+            node._wait_replicated(node.store.seq, epoch, deadline, active)
         x = export_now(node.store, req)
     return export_reply(x, req, node.name)

@@ -106,7 +106,8 @@ class Servicer(ps_pb2_grpc.ParameterServerServicer):
 
     @_guard
     def Migrate(self, request, context):
-        return self.node.migrate(parse(ps_pb2.MigrateRequest, request, "Migrate"), deadline_of(context, self.timeout))
+        return self.node.migrate(parse(ps_pb2.MigrateRequest, request, "Migrate"), deadline_of(context, self.timeout),
+                                 active=context.is_active)
 
     def Echo(self, request: bytes, context) -> bytes:
         """Raw bytes in, the same bytes out: no protobuf parse or serialize on either side, so the
