@@ -45,6 +45,7 @@ a run's report names the file it used.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,39 @@ KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "
         "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s", "server_request_s", "client_request_s",
         "etcd_request_s", "etcd_client_s", "replicate_request_s", "replicate_s_per_mb", "replicate_send_s", "cores",
         "measured")
+
+
+#: keys that hold model -> seconds maps (every value a figure), and those that hold one figure
+_MAPS = ("worker_step_s", "worker_overhead_s", "worker_step_jitter", "worker_eval_s")
+_FIGURES = ("apply_s_per_mb", "checkpoint_mb_s", "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s",
+            "server_request_s", "client_request_s", "etcd_request_s", "etcd_client_s", "replicate_request_s",
+            "replicate_s_per_mb", "replicate_send_s", "cores")
+
+
+def _figure_problem(name: str, v: Any, positive: bool = False) -> str | None:
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and (v > 0 if positive else v >= 0)
+    return None if ok else f"{name}={v!r} must be a finite number {'above' if positive else 'at or above'} 0"
+
+
+def bad_figure(data: dict) -> str | None:
+    """The first figure a calibration file gives that the twin cannot use, or None: a NaN cost
+    made etcd answer at once and broke the CPU model's ordering, `cores: 0` read as an unlimited
+    host, a string failed deep in a run (review of the CPU model, M2). None means "not measured"
+    where a key allows it."""
+    for k in _FIGURES:
+        if data.get(k) is not None:
+            why = _figure_problem(k, data[k], positive=k in ("cores", "checkpoint_mb_s"))
+            if why:
+                return why
+    for k in _MAPS:
+        m = data.get(k, {})
+        if not isinstance(m, dict):
+            return f"{k} must map a model name to seconds, not {type(m).__name__}"
+        for model, v in m.items():
+            why = _figure_problem(f"{k}[{model!r}]", v)
+            if why:
+                return why
+    return None
 
 
 @dataclass
@@ -100,9 +134,14 @@ class Calibration:
                                f"--out {p}`") from None
         except json.JSONDecodeError as e:
             raise HarnessError(f"calibration file {p} is not JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise HarnessError(f"calibration file {p} holds a {type(data).__name__}, not an object of keys")
         unknown = sorted(set(data) - set(KEYS))
         if unknown:
             raise HarnessError(f"calibration file {p}: unknown key(s) {', '.join(unknown)}; known: {', '.join(KEYS)}")
+        problem = bad_figure(data)
+        if problem:
+            raise HarnessError(f"calibration file {p}: {problem}; measure again with `pschaos sim calibrate --out {p}`")
         return cls(**data, path=str(p))
 
     @classmethod

@@ -187,19 +187,30 @@ class ProcessControl:
         return verdict(self.name, watch.epoch, None, None, self.shard in r.shards)
 
     def serve(self: "SimCopy", handler: Callable[[], Gen], deadline: float, watch: ClientWatch | None = None,
-              work: float = 0.0) -> Gen:
+              work: float = 0.0, work_after: bool = False) -> Gen:
         """`reply = yield from copy.serve(...)`: one call into this copy, the gRPC server's side. A
         paused copy answers once resumed, unless the caller's deadline passes first or (a PS
         client's call, `watch`) the shard record names its successor; a stopping one refuses
-        new calls. The handler first spends `work` CPU seconds on the host's cores (a kill takes
-        them off)."""
+        new calls. The handler first spends `work` CPU seconds on the host's cores; with
+        `work_after` it runs at once and its reply waits for them instead.
+
+        The call runs in the caller's SimPy process, so the caller's death (an interrupt) ends
+        it. Where the callee's effect must not hang on the caller's life, `work_after`: a
+        Replicate's entries are the replica's once they arrived, as a real replica's handler
+        applies them whether or not its primary dies meanwhile (before, an async primary killed
+        while the replica spent the call's CPU took back an update it had acked: review of the
+        CPU model, H1)."""
         yield from self._hold(self.session, deadline, True, watch)
         if not self.alive or not self.accepting:
             raise SimRpcError(UNAVAILABLE, f"{self.name} is not serving: connection refused")
 
         def handle() -> Gen:
-            yield from use(self.cpu, work, self.name)
-            return (yield from handler())
+            if not work_after:
+                yield from use(self.cpu, work, self.name)
+            reply = yield from handler()
+            if work_after:
+                yield from use(self.cpu, work, self.name)
+            return reply
         return (yield from self._drive(handle(), deadline, call=True, watch=watch))
 
     def kill(self: "SimCopy") -> None:

@@ -60,7 +60,8 @@ class ReplicaSide:
 
     def replicate(self: "SimCopy", req: ReplicateReq, deadline: float) -> Gen:
         """`reply = yield from copy.replicate(req, deadline)`, as a call into the copy."""
-        return (yield from self.serve(lambda: self._replicate(req), deadline, work=self.replicate_work(req.nbytes())))
+        return (yield from self.serve(lambda: self._replicate(req), deadline, work=self.replicate_work(req.nbytes()),
+                                      work_after=True))
 
     def _replicate(self: "SimCopy", req: ReplicateReq) -> Gen:
         """A new sender confirmed by etcd's record (remembered in `verified`), the fencing verdict,
