@@ -32,11 +32,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .scenario import load_scenario
 
     codes = []
+    make = None
+    if args.calibration is not None or args.background is not None:
+        if args.backend != "sim":
+            print("pschaos run: --calibration and --background are the twin's; add --backend sim", file=sys.stderr)
+            return 2
+        if args.background is not None and not args.background >= 0:
+            print(f"pschaos run: --background={args.background}: give a number of jobs >= 0 (0: an idle host)",
+                  file=sys.stderr)
+            return 2
+        from .sim.backend import sim_factory
+
+        make = sim_factory(args.calibration, args.background or 0.0)
     scenarios = [load_scenario(p) for p in args.scenario]   # validate all before running any
     for sc in scenarios:
         out = Path(args.out) if args.out and len(scenarios) == 1 else (
             Path(args.out) / sc.name if args.out else default_out(sc, args.seed))
-        rep = Runner(sc, args.seed, out, args.backend, quiet=args.quiet, keep_data=args.keep_data).run()
+        rep = Runner(sc, args.seed, out, args.backend, quiet=args.quiet, keep_data=args.keep_data,
+                     make_backend=make).run()
         print(summary_line(rep, out))
         print_not_passed(rep["checks"])
         if rep["verdict"] != "pass":
@@ -193,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="output folder (default out/<scenario>-<seed>)")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
     r.add_argument("--keep-data", action="store_true", help="keep node data and checkpoints (run/work) after the run")
+    r.add_argument("--calibration", help="with --backend sim: the calibration file (default: the committed one)")
+    r.add_argument("--background", type=float,
+                   help="with --backend sim: other tenants' runnable jobs on the twin's cores (default 0)")
     r.set_defaults(fn=cmd_run)
 
     ck = sub.add_parser("check", help="re-judge saved histories offline (exit 0 pass, 1 fail, 3 unknown)")

@@ -152,13 +152,14 @@ class Runner:
                     except KeyboardInterrupt:   # landed before the flag was set; teardown is idempotent
                         self.backend.hurry = True
             finally:                            # whatever teardown raised, the rest still happens
-                self.load_end = hostload.sample()     # after teardown: the run's processes are reaped
                 for sig, handler in prev.items():
                     signal.signal(sig, handler)
                 self.history.close()
                 self.progress.close()
                 if not self.keep_data:   # node data and checkpoints were judged already; logs and events stay
                     self.backend.discard_data()
+                self.load_end = hostload.sample()     # after teardown (its processes reaped), and last: a
+                                                      # failed reading leaves nothing above undone
         return self._judge(t_start)
 
     def _on_term(self, signum, frame) -> None:
@@ -329,7 +330,26 @@ class Runner:
     def _simulated(self) -> dict:
         """For a simulated run: that it is one, and the calibration file its timings come from."""
         cal = getattr(self.backend, "cal", None)
-        return {"simulated": {"calibration": cal.path, "measured": cal.measured}} if cal is not None else {}
+        if cal is None:
+            return {}
+        return {"simulated": {"calibration": cal.path, "measured": cal.measured,
+                              "background_load": getattr(self.backend, "background_load", 0.0)}}
+
+    def _rerun(self, path: str) -> str:
+        """The command that replays this run: a simulated one names its calibration file when it is
+        not the committed one, and its background load when it had one (review of the CPU model,
+        M4: a validate run replayed with neither gave another history)."""
+        cmd = f"pschaos run {path} --backend {self.backend_name} --seed {self.seed}"
+        cal = getattr(self.backend, "cal", None)
+        if cal is not None:
+            from .sim.calibration import DEFAULT_PATH
+
+            if cal.path != str(DEFAULT_PATH):
+                cmd += f" --calibration {cal.path}"
+            bg = getattr(self.backend, "background_load", 0.0)
+            if bg:
+                cmd += f" --background {bg!r}"
+        return cmd
 
     def context(self) -> dict:
         """What every checker may read (the workload, the schedule), then the system's own fields."""
@@ -351,7 +371,7 @@ class Runner:
         path = self.sc.path or f"scenarios/{self.sc.name}.yaml"
         rel = os.path.relpath(path)
         path = path if rel.startswith("..") else rel      # relative when run from inside the repo
-        rerun = f"pschaos run {path} --backend {self.backend_name} --seed {self.seed}"
+        rerun = self._rerun(path)
         for f in self.faults_done:
             f["start_s"] = round(f["start_s"] - self.history.t0, 3)
             f["end_s"] = round(f["end_s"] - self.history.t0, 3)

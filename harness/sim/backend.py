@@ -115,7 +115,7 @@ class SimBackend(ElasticShards):
         c = SimCopy(self.env, self.sim_clock, self.etcd, self.net, self.cfg, name, self.files, disk=self.disk)
         c.start_delay_s = self.cal.node_start_s
         c.cpu = self.cpu
-        c.request_s, c.apply_s_per_mb = self.cal.server_request_s or 0.0, self.cal.apply_s_per_mb
+        c.request_s, c.apply_s_per_mb = self.cal.request_cpu(), self.cal.apply_s_per_mb
         c.replicate_s, c.replicate_s_per_mb, c.send_s = self.cal.replicate_cpu()
         self.copies[name] = c
         self.procs[name] = CopyProcs(c, self.copies)
@@ -316,3 +316,15 @@ class SimLinkFault:
 
 
 __all__ = ["SimBackend", "SimLinkFault"]
+
+
+def sim_factory(calibration: str | None = None, background: float = 0.0):
+    """A Runner backend factory: the twin with this calibration file (default: the committed one)
+    and `background` jobs of other tenants on its cores. `pschaos run --calibration --background`
+    and `sim validate` build their runs with it, so a report's rerun line replays the same history."""
+    cal = Calibration.load(calibration) if calibration else Calibration.default()
+
+    def make(s, run_dir: Path, run_id: str, seed: int) -> SimBackend:
+        return SimBackend(s.cluster, run_dir, run_id, seed, calibration=cal, background_load=background)
+    return make
+

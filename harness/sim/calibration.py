@@ -174,9 +174,24 @@ class Calibration:
         as the overhead is."""
         return self._pick(self.worker_eval_s, model, replication, training, 0.0)
 
+    @property
+    def cpu_model(self) -> bool:
+        """Whether this file was measured for the CPU model (it records the host's `cores`). One
+        from before charges no call any server or replication CPU: its worker overhead already
+        holds the server's share of a step's calls, and charging both slowed every step twice
+        (review of the CPU model, M3)."""
+        return self.cores is not None
+
+    def request_cpu(self) -> float:
+        """A copy's CPU per call it serves (0 for a file from before the CPU model)."""
+        return (self.server_request_s or 0.0) if self.cpu_model else 0.0
+
     def replicate_cpu(self) -> tuple[float, float, float]:
         """A replica's CPU per Replicate and per MB it carries, and the primary's per Replicate sent.
-        A calibration from before they were measured: a push's server CPU, apply and caller CPU."""
+        A calibration from before they were measured: a push's server CPU, apply and caller CPU;
+        one from before the CPU model: none."""
+        if not self.cpu_model:
+            return 0.0, 0.0, 0.0
         server = self.server_request_s or 0.0
         return (server if self.replicate_request_s is None else self.replicate_request_s,
                 self.apply_s_per_mb if self.replicate_s_per_mb is None else self.replicate_s_per_mb,

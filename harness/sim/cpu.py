@@ -21,8 +21,8 @@ handlers, a worker's pull threads). Jobs without an owner (etcd, a Go server) ru
 
 Coarsenings: the GIL is modelled as a line, not as its 5 ms switch interval (a thread back from
 I/O waits for the running one's CPU job to end, not for the interval); a job of a paused
-(SIGSTOP) process keeps its share; a killed process's job is cancelled only where its code
-unwinds through `use` (a SimPy process), a worker thread's stops at its next wait.
+(SIGSTOP) process keeps its share; a killed copy's jobs leave at once (`abort_owner`), a worker
+thread's stops at its next wait.
 """
 from __future__ import annotations
 
@@ -112,6 +112,28 @@ class SimCPU:
         self._n -= 1
         self.busy_s -= max(0.0, job.end - self._served)
         self._next_of(job.owner)
+        self._arm()
+
+    def abort_owner(self, owner: str, exc: BaseException) -> None:
+        """The owner's process died (SIGKILL): every job in its line leaves the CPU now, and
+        whoever waits on one gets `exc` thrown at its wait. A call into a copy runs in its
+        caller's SimPy process, so without this a killed copy's job kept its share to the end
+        and its restarted process waited behind it (review of the CPU model, M1)."""
+        line = self._lines.pop(owner, None)
+        if not line:
+            return
+        self._advance()
+        for job in line:
+            if job.done.triggered or job.cancelled:
+                continue
+            job.cancelled = True
+            if job.started:
+                self._n -= 1
+                self.busy_s -= max(0.0, job.end - self._served)
+            else:
+                self.busy_s -= job.work
+            job.done.defused = True          # nobody waiting on it any more is no crash of the run
+            job.done.fail(exc)
         self._arm()
 
     def use(self, work: float, owner: str | None = None) -> Generator[simpy.Event, Any, None]:

@@ -222,6 +222,8 @@ class ProcessControl:
     def _exit(self: "SimCopy") -> None:
         self.alive = self.accepting = self.answering = False
         self.session += 1
+        if self.cpu is not None:            # its calls' CPU runs in their callers' processes: take it off
+            self.cpu.abort_owner(self.name, SimRpcError(UNAVAILABLE, f"{self.name} went down during the call"))
         active = self.env.active_process
         for p in self.procs:
             if p.is_alive and p is not active:

@@ -78,8 +78,10 @@ def test_the_most_specific_key_measured_is_used():
 
 
 def test_a_replicate_costs_its_own_figures_or_a_pushs_in_an_older_file():
-    old = Calibration(server_request_s=0.0008, apply_s_per_mb=0.001, client_request_s=0.0007)
+    old = Calibration(server_request_s=0.0008, apply_s_per_mb=0.001, client_request_s=0.0007, cores=2)
     assert old.replicate_cpu() == (0.0008, 0.001, 0.0007)
-    new = Calibration(server_request_s=0.0008, apply_s_per_mb=0.001, client_request_s=0.0007,
+    before_cpu_model = Calibration(server_request_s=0.0008, apply_s_per_mb=0.001, client_request_s=0.0007)
+    assert before_cpu_model.replicate_cpu() == (0.0, 0.0, 0.0)
+    new = Calibration(server_request_s=0.0008, apply_s_per_mb=0.001, client_request_s=0.0007, cores=2,
                       replicate_request_s=0.0004, replicate_s_per_mb=0.002, replicate_send_s=0.0002)
     assert new.replicate_cpu() == (0.0004, 0.002, 0.0002)

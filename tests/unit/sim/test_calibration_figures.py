@@ -31,3 +31,17 @@ def test_the_committed_file_and_unmeasured_keys_load(tmp_path):
     p = tmp_path / "cal.json"
     p.write_text(json.dumps({**json.loads(DEFAULT_PATH.read_text()), "replicate_request_s": None}))
     assert Calibration.load(p).replicate_request_s is None
+
+
+def test_a_file_from_before_the_cpu_model_charges_no_call_cpu(tmp_path):
+    """Its worker overhead holds the server's share of a step's calls already (M3 of the review:
+    the new code charged server_request_s on every push and pull on top, and a push's figures for
+    every Replicate)."""
+    old = {"server_request_s": 0.000337, "worker_overhead_s": {"mlp": 0.0098}, "apply_s_per_mb": 0.004}
+    p = tmp_path / "old.json"
+    p.write_text(json.dumps(old))
+    cal = Calibration.load(p)
+    assert not cal.cpu_model
+    assert cal.request_cpu() == 0.0 and cal.replicate_cpu() == (0.0, 0.0, 0.0)
+    now = Calibration.load(DEFAULT_PATH)
+    assert now.cpu_model and now.request_cpu() > 0 and min(now.replicate_cpu()) > 0

@@ -133,3 +133,29 @@ def test_a_cancelled_head_hands_the_gil_to_the_next_and_a_cancelled_waiter_leave
     env.process(killer())
     env.run()
     assert ends == pytest.approx({"a": -1.0, "b": -1.0, "c": 2.0}, abs=1e-12) and cpu.running() == 0
+
+
+def test_a_killed_owners_jobs_leave_at_once_and_their_waiters_hear_why():
+    """abort_owner (review of the CPU model, M1): the dead copy's running and queued jobs stop
+    taking a share, the other job speeds up at once, and the owner's next job starts fresh."""
+    import simpy
+
+    env = simpy.Environment()
+    cpu = SimCPU(env, 1)
+    heard, ends = [], {}
+
+    def job(name, work, owner):
+        try:
+            yield from cpu.use(work, owner)
+            ends[name] = env.now
+        except RuntimeError as e:
+            heard.append((name, str(e), env.now))
+    env.process(job("a1", 1.0, "a"))
+    env.process(job("a2", 1.0, "a"))          # queued behind a1 (a's GIL)
+    env.process(job("b", 1.0, "b"))
+    env.run(until=0.5)                        # a1 and b shared the core: 0.25 s each so far
+    cpu.abort_owner("a", RuntimeError("a went down"))
+    env.process(job("a3", 0.25, "a"))         # a's restart: not behind the dead a1 and a2
+    env.run()
+    assert heard == [("a1", "a went down", 0.5), ("a2", "a went down", 0.5)]
+    assert ends == {"a3": 1.0, "b": 1.5}      # b and a3 share from 0.5 (a3 done at 1.0), then b alone

@@ -35,3 +35,28 @@ def test_background_is_auto_or_a_number_of_jobs_and_a_real_runs_load_is_read_fro
     assert measured_background(tmp_path) == 0.7
     (tmp_path / "report.json").write_text(json.dumps({}))          # a report from before host_load: an idle host
     assert measured_background(tmp_path) == 0.0
+
+
+def test_a_real_run_that_did_not_pass_leaves_the_targets_unjudged(tmp_path, monkeypatch, capsys):
+    """A failed or unknown run is no evidence of its timings (review of the CPU model, L7: validate
+    compared against a failed real run and could write all_targets_hold: true while exiting 3)."""
+    import argparse
+    import json
+
+    import harness.sim.validate as v
+
+    def obs(verdict: str) -> dict:
+        return {"verdict": verdict, "failover_ms": [170.0], "migration_unavailable_p50_ms": None,
+                "migration_bytes_ratio": None, "keys_moved_fraction": None, "acked_per_s": 400.0,
+                "catchup_bytes": 1000, "catchup_s": 0.1, "lag": 0.1, "ssp_lead": None, "final_loss": 0.01,
+                "wall_s": 1.0, "handoff": {}}
+    monkeypatch.setattr(v, "_run", lambda path, backend, seed, out, cal, bg=0.0: tmp_path / f"{backend}-{seed}")
+    monkeypatch.setattr(v, "observe", lambda d: obs("fail" if d.name == "process-1" else "pass"))
+    monkeypatch.setattr(v, "measured_background", lambda d: 0.0)
+    args = argparse.Namespace(out=str(tmp_path / "out"), seeds=2, scenario=["kill-primary"], json=False,
+                              calibration=None, calibrate=False, background="auto")
+    assert v.validate_main(args) == 3
+    doc = json.loads((tmp_path / "out" / "validate.json").read_text())
+    assert doc["all_targets_hold"] is None
+    assert doc["unknown_reasons"] == ["kill-primary seed 1 on process: fail"]
+    assert "not judged: kill-primary seed 1 on process: fail" in capsys.readouterr().out

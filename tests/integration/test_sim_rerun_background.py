@@ -1,0 +1,38 @@
+"""A simulated run under a background load or another calibration file says so in its report,
+and its rerun line replays the same history (review of the CPU model, M4: `sim validate` gave its
+twins the real runs' load, and the rerun line, without it, replayed another history)."""
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+
+from harness.tools import REPO
+
+SCENARIO = REPO / "scenarios" / "kill-primary.yaml"
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", "run", *args, "--quiet"], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_rerun_line_of_a_loaded_twin_replays_its_history(tmp_path):
+    p = run(str(SCENARIO), "--backend", "sim", "--seed", "2", "--background", "0.75", "--out", str(tmp_path / "a"))
+    assert p.returncode == 0, p.stdout + p.stderr[-2000:]
+    rep = json.loads((tmp_path / "a" / "report.json").read_text())
+    assert rep["simulated"]["background_load"] == 0.75
+    assert rep["rerun"].endswith("--background 0.75"), rep["rerun"]
+    again = shlex.split(rep["rerun"])[2:]                     # after `pschaos run`
+    p = run(*again, "--out", str(tmp_path / "b"))
+    assert p.returncode == 0, p.stdout + p.stderr[-2000:]
+    assert (tmp_path / "a" / "history.jsonl").read_bytes() == (tmp_path / "b" / "history.jsonl").read_bytes()
+    idle = run(str(SCENARIO), "--backend", "sim", "--seed", "2", "--out", str(tmp_path / "c"))
+    assert idle.returncode == 0
+    assert (tmp_path / "c" / "history.jsonl").read_bytes() != (tmp_path / "a" / "history.jsonl").read_bytes()
+
+
+def test_the_twins_options_are_refused_on_real_processes(tmp_path):
+    p = run(str(SCENARIO), "--background", "1", "--out", str(tmp_path / "p"))
+    assert p.returncode == 2 and "add --backend sim" in p.stderr
