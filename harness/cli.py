@@ -18,6 +18,7 @@ if __name__ == "__main__" or sys.argv[0].rsplit("/", 1)[-1] == "pschaos":
 
 import argparse  # noqa: E402 - after the handler above
 import json  # noqa: E402
+import math  # noqa: E402
 import threading  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -37,7 +38,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.backend != "sim":
             print("pschaos run: --calibration and --background are the twin's; add --backend sim", file=sys.stderr)
             return 2
-        if args.background is not None and not args.background >= 0:
+        if args.background is not None and not (math.isfinite(args.background) and args.background >= 0):
             print(f"pschaos run: --background={args.background}: give a number of jobs >= 0 (0: an idle host)",
                   file=sys.stderr)
             return 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import shlex
 import shutil
 import signal
 import threading
@@ -158,8 +159,10 @@ class Runner:
                 self.progress.close()
                 if not self.keep_data:   # node data and checkpoints were judged already; logs and events stay
                     self.backend.discard_data()
-                self.load_end = hostload.sample()     # after teardown (its processes reaped), and last: a
-                                                      # failed reading leaves nothing above undone
+                try:                                  # after teardown (its processes reaped), and last
+                    self.load_end = hostload.sample()
+                except Exception:  # noqa: BLE001 - the host's load is context, never worth the run's report
+                    self.load_end = None
         return self._judge(t_start)
 
     def _on_term(self, signum, frame) -> None:
@@ -344,8 +347,8 @@ class Runner:
         if cal is not None:
             from .sim.calibration import DEFAULT_PATH
 
-            if cal.path != str(DEFAULT_PATH):
-                cmd += f" --calibration {cal.path}"
+            if cal.path != str(DEFAULT_PATH) and Path(cal.path).is_file():
+                cmd += f" --calibration {shlex.quote(os.path.abspath(cal.path))}"
             bg = getattr(self.backend, "background_load", 0.0)
             if bg:
                 cmd += f" --background {bg!r}"
@@ -381,7 +384,8 @@ class Runner:
                                  "unknown_reasons": {k: v.details.get("reason") or v.details.get("error")
                                                      for k, v in checks.items() if v.valid == "unknown"},
                                  "failover_times": failover_times(hist),
-                                 "host_load": hostload.summary(self.load_start, self.load_end),
+                                 "host_load": hostload.summary(self.load_start, self.load_end) if self.load_end is not None
+                                 else {"unknown": "the host's load could not be read at the end"},
                                  **self._simulated(),
                                  "history": str(self.out / "history.jsonl"),
                                  "scenario_spec": self.sc.model_dump()})

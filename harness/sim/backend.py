@@ -116,6 +116,7 @@ class SimBackend(ElasticShards):
         c.start_delay_s = self.cal.node_start_s
         c.cpu = self.cpu
         c.request_s, c.apply_s_per_mb = self.cal.request_cpu(), self.cal.apply_s_per_mb
+        c.call_apply_cpu = self.cal.cpu_model     # a file from before the model: pushes cost no apply CPU
         c.replicate_s, c.replicate_s_per_mb, c.send_s = self.cal.replicate_cpu()
         self.copies[name] = c
         self.procs[name] = CopyProcs(c, self.copies)

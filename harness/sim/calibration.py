@@ -120,7 +120,7 @@ class Calibration:
     replicate_request_s: float | None = None  # a replica's CPU per Replicate (None: not measured)
     replicate_s_per_mb: float | None = None   # a replica's CPU per MB a Replicate carries
     replicate_send_s: float | None = None     # a primary's CPU per Replicate it sends
-    cores: float | None = None                # the measuring host's CPUs (None: no contention)
+    cores: float | None = None                # the measuring host's CPUs (None: a file from before the CPU model)
     measured: dict[str, Any] = field(default_factory=dict)
     path: str = "(built-in defaults)"
 
@@ -134,6 +134,9 @@ class Calibration:
                                f"--out {p}`") from None
         except json.JSONDecodeError as e:
             raise HarnessError(f"calibration file {p} is not JSON: {e}") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise HarnessError(f"calibration file {p} could not be read ({type(e).__name__}: {e}); give a "
+                               "readable JSON file, as `pschaos sim calibrate --out FILE` writes") from None
         if not isinstance(data, dict):
             raise HarnessError(f"calibration file {p} holds a {type(data).__name__}, not an object of keys")
         unknown = sorted(set(data) - set(KEYS))

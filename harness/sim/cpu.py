@@ -27,6 +27,7 @@ thread's stops at its next wait.
 from __future__ import annotations
 
 import heapq
+import math
 import itertools
 from collections import deque
 from typing import Any, Generator
@@ -56,7 +57,7 @@ class SimCPU:
         if not cores > 0:
             raise HarnessError(f"cpu: cores={cores!r}; give the host's CPU count (> 0), as calibration.json "
                                "`cores` records it")
-        if not background >= 0:
+        if not (math.isfinite(background) and background >= 0):
             raise HarnessError(f"cpu: background={background!r}; give the host's other load in runnable jobs "
                                "(>= 0, e.g. its load average), or 0 for an idle host")
         self.env, self.cores, self.background = env, float(cores), float(background)

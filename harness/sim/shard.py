@@ -68,6 +68,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.cpu: SimCPU | None = None
         self.request_s, self.apply_s_per_mb = 0.0, 0.0
         self.replicate_s, self.replicate_s_per_mb, self.send_s = 0.0, 0.0, 0.0
+        self.call_apply_cpu = True      # pushes charge apply_s_per_mb (False: a pre-CPU-model calibration)
         self.on_start: Callable[[], None] = lambda: None            # shard_procs: serve.py's start
         self.on_stop: Callable[[float], simpy.Process] | None = None  # shard_procs: serve.py's SIGTERM
         self._fresh()
@@ -121,7 +122,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
     def work_of(self, nbytes: int) -> float:
         """The CPU seconds a call carrying `nbytes` in costs the handler: server_request_s plus
         apply_s_per_mb for its bytes."""
-        return self.request_s + self.apply_s_per_mb * nbytes / 1e6
+        return self.request_s + (self.apply_s_per_mb * nbytes / 1e6 if self.call_apply_cpu else 0.0)
 
     def replicate_work(self, nbytes: int) -> float:
         """The CPU seconds a Replicate carrying `nbytes` costs the replica's handler."""

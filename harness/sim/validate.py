@@ -215,6 +215,10 @@ def validate_main(args: argparse.Namespace) -> int:
         result["scenarios"][name] = {"real": real, "sim": sim, "compare": compare(real, sim, targeted), "wall_s": wall,
                                      "verdicts": {b: [r["verdict"] for r in rs] for b, rs in runs.items()},
                                      "background": backgrounds}
+    if not_passed:                       # no target is judged on runs that did not pass
+        for sc_ in result["scenarios"].values():
+            for c in sc_["compare"].values():
+                c["holds"] = None
     holds = [c["holds"] for s in result["scenarios"].values() for c in s["compare"].values()
              if c.get("holds") is not None]
     result["all_targets_hold"] = all(holds) if holds and not not_passed else None

@@ -45,3 +45,16 @@ def test_a_file_from_before_the_cpu_model_charges_no_call_cpu(tmp_path):
     assert cal.request_cpu() == 0.0 and cal.replicate_cpu() == (0.0, 0.0, 0.0)
     now = Calibration.load(DEFAULT_PATH)
     assert now.cpu_model and now.request_cpu() > 0 and min(now.replicate_cpu()) > 0
+
+
+def test_an_unreadable_calibration_file_is_named(tmp_path):
+    with pytest.raises(HarnessError, match="could not be read"):
+        Calibration.load(tmp_path)                  # a folder: IsADirectoryError
+
+
+def test_an_infinite_background_is_refused():
+    import simpy
+
+    from harness.sim.cpu import SimCPU
+    with pytest.raises(HarnessError, match="background=inf"):
+        SimCPU(simpy.Environment(), 2, float("inf"))
