@@ -37,8 +37,11 @@ class SimRpcError(PSError):
     """The call failed in transport: `status` is UNAVAILABLE or DEADLINE_EXCEEDED."""
 
     def __init__(self, status: str, why: str) -> None:
-        super().__init__(f"{status}: {why}")
-        self.status = status
+        super().__init__(status, why)     # SimPy throws a failed event's exception rebuilt from its args
+        self.status, self.why = status, why
+
+    def __str__(self) -> str:
+        return f"{self.status}: {self.why}"
 
 
 class SimHistory:

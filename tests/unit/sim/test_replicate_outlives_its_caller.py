@@ -60,3 +60,31 @@ def test_replicate_takes_its_entries_before_it_spends_the_cpu(monkeypatch):
     monkeypatch.setattr(type(rep), "serve", spy)
     cl.env.run(until=cl.env.now + 1.0)                         # heartbeats: Replicate calls
     assert seen.get(rep.name) is True
+
+
+def test_a_call_into_a_copy_killed_during_its_cpu_fails_unavailable_not_a_crash():
+    """SimPy throws a failed event's exception rebuilt from its args: SimRpcError took two and
+    kept one, so a copy killed while a call spent its CPU (cpu.abort_owner) crashed the run with
+    a TypeError (make test's sim report fixture, nemesis-partitions)."""
+    from harness.sim.rpc import SimRpcError
+
+    e = SimRpcError("UNAVAILABLE", "shard-0/1 went down")
+    again = type(e)(*e.args)
+    assert (again.status, str(again)) == ("UNAVAILABLE", "UNAVAILABLE: shard-0/1 went down")
+    cl, rep = cluster()
+    out: list = []
+
+    def handler():
+        return "ok"
+        yield  # noqa: unreachable - a generator, as every handler is
+
+    def call():
+        try:
+            out.append((yield from rep.serve(handler, cl.env.now + 1.0, work=0.05)))
+        except SimRpcError as err:
+            out.append(err.status)
+    cl.env.process(call())
+    cl.env.run(until=cl.env.now + 0.01)
+    rep.kill()
+    cl.env.run(until=cl.env.now + 0.2)
+    assert out == ["UNAVAILABLE"]
