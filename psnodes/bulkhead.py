@@ -48,6 +48,11 @@ def push_floor(limit: int) -> int:
 NOTHING_APPLIED = "nothing was applied, retry with the same request id"
 
 
+def is_busy_refusal(details: str | None) -> bool:
+    """Whether an UNAVAILABLE's details are a Busy refusal's (the call never reached the store)."""
+    return (details or "").endswith(NOTHING_APPLIED)
+
+
 class Bulkhead:
     """At most `limit` waiting calls at once, of which at most `limit - push_floor(limit)` pulls;
     `admit` refuses the next one (Busy)."""

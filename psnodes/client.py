@@ -21,7 +21,7 @@ from typing import Callable
 import grpc
 import numpy as np
 
-from .bulkhead import NOTHING_APPLIED
+from .bulkhead import is_busy_refusal
 from .channels import auth, dial
 from .codec import rows_to_pb, tensor_from_pb, tensor_to_pb
 from .config import ClusterConfig, ShardRecord, etcd_url
@@ -187,7 +187,7 @@ class PSClient:
                     if not isinstance(err, RETRYABLE) and e.code() != grpc.StatusCode.UNKNOWN:
                         raise err from None
                     last = err
-                    busy = (e.details() or "").endswith(NOTHING_APPLIED)
+                    busy = is_busy_refusal(e.details())
             if self.rt.monotonic() + delay > end or self.rt.monotonic() >= check_routing:
                 check_routing = self.rt.monotonic() + ROUTING_CHECK_S
                 self._still_routed(shard)         # a retired shard never answers: re-route instead

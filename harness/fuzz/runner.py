@@ -44,7 +44,7 @@ from typing import Any, Callable, TextIO
 import grpc
 import numpy as np
 
-from psnodes.bulkhead import NOTHING_APPLIED
+from psnodes.bulkhead import is_busy_refusal
 from psnodes.channels import TOKEN_HEADER, dial
 from psnodes.proto import ps_pb2
 from psnodes.servicer import SERVICE
@@ -73,7 +73,7 @@ def may_apply_late(method: str, results: list[tuple]) -> bool:
     """A push answered UNAVAILABLE or DEADLINE_EXCEEDED may still be applied (not yet acked by
     every replica), except a bulkhead refusal: that one was turned away before the store, so a
     change after it is not excused (psnodes/bulkhead.py's promise, which this holds it to)."""
-    return method == "Push" and any(r[0] in INDEFINITE and not r[1].endswith(NOTHING_APPLIED) for r in results)
+    return method == "Push" and any(r[0] in INDEFINITE and not is_busy_refusal(r[1]) for r in results)
 
 
 def prepare(be: Any) -> None:
