@@ -159,3 +159,20 @@ def test_a_killed_owners_jobs_leave_at_once_and_their_waiters_hear_why():
     env.run()
     assert heard == [("a1", "a went down", 0.5), ("a2", "a went down", 0.5)]
     assert ends == {"a3": 1.0, "b": 1.5}      # b and a3 share from 0.5 (a3 done at 1.0), then b alone
+
+
+def test_a_job_ends_late_in_a_long_run_when_its_rest_is_below_the_clocks_resolution() -> None:
+    """Past ~8,192 virtual seconds half a float step of `env.now` exceeds the service clock's
+    slack (1e-12): a job whose rest is between the two armed a timer that fired at the same
+    instant, served nothing and armed it again, for ever (review L1). Stepped with a bound here,
+    so the old code fails instead of hanging."""
+    env = simpy.Environment()
+    env.run(until=20_000.0)
+    cpu = SimCPU(env, cores=2)
+    job = cpu.submit(1.5e-12)
+    for _ in range(1_000):
+        if job.done.triggered or not env._queue:
+            break
+        env.step()
+    assert job.done.triggered
+    assert env.now == 20_000.0
