@@ -21,8 +21,7 @@ handlers, a worker's pull threads). Jobs without an owner (etcd, a Go server) ru
 
 Coarsenings: the GIL is modelled as a line, not as its 5 ms switch interval (a thread back from
 I/O waits for the running one's CPU job to end, not for the interval); a job of a paused
-(SIGSTOP) process keeps its share; a killed copy's jobs leave at once (`abort_owner`), a worker
-thread's stops at its next wait.
+(SIGSTOP) process keeps its share; a killed copy's or worker's jobs leave at once (`abort_owner`).
 """
 from __future__ import annotations
 
@@ -70,6 +69,11 @@ class SimCPU:
         self._timer = 0             # the timer in force: older ones are stale
         self._lines: dict[str, deque[Job]] = {}     # an owner's jobs, the running one first (looked up, never iterated)
         self.busy_s = 0.0           # CPU seconds handed out in all (for reports and tests)
+        # and per owner (None: ""), as a real run's per-process CPU seconds: `pschaos sim
+        # calibrate` sets a copy's CPU per push from the difference (calibrate_cpu.copy_cpu_extras);
+        # booked when submitted (a job still running at the end counts whole), refunded when cancelled
+        self.by_owner: dict[str, float] = {}
+        self.log: list[tuple[float, str, float]] | None = None    # (now, owner, work) of each charge, when a list
 
     def rate(self) -> float:
         """CPU seconds per second each running job gets now."""
@@ -88,7 +92,7 @@ class SimCPU:
         if work <= 0:
             done.succeed()
             return job
-        self.busy_s += work
+        self._charge(owner, work)
         if owner is not None:
             line = self._lines.get(owner)
             if line:
@@ -107,11 +111,11 @@ class SimCPU:
         job.cancelled = True
         if not job.started:
             self._lines[job.owner].remove(job)
-            self.busy_s -= job.work
+            self._charge(job.owner, -job.work)
             return
         self._advance()
         self._n -= 1
-        self.busy_s -= max(0.0, job.end - self._served)
+        self._charge(job.owner, -min(job.work, max(0.0, job.end - self._served)))
         self._next_of(job.owner)
         self._arm()
 
@@ -130,9 +134,9 @@ class SimCPU:
             job.cancelled = True
             if job.started:
                 self._n -= 1
-                self.busy_s -= max(0.0, job.end - self._served)
+                self._charge(owner, -min(job.work, max(0.0, job.end - self._served)))
             else:
-                self.busy_s -= job.work
+                self._charge(owner, -job.work)
             job.done.defused = True          # nobody waiting on it any more is no crash of the run
             job.done.fail(exc)
         self._arm()
@@ -148,6 +152,13 @@ class SimCPU:
         finally:
             if not job.done.triggered:
                 self.cancel(job)
+
+    def _charge(self, owner: str | None, work: float) -> None:
+        self.busy_s += work
+        key = owner or ""
+        self.by_owner[key] = self.by_owner.get(key, 0.0) + work
+        if self.log is not None:
+            self.log.append((self.env.now, key, work))
 
     # ------------------------------------------------------------ the service clock
     def _advance(self) -> None:

@@ -143,6 +143,9 @@ class SimWorkers:
             if self.be.vt.join(inc.baton, 5.0):
                 return
         inc.dead = True
+        # its CPU leaves the host's cores now: a job it was spending (a step, a call's encoding)
+        # ends with Killed at its waiter, so a restarted incarnation does not queue behind it
+        self.be.cpu.abort_owner(name, Killed(name))
 
     def pause(self, name: str) -> None:
         inc = self.live.get(name)

@@ -130,3 +130,27 @@ def test_a_scenario_with_an_unmodelled_kind_runs_unknown_and_names_it(tmp_path: 
     assert "duplicate" in why and "not modelled by the simulator" in why
     history = (tmp_path / "out" / "history.jsonl").read_text()
     assert '"f": "fault-error"' in history and '"f": "fault-start"' in history     # recorded as partial
+
+
+def test_a_killed_workers_cpu_leaves_at_once_and_its_restart_does_not_wait_behind_it(tmp_path: Path) -> None:
+    """A worker killed mid-step: its step's CPU job leaves the host's cores with it (before, it
+    kept its share to the end and the restarted worker's first job queued behind it)."""
+    from dataclasses import replace
+
+    from harness.sim.calibration import Calibration
+
+    cal = Calibration.default()
+    slow = replace(cal, worker_overhead_s={"mlp": 10.0}, worker_step_jitter={})     # one step: 10 s of CPU
+    be = SimBackend(ClusterSpec(shards=1, copies=2, workers=1), tmp_path / "run", "t-3", seed=3, calibration=slow)
+    try:
+        be.start(timeout=10, workers_steps=400)
+        be.clock.sleep(1.0)
+        assert "worker-0" in be.cpu._lines          # in its first step's compute
+        be.kill("worker-0")
+        assert "worker-0" not in be.cpu._lines and not be.alive("worker-0")
+        be.restart("worker-0")
+        be.clock.sleep(0.5)
+        job = be.cpu._lines["worker-0"][0]
+        assert job.started                          # the new incarnation's job runs, none ahead of it
+    finally:
+        be.teardown()
