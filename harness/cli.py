@@ -318,7 +318,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--out", default="out/sim-validate", help="run folders and validate.json (default out/sim-validate)")
     sv.add_argument("--calibration", help="calibration file (default: the committed one)")
     sv.add_argument("--calibrate", action="store_true",
-                    help="measure a fresh calibration on this machine first (OUT/calibration.json, ~30 s) and "
+                    help="measure a fresh calibration on this machine first (OUT/calibration.json, about 5 minutes) and "
                          "predict with it: real timings here move with the machine's load")
     sv.add_argument("--background", default="auto", metavar="auto|JOBS",
                     help="other tenants' load the twin's cores carry (harness/sim/cpu.py): auto (default) gives "

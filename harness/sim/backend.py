@@ -66,6 +66,7 @@ class SimBackend(ElasticShards):
         self.spec, self.run_dir, self.run_id, self.seed = spec, run_dir, run_id, seed
         self.cal = calibration or Calibration.default()
         self.background_load = background_load
+        self.charge_log: list | None = None     # a list: every CPU charge is logged in it (calibration reads it)
         tasks = {t.name: dict(t.tables) for t in (MLPTask, WideDeepTask)}
         self.tables = tasks[spec.model] if tables is None else tables
         self.env = simpy.Environment()
@@ -89,6 +90,7 @@ class SimBackend(ElasticShards):
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # the host's cores, shared by every simulated process and `background_load` jobs of others
         self.cpu = SimCPU(self.env, self.cal.cores or math.inf, self.background_load)
+        self.cpu.log = self.charge_log
         self.etcd = SimEtcd(self.env, read_s=self.cal.etcd_read_s, write_s=self.cal.etcd_write_s, cpu=self.cpu,
                             cpu_s=self.cal.etcd_request_s, client_cpu_s=self.cal.etcd_client_s)
         self.net = SimNetwork(self.env, self.rng, self.cal.network)
@@ -118,6 +120,8 @@ class SimBackend(ElasticShards):
         c.request_s, c.apply_s_per_mb = self.cal.request_cpu(), self.cal.apply_s_per_mb
         c.call_apply_cpu = self.cal.cpu_model     # a file from before the model: pushes cost no apply CPU
         c.replicate_s, c.replicate_s_per_mb, c.send_s = self.cal.replicate_cpu()
+        c.push_extra_s, c.replicate_extra_s = self.cal.copy_cpu_extra(self.spec.model, self.spec.replication,
+                                                                     self.spec.training)
         self.copies[name] = c
         self.procs[name] = CopyProcs(c, self.copies)
         self.procs[name].start()

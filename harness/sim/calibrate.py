@@ -37,7 +37,9 @@ from typing import Callable
 
 import numpy as np
 
-from .calibrate_cpu import cpu_of, per_op, push_cpu, replicate_cpu, server_cpu
+from ..errors import HarnessError
+from .calibrate_cpu import (RunCpu, charged_between, copy_cpu_extras, cpu_of, per_op, per_push_roles, push_cpu,
+                            replicate_cpu, server_cpu, training_window)
 from .calibration import Calibration
 
 SIZES = (0, 16 << 10, 256 << 10, 1 << 20)
@@ -186,7 +188,7 @@ expect: {{checks: [no-lost-acks]}}
 """
 
 
-RUNS = 3                # real runs per model and mode (worker_overheads)
+RUNS = 5                # real runs per model and mode (worker_overheads): one run's median step moves ~10% run to run
 
 
 def _step_gaps(run_dir: Path) -> list[float]:
@@ -220,6 +222,35 @@ def _median_eval(run_dir: Path) -> float:
     return statistics.median(took) if took else 0.0
 
 
+def _real_roles(run_dir: Path, runner, cpu: RunCpu, shards: int, say: Callable[[str], None]
+                ) -> tuple[float, float] | None:
+    """A real run's primary and replica CPU per push over its training window (None, said, for a
+    run with a failover: a copy's CPU then spans two roles)."""
+    from ..history import read_events
+
+    hist = list(read_events(run_dir / "history.jsonl"))
+    if sum(1 for e in hist if e["f"] == "promote") > shards:
+        say(f"  (a failover in {run_dir.name}: its copies' CPU is left out of the per-push figures)")
+        return None
+    window = training_window(hist)
+    if window is None:
+        raise HarnessError(f"calibrate: the real run {run_dir.name} recorded no training steps; see its logs")
+    t0 = runner.history.t0
+    return per_push_roles(hist, cpu.between(runner.backend.nodes(), t0 + window[0], t0 + window[1]), window)
+
+
+def _twin_roles(be, runner) -> tuple[float, float]:
+    """The twin's primary and replica CPU per push over its run's training window (as `_real_roles`)."""
+    from ..history import read_events
+
+    hist = list(read_events(runner.out / "history.jsonl"))
+    window = training_window(hist)
+    if window is None:
+        raise HarnessError(f"calibrate: the twin's run in {runner.out} recorded no training steps")
+    base = runner.history.t0 - be.sim_clock.epoch            # history t -> the SimPy clock
+    return per_push_roles(hist, charged_between(be.cpu.log, base + window[0], base + window[1]), window)
+
+
 def _median_step(run_dir: Path) -> float:
     gaps = _step_gaps(run_dir)
     return statistics.median(gaps) if gaps else 0.0
@@ -234,14 +265,17 @@ def _log_spread(gaps: list[float]) -> float:
 
 
 def worker_overheads(base: Calibration, say: Callable[[str], None]
-                     ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+                     ) -> tuple[dict[str, float], dict[str, float], dict[str, float], dict[str, float], dict[str, float]]:
     """Per model and replication mode (keys `mlp`, `widedeep` for sync, `mlp/async`, `widedeep/async`;
     and `mlp/sync/ssp` for SSP training, whose real steps cost more than async training's beyond
     the gating the twin models: ssp-kill-primary's throughput was overpredicted by 35% without it):
     a real step (2 shards x 3 copies, 2 workers) less the simulated step with
     everything else measured (`base`: compute, wire, etcd) and no overhead: what the client's and
     nodes' CPU add per step; the real steps' spread (`_log_spread`); and an evaluation pass's cost
-    beyond the wire (a real pass less the twin's with none)."""
+    beyond the wire (a real pass less the twin's with none). First, from the same real runs, what a
+    primary and a replica spend per push beyond the per-call figures (`copy_cpu_extras`: each
+    copy's process CPU against its twin's), so the overhead left on the workers is what the
+    copies do not spend: without it a sync push took 3.3 ms in the twin against 7.8 ms real."""
     from dataclasses import replace
 
     from ..runner import Runner
@@ -249,7 +283,7 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
     from .backend import SimBackend
     from .validate import measured_background
 
-    out, spread, evals = {}, {}, {}
+    out, spread, evals, push_x, repl_x = {}, {}, {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="pschaos-calibrate-") as tmp:
         for model, mode, training in (("mlp", "sync", "async"), ("widedeep", "sync", "async"),
                                       ("mlp", "async", "async"), ("widedeep", "async", "async"),
@@ -260,31 +294,60 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
             sc = load_scenario(f)
             # the median of RUNS real runs: one 300-step run's median step moved by a quarter between
             # two calibrations minutes apart (mlp/async 7.4 ms, then 10.3 ms), and a prediction with it
-            reals, gaps, real_evals, loads = [], [], [], []
+            reals, gaps, real_evals, loads, roles = [], [], [], [], []
             for seed in range(1, RUNS + 1):
                 d = Path(tmp) / f"real-{key}-{seed}"
-                Runner(sc, seed, d, "process", quiet=True).run()
+                runner = Runner(sc, seed, d, "process", quiet=True)
+                with RunCpu(runner) as cpu:
+                    rep = runner.run()
+                if rep.get("verdict") != "pass":
+                    raise HarnessError(f"calibrate: the real run {d.name} did not pass ({rep.get('verdict')}); its "
+                                       "timings are no calibration; see its report.json")
+                roles.append(_real_roles(d, runner, cpu, sc.cluster.shards, say))
                 g = _step_gaps(d)
                 reals.append(statistics.median(g) if g else 0.0)
                 gaps += g
                 real_evals.append(_median_eval(d))
                 loads.append(measured_background(d))
             real, real_eval = statistics.median(reals), statistics.median(real_evals)
-            bare = replace(base, worker_overhead_s={key: 0.0}, worker_step_jitter={}, worker_eval_s={key: 0.0})
             load = statistics.median(loads)        # the twin under the load the real runs met (hostload.py)
-            Runner(sc, 1, Path(tmp) / f"sim-{key}", "sim", quiet=True,
-                   make_backend=lambda s, d, rid, seed: SimBackend(s.cluster, d, rid, seed, calibration=bare,
-                                                                   background_load=load)).run()
+
+            def twin(cal: Calibration, d: Path) -> tuple[SimBackend, Runner]:
+                made: list[SimBackend] = []
+
+                def make(s, dd, rid, seed) -> SimBackend:
+                    made.append(SimBackend(s.cluster, dd, rid, seed, calibration=cal, background_load=load))
+                    made[-1].charge_log = []          # every charge, to read the training window's
+                    return made[-1]
+                r = Runner(sc, 1, d, "sim", quiet=True, make_backend=make)
+                r.run()
+                return made[0], r
+            bare = replace(base, worker_overhead_s={key: 0.0}, worker_step_jitter={}, worker_eval_s={key: 0.0},
+                           push_cpu_extra_s={key: 0.0}, replicate_cpu_extra_s={key: 0.0})
+            sim_be, sim_run = twin(bare, Path(tmp) / f"sim-cpu-{key}")
+            px, rx = copy_cpu_extras([r for r in roles if r is not None], _twin_roles(sim_be, sim_run))
+            # measured per push, charged per Replicate with entries: scaled by the entries such a
+            # call carried in the twin (a sender ships what piled up, several pushes a call under load)
+            calls, entries = (sum(c.replicate_load[i] for c in sim_be.copies.values()) for i in (0, 1))
+            rx = round(rx * entries / calls, 7) if calls else rx
+            push_x[key], repl_x[key] = px, rx
+            bare = replace(bare, push_cpu_extra_s={key: px}, replicate_cpu_extra_s={key: rx})
+            twin(bare, Path(tmp) / f"sim-{key}")
             sim0 = _median_step(Path(tmp) / f"sim-{key}")
             out[key] = round(max(0.0, real - sim0), 6)
+            if sim0 > real:
+                say(f"  note: the twin's step without overhead ({sim0 * 1e3:.2f} ms) is already slower than the real "
+                    f"one ({real * 1e3:.2f} ms) for {key}: overhead 0, and the twin predicts slow steps there")
             spread[key] = _log_spread(gaps)
             sim_eval = _median_eval(Path(tmp) / f"sim-{key}")
             evals[key] = round(max(0.0, real_eval - sim_eval), 6)
-            say(f"  step {model} ({mode} replication, {training} training): real {real * 1e3:.2f} ms (log-sd {spread[key]:.3f}), "
+            say(f"  step {model} ({mode} replication, {training} training): copies' CPU beyond the calls' "
+                f"{px * 1e3:.3f} ms a push (primary), {rx * 1e3:.3f} ms (replica); "
+                f"real {real * 1e3:.2f} ms (log-sd {spread[key]:.3f}), "
                 f"other tenants {load:.2f} cores, simulated without overhead {sim0 * 1e3:.2f} ms -> overhead "
                 f"{out[key] * 1e3:.2f} ms; "
                 f"eval pass real {real_eval * 1e3:.2f} ms, simulated without its cost {sim_eval * 1e3:.2f} ms")
-    return out, spread, evals
+    return out, spread, evals, push_x, repl_x
 
 
 def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
@@ -329,7 +392,7 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
     say("checkpoint writes:")
     ckpt = checkpoint_rate(say)
     say(f"worker step overhead (real 2x3 clusters with 2 workers, sync and async replication per model and SSP, "
-        f"{RUNS} runs each, then their twins; about three minutes):")
+        f"{RUNS} runs each, then their twins; about four minutes):")
     cal = Calibration(network=net, worker_step_s=steps, apply_s_per_mb=apply_s,
                       checkpoint_mb_s=ckpt, node_start_s=start_s, etcd_read_s=etcd_read, etcd_write_s=etcd_write,
                       server_request_s=server_s, client_request_s=client_s, etcd_request_s=etcd_cpu,
@@ -338,7 +401,8 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
                       measured={"at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                 "host": platform.node(), "python": platform.python_version(),
                                 "command": f"pschaos sim calibrate --out {out}"})
-    cal.worker_overhead_s, cal.worker_step_jitter, cal.worker_eval_s = worker_overheads(cal, say)
+    (cal.worker_overhead_s, cal.worker_step_jitter, cal.worker_eval_s, cal.push_cpu_extra_s,
+     cal.replicate_cpu_extra_s) = worker_overheads(cal, say)
     cal.measured["took_s"] = round(time.time() - t0, 1)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(cal.to_json(), indent=2) + "\n")

@@ -15,12 +15,20 @@ Measured here:
   protobuf or the push's dedup and ack wait, so charging it a push's server CPU (0.85 ms) and
   a caller's CPU (0.78 ms) on top made the twin's replicas trail their primary far longer than
   real ones (kill-primary's catch-up bytes were 61% over the real runs').
+- what a copy spends in a training run beyond those (`RunCpu`, `copy_cpu_extras`): each real
+  process's CPU seconds over a whole run, polled, against its twin's CPU charged per owner
+  (SimCPU.by_owner); per push, a primary's and a replica's difference. A burst on an idle
+  cluster is the floor; on a busy host, with workers and six copies on two cores, a real copy
+  spent 2-4x as much per push. Both are read over the run's training window (first step to
+  last: a copy's start and teardown left out), per push its shard's primary applied.
 """
 from __future__ import annotations
 
+import math
 import statistics
+import threading
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -167,4 +175,121 @@ def replicate_cpu(be, solo_push_s: float, say: Callable[[str], None], n: int = 4
     return round(request, 7), round(per_mb, 6), round(send, 7)
 
 
-__all__ = ["copies_cpu", "cpu_of", "per_op", "push_cpu", "replicate_cpu", "server_cpu"]
+class RunCpu:
+    """The CPU seconds of every process a process-backend run started, by name, polled while it
+    runs: (wall time, CPU seconds) samples, so a window of the run can be read (`between`). A
+    reading is taken only while the handle says its process is alive, through one psutil.Process
+    per handle (psutil checks the start time, so a pid the kernel handed to another process is
+    never read as ours)."""
+
+    def __init__(self, runner: Any, every: float = 0.05) -> None:
+        self.runner, self.every = runner, every
+        self.samples: dict[str, list[tuple[float, float]]] = {}
+        self.error: BaseException | None = None
+        self._procs: dict[int, Any] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="calibrate-cpu", daemon=True)
+
+    def _poll(self) -> None:
+        import psutil
+
+        try:
+            while not self._stop.wait(self.every):
+                for name, h in list(getattr(self.runner.backend, "procs", {}).items()):
+                    try:
+                        if not h.alive():
+                            continue
+                        p = self._procs.get(id(h))
+                        if p is None:
+                            p = self._procs[id(h)] = psutil.Process(h.pid)
+                        t = p.cpu_times() if p.is_running() else None
+                    except psutil.Error:
+                        continue
+                    if t is not None:
+                        self.samples.setdefault(name, []).append((time.time(), t.user + t.system))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller in __exit__
+            self.error = e
+
+    def __enter__(self) -> "RunCpu":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self.error is not None and exc[0] is None:
+            raise RuntimeError(f"calibrate: reading the real processes' CPU failed: {self.error!r}") from self.error
+
+    def between(self, names: list[str], a: float, b: float) -> dict[str, float]:
+        """Each named process's CPU seconds from wall time `a` to `b` (interpolated between the
+        samples around each); every one must have been sampled across the window (a calibration
+        from a partial reading would set a copy's CPU from nothing)."""
+        out = {}
+        for n in names:
+            xs = self.samples.get(n, [])
+            if not xs or xs[0][0] > a or xs[-1][0] < b:
+                raise RuntimeError(f"calibrate: {n}'s CPU was not sampled across the training window of a real "
+                                   "run; every copy must be read from its first step to its last")
+            out[n] = _at(xs, b) - _at(xs, a)
+        return out
+
+
+def _at(xs: list[tuple[float, float]], t: float) -> float:
+    """The value of a sampled, nondecreasing series at `t` (linear between samples)."""
+    import bisect
+
+    i = bisect.bisect_left(xs, (t, -math.inf))
+    if i == 0:
+        return xs[0][1]
+    if i >= len(xs):
+        return xs[-1][1]
+    (t0, v0), (t1, v1) = xs[i - 1], xs[i]
+    return v0 + (v1 - v0) * ((t - t0) / (t1 - t0) if t1 > t0 else 1.0)
+
+
+def charged_between(log: list[tuple[float, str, float]], a: float, b: float) -> dict[str, float]:
+    """The twin's CPU charged per owner with virtual times in [a, b] (SimCPU.log entries)."""
+    out: dict[str, float] = {}
+    for t, owner, work in log:
+        if a <= t <= b:
+            out[owner] = out.get(owner, 0.0) + work
+    return out
+
+
+def training_window(history: list[dict]) -> tuple[float, float] | None:
+    """The `t` of a run's first and last train-step event (None: no steps)."""
+    ts = [e["t"] for e in history if e["f"] == "train-step"]
+    return (min(ts), max(ts)) if len(ts) >= 2 else None
+
+
+def per_push_roles(history: list[dict], cpu: dict[str, float], window: tuple[float, float]) -> tuple[float, float]:
+    """A primary's and a replica's CPU seconds per push over the window, means over shards and
+    replicas: each primary is the copy that acknowledged its shard's pushes (a push's `ok` names
+    it), its pushes the new ones acknowledged within the window; its shard's other copies in `cpu`
+    are its replicas."""
+    a, b = window
+    pushes: dict[str, int] = {}
+    for e in history:
+        if e["f"] == "push" and e["type"] == "ok" and a <= e["t"] <= b and not e["value"].get("duplicate"):
+            n = e["value"].get("node")
+            if n:
+                pushes[n] = pushes.get(n, 0) + 1
+    prim, repl = [], []
+    for node, n in pushes.items():
+        group = node.rsplit("/", 1)[0] + "/"
+        prim.append(cpu.get(node, 0.0) / n)
+        repl += [v / n for k, v in cpu.items() if k.startswith(group) and k != node]
+    return (statistics.fmean(prim) if prim else 0.0), (statistics.fmean(repl) if repl else 0.0)
+
+
+def copy_cpu_extras(real: list[tuple[float, float]], sim: tuple[float, float]) -> tuple[float, float]:
+    """A primary's CPU per push and a replica's per replicated push beyond what the twin charges:
+    the real runs' median (`per_push_roles` of each) less the twin's, at least 0."""
+    if not real:
+        return 0.0, 0.0
+    rp = statistics.median(r[0] for r in real)
+    rr = statistics.median(r[1] for r in real)
+    return round(max(0.0, rp - sim[0]), 7), round(max(0.0, rr - sim[1]), 7)
+
+__all__ = ["RunCpu", "charged_between", "copies_cpu", "copy_cpu_extras", "cpu_of", "per_op", "per_push_roles",
+           "push_cpu", "replicate_cpu", "server_cpu", "training_window"]

@@ -39,7 +39,17 @@ stand in), `etcd_request_s` and
 reads and writes: charged on the CPU within etcd_read_s / etcd_write_s, the rest of which (the
 WAL's fsync, the gateway's scheduling) stays a plain wait), `cores` (the measuring host's CPU
 count: the twin's processes share that many cores, harness/sim/cpu.py; absent, every job runs at
-full speed as on an unbounded host), and `measured` (when, where, and with what command). The committed default lives beside this module;
+full speed as on an unbounded host), `push_cpu_extra_s` and `replicate_cpu_extra_s` per model
+(keyed as the overhead: the CPU a real primary spends per push it applies, its pulls included,
+and a real replica per Replicate carrying entries, beyond the per-call figures above: each copy's
+process CPU seconds over the training window of a real 2-shard x 3-copy run (first step to
+last) less its twin's without them, per push its shard applied; a replica's then times the
+entries a Replicate carried in that twin run, several under load). The per-call figures come
+from short bursts on an idle cluster; in a training run on a busy host a real copy spent 2-4x
+as much (context switches, gRPC's threads), and without these the twin put all of it on the
+workers as overhead: their steps matched, but a sync push took 3.3 ms in the twin against 7.8 ms
+for real, and a lost replica freed no CPU. Charged on the copy's own CPU line (its GIL), the
+primary's after the apply, the replica's with the Replicate; absent (older files), none), and `measured` (when, where, and with what command). The committed default lives beside this module;
 a run's report names the file it used.
 """
 from __future__ import annotations
@@ -64,11 +74,12 @@ KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "
         "checkpoint_mb_s",
         "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s", "server_request_s", "client_request_s",
         "etcd_request_s", "etcd_client_s", "replicate_request_s", "replicate_s_per_mb", "replicate_send_s", "cores",
-        "measured")
+        "push_cpu_extra_s", "replicate_cpu_extra_s", "measured")
 
 
 #: keys that hold model -> seconds maps (every value a figure), and those that hold one figure
-_MAPS = ("worker_step_s", "worker_overhead_s", "worker_step_jitter", "worker_eval_s")
+_MAPS = ("worker_step_s", "worker_overhead_s", "worker_step_jitter", "worker_eval_s", "push_cpu_extra_s",
+         "replicate_cpu_extra_s")
 _FIGURES = ("apply_s_per_mb", "checkpoint_mb_s", "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s",
             "server_request_s", "client_request_s", "etcd_request_s", "etcd_client_s", "replicate_request_s",
             "replicate_s_per_mb", "replicate_send_s", "cores")
@@ -121,6 +132,8 @@ class Calibration:
     replicate_s_per_mb: float | None = None   # a replica's CPU per MB a Replicate carries
     replicate_send_s: float | None = None     # a primary's CPU per Replicate it sends
     cores: float | None = None                # the measuring host's CPUs (None: a file from before the CPU model)
+    push_cpu_extra_s: dict[str, float] = field(default_factory=dict)       # a primary's CPU per push beyond the calls'
+    replicate_cpu_extra_s: dict[str, float] = field(default_factory=dict)  # a replica's per push it replicates
     measured: dict[str, Any] = field(default_factory=dict)
     path: str = "(built-in defaults)"
 
@@ -200,6 +213,14 @@ class Calibration:
                 self.apply_s_per_mb if self.replicate_s_per_mb is None else self.replicate_s_per_mb,
                 self.client_request_s if self.replicate_send_s is None else self.replicate_send_s)
 
+    def copy_cpu_extra(self, model: str, replication: str = "sync", training: str = "async") -> tuple[float, float]:
+        """A primary's CPU per push and a replica's per replicated push beyond the per-call
+        figures, keyed as the overhead is (none for a file without them or before the CPU model)."""
+        if not self.cpu_model:
+            return 0.0, 0.0
+        return (self._pick(self.push_cpu_extra_s, model, replication, training, 0.0),
+                self._pick(self.replicate_cpu_extra_s, model, replication, training, 0.0))
+
     def to_json(self) -> dict:
         return {"network": self.network, "worker_step_s": self.worker_step_s,
                 "worker_overhead_s": self.worker_overhead_s, "worker_step_jitter": self.worker_step_jitter,
@@ -212,6 +233,7 @@ class Calibration:
                 "etcd_request_s": self.etcd_request_s, "etcd_client_s": self.etcd_client_s,
                 "replicate_request_s": self.replicate_request_s, "replicate_s_per_mb": self.replicate_s_per_mb,
                 "replicate_send_s": self.replicate_send_s, "cores": self.cores,
+                "push_cpu_extra_s": self.push_cpu_extra_s, "replicate_cpu_extra_s": self.replicate_cpu_extra_s,
                 "measured": self.measured}
 
 

@@ -31,7 +31,7 @@ from psnodes.store import ShardSpec, ShardStore
 from psnodes.wire import encode_pull_reply
 
 from .clock import SimClock
-from .cpu import SimCPU
+from .cpu import SimCPU, use
 from .disk import SimDisk
 from .etcd import SimEtcd
 from .network import SimNetwork
@@ -68,6 +68,11 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.cpu: SimCPU | None = None
         self.request_s, self.apply_s_per_mb = 0.0, 0.0
         self.replicate_s, self.replicate_s_per_mb, self.send_s = 0.0, 0.0, 0.0
+        # what a real copy's process spends beyond those (calibration push_cpu_extra_s and
+        # replicate_cpu_extra_s): a primary's per push it applies, a replica's per Replicate that
+        # carries entries
+        self.push_extra_s, self.replicate_extra_s = 0.0, 0.0
+        self.replicate_load = [0, 0]    # Replicates served that carried entries, and their entries
         self.call_apply_cpu = True      # pushes charge apply_s_per_mb (False: a pre-CPU-model calibration)
         self.on_start: Callable[[], None] = lambda: None            # shard_procs: serve.py's start
         self.on_stop: Callable[[float], simpy.Process] | None = None  # shard_procs: serve.py's SIGTERM
@@ -292,6 +297,10 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
             seq = self.store.apply(dec, upd.SerializeToString(), epoch)
             self.peer_seq[self.name] = seq
             self.notify()
+            # the real primary's CPU per applied push beyond the call's (calibration
+            # push_cpu_extra_s), after the apply (no decision waits on it), on its GIL line, so
+            # its senders' Replicates queue behind it as they do for real
+            yield from use(self.cpu, self.push_extra_s, self.name)
         if self.cfg.mode == "sync":
             yield from self._wait_replicated(seq, epoch, deadline)
         else:

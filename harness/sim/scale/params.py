@@ -134,6 +134,11 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
     # a Replicate's CPU (calibration replicate_*: the sender's and the replica's, cpu.py's charges);
     # the primary's senders take turns under its GIL, so the last copy's call leaves after every send
     rep_sends = (spec.copies - 1) * rep_send
+    # and what real copies spend per push beyond the calls (calibration push_cpu_extra_s, replicate_
+    # cpu_extra_s): the per-RPC twin charges them on the primary's push and each replica's Replicate
+    push_x, rep_x = cal.copy_cpu_extra(spec.model, spec.replication, spec.training)
+    rep_request += rep_x
+    apply += push_x
     replicate_cpu = rep_sends + rep_request + rep_per_mb * shard_bytes / 1e6
     # on a push's path: the primary's apply, then (sync) the Replicate's CPU at both ends
     wire += apply + (replicate_cpu if spec.replication == "sync" else 0.0)

@@ -17,6 +17,8 @@ from harness.sim.calibration import DEFAULT_PATH, Calibration
     ({"client_request_s": "0.3"}, "client_request_s='0.3'"),
     ({"worker_step_s": {"mlp": float("inf")}}, "worker_step_s['mlp']=inf"),
     ({"worker_overhead_s": [1, 2]}, "worker_overhead_s must map a model name to seconds"),
+    ({"push_cpu_extra_s": {"mlp": -0.001}}, "push_cpu_extra_s['mlp']=-0.001"),
+    ({"replicate_cpu_extra_s": 0.001}, "replicate_cpu_extra_s must map a model name to seconds"),
 ])
 def test_a_figure_the_twin_cannot_use_is_refused_by_name(tmp_path, patch, words):
     data = {**json.loads(DEFAULT_PATH.read_text()), **patch}
@@ -43,6 +45,7 @@ def test_a_file_from_before_the_cpu_model_charges_no_call_cpu(tmp_path):
     cal = Calibration.load(p)
     assert not cal.cpu_model
     assert cal.request_cpu() == 0.0 and cal.replicate_cpu() == (0.0, 0.0, 0.0)
+    assert cal.copy_cpu_extra("mlp") == (0.0, 0.0)
     now = Calibration.load(DEFAULT_PATH)
     assert now.cpu_model and now.request_cpu() > 0 and min(now.replicate_cpu()) > 0
 
@@ -58,3 +61,18 @@ def test_an_infinite_background_is_refused():
     from harness.sim.cpu import SimCPU
     with pytest.raises(HarnessError, match="background=inf"):
         SimCPU(simpy.Environment(), 2, float("inf"))
+
+
+def test_a_copys_cpu_beyond_the_calls_is_keyed_as_the_overhead_and_none_where_unmeasured(tmp_path):
+    """push_cpu_extra_s / replicate_cpu_extra_s: a file without them (measured before them) charges
+    none, so it predicts exactly as it did; one with them picks the mode's figure."""
+    base = {k: v for k, v in json.loads(DEFAULT_PATH.read_text()).items()
+            if k not in ("push_cpu_extra_s", "replicate_cpu_extra_s")}
+    p = tmp_path / "before.json"
+    p.write_text(json.dumps(base))
+    assert Calibration.load(p).copy_cpu_extra("mlp", "sync", "async") == (0.0, 0.0)
+    p.write_text(json.dumps({**base, "push_cpu_extra_s": {"mlp": 0.001, "mlp/async": 0.0005},
+                             "replicate_cpu_extra_s": {"mlp": 0.0007}}))
+    cal = Calibration.load(p)
+    assert cal.copy_cpu_extra("mlp") == (0.001, 0.0007)
+    assert cal.copy_cpu_extra("mlp", "async") == (0.0005, 0.0007)

@@ -176,3 +176,18 @@ def test_a_job_ends_late_in_a_long_run_when_its_rest_is_below_the_clocks_resolut
         env.step()
     assert job.done.triggered
     assert env.now == 20_000.0
+
+
+def test_cpu_is_booked_per_owner_and_a_cancelled_jobs_unserved_rest_is_taken_back() -> None:
+    """SimCPU.by_owner is the twin's per-process CPU, which calibration sets against a real run's."""
+    env = simpy.Environment()
+    cpu = SimCPU(env, 1)
+    cpu.submit(0.5, "shard-0/0")
+    cpu.submit(0.25, "shard-0/0")
+    cpu.submit(0.1)
+    late = cpu.submit(1.0, "worker-0")
+    env.run(until=0.2)
+    cpu.cancel(late)                  # ran 0.2 s at a third of the core: 1 - 0.2/3 never served
+    env.run()
+    assert cpu.by_owner == pytest.approx({"shard-0/0": 0.75, "": 0.1, "worker-0": 0.2 / 3})
+    assert cpu.busy_s == pytest.approx(sum(cpu.by_owner.values()))

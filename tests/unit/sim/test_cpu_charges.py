@@ -117,3 +117,16 @@ def test_a_replicate_charges_its_own_calibrated_cpu_not_a_pushs() -> None:
     assert sync_push_latency(0.010, 0.0, 0.0) - bare == pytest.approx(0.010, abs=1e-9)
     # the sender's 2 ms and the replica's 3 ms, one after the other on the push's path
     assert sync_push_latency(0.010, 0.003, 0.002) - bare == pytest.approx(0.015, abs=1e-9)
+
+
+def test_a_copys_cpu_beyond_the_calls_is_charged_per_applied_push_and_per_replicate_with_entries() -> None:
+    """calibration push_cpu_extra_s and replicate_cpu_extra_s: a primary's CPU per push it applies
+    (after the apply, on its GIL line: its sender's Replicate queues behind it) and a replica's
+    per Replicate carrying entries, on the push's path of a sync shard, each on its own copy."""
+    bare = sync_push_latency(0.0, 0.0, 0.001)
+    assert max(push_times(1, 4, copies=2, send_s=0.001, push_extra_s=0.004)) - bare == pytest.approx(0.004, abs=1e-9)
+    bare = sync_push_latency(0.0, 0.0, 0.0)
+    assert max(push_times(1, 4, copies=2, replicate_extra_s=0.003)) - bare == pytest.approx(0.003, abs=1e-9)
+    # a 3-copy shard: each replica's extra runs on its own process, side by side
+    bare3 = max(push_times(1, 4, copies=3))
+    assert max(push_times(1, 4, copies=3, replicate_extra_s=0.003)) - bare3 == pytest.approx(0.003, abs=1e-9)

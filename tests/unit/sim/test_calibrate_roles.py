@@ -1,0 +1,43 @@
+"""calibrate_cpu's per-push role split: a copy's CPU over a run's training window, per push its
+shard's primary acknowledged, and the real runs' excess over the twin's."""
+from __future__ import annotations
+
+import pytest
+
+from harness.sim.calibrate_cpu import _at, charged_between, copy_cpu_extras, per_push_roles, training_window
+
+
+def ev(t: float, f: str, type_: str = "info", **value) -> dict:
+    return {"t": t, "f": f, "type": type_, "node": "x", "value": value}
+
+
+HIST = [ev(0.5, "promote"), ev(1.0, "train-step"), ev(1.1, "push", "ok", node="shard-0/1"),
+        ev(1.2, "push", "ok", node="shard-0/1"), ev(1.3, "push", "ok", node="shard-0/1", duplicate=True),
+        ev(1.4, "push", "ok", node="shard-1/0"), ev(2.0, "train-step"), ev(2.5, "push", "ok", node="shard-1/0")]
+
+
+def test_the_window_runs_from_the_first_training_step_to_the_last() -> None:
+    assert training_window(HIST) == (1.0, 2.0)
+    assert training_window([ev(1.0, "train-step")]) is None
+
+
+def test_each_shards_primary_is_the_copy_that_acknowledged_its_pushes_the_rest_its_replicas() -> None:
+    cpu = {"shard-0/0": 0.2, "shard-0/1": 1.0, "shard-0/2": 0.4, "shard-1/0": 0.9, "shard-1/1": 0.3, "shard-1/2": 0.1}
+    prim, repl = per_push_roles(HIST, cpu, training_window(HIST))
+    # shard 0: 2 new pushes in the window (a duplicate is no push applied); shard 1: 1 (2.5 is after)
+    assert prim == pytest.approx((1.0 / 2 + 0.9 / 1) / 2)
+    assert repl == pytest.approx((0.2 / 2 + 0.4 / 2 + 0.3 + 0.1) / 4)
+
+
+def test_a_sampled_series_is_read_between_samples_and_charges_within_the_window() -> None:
+    xs = [(10.0, 1.0), (10.1, 1.5), (10.2, 1.6)]
+    assert _at(xs, 10.05) == pytest.approx(1.25) and _at(xs, 9.0) == 1.0 and _at(xs, 11.0) == 1.6
+    log = [(0.5, "a", 1.0), (1.0, "a", 0.25), (1.5, "b", 0.5), (2.5, "a", 9.0), (1.6, "b", -0.125)]
+    assert charged_between(log, 1.0, 2.0) == {"a": 0.25, "b": 0.375}
+
+
+def test_the_extra_is_the_real_runs_median_less_the_twins_and_never_negative() -> None:
+    real = [(0.0025, 0.0011), (0.0020, 0.0012), (0.0030, 0.0010)]
+    assert copy_cpu_extras(real, (0.0013, 0.0003)) == pytest.approx((0.0012, 0.0008), abs=1e-9)
+    assert copy_cpu_extras(real, (0.004, 0.002)) == (0.0, 0.0)     # the twin already spends more
+    assert copy_cpu_extras([], (0.0013, 0.0003)) == (0.0, 0.0)
