@@ -12,6 +12,8 @@ report.json's `host_load`:
 - `own_cores`: this process's CPU seconds and its children's (the nodes, workers, etcd and
   Toxiproxy of a process run, reaped at teardown: the zygote reaps the nodes it forked, so they
   count) per second;
+- `own_cpu_s`: those CPU seconds themselves (`pschaos bench sim` sets a real run's against its
+  twin's);
 - `background_cores`: busy less own, at least 0: the cores the host's other tenants used on
   average meanwhile. On a saturated host it is a lower bound of their runnable jobs (a job that
   wanted a core and got half of one counts as half).
@@ -49,6 +51,7 @@ def summary(start: Sample, end: Sample) -> dict:
     own = max(0.0, end.own_s - start.own_s) / wall
     return {"cores": os.cpu_count(), "loadavg_start": list(start.loadavg), "loadavg_end": list(end.loadavg),
             "busy_cores": round(busy, 3), "own_cores": round(own, 3),
+            "own_cpu_s": round(max(0.0, end.own_s - start.own_s), 2),
             "background_cores": round(max(0.0, busy - own), 3)}
 
 

@@ -16,7 +16,9 @@ same config), so they are not measured; `pschaos sim validate` compares what the
   replication, on a 1-shard x 3-copy sync cluster, a replica's per Replicate and per MB and the
   primary's per Replicate sent (harness/sim/calibrate_cpu.py);
 - the host's cores (os.cpu_count): the twin shares that many among its processes (cpu.py).
-Last, `worker_overhead_s`: a real step's time beyond everything the twin models (compute, wire,
+Then, from the same real training runs, what a copy's process spends beyond the per-call figures
+(`push_cpu_extra_s`, `replicate_cpu_extra_s`; calibrate_cpu.py: each copy's CPU over the training
+window against its twin's). Last, `worker_overhead_s`: a real step's time beyond everything the twin models (compute, wire,
 the CPU of every call on the shared cores), from a real 2-shard x 3-copy training run per model
 less its twin's step without overhead, the twin given the load other tenants put on the host
 during the real runs (report.json host_load); and from the same
@@ -236,19 +238,30 @@ def _real_roles(run_dir: Path, runner, cpu: RunCpu, shards: int, say: Callable[[
     if window is None:
         raise HarnessError(f"calibrate: the real run {run_dir.name} recorded no training steps; see its logs")
     t0 = runner.history.t0
-    return per_push_roles(hist, cpu.between(runner.backend.nodes(), t0 + window[0], t0 + window[1]), window)
+    nodes = runner.backend.nodes()
+    return per_push_roles(hist, cpu.between(nodes, t0 + window[0], t0 + window[1]), window, runner.sc.cluster.copies)
 
 
 def _twin_roles(be, runner) -> tuple[float, float]:
-    """The twin's primary and replica CPU per push over its run's training window (as `_real_roles`)."""
+    """The twin's primary and replica CPU per push over its run's training window (as `_real_roles`;
+    a failover in the twin is refused: it has no failure to meet, so one means the model is off)."""
     from ..history import read_events
 
     hist = list(read_events(runner.out / "history.jsonl"))
+    if sum(1 for e in hist if e["f"] == "promote") > runner.sc.cluster.shards:
+        raise HarnessError(f"calibrate: the twin's run in {runner.out} failed over; its copies' CPU spans two roles")
     window = training_window(hist)
     if window is None:
         raise HarnessError(f"calibrate: the twin's run in {runner.out} recorded no training steps")
-    base = runner.history.t0 - be.sim_clock.epoch            # history t -> the SimPy clock
-    return per_push_roles(hist, charged_between(be.cpu.log, base + window[0], base + window[1]), window)
+    base = runner.history.t0 - runner.clock.epoch            # history t -> the SimPy clock
+    return per_push_roles(hist, charged_between(be.cpu.log, base + window[0], base + window[1]), window,
+                          runner.sc.cluster.copies)
+
+
+def _entries_per_call(be) -> float:
+    """The entries a Replicate carrying any carried, on average over the twin's replicas."""
+    calls, entries = (sum(c.replicate_load[i] for c in be.copies.values()) for i in (0, 1))
+    return entries / calls if calls else 1.0
 
 
 def _median_step(run_dir: Path) -> float:
@@ -324,17 +337,23 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
                 return made[0], r
             bare = replace(base, worker_overhead_s={key: 0.0}, worker_step_jitter={}, worker_eval_s={key: 0.0},
                            push_cpu_extra_s={key: 0.0}, replicate_cpu_extra_s={key: 0.0})
+            usable = [r for r in roles if r is not None]
+            if len(usable) < (RUNS + 1) // 2:
+                raise HarnessError(f"calibrate: {RUNS - len(usable)} of {RUNS} real runs of {key} failed over; "
+                                   "too few to read the copies' CPU from (a loaded host?); calibrate again")
             sim_be, sim_run = twin(bare, Path(tmp) / f"sim-cpu-{key}")
-            px, rx = copy_cpu_extras([r for r in roles if r is not None], _twin_roles(sim_be, sim_run))
-            # measured per push, charged per Replicate with entries: scaled by the entries such a
-            # call carried in the twin (a sender ships what piled up, several pushes a call under load)
-            calls, entries = (sum(c.replicate_load[i] for c in sim_be.copies.values()) for i in (0, 1))
-            rx = round(rx * entries / calls, 7) if calls else rx
-            push_x[key], repl_x[key] = px, rx
+            px, rx = copy_cpu_extras(usable, _twin_roles(sim_be, sim_run))
             bare = replace(bare, push_cpu_extra_s={key: px}, replicate_cpu_extra_s={key: rx})
             twin(bare, Path(tmp) / f"sim-{key}")
             sim0 = _median_step(Path(tmp) / f"sim-{key}")
             out[key] = round(max(0.0, real - sim0), 6)
+            # measured per push, charged per Replicate with entries: times the entries such a call
+            # carries (a sender ships what piled up, several pushes a call under load), read from a
+            # twin with the overhead too, whose steps and so whose batching are the real run's
+            full, _ = twin(replace(bare, worker_overhead_s={key: out[key]}), Path(tmp) / f"sim-batch-{key}")
+            batch = _entries_per_call(full)
+            rx = round(rx * batch, 7)
+            push_x[key], repl_x[key] = px, rx
             if sim0 > real:
                 say(f"  note: the twin's step without overhead ({sim0 * 1e3:.2f} ms) is already slower than the real "
                     f"one ({real * 1e3:.2f} ms) for {key}: overhead 0, and the twin predicts slow steps there")
@@ -342,7 +361,7 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
             sim_eval = _median_eval(Path(tmp) / f"sim-{key}")
             evals[key] = round(max(0.0, real_eval - sim_eval), 6)
             say(f"  step {model} ({mode} replication, {training} training): copies' CPU beyond the calls' "
-                f"{px * 1e3:.3f} ms a push (primary), {rx * 1e3:.3f} ms (replica); "
+                f"{px * 1e3:.3f} ms a push (primary), {rx * 1e3:.3f} ms a Replicate of {batch:.2f} entries (replica); "
                 f"real {real * 1e3:.2f} ms (log-sd {spread[key]:.3f}), "
                 f"other tenants {load:.2f} cores, simulated without overhead {sim0 * 1e3:.2f} ms -> overhead "
                 f"{out[key] * 1e3:.2f} ms; "

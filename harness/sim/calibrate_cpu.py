@@ -16,8 +16,8 @@ Measured here:
   a caller's CPU (0.78 ms) on top made the twin's replicas trail their primary far longer than
   real ones (kill-primary's catch-up bytes were 61% over the real runs').
 - what a copy spends in a training run beyond those (`RunCpu`, `copy_cpu_extras`): each real
-  process's CPU seconds over a whole run, polled, against its twin's CPU charged per owner
-  (SimCPU.by_owner); per push, a primary's and a replica's difference. A burst on an idle
+  process's CPU seconds, polled, against its twin's CPU charges per owner (SimCPU.log); per
+  push, a primary's and a replica's difference. A burst on an idle
   cluster is the floor; on a busy host, with workers and six copies on two cores, a real copy
   spent 2-4x as much per push. Both are read over the run's training window (first step to
   last: a copy's start and teardown left out), per push its shard's primary applied.
@@ -31,6 +31,8 @@ import time
 from typing import Any, Callable
 
 import numpy as np
+
+from ..errors import HarnessError
 
 SMALL_FLOATS = 2656          # the mlp's share of dense floats on 2 shards: a scenario's push
 BIG_FLOATS = 1 << 18         # 1 MiB of float32: the per-MB cost
@@ -182,7 +184,7 @@ class RunCpu:
     per handle (psutil checks the start time, so a pid the kernel handed to another process is
     never read as ours)."""
 
-    def __init__(self, runner: Any, every: float = 0.05) -> None:
+    def __init__(self, runner: Any, every: float = 0.2) -> None:
         self.runner, self.every = runner, every
         self.samples: dict[str, list[tuple[float, float]]] = {}
         self.error: BaseException | None = None
@@ -202,11 +204,10 @@ class RunCpu:
                         p = self._procs.get(id(h))
                         if p is None:
                             p = self._procs[id(h)] = psutil.Process(h.pid)
-                        t = p.cpu_times() if p.is_running() else None
+                        t = p.cpu_times()
                     except psutil.Error:
                         continue
-                    if t is not None:
-                        self.samples.setdefault(name, []).append((time.time(), t.user + t.system))
+                    self.samples.setdefault(name, []).append((time.time(), t.user + t.system))
         except BaseException as e:  # noqa: BLE001 - handed to the caller in __exit__
             self.error = e
 
@@ -218,7 +219,7 @@ class RunCpu:
         self._stop.set()
         self._thread.join()
         if self.error is not None and exc[0] is None:
-            raise RuntimeError(f"calibrate: reading the real processes' CPU failed: {self.error!r}") from self.error
+            raise HarnessError(f"calibrate: reading the real processes' CPU failed: {self.error!r}") from self.error
 
     def between(self, names: list[str], a: float, b: float) -> dict[str, float]:
         """Each named process's CPU seconds from wall time `a` to `b` (interpolated between the
@@ -228,7 +229,7 @@ class RunCpu:
         for n in names:
             xs = self.samples.get(n, [])
             if not xs or xs[0][0] > a or xs[-1][0] < b:
-                raise RuntimeError(f"calibrate: {n}'s CPU was not sampled across the training window of a real "
+                raise HarnessError(f"calibrate: {n}'s CPU was not sampled across the training window of a real "
                                    "run; every copy must be read from its first step to its last")
             out[n] = _at(xs, b) - _at(xs, a)
         return out
@@ -262,11 +263,13 @@ def training_window(history: list[dict]) -> tuple[float, float] | None:
     return (min(ts), max(ts)) if len(ts) >= 2 else None
 
 
-def per_push_roles(history: list[dict], cpu: dict[str, float], window: tuple[float, float]) -> tuple[float, float]:
+def per_push_roles(history: list[dict], cpu: dict[str, float], window: tuple[float, float],
+                   copies: int | None = None) -> tuple[float, float]:
     """A primary's and a replica's CPU seconds per push over the window, means over shards and
     replicas: each primary is the copy that acknowledged its shard's pushes (a push's `ok` names
     it), its pushes the new ones acknowledged within the window; its shard's other copies in `cpu`
-    are its replicas."""
+    are its replicas. A primary without a reading, or a shard with other than `copies - 1`
+    replicas read, is refused: a calibration must not set a copy's CPU from a zero."""
     a, b = window
     pushes: dict[str, int] = {}
     for e in history:
@@ -276,10 +279,25 @@ def per_push_roles(history: list[dict], cpu: dict[str, float], window: tuple[flo
                 pushes[n] = pushes.get(n, 0) + 1
     prim, repl = [], []
     for node, n in pushes.items():
-        group = node.rsplit("/", 1)[0] + "/"
-        prim.append(cpu.get(node, 0.0) / n)
-        repl += [v / n for k, v in cpu.items() if k.startswith(group) and k != node]
+        if node not in cpu:
+            raise HarnessError(f"calibrate: no CPU reading of {node}, the primary that acknowledged {n} pushes")
+        shard = _shard_of(node)
+        mine = [v / n for k, v in cpu.items() if k != node and _shard_of(k) == shard]
+        if copies is not None and len(mine) != copies - 1:
+            raise HarnessError(f"calibrate: {len(mine)} replicas of {node} read, not {copies - 1}")
+        prim.append(cpu[node] / n)
+        repl += mine
     return (statistics.fmean(prim) if prim else 0.0), (statistics.fmean(repl) if repl else 0.0)
+
+
+def _shard_of(name: str) -> int | None:
+    """The shard of a copy's name (`shard-S/C`), None for any other process (a worker, etcd)."""
+    from psnodes.placement import parse_node_name
+
+    try:
+        return parse_node_name(name)[0]
+    except ValueError:
+        return None
 
 
 def copy_cpu_extras(real: list[tuple[float, float]], sim: tuple[float, float]) -> tuple[float, float]:

@@ -43,8 +43,8 @@ full speed as on an unbounded host), `push_cpu_extra_s` and `replicate_cpu_extra
 (keyed as the overhead: the CPU a real primary spends per push it applies, its pulls included,
 and a real replica per Replicate carrying entries, beyond the per-call figures above: each copy's
 process CPU seconds over the training window of a real 2-shard x 3-copy run (first step to
-last) less its twin's without them, per push its shard applied; a replica's then times the
-entries a Replicate carried in that twin run, several under load). The per-call figures come
+last) less its twin's without them, per new push its shard's primary acknowledged; a replica's
+then times the entries a Replicate carries in the calibrated twin, several under load). The per-call figures come
 from short bursts on an idle cluster; in a training run on a busy host a real copy spent 2-4x
 as much (context switches, gRPC's threads), and without these the twin put all of it on the
 workers as overhead: their steps matched, but a sync push took 3.3 ms in the twin against 7.8 ms
@@ -133,7 +133,7 @@ class Calibration:
     replicate_send_s: float | None = None     # a primary's CPU per Replicate it sends
     cores: float | None = None                # the measuring host's CPUs (None: a file from before the CPU model)
     push_cpu_extra_s: dict[str, float] = field(default_factory=dict)       # a primary's CPU per push beyond the calls'
-    replicate_cpu_extra_s: dict[str, float] = field(default_factory=dict)  # a replica's per push it replicates
+    replicate_cpu_extra_s: dict[str, float] = field(default_factory=dict)  # a replica's per Replicate with entries
     measured: dict[str, Any] = field(default_factory=dict)
     path: str = "(built-in defaults)"
 

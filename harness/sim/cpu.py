@@ -69,11 +69,10 @@ class SimCPU:
         self._timer = 0             # the timer in force: older ones are stale
         self._lines: dict[str, deque[Job]] = {}     # an owner's jobs, the running one first (looked up, never iterated)
         self.busy_s = 0.0           # CPU seconds handed out in all (for reports and tests)
-        # and per owner (None: ""), as a real run's per-process CPU seconds: `pschaos sim
-        # calibrate` sets a copy's CPU per push from the difference (calibrate_cpu.copy_cpu_extras);
-        # booked when submitted (a job still running at the end counts whole), refunded when cancelled
-        self.by_owner: dict[str, float] = {}
-        self.log: list[tuple[float, str, float]] | None = None    # (now, owner, work) of each charge, when a list
+        # when a list, every charge as (now, owner or "", CPU seconds): booked when submitted,
+        # refunded (negative) when cancelled; `pschaos sim calibrate` reads a copy's CPU over a
+        # training window from it, against a real process's (calibrate_cpu.charged_between)
+        self.log: list[tuple[float, str, float]] | None = None
 
     def rate(self) -> float:
         """CPU seconds per second each running job gets now."""
@@ -155,10 +154,8 @@ class SimCPU:
 
     def _charge(self, owner: str | None, work: float) -> None:
         self.busy_s += work
-        key = owner or ""
-        self.by_owner[key] = self.by_owner.get(key, 0.0) + work
         if self.log is not None:
-            self.log.append((self.env.now, key, work))
+            self.log.append((self.env.now, owner or "", work))
 
     # ------------------------------------------------------------ the service clock
     def _advance(self) -> None:

@@ -35,7 +35,7 @@ from .cpu import use
 from .disk import local_dir, shared_dir
 from .network import DEADLINE_EXCEEDED, UNAVAILABLE
 from .rpc import Gen, SimRpcError, etcd_call
-from .transport import CLIENT_ETCD_TIMEOUT_S
+from .transport import CLIENT_ETCD_TIMEOUT_S, Killed
 from .shard_election import SimElector
 from .shard_members import member_watch
 from .shard_replication import SimReplication
@@ -48,7 +48,7 @@ STOP_GRACE_S = 0.2           # serve.py: server.stop(grace=0.2)
 REGISTER_RETRY_S = 0.2       # serve.py: waiting for etcd
 
 
-@dataclass(frozen=True)
+@dataclass
 class ClientWatch:
     """A PS client's call under the deposed-primary watch (psnodes.client.PSClient._call_primary):
     the caller (its link to etcd carries the watch's reads), the epoch its route named, and how
@@ -58,6 +58,7 @@ class ClientWatch:
     epoch: int
     period: float = DEPOSED_CHECK_S
     start: float = 0.0       # when the call began (its request's arrival): the first look is the floor after it
+    gone: bool = False       # the caller died: its watch reads no more (workers.py kill, cpu.abort_owner)
 
 
 def client_watch(caller: str, req: Any, start: float = 0.0) -> ClientWatch:
@@ -135,7 +136,7 @@ class ProcessControl:
             # Looks made before the copy froze found nothing: their grid is taken as `period`
             # apart (the reads they made are not modelled).
             end = give_up
-            if call and watch is not None:
+            if call and watch is not None and not watch.gone:
                 if look is None:
                     look = watch.start + self.cfg.suspect_floor_s
                     if self.now() > look:
@@ -152,6 +153,9 @@ class ProcessControl:
             began = self.now()
             try:
                 v = yield from self._watch_verdict(watch)
+            except Killed:                     # the caller died (its CPU left the host): nobody watches
+                watch.gone = True              # any more, and its call stays here until served or due
+                continue
             except PSError:                    # etcd away or the caller's link to it cut: no news
                 backoff = min(BACKOFF_CAP_S, max(watch.period, backoff) * 2)
                 not_before = began + backoff

@@ -82,6 +82,8 @@ class SimWorkers:
 
         def spend(s: float) -> None:
             """The worker's CPU: `s` seconds on the host's shared cores (harness/sim/cpu.py)."""
+            if gate():                          # killed meanwhile: a dead process spends nothing
+                raise Killed(name)
             job = be.cpu.submit(s, name)        # the worker's process: its calls' CPU takes turns with it
             try:
                 vt.wait_event(job.done)

@@ -11,6 +11,7 @@ def test_background_is_the_hosts_busy_cpu_less_ours_per_second() -> None:
     b = Sample(110.0, (1.5, 0.6, 0.4), busy_s=1015.0, own_s=20.0)
     s = summary(a, b)
     assert s["busy_cores"] == 1.5 and s["own_cores"] == 1.0 and s["background_cores"] == 0.5
+    assert s["own_cpu_s"] == 10.0               # the run's own CPU seconds, as bench sim sets them side by side
     assert s["loadavg_start"] == [0.5, 0.4, 0.3] and s["loadavg_end"] == [1.5, 0.6, 0.4]
     assert s["cores"] == os.cpu_count()
     # our children reaped after the host's counters were read can make ours the larger: never negative

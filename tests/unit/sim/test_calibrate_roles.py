@@ -41,3 +41,15 @@ def test_the_extra_is_the_real_runs_median_less_the_twins_and_never_negative() -
     assert copy_cpu_extras(real, (0.0013, 0.0003)) == pytest.approx((0.0012, 0.0008), abs=1e-9)
     assert copy_cpu_extras(real, (0.004, 0.002)) == (0.0, 0.0)     # the twin already spends more
     assert copy_cpu_extras([], (0.0013, 0.0003)) == (0.0, 0.0)
+
+
+def test_a_missing_primary_or_replica_reading_is_refused_and_other_processes_are_ignored() -> None:
+    from harness.errors import HarnessError
+
+    cpu = {"shard-0/0": 0.2, "shard-0/1": 1.0, "shard-0/2": 0.4, "shard-1/0": 0.9, "shard-1/1": 0.3,
+           "shard-1/2": 0.1, "worker-0": 5.0, "": 1.0}
+    assert per_push_roles(HIST, cpu, (1.0, 2.0), copies=3)[1] == pytest.approx((0.2 / 2 + 0.4 / 2 + 0.3 + 0.1) / 4)
+    with pytest.raises(HarnessError, match="no CPU reading of shard-1/0"):
+        per_push_roles(HIST, {k: v for k, v in cpu.items() if k != "shard-1/0"}, (1.0, 2.0), copies=3)
+    with pytest.raises(HarnessError, match="1 replicas of shard-1/0 read, not 2"):
+        per_push_roles(HIST, {k: v for k, v in cpu.items() if k != "shard-1/2"}, (1.0, 2.0), copies=3)

@@ -130,3 +130,40 @@ def test_a_copys_cpu_beyond_the_calls_is_charged_per_applied_push_and_per_replic
     # a 3-copy shard: each replica's extra runs on its own process, side by side
     bare3 = max(push_times(1, 4, copies=3))
     assert max(push_times(1, 4, copies=3, replicate_extra_s=0.003)) - bare3 == pytest.approx(0.003, abs=1e-9)
+
+
+def test_a_call_held_at_a_paused_copy_outlives_its_killed_callers_watch_and_lands_once_resumed() -> None:
+    """The copy reads etcd for a held call's watch in its caller's name (the client's CPU): when
+    the caller dies (workers.py kill: cpu.abort_owner), the watch stops and the call stays at the
+    copy, as a real server keeps a dead client's request until it answers; before, the abort's
+    Killed unwound the copy's handler and a push the real server applies after SIGCONT was lost."""
+    from harness.sim.transport import Killed
+
+    cfg = ClusterConfig(cluster_id="sim", etcd="sim://etcd", shards=1, copies=1, workers=1, mode="sync", seed=1,
+                        min_isr=1)
+    cl = SimShardCluster(1, cfg)
+    cpu = SimCPU(cl.env, 4)
+    for c in cl.copies.values():
+        c.cpu = cpu
+    cl.etcd.cpu, cl.etcd.read_s, cl.etcd.client_cpu_s = cpu, 0.05, 0.05     # a watch read: 50 ms of the caller's CPU
+    cl.env.run(until=2.0)
+    client = cl.client("worker-0")
+    cl.env.process(client.init())
+    cl.env.run(until=3.0)
+    primary = cl.primary()
+    before = primary.store.seq
+    primary.pause()
+    cl.env.process(client.push(0))
+    aborted = []
+
+    def kill_during_a_watch_read():
+        while "worker-0" not in cpu._lines:
+            yield cl.env.timeout(0.001)
+        cpu.abort_owner("worker-0", Killed("worker-0"))
+        aborted.append(cl.env.now)
+    cl.env.process(kill_during_a_watch_read())
+    cl.env.run(until=3.6)
+    assert aborted                                  # the watch was reading when its caller died
+    primary.resume()
+    cl.env.run(until=4.5)
+    assert primary.store.seq == before + 1          # the held push landed after SIGCONT
