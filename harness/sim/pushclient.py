@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import simpy
@@ -29,6 +29,9 @@ from .network import SimNetwork
 from .rpc import Gen, SimHistory, SimRpcError, call, etcd_call
 from .shard import SimCopy
 from .shard_procs import CopyProcs
+
+if TYPE_CHECKING:
+    from .cpu import SimCPU
 
 REPLY_BYTES = 48
 
@@ -150,6 +153,15 @@ class SimShardCluster:
     def client(self, name: str = "worker-0") -> SimPushClient:
         return SimPushClient(self.env, self.clock, self.etcd, self.net, self.cfg, self.copies, self.history,
                              self.rng, name=name)
+
+    def attach_cpu(self, cores: float) -> "SimCPU":
+        """Give every copy one host's `cores` (harness/sim/cpu.py), as SimBackend does; returns it."""
+        from .cpu import SimCPU
+
+        cpu = SimCPU(self.env, cores)
+        for c in self.copies.values():
+            c.cpu = cpu
+        return cpu
 
     def kill_at(self, name: str, t: float) -> None:
         def go() -> Gen:

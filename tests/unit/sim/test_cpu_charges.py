@@ -68,9 +68,9 @@ def push_times(pushers: int, cores: float, copies: int = 1, **costs: float) -> l
     cfg = ClusterConfig(cluster_id="sim", etcd="sim://etcd", shards=1, copies=copies, workers=pushers, mode="sync",
                         seed=1, min_isr=1)
     cl = SimShardCluster(1, cfg)
-    cpu = SimCPU(cl.env, cores)
+    cl.attach_cpu(cores)
     for c in cl.copies.values():
-        c.cpu, c.apply_s_per_mb, c.replicate_s_per_mb = cpu, 0.0, 0.0
+        c.apply_s_per_mb, c.replicate_s_per_mb = 0.0, 0.0
         for k, v in costs.items():
             setattr(c, k, v)
     cl.env.run(until=2.0)                   # an elected primary
@@ -142,9 +142,7 @@ def test_a_call_held_at_a_paused_copy_outlives_its_killed_callers_watch_and_land
     cfg = ClusterConfig(cluster_id="sim", etcd="sim://etcd", shards=1, copies=1, workers=1, mode="sync", seed=1,
                         min_isr=1)
     cl = SimShardCluster(1, cfg)
-    cpu = SimCPU(cl.env, 4)
-    for c in cl.copies.values():
-        c.cpu = cpu
+    cpu = cl.attach_cpu(4)
     cl.etcd.cpu, cl.etcd.read_s, cl.etcd.client_cpu_s = cpu, 0.05, 0.05     # a watch read: 50 ms of the caller's CPU
     cl.env.run(until=2.0)
     client = cl.client("worker-0")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import simpy
 
 from psnodes.config import ClusterConfig
-from harness.sim.cpu import SimCPU
 from harness.sim.pushclient import SimShardCluster
 
 
@@ -15,9 +14,7 @@ def cluster():
     cfg = ClusterConfig(cluster_id="sim", etcd="sim://etcd", shards=1, copies=2, workers=1, mode="async", seed=1,
                         min_isr=1)
     cl = SimShardCluster(1, cfg)
-    cpu = SimCPU(cl.env, 4)
-    for c in cl.copies.values():
-        c.cpu = cpu
+    cpu = cl.attach_cpu(4)
     cl.env.run(until=2.0)
     p = cl.primary()
     return cl, next(c for c in cl.copies.values() if c is not p)
