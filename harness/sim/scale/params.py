@@ -138,10 +138,9 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
     # cpu_extra_s): the per-RPC twin charges them on the primary's push and each replica's Replicate
     push_x, rep_x = cal.copy_cpu_extra(spec.model, spec.replication, spec.training)
     rep_request += rep_x
-    apply += push_x
     replicate_cpu = rep_sends + rep_request + rep_per_mb * shard_bytes / 1e6
     # on a push's path: the primary's apply, then (sync) the Replicate's CPU at both ends
-    wire += apply + (replicate_cpu if spec.replication == "sync" else 0.0)
+    wire += apply + push_x + (replicate_cpu if spec.replication == "sync" else 0.0)
     # the worker's own CPU per call (calibration client_request_s): a pull and a push per shard it
     # touches, one after another (its process's GIL, as the per-RPC twin charges them, cpu.py)
     client = cal.client_request_s * 2 * spec.touched
@@ -149,9 +148,10 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
     step = think + wire
     req = next(v for v in (spec.server_request_s, cal.server_request_s, 2 * fixed) if v is not None)
     calls = 2 + (spec.copies - 1)          # pull, push, and the push's replicate calls (async too, later)
-    # and the primary's own CPU to send each replicate call (replicate_send_s, under its GIL too);
-    # server_request_s=0 turns the primary's whole CPU queue off
-    send = rep_sends if req > 0 else 0.0
+    # and the primary's own CPU to send each replicate call (replicate_send_s, under its GIL too)
+    # and its CPU per push beyond the calls (push_x); server_request_s=0 turns the primary's whole
+    # CPU queue off
+    send = rep_sends + push_x if req > 0 else 0.0
     service = calls * req + send + apply + (2 + spec.copies - 1) * per_byte * shard_bytes
     # the record read, the candidacy put, the candidates' read and the compare-and-swap; the
     # candidate window closes as soon as every ISR copy that may stand posted
