@@ -125,7 +125,8 @@ def test_loss_drops_packets_yet_tcp_delivers(proxied, nemesis):
     nemesis.heal(f)
     assert dropped > 0 and delivered >= 15, (dropped, delivered)
     assert be.net.nft.rules() == []
-    assert f.info["packets_dropped"] == dropped
+    # heal reads the counter last: a keepalive or retransmission may be dropped after `dropped`
+    assert f.info["packets_dropped"] >= dropped
 
 
 def test_partition_cuts_one_way_and_heals(proxied, nemesis):
