@@ -17,6 +17,11 @@ def test_sigint_while_starting_up_exits_quietly(delay_s, tmp_path):
     time.sleep(delay_s)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=30)
+    if "Fatal Python error: init_import_site" in err:
+        # on a loaded host the signal can land before the interpreter ran a line of the harness
+        # (CPython's own start-up, `site`): its fatal is the interpreter's, not ours to silence
+        assert p.returncode != 0
+        return
     assert "Traceback" not in err, err
     # 130: interrupted; 2: it got as far as refusing the missing scenario file first
     assert p.returncode in (130, 2, -signal.SIGINT), (p.returncode, err)
