@@ -122,6 +122,7 @@ class SimBackend(ElasticShards):
         c.replicate_s, c.replicate_s_per_mb, c.send_s = self.cal.replicate_cpu()
         c.push_extra_s, c.replicate_extra_s = self.cal.copy_cpu_extra(self.spec.model, self.spec.replication,
                                                                      self.spec.training)
+        c.idle_cpu_s = self.cal.idle_cpu()
         self.copies[name] = c
         self.procs[name] = CopyProcs(c, self.copies)
         self.procs[name].start()

@@ -20,7 +20,14 @@ Measured here:
   push, a primary's and a replica's difference. A burst on an idle
   cluster is the floor; on a busy host, with workers and six copies on two cores, a real copy
   spent 2-4x as much per push. Both are read over the run's training window (first step to
-  last: a copy's start and teardown left out), per push its shard's primary applied.
+  0.5 s before the last: a copy's start and teardown left out), per push its shard's primary
+  applied.
+- what a worker spends per call beyond the burst's caller figure (`per_call_workers`), from the
+  same runs: its process's CPU per Push or Pull it made.
+- what a copy spends a second while idle beyond the twin's idle charges (`idle_rates` against
+  `twin_idle_rates`): gRPC's and serve.py's threads cost a real copy 25-45 ms a second with no
+  call asked of it, the twin's heartbeats and keepalives 10-20; a cluster of twelve copies after
+  a scale-out left its workers that much less of the host.
 """
 from __future__ import annotations
 
@@ -221,6 +228,13 @@ class RunCpu:
         if self.error is not None and exc[0] is None:
             raise HarnessError(f"calibrate: reading the real processes' CPU failed: {self.error!r}") from self.error
 
+    def first_read(self, names: list[str]) -> float:
+        """The wall time by which every named process had been read once (inf: one never was): a
+        window starts no earlier, so no reading at its start is guessed (on a busy host the
+        first poll of a copy came after the first step)."""
+        firsts = [xs[0][0] if (xs := self.samples.get(n)) else math.inf for n in names]
+        return max(firsts, default=math.inf)
+
     def between(self, names: list[str], a: float, b: float) -> dict[str, float]:
         """Each named process's CPU seconds from wall time `a` to `b` (interpolated between the
         samples around each); every one must have been sampled across the window (a calibration
@@ -230,7 +244,7 @@ class RunCpu:
             xs = self.samples.get(n, [])
             if not xs or xs[0][0] > a or xs[-1][0] < b:
                 raise HarnessError(f"calibrate: {n}'s CPU was not sampled across the training window of a real "
-                                   "run; every copy must be read from its first step to its last")
+                                   "run; every copy and worker must be read across it")
             out[n] = _at(xs, b) - _at(xs, a)
         return out
 
@@ -249,18 +263,26 @@ def _at(xs: list[tuple[float, float]], t: float) -> float:
 
 
 def charged_between(log: list[tuple[float, str, float]], a: float, b: float) -> dict[str, float]:
-    """The twin's CPU charged per owner with virtual times in [a, b] (SimCPU.log entries)."""
+    """The twin's CPU charged per process with virtual times in [a, b] (SimCPU.log entries; a
+    process's line outside its GIL, cpu.py io_line, counts as its own)."""
+    from .cpu import process_of
+
     out: dict[str, float] = {}
     for t, owner, work in log:
         if a <= t <= b:
-            out[owner] = out.get(owner, 0.0) + work
+            p = process_of(owner)
+            out[p] = out.get(p, 0.0) + work
     return out
 
 
-def training_window(history: list[dict]) -> tuple[float, float] | None:
-    """The `t` of a run's first and last train-step event (None: no steps)."""
+def training_window(history: list[dict], tail_s: float = 0.0) -> tuple[float, float] | None:
+    """The `t` of a run's first train-step event and `tail_s` before its last (None: no steps, or
+    no window left). A run tears its processes down soon after its last step, and a poll every
+    0.2 s had read a copy last 30 ms after it: a window to the last step was not always readable."""
     ts = [e["t"] for e in history if e["f"] == "train-step"]
-    return (min(ts), max(ts)) if len(ts) >= 2 else None
+    if len(ts) < 2 or max(ts) - tail_s <= min(ts):
+        return None
+    return min(ts), max(ts) - tail_s
 
 
 def per_push_roles(history: list[dict], cpu: dict[str, float], window: tuple[float, float],
@@ -300,14 +322,103 @@ def _shard_of(name: str) -> int | None:
         return None
 
 
-def copy_cpu_extras(real: list[tuple[float, float]], sim: tuple[float, float]) -> tuple[float, float]:
-    """A primary's CPU per push and a replica's per replicated push beyond what the twin charges:
-    the real runs' median (`per_push_roles` of each) less the twin's, at least 0."""
-    if not real:
-        return 0.0, 0.0
-    rp = statistics.median(r[0] for r in real)
-    rr = statistics.median(r[1] for r in real)
-    return round(max(0.0, rp - sim[0]), 7), round(max(0.0, rr - sim[1]), 7)
+WINDOW_TAIL_S = 0.5     # a window ends this long before the last step: the processes exit soon after it
 
-__all__ = ["RunCpu", "charged_between", "copies_cpu", "copy_cpu_extras", "cpu_of", "per_op", "per_push_roles",
-           "push_cpu", "replicate_cpu", "server_cpu", "training_window"]
+
+def worker_windows(history: list[dict], workers: list[str], tail_s: float = WINDOW_TAIL_S, min_s: float = 1.0,
+                   start: float = -math.inf) -> dict[str, tuple[float, float]]:
+    """Each worker's own training window: its first train-step to `tail_s` before its last (a
+    worker that finished first exits while the others train, and a poll every 0.2 s may have
+    read its process last before its final step), and no earlier than `start` (its first reading).
+    A real worker with less than `min_s` of it is refused: its CPU per call would rest on a few
+    polls (the twin's charges are exact: any window with calls will do)."""
+    steps: dict[str, list[float]] = {w: [] for w in workers}
+    for e in history:
+        if e["f"] == "train-step" and e["node"] in steps:
+            steps[e["node"]].append(e["t"])
+    out = {}
+    for w, ts in steps.items():
+        a, b = max(min(ts, default=0.0), start), max(ts, default=0.0) - tail_s
+        if not ts or b - a < min_s or b <= a:
+            raise HarnessError(f"calibrate: {w} trained for less than {min_s + tail_s:.1f} s after its process was "
+                               "first read; too short a run to read its CPU per call from")
+        out[w] = (a, b)
+    return out
+
+
+def per_call_workers(history: list[dict], cpu: dict[str, float], windows: dict[str, tuple[float, float]]) -> float:
+    """A worker's CPU seconds per Push or Pull it made (its `invoke`s) over its window
+    (`worker_windows`; `cpu` read over the same), the mean over the workers. A real worker's CPU
+    goes with its calls, not its steps: after a scale-out from 2 shards to 4 a step's pulls and
+    pushes doubled and so did most of its CPU (3.5 to 6.3 ms a step; 1.76 then 1.58 ms a push
+    with its pull). A worker that made calls without a reading is refused, as a copy is."""
+    calls = {w: 0 for w in windows}
+    for e in history:
+        w = e["node"]
+        if w in calls and e["type"] == "invoke" and e["f"] in ("push", "pull") and windows[w][0] <= e["t"] <= windows[w][1]:
+            calls[w] += 1
+    per = []
+    for w, n in calls.items():
+        if not n:
+            raise HarnessError(f"calibrate: {w} made no Push or Pull in its window {windows[w]}; no CPU per call to "
+                               "read")
+        if w not in cpu:
+            raise HarnessError(f"calibrate: no CPU reading of {w}, which made {n} calls")
+        per.append(cpu[w] / n)
+    if not per:
+        raise HarnessError("calibrate: no worker to read the CPU per call from")
+    return statistics.fmean(per)
+
+
+def copy_cpu_extras(real: list[tuple[float, ...]], sim: tuple[float, ...]) -> tuple[float, ...]:
+    """Per role (a primary's CPU per push, a replica's per replicated push, a worker's per call:
+    `per_push_roles` and `per_call_workers` of each run), what the real runs spend beyond what the
+    twin charges: their median less the twin's, at least 0."""
+    if not real:
+        return tuple(0.0 for _ in sim)
+    return tuple(round(max(0.0, statistics.median(r[i] for r in real) - sim[i]), 7) for i in range(len(sim)))
+
+
+def idle_rates(cpus: dict[str, Callable[[], float]], seconds: float = 4.0) -> dict[str, float]:
+    """Each process's CPU seconds a second over `seconds` of doing nothing asked of it."""
+    c0, w0 = {k: f() for k, f in cpus.items()}, time.perf_counter()
+    time.sleep(seconds)
+    took = time.perf_counter() - w0
+    return {k: (f() - c0[k]) / took for k, f in cpus.items()}
+
+
+IDLE_SETTLE_S = 2.0     # how long after a cluster's start its idle CPU is read from: past registration
+
+
+def twin_idle_rates(cal: Any, spec: Any, run_dir: Any, seconds: float = 4.0) -> dict[str, float]:
+    """As `idle_rates`, for the twin of the same idle cluster under `cal`: each copy's CPU charged
+    a virtual second (its heartbeats, keepalives and whatever else the model charges idle)."""
+    from .backend import SimBackend
+
+    be = SimBackend(spec, run_dir, "calibrate-idle", 1, calibration=cal)
+    be.charge_log = []
+    try:
+        be.start(timeout=10)
+        be.clock.sleep(IDLE_SETTLE_S)
+        a = be.env.now
+        be.clock.sleep(seconds)
+        b = be.env.now
+        charged = charged_between(be.cpu.log, a, b)
+        missing = [n for n in be.nodes() if n not in charged]
+        if missing and cal.cpu_model:
+            raise HarnessError(f"calibrate: the twin charged {', '.join(missing)} no CPU over {seconds} idle "
+                               "seconds; its heartbeats alone cost some: the CPU model is off")
+        return {n: charged.get(n, 0.0) / (b - a) for n in be.nodes()}
+    finally:
+        be.teardown()
+
+
+def copy_idle_extra(real: dict[str, float], twin: dict[str, float]) -> float:
+    """A copy's CPU a second beyond the twin's idle charges: the mean over copies, at least 0."""
+    if not real or not twin:
+        raise HarnessError("calibrate: no idle CPU reading of the copies")
+    return round(max(0.0, statistics.fmean(real.values()) - statistics.fmean(twin.values())), 6)
+
+__all__ = ["RunCpu", "charged_between", "copies_cpu", "copy_cpu_extras", "copy_idle_extra", "cpu_of", "idle_rates",
+           "per_call_workers", "per_op", "per_push_roles", "push_cpu", "replicate_cpu", "server_cpu", "training_window",
+           "twin_idle_rates", "worker_windows"]

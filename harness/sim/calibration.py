@@ -42,14 +42,31 @@ count: the twin's processes share that many cores, harness/sim/cpu.py; absent, e
 full speed as on an unbounded host), `push_cpu_extra_s` and `replicate_cpu_extra_s` per model
 (keyed as the overhead: the CPU a real primary spends per push it applies, its pulls included,
 and a real replica per Replicate carrying entries, beyond the per-call figures above: each copy's
-process CPU seconds over the training window of a real 2-shard x 3-copy run (first step to
-last) less its twin's without them, per new push its shard's primary acknowledged; a replica's
+process CPU seconds over the training window of a real 2-shard x 3-copy run (first step, or
+the first reading of every copy if later, to 0.5 s before the last) less its twin's without them, per new push its shard's primary acknowledged; a replica's
 then times the entries a Replicate carries in the calibrated twin, several under load). The per-call figures come
 from short bursts on an idle cluster; in a training run on a busy host a real copy spent 2-4x
 as much (context switches, gRPC's threads), and without these the twin put all of it on the
 workers as overhead: their steps matched, but a sync push took 3.3 ms in the twin against 7.8 ms
 for real, and a lost replica freed no CPU. Charged on the copy's own CPU line (its GIL), the
-primary's after the apply, the replica's with the Replicate; absent (older files), none), and `measured` (when, where, and with what command). The committed default lives beside this module;
+primary's after the apply, the replica's with the Replicate; absent (older files), none),
+`client_cpu_extra_s` per model (keyed as the overhead: what a real worker's process spends per Push
+or Pull it makes beyond `client_request_s`, from the same runs: its CPU seconds over its own
+training window per Push and Pull it made, less its twin's; charged with every Push and Pull a
+worker makes, outside its GIL (cpu.py io_line), so a step that touches twice the shards costs
+the worker twice of it, as after a real scale-out from 2 shards to 4, where a real worker's CPU
+went from 3.5 to 6.3 ms a step while the twin's per-step overhead left its steps almost as
+cheap; with it, the worker's CPU is measured whole: the overhead and an eval pass's cost are
+then charged as a wait, not as CPU), `copy_idle_cpu_s` (a live copy's CPU seconds a second
+beyond what the twin charges it idle - its heartbeats' and keepalives' CPU -: a real 1x3
+cluster's copies' CPU over seconds with nothing asked of them less its twin's, the mean over
+copies; real copies spent 25-45 ms a second, their twins 10-20; charged outside the copy's GIL
+(cpu.py io_line) from its start until it is killed or begins its SIGTERM shutdown, nothing while
+it is paused, shard_procs.py `background`: so twelve copies leave the workers less of the host
+than six and a killed one frees its share; absent, none). When the twin with all those extras
+steps slower than the real runs (widedeep: part of a real process's CPU runs side by side where
+the twin queues it), calibrate charges the share of the three extras that matches the real
+step, and says so. `measured` says when, where, and with what command. The committed default lives beside this module;
 a run's report names the file it used.
 """
 from __future__ import annotations
@@ -74,15 +91,15 @@ KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "
         "checkpoint_mb_s",
         "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s", "server_request_s", "client_request_s",
         "etcd_request_s", "etcd_client_s", "replicate_request_s", "replicate_s_per_mb", "replicate_send_s", "cores",
-        "push_cpu_extra_s", "replicate_cpu_extra_s", "measured")
+        "push_cpu_extra_s", "replicate_cpu_extra_s", "client_cpu_extra_s", "copy_idle_cpu_s", "measured")
 
 
 #: keys that hold model -> seconds maps (every value a figure), and those that hold one figure
 _MAPS = ("worker_step_s", "worker_overhead_s", "worker_step_jitter", "worker_eval_s", "push_cpu_extra_s",
-         "replicate_cpu_extra_s")
+         "replicate_cpu_extra_s", "client_cpu_extra_s")
 _FIGURES = ("apply_s_per_mb", "checkpoint_mb_s", "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s",
             "server_request_s", "client_request_s", "etcd_request_s", "etcd_client_s", "replicate_request_s",
-            "replicate_s_per_mb", "replicate_send_s", "cores")
+            "replicate_s_per_mb", "replicate_send_s", "cores", "copy_idle_cpu_s")
 
 
 def _figure_problem(name: str, v: Any, positive: bool = False) -> str | None:
@@ -134,6 +151,8 @@ class Calibration:
     cores: float | None = None                # the measuring host's CPUs (None: a file from before the CPU model)
     push_cpu_extra_s: dict[str, float] = field(default_factory=dict)       # a primary's CPU per push beyond the calls'
     replicate_cpu_extra_s: dict[str, float] = field(default_factory=dict)  # a replica's per Replicate with entries
+    client_cpu_extra_s: dict[str, float] = field(default_factory=dict)     # a worker's per call it makes
+    copy_idle_cpu_s: float | None = None      # a live copy's CPU seconds a second beyond its calls' (None: not measured)
     measured: dict[str, Any] = field(default_factory=dict)
     path: str = "(built-in defaults)"
 
@@ -173,13 +192,24 @@ class Calibration:
                 return float(d[k])
         return float(max(d.values(), default=default))
 
+    def compute_s(self, model: str) -> float:
+        """A step's compute for `model` (the largest measured for an unmeasured model)."""
+        return float(self.worker_step_s.get(model, max(self.worker_step_s.values(), default=0.005)))
+
+    @property
+    def worker_cpu_measured(self) -> bool:
+        """Whether the workers' process CPU was measured (`client_cpu_extra_s`): then a worker's
+        CPU is its compute and its calls', and the overhead and an eval pass's cost are the
+        time a real step takes beyond every CPU second measured - a wait, not CPU (charged as
+        CPU too, they counted the worker's CPU twice: review of the per-call CPU, H2)."""
+        return self.cpu_model and bool(self.client_cpu_extra_s)
+
     def step_s(self, model: str, replication: str = "sync", training: str = "async") -> float:
         """Virtual seconds one training step of `model` costs its worker: compute plus overhead.
         The overhead is keyed `model/replication[/training]` where the calibration measured that
         mode (an async primary answers before its replicas apply, so a real step costs less), else
         `model`."""
-        compute = self.worker_step_s.get(model, max(self.worker_step_s.values(), default=0.005))
-        return float(compute) + self._pick(self.worker_overhead_s, model, replication, training, 0.0)
+        return self.compute_s(model) + self._pick(self.worker_overhead_s, model, replication, training, 0.0)
 
     def jitter(self, model: str, replication: str = "sync", training: str = "async") -> float:
         """The log-sd of a step's time for `model` (0: every step takes the calibrated time)."""
@@ -221,6 +251,18 @@ class Calibration:
         return (self._pick(self.push_cpu_extra_s, model, replication, training, 0.0),
                 self._pick(self.replicate_cpu_extra_s, model, replication, training, 0.0))
 
+    def idle_cpu(self) -> float:
+        """A live copy's CPU seconds a second whatever it serves (0 for a file without it or
+        before the CPU model)."""
+        return (self.copy_idle_cpu_s or 0.0) if self.cpu_model else 0.0
+
+    def client_cpu_extra(self, model: str, replication: str = "sync", training: str = "async") -> float:
+        """A worker's CPU per Push or Pull it makes beyond `client_request_s`, keyed as the
+        overhead is (0 for a file without it or before the CPU model)."""
+        if not self.cpu_model:
+            return 0.0
+        return self._pick(self.client_cpu_extra_s, model, replication, training, 0.0)
+
     def to_json(self) -> dict:
         return {"network": self.network, "worker_step_s": self.worker_step_s,
                 "worker_overhead_s": self.worker_overhead_s, "worker_step_jitter": self.worker_step_jitter,
@@ -234,6 +276,7 @@ class Calibration:
                 "replicate_request_s": self.replicate_request_s, "replicate_s_per_mb": self.replicate_s_per_mb,
                 "replicate_send_s": self.replicate_send_s, "cores": self.cores,
                 "push_cpu_extra_s": self.push_cpu_extra_s, "replicate_cpu_extra_s": self.replicate_cpu_extra_s,
+                "client_cpu_extra_s": self.client_cpu_extra_s, "copy_idle_cpu_s": self.copy_idle_cpu_s,
                 "measured": self.measured}
 
 

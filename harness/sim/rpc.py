@@ -24,7 +24,7 @@ from psnodes.etcd import EtcdError
 from psnodes.errors import PSError
 
 from .clock import SimClock
-from .cpu import SimCPU, use
+from .cpu import SimCPU, io_line, use
 from .network import UNAVAILABLE, SimNetwork
 
 Gen = Generator[simpy.Event, Any, Any]
@@ -62,10 +62,20 @@ class SimHistory:
 
 def call(net: SimNetwork, src: str, dst: str, alive: Callable[[], bool], handler: Callable[[], Gen],
          req_bytes: int, reply_bytes: Callable[[Any], int], deadline: float, cpu: SimCPU | None = None,
-         client_s: float = 0.0) -> Gen:
-    """`reply = yield from call(...)`: the caller's CPU (`client_s` on `cpu`), deliver, run
-    `handler()` if the callee lives, deliver back."""
-    yield from use(cpu, client_s, src)          # the caller's process (its GIL)
+         client_s: float = 0.0, client_io_s: float = 0.0) -> Gen:
+    """`reply = yield from call(...)`: the caller's CPU (`client_s` on `cpu` under its GIL and,
+    side by side with it, `client_io_s` outside it), deliver, run `handler()` if the callee
+    lives, deliver back."""
+    if cpu is not None and client_io_s > 0:
+        io = cpu.submit(client_io_s, io_line(src))
+        try:
+            yield from use(cpu, client_s, src)
+            yield io.done
+        finally:
+            if not io.done.triggered:
+                cpu.cancel(io)
+    else:
+        yield from use(cpu, client_s, src)          # the caller's process (its GIL)
     d = yield net.deliver(src, dst, req_bytes, deadline)
     if not d.ok:
         raise SimRpcError(d.error or UNAVAILABLE, f"{src}->{dst} request: {d.cause}")

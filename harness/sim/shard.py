@@ -72,6 +72,9 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         # replicate_cpu_extra_s): a primary's per push it applies, a replica's per Replicate that
         # carries entries
         self.push_extra_s, self.replicate_extra_s = 0.0, 0.0
+        # and what its process spends a second while it lives, whatever it serves (calibration
+        # copy_idle_cpu_s: gRPC's and its own threads beyond the heartbeats and keepalives modelled)
+        self.idle_cpu_s = 0.0
         self.replicate_load = [0, 0]    # Replicates served that carried entries, and their entries
         self.call_apply_cpu = True      # pushes charge apply_s_per_mb (False: a pre-CPU-model calibration)
         self.on_start: Callable[[], None] = lambda: None            # shard_procs: serve.py's start

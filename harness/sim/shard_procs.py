@@ -31,7 +31,7 @@ from psnodes.errors import PSError
 from psnodes.proto import ps_pb2
 from psnodes.record_watch import BACKOFF_CAP_S
 
-from .cpu import use
+from .cpu import io_line, use
 from .disk import local_dir, shared_dir
 from .network import DEADLINE_EXCEEDED, UNAVAILABLE
 from .rpc import Gen, SimRpcError, etcd_call
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 DEADLINE_SLACK_S = 0.02      # psnodes.node.deadline_of serves until 20 ms before the caller's deadline
 STOP_GRACE_S = 0.2           # serve.py: server.stop(grace=0.2)
 REGISTER_RETRY_S = 0.2       # serve.py: waiting for etcd
+IDLE_TICK_S = 0.2            # how often a copy's background CPU (copy_idle_cpu_s) is charged
 
 
 @dataclass
@@ -298,6 +299,8 @@ class CopyProcs(SimReplication, SimElector):
 
     def main(self) -> Gen:
         c = self.c
+        if c.idle_cpu_s > 0 and c.cpu is not None:
+            c.spawn(self.background())
         if c.start_delay_s > 0:              # serve.py up to server.start(): the process, ShardNode, load_local
             yield c.env.timeout(c.start_delay_s)
             c.load_local()
@@ -320,6 +323,21 @@ class CopyProcs(SimReplication, SimElector):
         c.emit("start", {"shard": c.shard, "seq": c.store.seq, "role": c.role, "epoch": c.epoch})
         c.spawn(self.elector())
         yield from self.checkpointer()
+
+    def background(self) -> Gen:
+        """The CPU a real copy's process spends a second from its start to its end whatever it
+        serves (calibration copy_idle_cpu_s), outside its GIL (cpu.py io_line: gRPC's polling
+        threads; its heartbeats and keepalives are modelled), charged every IDLE_TICK_S for the
+        time since the last charge: so a cluster of more copies leaves its workers less of the
+        host, as twelve real copies after a scale-out do, and a killed one frees its share. A pause
+        stops it with the copy; the tick it resumes in is charged at most two ticks' worth."""
+        c = self.c
+        last = c.env.now
+        while True:
+            yield c.env.timeout(IDLE_TICK_S)
+            now = c.env.now
+            work, last = c.idle_cpu_s * min(now - last, 2 * IDLE_TICK_S), now
+            yield from use(c.cpu, work, io_line(c.name))
 
     def checkpointer(self) -> Gen:
         """serve.py's loop: every checkpoint_interval_s, the local checkpoint when the state moved,

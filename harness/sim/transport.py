@@ -6,8 +6,10 @@ Runtime; here they carry their calls over SimNetwork to the SimCopy handlers in 
 (harness/sim/vtime.py blocks the calling thread meanwhile). A failure reaches the caller as a
 grpc.RpcError with the status code the real channel would raise (a domain error with its own:
 StaleRouting is ABORTED, as the real servicer maps it), so the callers' retry and error mapping
-run unchanged. Each call charges the caller's CPU per call (calibration `client_request_s`) on the
-host's shared cores (harness/sim/cpu.py), the callee's handler its own.
+run unchanged. Each call charges the caller's CPU per call (calibration `client_request_s`, and for
+a worker `client_cpu_extra_s`: what a real worker's process spends per call under load beyond that
+idle figure, outside its GIL: cpu.py io_line) on the host's shared cores (harness/sim/cpu.py), the
+callee's handler its own.
 """
 from __future__ import annotations
 
@@ -50,17 +52,22 @@ class Killed(BaseException):
 class SimStub:
     """ParameterServerStub of one node: Push, Pull, Status, Migrate, as generated stubs are called."""
 
-    def __init__(self, world: Any, src: str, dst: str, dead: Callable[[], bool]) -> None:
+    def __init__(self, world: Any, src: str, dst: str, dead: Callable[[], bool], extra_cpu_s: float = 0.0) -> None:
         self.w, self.src, self.dst, self.dead = world, src, dst, dead
+        # the caller's CPU per call: the burst's figure under its GIL, the rest outside it (cpu.py io_line)
+        self.cpu_s, self.io_s = world.cal.client_request_s, extra_cpu_s
 
-    def _call(self, handler: Callable[[Any], Any], req: Any, timeout: float | None, reply_bytes) -> Any:
+    def _call(self, handler: Callable[[Any], Any], req: Any, timeout: float | None, reply_bytes,
+              data: bool = False) -> Any:
+        """One call; `data` (a Push or a Pull) also charges the caller's CPU outside its GIL,
+        which calibrate measured per Push and Pull a worker made."""
         if self.dead():
             raise Killed(self.src)
         w = self.w
         copy = w.copies[self.dst]
         deadline = w.env.now + (timeout or w.cfg.rpc_timeout_s)
         gen = call(w.net, self.src, self.dst, lambda: copy.alive, lambda: handler(copy, deadline),
-                   req.ByteSize(), reply_bytes, deadline, w.cpu, w.cal.client_request_s)
+                   req.ByteSize(), reply_bytes, deadline, w.cpu, self.cpu_s, self.io_s if data else 0.0)
         try:
             out = w.vt.run_process(gen)
         except (SimRpcError, PSError) as e:
@@ -75,10 +82,10 @@ class SimStub:
         return out
 
     def Push(self, req: ps_pb2.PushRequest, timeout: float | None = None, metadata=None) -> ps_pb2.PushReply:
-        return self._call(lambda c, dl: c.push(req, dl - 0.02, self.src), req, timeout, lambda _r: REPLY_BYTES)
+        return self._call(lambda c, dl: c.push(req, dl - 0.02, self.src), req, timeout, lambda _r: REPLY_BYTES, True)
 
     def Pull(self, req: ps_pb2.PullRequest, timeout: float | None = None, metadata=None) -> ps_pb2.PullReply:
-        raw = self._call(lambda c, dl: c.pull(req, dl - 0.02, self.src), req, timeout, len)
+        raw = self._call(lambda c, dl: c.pull(req, dl - 0.02, self.src), req, timeout, len, True)
         return ps_pb2.PullReply.FromString(raw)
 
     def Status(self, req: ps_pb2.StatusRequest, timeout: float | None = None, metadata=None) -> ps_pb2.StatusReply:

@@ -92,23 +92,34 @@ class SimWorkers:
             if gate():
                 raise Killed(name)
 
+        # with the workers' CPU measured, only the compute is CPU; the overhead and an eval pass's
+        # cost are time beyond every measured CPU second (calibration.py worker_cpu_measured)
+        cpu_s = be.cal.compute_s(be.spec.model) if be.cal.worker_cpu_measured else step_s
+
+        def wait(s: float) -> None:
+            if s > 0:
+                sleep(s)
+
         def compute(what: str) -> None:
             if what == "eval":     # no draw: the steps' times are the same with evaluation on or off
-                spend(eval_s)
+                (wait if be.cal.worker_cpu_measured else spend)(eval_s)
                 return
-            spend(step_s * math.exp(jitter * draws.gauss(0.0, 1.0)) if jitter else step_s)
+            j = math.exp(jitter * draws.gauss(0.0, 1.0)) if jitter else 1.0
+            spend(cpu_s * j)
+            wait((step_s - cpu_s) * j)
         rt = Runtime(monotonic=clock.monotonic, sleep=sleep, time=clock.now, pid=lambda: pid,
                      pool=lambda k, prefix: SimPool(vt, f"{name}-{prefix}"), compute=compute)
         dead = gate
         inc.events = EventLog(be.events_path(name), name, runtime=rt)
         cfg = be.cfg.client_view()
+        call_extra_s = be.cal.client_cpu_extra(*mode)
 
         def run() -> None:
             torch.set_num_threads(1)
             from psnodes.client import PSClient
 
             client = PSClient(cfg, name, None, inc.events, runtime=rt, etcd=SimEtcdClient(be, name, dead),
-                              stub_factory=lambda node: SimStub(be, name, node, dead))
+                              stub_factory=lambda node: SimStub(be, name, node, dead, call_extra_s))
             w = inc.worker = Worker(cfg, name, be.spec.model, be.spec.training, be.spec.staleness, "cpu", None,
                                     inc.events, step_delay=step_delay, runtime=rt, client=client,
                                     eval_every=be.spec.eval_every)

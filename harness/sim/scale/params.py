@@ -141,9 +141,12 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
     replicate_cpu = rep_sends + rep_request + rep_per_mb * shard_bytes / 1e6
     # on a push's path: the primary's apply, then (sync) the Replicate's CPU at both ends
     wire += apply + push_x + (replicate_cpu if spec.replication == "sync" else 0.0)
-    # the worker's own CPU per call (calibration client_request_s): a pull and a push per shard it
-    # touches, one after another (its process's GIL, as the per-RPC twin charges them, cpu.py)
-    client = cal.client_request_s * 2 * spec.touched
+    # the worker's own CPU per call (calibration client_request_s, under its GIL, and side by side
+    # with it client_cpu_extra_s, what a real worker spends per call under load beyond that, outside
+    # the GIL: a call waits for the longer): a pull and a push per shard it touches, one after
+    # another (as the per-RPC twin charges them on an unshared host, cpu.py io_line)
+    per_call = max(cal.client_request_s, cal.client_cpu_extra(spec.model, spec.replication, spec.training))
+    client = per_call * 2 * spec.touched
     think = cal.step_s(spec.model, spec.replication, spec.training) + client
     step = think + wire
     req = next(v for v in (spec.server_request_s, cal.server_request_s, 2 * fixed) if v is not None)

@@ -140,7 +140,7 @@ def test_a_killed_workers_cpu_leaves_at_once_and_its_restart_does_not_wait_behin
     from harness.sim.calibration import Calibration
 
     cal = Calibration.default()
-    slow = replace(cal, worker_overhead_s={"mlp": 10.0}, worker_step_jitter={})     # one step: 10 s of CPU
+    slow = replace(cal, worker_step_s={"mlp": 10.0}, worker_step_jitter={})     # one step: 10 s of CPU
     be = SimBackend(ClusterSpec(shards=1, copies=2, workers=1), tmp_path / "run", "t-3", seed=3, calibration=slow)
     try:
         be.start(timeout=10, workers_steps=400)

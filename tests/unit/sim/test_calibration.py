@@ -85,3 +85,21 @@ def test_a_replicate_costs_its_own_figures_or_a_pushs_in_an_older_file():
     new = Calibration(server_request_s=0.0008, apply_s_per_mb=0.001, client_request_s=0.0007, cores=2,
                       replicate_request_s=0.0004, replicate_s_per_mb=0.002, replicate_send_s=0.0002)
     assert new.replicate_cpu() == (0.0004, 0.002, 0.0002)
+
+
+def test_a_workers_call_extra_and_a_copys_idle_cpu_are_keyed_and_none_in_older_files(tmp_path: Path) -> None:
+    cal = Calibration(cores=2, client_cpu_extra_s={"mlp": 0.0003, "mlp/async": 0.0002}, copy_idle_cpu_s=0.014)
+    assert cal.client_cpu_extra("mlp") == 0.0003 and cal.client_cpu_extra("mlp", "async") == 0.0002
+    assert cal.idle_cpu() == 0.014
+    assert Calibration(cores=2).client_cpu_extra("mlp") == 0.0 and Calibration(cores=2).idle_cpu() == 0.0
+    before_cpu_model = Calibration(client_cpu_extra_s={"mlp": 0.0003}, copy_idle_cpu_s=0.014)
+    assert before_cpu_model.client_cpu_extra("mlp") == 0.0 and before_cpu_model.idle_cpu() == 0.0
+    f = tmp_path / "c.json"
+    f.write_text(json.dumps({**cal.to_json(), "copy_idle_cpu_s": -0.01}))
+    with pytest.raises(HarnessError, match="copy_idle_cpu_s=-0.01 must be a finite number at or above 0"):
+        Calibration.load(f)
+    f.write_text(json.dumps({**cal.to_json(), "client_cpu_extra_s": {"mlp": "fast"}}))
+    with pytest.raises(HarnessError, match=r"client_cpu_extra_s\['mlp'\]='fast'"):
+        Calibration.load(f)
+    f.write_text(json.dumps(cal.to_json()))
+    assert Calibration.load(f).client_cpu_extra_s == cal.client_cpu_extra_s
