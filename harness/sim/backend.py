@@ -67,6 +67,9 @@ class SimBackend(ElasticShards):
         self.cal = calibration or Calibration.default()
         self.background_load = background_load
         self.charge_log: list | None = None     # a list: every CPU charge is logged in it (calibration reads it)
+        # the Push and Pull RPCs each caller made (transport.py): a worker's logged pull is one RPC
+        # per shard for its dense state, one per table and shard more for its rows (widedeep: 3)
+        self.data_calls: dict[str, int] = {}
         tasks = {t.name: dict(t.tables) for t in (MLPTask, WideDeepTask)}
         self.tables = tasks[spec.model] if tables is None else tables
         self.env = simpy.Environment()

@@ -246,10 +246,14 @@ def _real_roles(run_dir: Path, runner, cpu: RunCpu, shards: int, say: Callable[[
     nodes = runner.backend.nodes()
     window = (max(window[0], cpu.first_read(nodes) - t0), window[1])
     if window[1] - window[0] < 1.0:
-        raise HarnessError(f"calibrate: the copies of {run_dir.name} were read for less than a second of training; "
-                           "calibrate again on a less loaded host")
+        say(f"  (the copies of {run_dir.name} were read for less than a second of its training: left out)")
+        return None
     read = cpu.between(nodes, t0 + window[0], t0 + window[1])
-    windows = {w: worker_windows(hist, [w], start=cpu.first_read([w]) - t0)[w] for w in _workers(runner)}
+    try:
+        windows = {w: worker_windows(hist, [w], start=cpu.first_read([w]) - t0)[w] for w in _workers(runner)}
+    except HarnessError as e:
+        say(f"  ({run_dir.name}: {e}: left out)")
+        return None
     workers = {w: cpu.between([w], t0 + a, t0 + b)[w] for w, (a, b) in windows.items()}
     return (*per_push_roles(hist, read, window, runner.sc.cluster.copies), per_call_workers(hist, workers, windows))
 
@@ -272,6 +276,34 @@ def _twin_roles(be, runner) -> tuple[float, float, float]:
     workers = {w: v for w, (a, b) in windows.items() for o, v in charged_between(be.cpu.log, base + a, base + b).items()
                if o == w}
     return (*per_push_roles(hist, charged, window, runner.sc.cluster.copies), per_call_workers(hist, workers, windows))
+
+
+def fit_share(real: float, without: float, full: float) -> float:
+    """The share of the CPU extras that brings a twin's step (`without` them, `full` with all of
+    them) to the `real` one, by linear interpolation, within [0, 1]: 1 when the full twin is no
+    slower than real, 0 when even the twin without them is."""
+    if full <= real:
+        return 1.0
+    if without >= real or full <= without:
+        return 0.0
+    return (real - without) / (full - without)
+
+
+def _rpcs_per_invoke(be, runner) -> float:
+    """The Push and Pull RPCs the twin's workers made per push or pull their history logged: a
+    logged pull is one RPC per shard for the dense state and one per table and shard more for a
+    model's embedding rows (widedeep: three a shard), retries and re-pulls aside. The real
+    workers' CPU is read per logged call; the twin charges the extra per RPC (review of the
+    per-call CPU, H1: widedeep's was charged twice)."""
+    from ..history import read_events
+
+    workers = set(_workers(runner))
+    logged = sum(1 for e in read_events(runner.out / "history.jsonl")
+                 if e["node"] in workers and e["type"] == "invoke" and e["f"] in ("push", "pull"))
+    rpcs = sum(n for w, n in be.data_calls.items() if w in workers)
+    if not logged or not rpcs:
+        raise HarnessError(f"calibrate: the twin's workers in {runner.out} made no push or pull")
+    return rpcs / logged
 
 
 def _entries_per_call(be) -> float:
@@ -311,6 +343,7 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
     a scale-out doubles its calls."""
     from dataclasses import replace
 
+    from ..history import read_events
     from ..runner import Runner
     from ..scenario import load_scenario
     from .backend import SimBackend
@@ -353,16 +386,23 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
                     made[-1].charge_log = []          # every charge, to read the training window's
                     return made[-1]
                 r = Runner(sc, 1, d, "sim", quiet=True, make_backend=make)
-                r.run()
+                rep = r.run()
+                promotes = sum(1 for e in read_events(d / "history.jsonl") if e["f"] == "promote")
+                if rep.get("verdict") != "pass" or promotes > sc.cluster.shards:
+                    raise HarnessError(f"calibrate: the twin's run in {d.name} did not pass or failed over "
+                                       f"({rep.get('verdict')}, {promotes} promotions); the model is off there")
                 return made[0], r
             bare = replace(base, worker_overhead_s={key: 0.0}, worker_step_jitter={}, worker_eval_s={key: 0.0},
                            push_cpu_extra_s={key: 0.0}, replicate_cpu_extra_s={key: 0.0}, client_cpu_extra_s={key: 0.0})
             usable = [r for r in roles if r is not None]
             if len(usable) < (RUNS + 1) // 2:
-                raise HarnessError(f"calibrate: {RUNS - len(usable)} of {RUNS} real runs of {key} failed over; "
-                                   "too few to read the copies' CPU from (a loaded host?); calibrate again")
+                raise HarnessError(f"calibrate: {RUNS - len(usable)} of {RUNS} real runs of {key} failed over or were "
+                                   "read too briefly (said above); too few to read the processes' CPU from (a loaded "
+                                   "host?); calibrate again")
             sim_be, sim_run = twin(bare, Path(tmp) / f"sim-cpu-{key}")
             px, rx, cx = copy_cpu_extras(usable, _twin_roles(sim_be, sim_run))
+            rpcs = _rpcs_per_invoke(sim_be, sim_run)
+            cx = round(cx / rpcs, 7)                  # read per logged call, charged per RPC
             bare = replace(bare, push_cpu_extra_s={key: px}, replicate_cpu_extra_s={key: rx}, client_cpu_extra_s={key: cx})
             twin(bare, Path(tmp) / f"sim-{key}")
             sim0 = _median_step(Path(tmp) / f"sim-{key}")
@@ -374,7 +414,7 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
                 # charge the share of the extras that brings the step back to the real one (their
                 # effect is near linear between none, the CPU-reading twin's step, and all)
                 without = _median_step(Path(tmp) / f"sim-cpu-{key}")
-                fit = min(1.0, max(0.0, (real - without) / (sim0 - without))) if sim0 > without else 0.0
+                fit = fit_share(real, without, sim0)
                 px, rx, cx = round(px * fit, 7), round(rx * fit, 7), round(cx * fit, 7)
                 bare = replace(bare, push_cpu_extra_s={key: px}, replicate_cpu_extra_s={key: rx},
                                client_cpu_extra_s={key: cx})
@@ -398,7 +438,7 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
             evals[key] = round(max(0.0, real_eval - sim_eval), 6)
             say(f"  step {model} ({mode} replication, {training} training): copies' CPU beyond the calls' "
                 f"{px * 1e3:.3f} ms a push (primary), {rx * 1e3:.3f} ms a Replicate of {batch:.2f} entries (replica), "
-                f"{cx * 1e3:.3f} ms a call (worker); "
+                f"{cx * 1e3:.3f} ms an RPC (worker, {rpcs:.2f} RPCs a logged call); "
                 f"real {real * 1e3:.2f} ms (log-sd {spread[key]:.3f}), "
                 f"other tenants {load:.2f} cores, simulated without overhead {sim0 * 1e3:.2f} ms -> overhead "
                 f"{out[key] * 1e3:.2f} ms; "
@@ -478,4 +518,4 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
     return cal
 
 
-__all__ = ["calibrate"]
+__all__ = ["calibrate", "fit_share"]

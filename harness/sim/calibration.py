@@ -52,8 +52,10 @@ for real, and a lost replica freed no CPU. Charged on the copy's own CPU line (i
 primary's after the apply, the replica's with the Replicate; absent (older files), none),
 `client_cpu_extra_s` per model (keyed as the overhead: what a real worker's process spends per Push
 or Pull it makes beyond `client_request_s`, from the same runs: its CPU seconds over its own
-training window per Push and Pull it made, less its twin's; charged with every Push and Pull a
-worker makes, outside its GIL (cpu.py io_line), so a step that touches twice the shards costs
+training window per push and pull its history logged, less its twin's, over the Push and Pull
+RPCs the twin's workers made per logged call (widedeep's pull is three RPCs a shard: the dense
+state and each table's rows); charged with every Push and Pull RPC a worker makes, outside its
+GIL (cpu.py io_line), so a step that touches twice the shards costs
 the worker twice of it, as after a real scale-out from 2 shards to 4, where a real worker's CPU
 went from 3.5 to 6.3 ms a step while the twin's per-step overhead left its steps almost as
 cheap; with it, the worker's CPU is measured whole: the overhead and an eval pass's cost are

@@ -229,12 +229,13 @@ IO = "~io"     # the suffix of a process's second line: its threads that run out
 
 
 def io_line(owner: str) -> str:
-    """The line of `owner`'s CPU spent outside its GIL (gRPC's C threads, its polling): it takes
-    turns with itself, not with the process's Python code, so a call that spends on both lines
-    (rpc.call) waits for the longer of its two shares while the process's other threads keep
-    their GIL. Real processes spent well beyond the idle bursts' per-call CPU there; charged on
-    the GIL line with the rest, the twin's steps came out slower than real ones with no overhead
-    at all (widedeep 31.3 ms against 29.7)."""
+    """A second line of `owner`'s CPU, beside its GIL's: what calibrate measured a real process
+    spend beyond the idle bursts' per-call figures (a worker's per RPC, a copy's idle CPU). It
+    takes turns with itself, not with the process's Python code, so a call that spends on both
+    lines (rpc.call) waits for the longer of its two shares while the process's other threads
+    keep their GIL. Part of that CPU is gRPC's threads, which run outside the GIL, part is Python
+    under it: the line is a coarsening. Charged on the GIL line with the rest, the twin's steps
+    came out slower than real ones with no overhead at all (widedeep 31.3 ms against 29.7)."""
     return owner + IO
 
 

@@ -6,10 +6,10 @@ Runtime; here they carry their calls over SimNetwork to the SimCopy handlers in 
 (harness/sim/vtime.py blocks the calling thread meanwhile). A failure reaches the caller as a
 grpc.RpcError with the status code the real channel would raise (a domain error with its own:
 StaleRouting is ABORTED, as the real servicer maps it), so the callers' retry and error mapping
-run unchanged. Each call charges the caller's CPU per call (calibration `client_request_s`, and for
-a worker `client_cpu_extra_s`: what a real worker's process spends per call under load beyond that
-idle figure, outside its GIL: cpu.py io_line) on the host's shared cores (harness/sim/cpu.py), the
-callee's handler its own.
+run unchanged. Each call charges the caller's CPU per call (calibration `client_request_s`) and a
+worker's Push and Pull RPCs also `client_cpu_extra_s` (what a real worker's process spends per
+RPC under load beyond that idle figure, outside its GIL: cpu.py io_line) on the host's shared
+cores (harness/sim/cpu.py), the callee's handler its own.
 """
 from __future__ import annotations
 
@@ -64,6 +64,8 @@ class SimStub:
         if self.dead():
             raise Killed(self.src)
         w = self.w
+        if data:
+            w.data_calls[self.src] = w.data_calls.get(self.src, 0) + 1
         copy = w.copies[self.dst]
         deadline = w.env.now + (timeout or w.cfg.rpc_timeout_s)
         gen = call(w.net, self.src, self.dst, lambda: copy.alive, lambda: handler(copy, deadline),

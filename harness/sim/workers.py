@@ -7,8 +7,10 @@ it (a call in flight may still land on the server, as a real one can); a restart
 incarnation with the same arguments, as the process backend restarts a worker. A pause
 (SIGSTOP) holds every thread of the incarnation at its next wait (a sleep, the compute of a step,
 the end of a call: what a call in flight did on the server stands, its answer waits) until the
-resume or a kill. A step's compute and the calibrated leftover (`worker_overhead_s`) are the
-worker's CPU on the host's shared cores (harness/sim/cpu.py): steps slow down when more runs.
+resume or a kill. A step's compute is the worker's CPU on the host's shared cores
+(harness/sim/cpu.py): steps slow down when more runs; so is the calibrated leftover
+(`worker_overhead_s`) with a calibration from before the workers' CPU was measured, a wait with
+one after (calibration.py worker_cpu_measured).
 """
 from __future__ import annotations
 

@@ -88,3 +88,11 @@ def test_a_worker_that_trained_too_briefly_is_refused() -> None:
     with pytest.raises(HarnessError, match="worker-2 trained for less than 1.5 s"):
         worker_windows(WORKERS + [wev(1.0, "worker-2", "train-step"), wev(2.2, "worker-2", "train-step")],
                        ["worker-0", "worker-2"])
+
+
+def test_the_share_of_the_extras_that_matches_the_real_step() -> None:
+    from harness.sim.calibrate import fit_share
+
+    assert fit_share(real=0.030, without=0.020, full=0.029) == 1.0          # the full twin is not slower
+    assert fit_share(real=0.030, without=0.020, full=0.040) == pytest.approx(0.5)
+    assert fit_share(real=0.030, without=0.031, full=0.040) == 0.0          # slower even without them

@@ -73,12 +73,13 @@ expect: {checks: [no-lost-acks]}
 """
 
 
-def _worker_call_charges(cal: Calibration, tmp: Path) -> tuple[list[float], list[float], int]:
+def _worker_call_charges(cal: Calibration, tmp: Path, model: str = "mlp"
+                         ) -> tuple[list[float], list[float], int, int]:
     """worker-0's CPU charges under its GIL other than its steps, those outside it (cpu.py
-    io_line), and the Pushes and Pulls it made."""
+    io_line), the pushes and pulls its history logged, and the Push and Pull RPCs it made."""
     tmp.mkdir(parents=True, exist_ok=True)
     f = tmp / "calls.yaml"
-    f.write_text(STEPS)
+    f.write_text(STEPS.replace("model: mlp", f"model: {model}"))
     made: list[SimBackend] = []
 
     def make(s, d, rid, seed) -> SimBackend:
@@ -90,20 +91,32 @@ def _worker_call_charges(cal: Calibration, tmp: Path) -> tuple[list[float], list
     from harness.history import read_events
     calls = sum(1 for e in read_events(r.out / "history.jsonl")
                 if e["node"] == "worker-0" and e["type"] == "invoke" and e["f"] in ("push", "pull"))
-    steps = (cal.step_s("mlp"), cal.compute_s("mlp"))     # a step's CPU: all of it, or its compute alone
+    steps = (cal.step_s(model), cal.compute_s(model))     # a step's CPU: all of it, or its compute alone
     log = made[0].cpu.log
     return ([w for _, o, w in log if o == "worker-0" and min(abs(w - x) for x in steps) > 1e-12],
-            [w for _, o, w in log if o == io_line("worker-0")], calls)
+            [w for _, o, w in log if o == io_line("worker-0")], calls, made[0].data_calls["worker-0"])
 
 
 def test_every_call_a_worker_makes_charges_the_callers_figure_and_its_extra_outside_the_gil(tmp_path: Path) -> None:
-    gil, io, calls = _worker_call_charges(replace(BASE, client_cpu_extra_s={"mlp": 0.0003}), tmp_path / "x")
-    assert calls >= 2 * 20 * 2                        # a pull and a push per shard per step
-    assert len(gil) >= calls and len(io) == len(gil)
+    gil, io, calls, rpcs = _worker_call_charges(replace(BASE, client_cpu_extra_s={"mlp": 0.0003}), tmp_path / "x")
+    assert calls == 2 * 20 * 2                        # mlp: a pull and a push per shard per step, logged
+    assert calls <= rpcs <= calls + 4                 # one RPC each, and a start-up pull or two unlogged
+    assert len(io) == rpcs and len(gil) >= rpcs       # (the GIL share is charged on Status calls too)
     assert all(w == pytest.approx(0.0005, abs=1e-12) for w in gil)
     assert all(w == pytest.approx(0.0003, abs=1e-12) for w in io)
-    gil, io, _ = _worker_call_charges(BASE, tmp_path / "b")
+    gil, io, _, _ = _worker_call_charges(BASE, tmp_path / "b")
     assert all(w == pytest.approx(0.0005, abs=1e-12) for w in gil) and not io
+
+
+def test_a_logged_pull_of_an_embedding_model_is_several_rpcs_each_charged(tmp_path: Path) -> None:
+    """widedeep's logged pull is one RPC for the dense state and one per table for its rows, per
+    shard: the extra goes with each RPC, and calibrate divides the real worker's CPU per logged
+    call by the RPCs per logged call (calibrate.py _rpcs_per_invoke)."""
+    cal = replace(BASE, worker_step_s={"widedeep": 0.002}, worker_overhead_s={"widedeep": 0.001},
+                  client_cpu_extra_s={"widedeep": 0.0003})
+    _, io, calls, rpcs = _worker_call_charges(cal, tmp_path / "w", "widedeep")
+    assert calls == 2 * 20 * 2 and rpcs > calls        # more RPCs than logged calls
+    assert len(io) == rpcs
 
 
 def _host(cores: int):
