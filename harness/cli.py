@@ -34,9 +34,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     codes = []
     make = None
-    if args.calibration is not None or args.background is not None:
+    if args.calibration is not None or args.background is not None or args.host_slowdown is not None:
         if args.backend != "sim":
-            print("pschaos run: --calibration and --background are the twin's; add --backend sim", file=sys.stderr)
+            print("pschaos run: --calibration, --background and --host-slowdown are the twin's; add --backend sim",
+                  file=sys.stderr)
+            return 2
+        if args.host_slowdown is not None and not (math.isfinite(args.host_slowdown) and args.host_slowdown > 0):
+            print(f"pschaos run: --host-slowdown={args.host_slowdown}: give a factor > 0 (1: the host as fast as when "
+                  "the calibration was measured)", file=sys.stderr)
             return 2
         if args.background is not None and not (math.isfinite(args.background) and args.background >= 0):
             print(f"pschaos run: --background={args.background}: give a number of jobs >= 0 (0: an idle host)",
@@ -44,7 +49,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             return 2
         from .sim.backend import sim_factory
 
-        make = sim_factory(args.calibration, args.background or 0.0)
+        make = sim_factory(args.calibration, args.background or 0.0,
+                           1.0 if args.host_slowdown is None else args.host_slowdown)
     scenarios = [load_scenario(p) for p in args.scenario]   # validate all before running any
     for sc in scenarios:
         out = Path(args.out) if args.out and len(scenarios) == 1 else (
@@ -210,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--calibration", help="with --backend sim: the calibration file (default: the committed one)")
     r.add_argument("--background", type=float,
                    help="with --backend sim: other tenants' runnable jobs on the twin's cores (default 0)")
+    r.add_argument("--host-slowdown", type=float, metavar="FACTOR",
+                   help="with --backend sim: the host's cores this many times slower than when the calibration was "
+                        "measured (default 1; harness/hostspeed.py)")
     r.set_defaults(fn=cmd_run)
 
     ck = sub.add_parser("check", help="re-judge saved histories offline (exit 0 pass, 1 fail, 3 unknown)")
@@ -324,6 +333,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="other tenants' load the twin's cores carry (harness/sim/cpu.py): auto (default) gives "
                          "each sim run the background_cores its real run measured (report.json host_load), a "
                          "number that many jobs on every sim run, 0 an idle host")
+    sv.add_argument("--host-slowdown", default="auto", metavar="auto|FACTOR",
+                    help="how much slower the twin's cores run than at calibration (harness/hostspeed.py): auto "
+                         "(default) gives each sim run its real run's speed probe over the calibration's "
+                         "(host_probe_ms), a number that factor on every sim run, 1 the calibration's speed")
     from .sim.scale.commands import add_parsers as add_scale     # the scale level (issue 11)
     add_scale(smsub)
     sm.set_defaults(fn=cmd_sim)

@@ -21,7 +21,7 @@ from typing import Callable
 
 from reports import html, junit, markdown, report_json
 
-from . import hostload
+from . import hostload, hostspeed
 from .backend import Backend
 from .checkers.failover import failover_times
 from .clock import WallClock, clock_of
@@ -117,6 +117,8 @@ class Runner:
         self.history = History(self.backend.events_path("harness"), self.clock)
         t_start = time.time()       # wall_s: what the run cost in real time, whatever its clock
         self.load_start = hostload.sample()     # report.json host_load: what else ran meanwhile
+        self.speed: hostspeed.SpeedProbe | None = None
+        self.speed_read: dict = {}
         self.prepared = self.system.prepare(self.sc, self.seed, self.out, self.backend_name, self.make_backend,
                                             self.say)
         self.tearing_down = False
@@ -126,6 +128,9 @@ class Runner:
             self.say(f"{self.sc.name}: seed {self.seed}, starting {self.sc.cluster.shards}x{self.sc.cluster.copies} "
                      f"cluster and {self.sc.cluster.workers} workers ({self.backend_name})")
             w = self.sc.workload
+            # how fast the host's cores ran while the workers trained (real runs only: a sim run's
+            # timings come from its calibration; hostspeed.py)
+            self.speed = hostspeed.SpeedProbe().start() if self.backend_name != "sim" else None
             self.backend.start(workers_steps=w.steps, duration=w.duration_s, step_delay=w.step_delay_s)
             self.history.record("run-start", {"scenario": self.sc.name, "seed": self.seed, "run_id": self.run_id,
                                               "backend": self.backend_name,
@@ -139,12 +144,14 @@ class Runner:
             self.progress.update("healing")
             self._heal_all("end of workload")
             self._finish_workers()
+            self._stop_probe()
             self.progress.update("settling")
             self._quiesce()
             self._observe()
             self.progress.update("judging")
         finally:
             self.tearing_down = True        # from here a signal only hurries teardown (see _on_term)
+            self._stop_probe()
             try:
                 while True:
                     try:
@@ -164,6 +171,10 @@ class Runner:
                 except Exception:  # noqa: BLE001 - the host's load is context, never worth the run's report
                     self.load_end = None
         return self._judge(t_start)
+
+    def _stop_probe(self) -> None:
+        if self.speed is not None and not self.speed_read:
+            self.speed_read = self.speed.stop()
 
     def _on_term(self, signum, frame) -> None:
         """Ctrl-C or SIGTERM stops the run (teardown follows in run's finally). One that comes during
@@ -336,11 +347,12 @@ class Runner:
         if cal is None:
             return {}
         return {"simulated": {"calibration": cal.path, "measured": cal.measured,
-                              "background_load": getattr(self.backend, "background_load", 0.0)}}
+                              "background_load": getattr(self.backend, "background_load", 0.0),
+                              "host_slowdown": getattr(self.backend, "host_slowdown", 1.0)}}
 
     def _rerun(self, path: str) -> str:
         """The command that replays this run: a simulated one names its calibration file when it is
-        not the committed one, and its background load when it had one (review of the CPU model,
+        not the committed one, its background load when it had one and its host slowdown when not 1 (review of the CPU model,
         M4: a validate run replayed with neither gave another history)."""
         cmd = f"pschaos run {path} --backend {self.backend_name} --seed {self.seed}"
         cal = getattr(self.backend, "cal", None)
@@ -352,6 +364,9 @@ class Runner:
             bg = getattr(self.backend, "background_load", 0.0)
             if bg:
                 cmd += f" --background {bg!r}"
+            slow = getattr(self.backend, "host_slowdown", 1.0)
+            if slow != 1.0:
+                cmd += f" --host-slowdown {slow!r}"
         return cmd
 
     def context(self) -> dict:
@@ -384,7 +399,8 @@ class Runner:
                                  "unknown_reasons": {k: v.details.get("reason") or v.details.get("error")
                                                      for k, v in checks.items() if v.valid == "unknown"},
                                  "failover_times": failover_times(hist),
-                                 "host_load": hostload.summary(self.load_start, self.load_end) if self.load_end is not None
+                                 "host_load": {**hostload.summary(self.load_start, self.load_end), **self.speed_read}
+                                 if self.load_end is not None
                                  else {"unknown": "the host's load could not be read at the end"},
                                  **self._simulated(),
                                  "history": str(self.out / "history.jsonl"),

@@ -60,12 +60,13 @@ class SimBackend(ElasticShards):
 
     def __init__(self, spec: ClusterSpec, run_dir: Path, run_id: str, seed: int,
                  calibration: Calibration | None = None, tables: dict[str, int] | None = None,
-                 background_load: float = 0.0) -> None:
+                 background_load: float = 0.0, host_slowdown: float = 1.0) -> None:
         from psnodes.models import MLPTask, WideDeepTask
 
         self.spec, self.run_dir, self.run_id, self.seed = spec, run_dir, run_id, seed
         self.cal = calibration or Calibration.default()
         self.background_load = background_load
+        self.host_slowdown = host_slowdown      # cpu.py: the host's cores this many times slower than calibrated
         self.charge_log: list | None = None     # a list: every CPU charge is logged in it (calibration reads it)
         # the Push and Pull RPCs each caller made (transport.py): a worker's logged pull is one RPC
         # per shard for its dense state, one per table and shard more for its rows (widedeep: 3)
@@ -92,7 +93,7 @@ class SimBackend(ElasticShards):
         s = self.spec
         self.run_dir.mkdir(parents=True, exist_ok=True)
         # the host's cores, shared by every simulated process and `background_load` jobs of others
-        self.cpu = SimCPU(self.env, self.cal.cores or math.inf, self.background_load)
+        self.cpu = SimCPU(self.env, self.cal.cores or math.inf, self.background_load, self.host_slowdown)
         self.cpu.log = self.charge_log
         self.etcd = SimEtcd(self.env, read_s=self.cal.etcd_read_s, write_s=self.cal.etcd_write_s, cpu=self.cpu,
                             cpu_s=self.cal.etcd_request_s, client_cpu_s=self.cal.etcd_client_s)
@@ -327,13 +328,15 @@ class SimLinkFault:
 __all__ = ["SimBackend", "SimLinkFault"]
 
 
-def sim_factory(calibration: str | None = None, background: float = 0.0):
-    """A Runner backend factory: the twin with this calibration file (default: the committed one)
-    and `background` jobs of other tenants on its cores. `pschaos run --calibration --background`
-    and `sim validate` build their runs with it, so a report's rerun line replays the same history."""
+def sim_factory(calibration: str | None = None, background: float = 0.0, slowdown: float = 1.0):
+    """A Runner backend factory: the twin with this calibration file (default: the committed one),
+    `background` jobs of other tenants on its cores and its cores `slowdown` times slower than when
+    the calibration was measured. `pschaos run --calibration --background --host-slowdown` and `sim
+    validate` build their runs with it, so a report's rerun line replays the same history."""
     cal = Calibration.load(calibration) if calibration else Calibration.default()
 
     def make(s, run_dir: Path, run_id: str, seed: int) -> SimBackend:
-        return SimBackend(s.cluster, run_dir, run_id, seed, calibration=cal, background_load=background)
+        return SimBackend(s.cluster, run_dir, run_id, seed, calibration=cal, background_load=background,
+                          host_slowdown=slowdown)
     return make
 

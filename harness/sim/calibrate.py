@@ -347,9 +347,10 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
     from ..runner import Runner
     from ..scenario import load_scenario
     from .backend import SimBackend
-    from .validate import measured_background
+    from .validate import measured_background, measured_probe
 
     out, spread, evals, push_x, repl_x, call_x = {}, {}, {}, {}, {}, {}
+    probes: list[float] = []
     with tempfile.TemporaryDirectory(prefix="pschaos-calibrate-") as tmp:
         for model, mode, training in (("mlp", "sync", "async"), ("widedeep", "sync", "async"),
                                       ("mlp", "async", "async"), ("widedeep", "async", "async"),
@@ -375,6 +376,9 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
                 gaps += g
                 real_evals.append(_median_eval(d))
                 loads.append(measured_background(d))
+                probe = measured_probe(d)
+                if probe is not None:
+                    probes.append(probe)
             real, real_eval = statistics.median(reals), statistics.median(real_evals)
             load = statistics.median(loads)        # the twin under the load the real runs met (hostload.py)
 
@@ -443,7 +447,9 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
                 f"other tenants {load:.2f} cores, simulated without overhead {sim0 * 1e3:.2f} ms -> overhead "
                 f"{out[key] * 1e3:.2f} ms; "
                 f"eval pass real {real_eval * 1e3:.2f} ms, simulated without its cost {sim_eval * 1e3:.2f} ms")
-    return out, spread, evals, push_x, repl_x, call_x
+    # how fast the host ran during those runs (hostspeed.py): the baseline of validate's correction
+    probe_ms = round(statistics.median(probes), 4) if probes else None
+    return out, spread, evals, push_x, repl_x, call_x, probe_ms
 
 
 def _ms_a_s(rates: dict[str, float]) -> str:
@@ -509,7 +515,8 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
     say(f"idle copies (the same 1x3 cluster, nothing asked of it): real {_ms_a_s(real_idle)}, twin "
         f"{_ms_a_s(twin_idle)} -> {cal.copy_idle_cpu_s * 1e3:.1f} ms a second a copy")
     (cal.worker_overhead_s, cal.worker_step_jitter, cal.worker_eval_s, cal.push_cpu_extra_s,
-     cal.replicate_cpu_extra_s, cal.client_cpu_extra_s) = worker_overheads(cal, say)
+     cal.replicate_cpu_extra_s, cal.client_cpu_extra_s, cal.host_probe_ms) = worker_overheads(cal, say)
+    say(f"the host's speed probe during the training runs: {cal.host_probe_ms} ms (harness/hostspeed.py)")
     cal.measured["took_s"] = round(time.time() - t0, 1)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(cal.to_json(), indent=2) + "\n")

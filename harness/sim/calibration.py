@@ -93,7 +93,7 @@ KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "
         "checkpoint_mb_s",
         "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s", "server_request_s", "client_request_s",
         "etcd_request_s", "etcd_client_s", "replicate_request_s", "replicate_s_per_mb", "replicate_send_s", "cores",
-        "push_cpu_extra_s", "replicate_cpu_extra_s", "client_cpu_extra_s", "copy_idle_cpu_s", "measured")
+        "push_cpu_extra_s", "replicate_cpu_extra_s", "client_cpu_extra_s", "copy_idle_cpu_s", "host_probe_ms", "measured")
 
 
 #: keys that hold model -> seconds maps (every value a figure), and those that hold one figure
@@ -101,7 +101,7 @@ _MAPS = ("worker_step_s", "worker_overhead_s", "worker_step_jitter", "worker_eva
          "replicate_cpu_extra_s", "client_cpu_extra_s")
 _FIGURES = ("apply_s_per_mb", "checkpoint_mb_s", "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s",
             "server_request_s", "client_request_s", "etcd_request_s", "etcd_client_s", "replicate_request_s",
-            "replicate_s_per_mb", "replicate_send_s", "cores", "copy_idle_cpu_s")
+            "replicate_s_per_mb", "replicate_send_s", "cores", "copy_idle_cpu_s", "host_probe_ms")
 
 
 def _figure_problem(name: str, v: Any, positive: bool = False) -> str | None:
@@ -116,7 +116,7 @@ def bad_figure(data: dict) -> str | None:
     where a key allows it."""
     for k in _FIGURES:
         if data.get(k) is not None:
-            why = _figure_problem(k, data[k], positive=k in ("cores", "checkpoint_mb_s"))
+            why = _figure_problem(k, data[k], positive=k in ("cores", "checkpoint_mb_s", "host_probe_ms"))
             if why:
                 return why
     for k in _MAPS:
@@ -155,6 +155,7 @@ class Calibration:
     replicate_cpu_extra_s: dict[str, float] = field(default_factory=dict)  # a replica's per Replicate with entries
     client_cpu_extra_s: dict[str, float] = field(default_factory=dict)     # a worker's per call it makes
     copy_idle_cpu_s: float | None = None      # a live copy's CPU seconds a second beyond its calls' (None: not measured)
+    host_probe_ms: float | None = None        # the host's speed probe during the training runs (None: not measured)
     measured: dict[str, Any] = field(default_factory=dict)
     path: str = "(built-in defaults)"
 
@@ -279,7 +280,7 @@ class Calibration:
                 "replicate_send_s": self.replicate_send_s, "cores": self.cores,
                 "push_cpu_extra_s": self.push_cpu_extra_s, "replicate_cpu_extra_s": self.replicate_cpu_extra_s,
                 "client_cpu_extra_s": self.client_cpu_extra_s, "copy_idle_cpu_s": self.copy_idle_cpu_s,
-                "measured": self.measured}
+                "host_probe_ms": self.host_probe_ms, "measured": self.measured}
 
 
 __all__ = ["Calibration", "DEFAULT_PATH"]

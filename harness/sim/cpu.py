@@ -8,7 +8,8 @@ and a step's cost independent of the cluster's size.
 
 The model is processor sharing: `cores` cores, `k` runnable jobs and `background` jobs of other
 tenants (the host's load, a float) - each job progresses at min(1, cores / (k + background))
-CPU-seconds per second. A job charges CPU seconds and completes when it got them. All jobs run
+CPU-seconds per second, divided by `slowdown` when the host's cores run slower than when the
+calibration was measured (harness/hostspeed.py; 1 unless asked). A job charges CPU seconds and completes when it got them. All jobs run
 at the same rate, so one service clock (the CPU seconds each job received since the start)
 orders every completion: a job ends when the clock reaches its start reading plus its work. The
 next completion is recomputed whenever a job starts, ends or is cancelled; equal completions end
@@ -53,14 +54,19 @@ class Job:
 class SimCPU:
     """Processor sharing of `cores` cores among the twin's jobs and `background` other jobs."""
 
-    def __init__(self, env: simpy.Environment, cores: float, background: float = 0.0) -> None:
+    def __init__(self, env: simpy.Environment, cores: float, background: float = 0.0,
+                 slowdown: float = 1.0) -> None:
         if not cores > 0:
             raise HarnessError(f"cpu: cores={cores!r}; give the host's CPU count (> 0), as calibration.json "
                                "`cores` records it")
         if not (math.isfinite(background) and background >= 0):
             raise HarnessError(f"cpu: background={background!r}; give the host's other load in runnable jobs "
                                "(>= 0, e.g. its load average), or 0 for an idle host")
+        if not (math.isfinite(slowdown) and slowdown > 0):
+            raise HarnessError(f"cpu: slowdown={slowdown!r}; give how many times slower the host runs than when "
+                               "the calibration was measured (> 0; 1: as calibrated)")
         self.env, self.cores, self.background = env, float(cores), float(background)
+        self.speed = 1.0 / float(slowdown)     # calibrated CPU seconds a core serves per second
         self._heap: list[tuple[float, int, Job]] = []
         self._seq = itertools.count()
         self._n = 0                 # jobs running (cancelled and finished ones left out)
@@ -76,10 +82,11 @@ class SimCPU:
         self.log: list[tuple[float, str, float]] | None = None
 
     def rate(self) -> float:
-        """CPU seconds per second each running job gets now."""
+        """Calibrated CPU seconds per second each running job gets now: its share of a core, times the
+        host's speed against the calibration's (`slowdown`, harness/hostspeed.py)."""
         if self._n == 0:
-            return 1.0
-        return min(1.0, self.cores / (self._n + self.background))
+            return self.speed
+        return self.speed * min(1.0, self.cores / (self._n + self.background))
 
     def running(self) -> int:
         return self._n

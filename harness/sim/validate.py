@@ -18,7 +18,11 @@ The twin's cores carry the real run's load (`--background`, harness/sim/cpu.py):
 sim run gets as many background jobs as the real run of its seed measured other tenants using
 (report.json `host_load.background_cores`, harness/hostload.py), so both run under the same
 conditions; a number gives every sim run that many, 0 an idle host. Each sim run's figure is in
-validate.json (`background`).
+validate.json (`background`). Likewise `--host-slowdown auto` (the default) slows each sim run's
+cores by what the host's speed probe read during its real run against what it read during the
+calibration's runs (harness/hostspeed.py: the same seeds took 182 to 228 acked pushes/s on this
+host as its cores' speed moved); a number gives every sim run that factor, 1 the calibration's
+speed. Each sim run's factor is in validate.json (`host_slowdown`).
 Targets (issue 8): failover p50 within 10%, p99 within 20%, throughput within 10%, catch-up bytes
 within 5%; the migration figures are reported, not targeted. Exit 0 when every target holds, 1
 when one does not, 3 when a run gave no evidence. `--scenario` runs some of the set only.
@@ -32,9 +36,12 @@ import sys
 import time
 from pathlib import Path
 
+from ..errors import HarnessError
 from ..history import read_events
+from ..hostspeed import slowdown
 from ..scenario import load_scenario
 from ..tools import REPO
+from .calibration import Calibration
 from .handoff_phases import PHASES, call_latency, handoff_phases, median_phases
 
 # each scenario and the targeted metrics it must produce on both backends (missing = the target fails)
@@ -146,7 +153,29 @@ def measured_background(run_dir: Path) -> float:
     return float((rep.get("host_load") or {}).get("background_cores") or 0.0)
 
 
-def _run(path: Path, backend: str, seed: int, out: Path, cal: str | None, background: float = 0.0) -> Path:
+def measured_probe(run_dir: Path) -> float | None:
+    """The host's speed probe during a real run (its report's host_load, hostspeed.py), None when absent."""
+    rep = json.loads((run_dir / "report.json").read_text())
+    v = (rep.get("host_load") or {}).get("probe_ms")
+    return float(v) if isinstance(v, (int, float)) and v > 0 else None
+
+
+def slowdown_of(arg: str) -> float | None:
+    """`--host-slowdown`: None for auto (each real run's probe against the calibration's), else a factor > 0."""
+    if arg == "auto":
+        return None
+    try:
+        f = float(arg)
+    except ValueError:
+        f = -1.0
+    if not (f > 0 and f != float("inf")):
+        raise ValueError(f"--host-slowdown={arg!r}: give auto, or a factor > 0 (1: the host as fast as when "
+                         "the calibration was measured)")
+    return f
+
+
+def _run(path: Path, backend: str, seed: int, out: Path, cal: str | None, background: float = 0.0,
+         slowdown: float = 1.0) -> Path:
     from ..adapters.psnodes import BACKENDS
     from ..runner import Runner
 
@@ -155,7 +184,7 @@ def _run(path: Path, backend: str, seed: int, out: Path, cal: str | None, backgr
     if backend == "sim":
         from .backend import sim_factory
 
-        make = sim_factory(cal, background)     # the sim with the given calibration and load
+        make = sim_factory(cal, background, slowdown)     # the sim with the given calibration, load and speed
     d = out / sc.name / f"{backend}-{seed}"
     Runner(sc, seed, d, backend, quiet=True, make_backend=make).run()
     return d
@@ -174,6 +203,7 @@ def validate_main(args: argparse.Namespace) -> int:
         return 2
     try:
         fixed = background_of(str(getattr(args, "background", "auto")))
+        fixed_slow = slowdown_of(str(getattr(args, "host_slowdown", "auto")))
     except ValueError as e:
         print(f"pschaos sim validate: {e}", file=sys.stderr)
         return 2
@@ -188,6 +218,16 @@ def validate_main(args: argparse.Namespace) -> int:
         calibrate(cal_path, say=lambda m: print(m, file=sys.stderr, flush=True))
         args.calibration = str(cal_path)
     result: dict = {"seeds": list(seeds), "scenarios": {}, "calibration": args.calibration or "default"}
+    try:
+        cal_probe = (Calibration.load(args.calibration) if args.calibration else Calibration.default()).host_probe_ms
+    except HarnessError as e:
+        print(f"pschaos sim validate: {e}", file=sys.stderr)
+        return 2
+    if fixed_slow is None and cal_probe is None:
+        print("pschaos sim validate: the calibration has no host_probe_ms (measured before hostspeed.py): the twin "
+              "runs at the calibration's speed (--host-slowdown 1); calibrate again to correct for the host's speed",
+              file=sys.stderr)
+    result["calibration_probe_ms"] = cal_probe
     t0 = time.time()
     not_passed: list[str] = []
     for name, targeted in SCENARIOS.items():
@@ -195,17 +235,20 @@ def validate_main(args: argparse.Namespace) -> int:
             continue
         path = REPO / "scenarios" / f"{name}.yaml"
         runs: dict[str, list[dict]] = {"process": [], "sim": []}
-        backgrounds = []
+        backgrounds, slowdowns = [], []
         for seed in seeds:
-            background = 0.0
+            background, slow = 0.0, 1.0
             for backend in ("process", "sim"):
                 print(f"pschaos sim validate: {name} seed {seed} on {backend} ({time.time() - t0:.0f}s"
-                      + (f", background {background:.2f} jobs" if backend == "sim" else "") + ")",
-                      file=sys.stderr, flush=True)
-                d = _run(path, backend, seed, out, args.calibration, background)
+                      + (f", background {background:.2f} jobs, host slowdown {slow:.3f}" if backend == "sim" else "")
+                      + ")", file=sys.stderr, flush=True)
+                d = _run(path, backend, seed, out, args.calibration, background, slow)
                 if backend == "process":
                     background = measured_background(d) if fixed is None else fixed
                     backgrounds.append(background)
+                    # no probe read (a run shorter than one period): no evidence, no correction
+                    slow = fixed_slow if fixed_slow is not None else (slowdown(measured_probe(d), cal_probe) or 1.0)
+                    slowdowns.append(round(slow, 4))
                 obs = observe(d)
                 if obs["verdict"] != "pass":     # a failed or unknown run is no evidence of its timings
                     not_passed.append(f"{name} seed {seed} on {backend}: {obs['verdict']}")
@@ -214,7 +257,7 @@ def validate_main(args: argparse.Namespace) -> int:
         wall = {b: sum(r["wall_s"] or 0 for r in rs) for b, rs in runs.items()}
         result["scenarios"][name] = {"real": real, "sim": sim, "compare": compare(real, sim, targeted), "wall_s": wall,
                                      "verdicts": {b: [r["verdict"] for r in rs] for b, rs in runs.items()},
-                                     "background": backgrounds}
+                                     "background": backgrounds, "host_slowdown": slowdowns}
     if not_passed:                       # no target is judged on runs that did not pass
         for sc_ in result["scenarios"].values():
             for c in sc_["compare"].values():
@@ -253,4 +296,4 @@ def _print(result: dict) -> None:
     print(f"\nall targets hold: {result['all_targets_hold']}")
 
 
-__all__ = ["background_of", "measured_background", "observe", "validate_main"]
+__all__ = ["background_of", "measured_background", "measured_probe", "observe", "slowdown_of", "validate_main"]
