@@ -39,10 +39,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             print("pschaos run: --calibration, --background and --host-slowdown are the twin's; add --backend sim",
                   file=sys.stderr)
             return 2
-        if args.host_slowdown is not None and not (math.isfinite(args.host_slowdown) and args.host_slowdown > 0):
-            print(f"pschaos run: --host-slowdown={args.host_slowdown}: give a factor > 0 (1: the host as fast as when "
-                  "the calibration was measured)", file=sys.stderr)
-            return 2
         if args.background is not None and not (math.isfinite(args.background) and args.background >= 0):
             print(f"pschaos run: --background={args.background}: give a number of jobs >= 0 (0: an idle host)",
                   file=sys.stderr)
@@ -63,6 +59,19 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"  rerun: {rep['rerun']}")
         codes.append(EXIT_CODES[rep["verdict"]])
     return worst_exit(codes)
+
+
+def slowdown_arg(text: str) -> float:
+    """`pschaos run --host-slowdown`: a factor > 0 (validate's `auto` reads each real run's probe;
+    a single run has none to read)."""
+    try:
+        f = float(text)
+    except ValueError:
+        f = float("nan")
+    if not (math.isfinite(f) and f > 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a factor > 0 (1: the host as fast as when the calibration "
+                                         "was measured; auto is `pschaos sim validate`'s, which reads each real run)")
+    return f
 
 
 def worst_exit(codes: list[int]) -> int:
@@ -216,7 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--calibration", help="with --backend sim: the calibration file (default: the committed one)")
     r.add_argument("--background", type=float,
                    help="with --backend sim: other tenants' runnable jobs on the twin's cores (default 0)")
-    r.add_argument("--host-slowdown", type=float, metavar="FACTOR",
+    r.add_argument("--host-slowdown", type=slowdown_arg, metavar="FACTOR",
                    help="with --backend sim: the host's cores this many times slower than when the calibration was "
                         "measured (default 1; harness/hostspeed.py)")
     r.set_defaults(fn=cmd_run)

@@ -17,6 +17,8 @@ report.json's `host_load`:
 - `background_cores`: busy less own, at least 0: the cores the host's other tenants used on
   average meanwhile. On a saturated host it is a lower bound of their runnable jobs (a job that
   wanted a core and got half of one counts as half).
+A real run's `host_load` also says how fast the cores ran meanwhile: `probe_ms` and its kin
+(harness/hostspeed.py), which no count of busy cores shows.
 """
 from __future__ import annotations
 

@@ -118,7 +118,6 @@ class Runner:
         t_start = time.time()       # wall_s: what the run cost in real time, whatever its clock
         self.load_start = hostload.sample()     # report.json host_load: what else ran meanwhile
         self.speed: hostspeed.SpeedProbe | None = None
-        self.speed_read: dict = {}
         self.prepared = self.system.prepare(self.sc, self.seed, self.out, self.backend_name, self.make_backend,
                                             self.say)
         self.tearing_down = False
@@ -130,7 +129,9 @@ class Runner:
             w = self.sc.workload
             # how fast the host's cores ran while the workers trained (real runs only: a sim run's
             # timings come from its calibration; hostspeed.py)
-            self.speed = hostspeed.SpeedProbe().start() if self.backend_name != "sim" else None
+            if self.backend_name != "sim":
+                self.speed = hostspeed.SpeedProbe(now=self.clock.now)
+                self.speed.start()
             self.backend.start(workers_steps=w.steps, duration=w.duration_s, step_delay=w.step_delay_s)
             self.history.record("run-start", {"scenario": self.sc.name, "seed": self.seed, "run_id": self.run_id,
                                               "backend": self.backend_name,
@@ -144,14 +145,14 @@ class Runner:
             self.progress.update("healing")
             self._heal_all("end of workload")
             self._finish_workers()
-            self._stop_probe()
+            if self.speed is not None:
+                self.speed.stop()           # the training is over: no more of the probe's CPU
             self.progress.update("settling")
             self._quiesce()
             self._observe()
             self.progress.update("judging")
         finally:
             self.tearing_down = True        # from here a signal only hurries teardown (see _on_term)
-            self._stop_probe()
             try:
                 while True:
                     try:
@@ -162,6 +163,8 @@ class Runner:
             finally:                            # whatever teardown raised, the rest still happens
                 for sig, handler in prev.items():
                     signal.signal(sig, handler)
+                if self.speed is not None:
+                    self.speed.stop()
                 self.history.close()
                 self.progress.close()
                 if not self.keep_data:   # node data and checkpoints were judged already; logs and events stay
@@ -172,9 +175,16 @@ class Runner:
                     self.load_end = None
         return self._judge(t_start)
 
-    def _stop_probe(self) -> None:
-        if self.speed is not None and not self.speed_read:
-            self.speed_read = self.speed.stop()
+    def _speed(self, hist: list[dict]) -> dict:
+        """host_load's probe fields (hostspeed.py) over the training window: the first to the last
+        acknowledged push; none for a sim run."""
+        if self.speed is None:
+            return {}
+        oks = [e["t"] for e in hist if e.get("f") == "push" and e.get("type") == "ok"]
+        if not oks:
+            return {"probe_ms": None, "probe_samples": 0,
+                    "probe_unknown": "no acknowledged push: the run has no training window"}
+        return self.speed.summary(self.history.t0 + min(oks), self.history.t0 + max(oks))
 
     def _on_term(self, signum, frame) -> None:
         """Ctrl-C or SIGTERM stops the run (teardown follows in run's finally). One that comes during
@@ -399,9 +409,10 @@ class Runner:
                                  "unknown_reasons": {k: v.details.get("reason") or v.details.get("error")
                                                      for k, v in checks.items() if v.valid == "unknown"},
                                  "failover_times": failover_times(hist),
-                                 "host_load": {**hostload.summary(self.load_start, self.load_end), **self.speed_read}
-                                 if self.load_end is not None
-                                 else {"unknown": "the host's load could not be read at the end"},
+                                 "host_load": {**(hostload.summary(self.load_start, self.load_end)
+                                                  if self.load_end is not None
+                                                  else {"unknown": "the host's load could not be read at the end"}),
+                                               **self._speed(hist)},
                                  **self._simulated(),
                                  "history": str(self.out / "history.jsonl"),
                                  "scenario_spec": self.sc.model_dump()})

@@ -40,6 +40,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import HarnessError
+from ..hostspeed import identity
 from .calibrate_cpu import (RunCpu, charged_between, copies_cpu, copy_cpu_extras, copy_idle_extra, cpu_of,
                             idle_rates, per_call_workers, per_op, per_push_roles, push_cpu, replicate_cpu,
                             server_cpu, training_window, twin_idle_rates, worker_windows, IDLE_SETTLE_S, WINDOW_TAIL_S)
@@ -349,8 +350,7 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
     from .backend import SimBackend
     from .validate import measured_background, measured_probe
 
-    out, spread, evals, push_x, repl_x, call_x = {}, {}, {}, {}, {}, {}
-    probes: list[float] = []
+    out, spread, evals, push_x, repl_x, call_x, probe_ms = {}, {}, {}, {}, {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="pschaos-calibrate-") as tmp:
         for model, mode, training in (("mlp", "sync", "async"), ("widedeep", "sync", "async"),
                                       ("mlp", "async", "async"), ("widedeep", "async", "async"),
@@ -361,7 +361,7 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
             sc = load_scenario(f)
             # the median of RUNS real runs: one 300-step run's median step moved by a quarter between
             # two calibrations minutes apart (mlp/async 7.4 ms, then 10.3 ms), and a prediction with it
-            reals, gaps, real_evals, loads, roles = [], [], [], [], []
+            reals, gaps, real_evals, loads, roles, probes = [], [], [], [], [], []
             for seed in range(1, RUNS + 1):
                 d = Path(tmp) / f"real-{key}-{seed}"
                 runner = Runner(sc, seed, d, "process", quiet=True)
@@ -381,6 +381,8 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
                     probes.append(probe)
             real, real_eval = statistics.median(reals), statistics.median(real_evals)
             load = statistics.median(loads)        # the twin under the load the real runs met (hostload.py)
+            if probes:       # how fast the host ran while these were measured: validate's baseline (hostspeed.py)
+                probe_ms[key] = round(statistics.median(probes), 4)
 
             def twin(cal: Calibration, d: Path) -> tuple[SimBackend, Runner]:
                 made: list[SimBackend] = []
@@ -447,8 +449,6 @@ def worker_overheads(base: Calibration, say: Callable[[str], None]
                 f"other tenants {load:.2f} cores, simulated without overhead {sim0 * 1e3:.2f} ms -> overhead "
                 f"{out[key] * 1e3:.2f} ms; "
                 f"eval pass real {real_eval * 1e3:.2f} ms, simulated without its cost {sim_eval * 1e3:.2f} ms")
-    # how fast the host ran during those runs (hostspeed.py): the baseline of validate's correction
-    probe_ms = round(statistics.median(probes), 4) if probes else None
     return out, spread, evals, push_x, repl_x, call_x, probe_ms
 
 
@@ -516,7 +516,10 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
         f"{_ms_a_s(twin_idle)} -> {cal.copy_idle_cpu_s * 1e3:.1f} ms a second a copy")
     (cal.worker_overhead_s, cal.worker_step_jitter, cal.worker_eval_s, cal.push_cpu_extra_s,
      cal.replicate_cpu_extra_s, cal.client_cpu_extra_s, cal.host_probe_ms) = worker_overheads(cal, say)
-    say(f"the host's speed probe during the training runs: {cal.host_probe_ms} ms (harness/hostspeed.py)")
+    cal.measured["probe"] = identity()
+    say("the host's speed probe in the training runs (harness/hostspeed.py): "
+        + (", ".join(f"{k} {v:.3f} ms" for k, v in cal.host_probe_ms.items()) if cal.host_probe_ms
+           else "not read (no run's window held a sample): validate will correct nothing"))
     cal.measured["took_s"] = round(time.time() - t0, 1)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(cal.to_json(), indent=2) + "\n")

@@ -98,10 +98,10 @@ KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "
 
 #: keys that hold model -> seconds maps (every value a figure), and those that hold one figure
 _MAPS = ("worker_step_s", "worker_overhead_s", "worker_step_jitter", "worker_eval_s", "push_cpu_extra_s",
-         "replicate_cpu_extra_s", "client_cpu_extra_s")
+         "replicate_cpu_extra_s", "client_cpu_extra_s", "host_probe_ms")
 _FIGURES = ("apply_s_per_mb", "checkpoint_mb_s", "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s",
             "server_request_s", "client_request_s", "etcd_request_s", "etcd_client_s", "replicate_request_s",
-            "replicate_s_per_mb", "replicate_send_s", "cores", "copy_idle_cpu_s", "host_probe_ms")
+            "replicate_s_per_mb", "replicate_send_s", "cores", "copy_idle_cpu_s")
 
 
 def _figure_problem(name: str, v: Any, positive: bool = False) -> str | None:
@@ -116,7 +116,7 @@ def bad_figure(data: dict) -> str | None:
     where a key allows it."""
     for k in _FIGURES:
         if data.get(k) is not None:
-            why = _figure_problem(k, data[k], positive=k in ("cores", "checkpoint_mb_s", "host_probe_ms"))
+            why = _figure_problem(k, data[k], positive=k in ("cores", "checkpoint_mb_s"))
             if why:
                 return why
     for k in _MAPS:
@@ -124,7 +124,7 @@ def bad_figure(data: dict) -> str | None:
         if not isinstance(m, dict):
             return f"{k} must map a model name to seconds, not {type(m).__name__}"
         for model, v in m.items():
-            why = _figure_problem(f"{k}[{model!r}]", v)
+            why = _figure_problem(f"{k}[{model!r}]", v, positive=k == "host_probe_ms")
             if why:
                 return why
     return None
@@ -155,7 +155,7 @@ class Calibration:
     replicate_cpu_extra_s: dict[str, float] = field(default_factory=dict)  # a replica's per Replicate with entries
     client_cpu_extra_s: dict[str, float] = field(default_factory=dict)     # a worker's per call it makes
     copy_idle_cpu_s: float | None = None      # a live copy's CPU seconds a second beyond its calls' (None: not measured)
-    host_probe_ms: float | None = None        # the host's speed probe during the training runs (None: not measured)
+    host_probe_ms: dict[str, float] = field(default_factory=dict)  # the speed probe in each key's training runs
     measured: dict[str, Any] = field(default_factory=dict)
     path: str = "(built-in defaults)"
 
@@ -265,6 +265,13 @@ class Calibration:
         if not self.cpu_model:
             return 0.0
         return self._pick(self.client_cpu_extra_s, model, replication, training, 0.0)
+
+    def probe_ms(self, model: str, replication: str = "sync", training: str = "async") -> float | None:
+        """The host's speed probe (harness/hostspeed.py) during the training runs the overhead of
+        this kind of run was fitted on, keyed like it; None when not measured."""
+        if not self.host_probe_ms:
+            return None
+        return self._pick(self.host_probe_ms, model, replication, training, 0.0)
 
     def to_json(self) -> dict:
         return {"network": self.network, "worker_step_s": self.worker_step_s,

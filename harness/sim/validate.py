@@ -38,7 +38,7 @@ from pathlib import Path
 
 from ..errors import HarnessError
 from ..history import read_events
-from ..hostspeed import slowdown
+from ..hostspeed import identity, slowdown
 from ..scenario import load_scenario
 from ..tools import REPO
 from .calibration import Calibration
@@ -160,6 +160,25 @@ def measured_probe(run_dir: Path) -> float | None:
     return float(v) if isinstance(v, (int, float)) and v > 0 else None
 
 
+def probe_why(run_dir: Path) -> str:
+    """Why a real run's report has no probe_ms (report.json host_load.probe_unknown, or its absence)."""
+    rep = json.loads((run_dir / "report.json").read_text())
+    return (rep.get("host_load") or {}).get("probe_unknown") or "its report has no host_load.probe_ms"
+
+
+def no_probe_reason(cal: Calibration) -> str | None:
+    """Why this calibration's probe baseline cannot correct this host's runs, or None when it can:
+    none recorded, or read with another loop, period or interpreter (hostspeed.identity)."""
+    if not cal.host_probe_ms:
+        return (f"the calibration {cal.path} has no host_probe_ms (measured before harness/hostspeed.py, or no "
+                "training window held a sample); calibrate again to correct for the host's speed")
+    theirs, ours = cal.measured.get("probe"), identity()
+    if theirs != ours:
+        return (f"the calibration's host probe was read as {theirs}, this one reads as {ours}: the two figures "
+                "are not comparable; calibrate again on this interpreter")
+    return None
+
+
 def slowdown_of(arg: str) -> float | None:
     """`--host-slowdown`: None for auto (each real run's probe against the calibration's), else a factor > 0."""
     if arg == "auto":
@@ -219,15 +238,16 @@ def validate_main(args: argparse.Namespace) -> int:
         args.calibration = str(cal_path)
     result: dict = {"seeds": list(seeds), "scenarios": {}, "calibration": args.calibration or "default"}
     try:
-        cal_probe = (Calibration.load(args.calibration) if args.calibration else Calibration.default()).host_probe_ms
+        cal = Calibration.load(args.calibration) if args.calibration else Calibration.default()
     except HarnessError as e:
         print(f"pschaos sim validate: {e}", file=sys.stderr)
         return 2
-    if fixed_slow is None and cal_probe is None:
-        print("pschaos sim validate: the calibration has no host_probe_ms (measured before hostspeed.py): the twin "
-              "runs at the calibration's speed (--host-slowdown 1); calibrate again to correct for the host's speed",
+    probe_off = None if fixed_slow is not None else no_probe_reason(cal)
+    if probe_off:
+        print(f"pschaos sim validate: {probe_off}: every twin runs at the calibration's speed (--host-slowdown 1)",
               file=sys.stderr)
-    result["calibration_probe_ms"] = cal_probe
+    result["calibration_probe_ms"] = cal.host_probe_ms
+    notes: list[str] = []
     t0 = time.time()
     not_passed: list[str] = []
     for name, targeted in SCENARIOS.items():
@@ -236,6 +256,8 @@ def validate_main(args: argparse.Namespace) -> int:
         path = REPO / "scenarios" / f"{name}.yaml"
         runs: dict[str, list[dict]] = {"process": [], "sim": []}
         backgrounds, slowdowns = [], []
+        sc = load_scenario(path)
+        cal_probe = cal.probe_ms(sc.cluster.model, sc.cluster.replication, sc.cluster.training)
         for seed in seeds:
             background, slow = 0.0, 1.0
             for backend in ("process", "sim"):
@@ -246,9 +268,14 @@ def validate_main(args: argparse.Namespace) -> int:
                 if backend == "process":
                     background = measured_background(d) if fixed is None else fixed
                     backgrounds.append(background)
-                    # no probe read (a run shorter than one period): no evidence, no correction
-                    slow = fixed_slow if fixed_slow is not None else (slowdown(measured_probe(d), cal_probe) or 1.0)
-                    slowdowns.append(round(slow, 4))
+                    measured = None if fixed_slow is not None or probe_off else slowdown(measured_probe(d), cal_probe)
+                    if fixed_slow is None and not probe_off and measured is None:
+                        # no evidence of the host's speed in this run: no correction, said
+                        notes.append(f"{name} seed {seed}: its real run read no host speed ({probe_why(d)}); "
+                                     "its twin ran at the calibration's speed")
+                        print(f"pschaos sim validate: {notes[-1]}", file=sys.stderr, flush=True)
+                    slow = fixed_slow if fixed_slow is not None else (measured or 1.0)
+                    slowdowns.append(measured if fixed_slow is None else fixed_slow)
                 obs = observe(d)
                 if obs["verdict"] != "pass":     # a failed or unknown run is no evidence of its timings
                     not_passed.append(f"{name} seed {seed} on {backend}: {obs['verdict']}")
@@ -267,6 +294,8 @@ def validate_main(args: argparse.Namespace) -> int:
     result["all_targets_hold"] = all(holds) if holds and not not_passed else None
     if not_passed:
         result["unknown_reasons"] = not_passed
+    if notes:
+        result["notes"] = notes
     out.mkdir(parents=True, exist_ok=True)
     (out / "validate.json").write_text(json.dumps(result, indent=2))
     if args.json:
@@ -296,4 +325,5 @@ def _print(result: dict) -> None:
     print(f"\nall targets hold: {result['all_targets_hold']}")
 
 
-__all__ = ["background_of", "measured_background", "measured_probe", "observe", "slowdown_of", "validate_main"]
+__all__ = ["background_of", "measured_background", "measured_probe", "no_probe_reason", "observe", "probe_why",
+           "slowdown_of", "validate_main"]

@@ -30,6 +30,9 @@ def test_kill_primary(tmp_path):
     assert rep["faults"][0]["kind"] == "kill" and rep["faults"][0]["target"].startswith("shard-0/")
     assert rep["rerun"].endswith("--backend process --seed 3")
     assert (tmp_path / "kill-primary" / "history.jsonl").stat().st_size > 0
+    # the host's speed over the training window (harness/hostspeed.py): several samples of a real run
+    load = rep["host_load"]
+    assert load["probe_ms"] > 0 and load["probe_samples"] >= 4 and "probe_unknown" not in load, load
     # the same checks, re-judged offline from the saved history alone, agree with the run
     c = subprocess.run([sys.executable, "-m", "harness.cli", "check", str(tmp_path / "kill-primary"), "--json"],
                        capture_output=True, text=True, timeout=120, cwd=REPO)

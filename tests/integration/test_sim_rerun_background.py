@@ -33,6 +33,29 @@ def test_the_rerun_line_of_a_loaded_twin_replays_its_history(tmp_path):
     assert (tmp_path / "c" / "history.jsonl").read_bytes() != (tmp_path / "a" / "history.jsonl").read_bytes()
 
 
+def test_the_rerun_line_of_a_slowed_twin_replays_its_history(tmp_path):
+    """--host-slowdown (harness/hostspeed.py: validate slows each twin by its real run's probe)
+    is in the report and the rerun line, and a slower host gives another history."""
+    p = run(str(SCENARIO), "--backend", "sim", "--seed", "2", "--host-slowdown", "1.3", "--out", str(tmp_path / "a"))
+    assert p.returncode == 0, p.stdout + p.stderr[-2000:]
+    rep = json.loads((tmp_path / "a" / "report.json").read_text())
+    assert rep["simulated"]["host_slowdown"] == 1.3
+    assert "probe_ms" not in rep["host_load"]         # a sim run reads no host speed: its timings are its calibration's
+    assert rep["rerun"].endswith("--host-slowdown 1.3"), rep["rerun"]
+    p = run(*shlex.split(rep["rerun"])[2:], "--out", str(tmp_path / "b"))
+    assert p.returncode == 0, p.stdout + p.stderr[-2000:]
+    assert (tmp_path / "a" / "history.jsonl").read_bytes() == (tmp_path / "b" / "history.jsonl").read_bytes()
+    p = run(str(SCENARIO), "--backend", "sim", "--seed", "2", "--out", str(tmp_path / "c"))
+    assert p.returncode == 0
+    assert (tmp_path / "c" / "history.jsonl").read_bytes() != (tmp_path / "a" / "history.jsonl").read_bytes()
+    assert "--host-slowdown" not in json.loads((tmp_path / "c" / "report.json").read_text())["rerun"]
+
+
 def test_the_twins_options_are_refused_on_real_processes(tmp_path):
     p = run(str(SCENARIO), "--background", "1", "--out", str(tmp_path / "p"))
     assert p.returncode == 2 and "add --backend sim" in p.stderr
+    p = run(str(SCENARIO), "--host-slowdown", "1.2", "--out", str(tmp_path / "q"))
+    assert p.returncode == 2 and "add --backend sim" in p.stderr
+    for bad in ("0", "-2", "inf", "nan", "auto"):
+        p = run(str(SCENARIO), "--backend", "sim", "--host-slowdown", bad, "--out", str(tmp_path / "r"))
+        assert p.returncode == 2 and "--host-slowdown" in p.stderr, (bad, p.stderr)

@@ -76,3 +76,21 @@ def test_a_copys_cpu_beyond_the_calls_is_keyed_as_the_overhead_and_none_where_un
     cal = Calibration.load(p)
     assert cal.copy_cpu_extra("mlp") == (0.001, 0.0007)
     assert cal.copy_cpu_extra("mlp", "async") == (0.0005, 0.0007)
+
+
+def test_the_host_probe_baseline_is_optional_positive_and_kept(tmp_path):
+    """host_probe_ms (harness/hostspeed.py), keyed like the overhead: absent in a file measured
+    before it (no correction), refused when not a map of positive figures, written back as read."""
+    base = {k: v for k, v in json.loads(DEFAULT_PATH.read_text()).items() if k != "host_probe_ms"}
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps(base))
+    assert Calibration.load(p).host_probe_ms == {} and Calibration.load(p).probe_ms("mlp") is None
+    probes = {"mlp": 1.75, "widedeep": 2.5, "mlp/sync/ssp": 1.5}
+    p.write_text(json.dumps({**base, "host_probe_ms": probes}))
+    cal = Calibration.load(p)
+    assert cal.to_json()["host_probe_ms"] == probes
+    assert cal.probe_ms("mlp") == 1.75 and cal.probe_ms("mlp", "sync", "ssp") == 1.5 and cal.probe_ms("widedeep") == 2.5
+    for bad in (0, -1.0, "fast", 1.75):
+        p.write_text(json.dumps({**base, "host_probe_ms": bad if bad == 1.75 else {"mlp": bad}}))
+        with pytest.raises(HarnessError, match="host_probe_ms"):
+            Calibration.load(p)

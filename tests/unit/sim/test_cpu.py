@@ -195,3 +195,31 @@ def test_cpu_is_booked_per_owner_and_a_cancelled_jobs_unserved_rest_is_taken_bac
     booked = charged_between(cpu.log, 0.0, env.now)
     assert booked == pytest.approx({"shard-0/0": 0.75, "": 0.1, "worker-0": 0.2 / 3})
     assert cpu.busy_s == pytest.approx(sum(booked.values()))
+
+
+def test_a_slower_host_serves_every_job_that_many_times_slower() -> None:
+    """`slowdown` (harness/hostspeed.py): the host's cores run slower than at calibration, so each
+    calibrated CPU second takes `slowdown` seconds, shared as before."""
+    def ends(slow: float, jobs: list[tuple], cores: float = 2, background: float = 0.0) -> list[float]:
+        env = simpy.Environment()
+        cpu = SimCPU(env, cores, background, slow)
+        out: list[float] = []
+
+        def one(start: float, work: float):
+            yield env.timeout(start)
+            yield from cpu.use(work)
+            out.append(env.now)
+        for j in jobs:
+            env.process(one(*j))
+        env.run()
+        return out
+    assert ends(1.25, [(0, 1.0)]) == pytest.approx([1.25], abs=1e-12)
+    assert ends(2.0, [(0, 1.0)] * 3) == pytest.approx([3.0] * 3, abs=1e-12)       # 2/3 of a core, half speed
+    assert ends(0.5, [(0, 1.0)], cores=1, background=1.0) == pytest.approx([1.0], abs=1e-12)
+    assert ends(1.0, [(0, 1.0), (0.5, 1.0)], cores=1) == finish_times(1, [(0, 1.0), (0.5, 1.0)])
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("inf"), float("nan")])
+def test_a_slowdown_that_is_no_speed_is_refused(bad: float) -> None:
+    with pytest.raises(HarnessError, match="slowdown="):
+        SimCPU(simpy.Environment(), 2, 0.0, bad)

@@ -50,7 +50,7 @@ def test_a_real_run_that_did_not_pass_leaves_the_targets_unjudged(tmp_path, monk
                 "migration_bytes_ratio": None, "keys_moved_fraction": None, "acked_per_s": 400.0,
                 "catchup_bytes": 1000, "catchup_s": 0.1, "lag": 0.1, "ssp_lead": None, "final_loss": 0.01,
                 "wall_s": 1.0, "handoff": {}}
-    monkeypatch.setattr(v, "_run", lambda path, backend, seed, out, cal, bg=0.0: tmp_path / f"{backend}-{seed}")
+    monkeypatch.setattr(v, "_run", lambda path, backend, seed, out, cal, bg=0.0, slow=1.0: tmp_path / f"{backend}-{seed}")
     monkeypatch.setattr(v, "observe", lambda d: obs("fail" if d.name == "process-1" else "pass"))
     monkeypatch.setattr(v, "measured_background", lambda d: 0.0)
     args = argparse.Namespace(out=str(tmp_path / "out"), seeds=2, scenario=["kill-primary"], json=False,
@@ -60,3 +60,88 @@ def test_a_real_run_that_did_not_pass_leaves_the_targets_unjudged(tmp_path, monk
     assert doc["all_targets_hold"] is None
     assert doc["unknown_reasons"] == ["kill-primary seed 1 on process: fail"]
     assert "not judged: kill-primary seed 1 on process: fail" in capsys.readouterr().out
+
+
+def test_host_slowdown_is_auto_or_a_factor_and_a_real_runs_probe_is_read_from_its_report(tmp_path):
+    import json
+
+    import pytest
+
+    from harness.sim.validate import measured_probe, slowdown_of
+
+    assert slowdown_of("auto") is None and slowdown_of("1") == 1.0 and slowdown_of("1.25") == 1.25
+    for bad in ("0", "-1", "fast", "inf", "nan"):
+        with pytest.raises(ValueError, match="--host-slowdown"):
+            slowdown_of(bad)
+    (tmp_path / "report.json").write_text(json.dumps({"host_load": {"probe_ms": 1.8, "probe_samples": 30}}))
+    assert measured_probe(tmp_path) == 1.8
+    for absent in ({}, {"host_load": {"probe_ms": None, "probe_samples": 0}}):   # before the probe; too short
+        (tmp_path / "report.json").write_text(json.dumps(absent))
+        assert measured_probe(tmp_path) is None
+
+
+def test_each_sim_run_is_slowed_by_its_real_runs_probe_over_the_calibrations(tmp_path, monkeypatch, capsys):
+    """--host-slowdown auto: the twin of seed N gets the probe its real run read (report.json
+    host_load.probe_ms) over the calibration's host_probe_ms; a number is given to every run; a
+    calibration without the baseline corrects nothing and says so."""
+    import argparse
+    import json
+
+    import harness.sim.validate as v
+    from harness.sim.calibration import DEFAULT_PATH
+
+    from harness.hostspeed import identity
+
+    base = json.loads(DEFAULT_PATH.read_text())
+    cal = {**base, "host_probe_ms": {"mlp": 2.0, "widedeep": 9.0}, "measured": {**base["measured"], "probe": identity()}}
+    (tmp_path / "cal.json").write_text(json.dumps(cal))
+    old = {k: x for k, x in cal.items() if k != "host_probe_ms"}
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    other = {**cal, "measured": {**cal["measured"], "probe": {**identity(), "unit_loops": 1}}}
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    probes: dict[int, float | None] = {1: 3.0, 2: 1.5}
+    calls: list[tuple[str, int, float]] = []
+
+    def run(path, backend, seed, out, cal, bg=0.0, slow=1.0):
+        calls.append((backend, seed, slow))
+        d = tmp_path / "runs" / f"{backend}-{seed}"
+        d.mkdir(parents=True, exist_ok=True)
+        load = {"background_cores": 0.0, "probe_ms": probes[seed]}
+        if probes[seed] is None:
+            load["probe_unknown"] = "no sample in the training window"
+        (d / "report.json").write_text(json.dumps({"host_load": load}))
+        return d
+    obs = {"verdict": "pass", "failover_ms": [170.0], "migration_unavailable_p50_ms": None,
+           "migration_bytes_ratio": None, "keys_moved_fraction": None, "acked_per_s": 400.0,
+           "catchup_bytes": 1000, "catchup_s": 0.1, "lag": 0.1, "ssp_lead": None, "final_loss": 0.01,
+           "wall_s": 1.0, "handoff": {}}
+    monkeypatch.setattr(v, "_run", run)
+    monkeypatch.setattr(v, "observe", lambda d: dict(obs))
+
+    def main(calibration: str, slowdown: str) -> dict:
+        calls.clear()
+        args = argparse.Namespace(out=str(tmp_path / "out"), seeds=2, scenario=["kill-primary"], json=False,
+                                  calibration=calibration, calibrate=False, background="auto",
+                                  host_slowdown=slowdown)
+        assert v.validate_main(args) == 0
+        return json.loads((tmp_path / "out" / "validate.json").read_text())
+    doc = main(str(tmp_path / "cal.json"), "auto")       # kill-primary trains mlp: its baseline is 2.0
+    assert calls == [("process", 1, 1.0), ("sim", 1, 1.5), ("process", 2, 1.0), ("sim", 2, 0.75)]
+    assert doc["scenarios"]["kill-primary"]["host_slowdown"] == [1.5, 0.75]
+    assert doc["calibration_probe_ms"] == {"mlp": 2.0, "widedeep": 9.0} and "notes" not in doc
+    main(str(tmp_path / "cal.json"), "1.1")
+    assert [c[2] for c in calls if c[0] == "sim"] == [1.1, 1.1]
+    capsys.readouterr()
+    probes[2] = None                                      # a real run whose window held no sample
+    doc = main(str(tmp_path / "cal.json"), "auto")
+    assert [c[2] for c in calls if c[0] == "sim"] == [1.5, 1.0]
+    assert doc["scenarios"]["kill-primary"]["host_slowdown"] == [1.5, None]
+    assert doc["notes"] == ["kill-primary seed 2: its real run read no host speed (no sample in the training "
+                            "window); its twin ran at the calibration's speed"]
+    assert "seed 2: its real run read no host speed" in capsys.readouterr().err
+    probes[2] = 1.5
+    for f, why in (("old.json", "no host_probe_ms"), ("other.json", "not comparable")):
+        doc = main(str(tmp_path / f), "auto")
+        assert [c[2] for c in calls if c[0] == "sim"] == [1.0, 1.0]
+        assert doc["scenarios"]["kill-primary"]["host_slowdown"] == [None, None]
+        assert why in capsys.readouterr().err
