@@ -48,8 +48,8 @@ def unit_ms() -> float:
 def identity() -> dict:
     """What a probe figure is comparable under: the same loop, period and interpreter. A
     calibration records it beside its baseline, and validate corrects nothing when they differ."""
-    return {"unit_loops": UNIT_LOOPS, "period_s": PERIOD_S,
-            "python": ".".join(map(str, sys.version_info[:3])), "implementation": sys.implementation.name}
+    return {"unit_loops": UNIT_LOOPS, "period_s": PERIOD_S,      # a patch release does not change the loop
+            "python": ".".join(map(str, sys.version_info[:2])), "implementation": sys.implementation.name}
 
 
 class SpeedProbe:

@@ -53,6 +53,7 @@ def test_a_real_run_that_did_not_pass_leaves_the_targets_unjudged(tmp_path, monk
     monkeypatch.setattr(v, "_run", lambda path, backend, seed, out, cal, bg=0.0, slow=1.0: tmp_path / f"{backend}-{seed}")
     monkeypatch.setattr(v, "observe", lambda d: obs("fail" if d.name == "process-1" else "pass"))
     monkeypatch.setattr(v, "measured_background", lambda d: 0.0)
+    monkeypatch.setattr(v, "measured_probe", lambda d: 1.0)
     args = argparse.Namespace(out=str(tmp_path / "out"), seeds=2, scenario=["kill-primary"], json=False,
                               calibration=None, calibrate=False, background="auto")
     assert v.validate_main(args) == 3
