@@ -6,7 +6,11 @@ seconds apart with the host idle (200,000 iterations and 2,000 small array opera
 5 s), and a real kill-primary run's acked pushes/s went from 182 to 228 between runs of the
 same seeds. This module's loop (UNIT_LOOPS), sampled in a separate process every 0.1 s inside
 each of 12 such runs, read 2.4 to 2.8 ms on average over a run's training window, and that mean
-and the run's acked pushes/s correlated at r = -0.73: the host's speed moved them. The twin
+and the run's acked pushes/s correlated at r = -0.73. The probe as shipped (a thread of the
+harness, every 0.25 s, 0.9 to 1.4 ms) read in the 30 real runs of one `pschaos sim validate`
+(6 scenarios x 5 seeds) correlated with their acked pushes/s at r = -0.87 (each run's two
+figures over its scenario's mean; within one scenario, from -0.99 to +0.27 where the probe
+hardly moved): the host's speed moved them. The twin
 (harness/sim/cpu.py) runs at the speed its calibration was measured at unless told otherwise,
 so `pschaos sim validate` compares each real run with a twin slowed down by what the probe read
 during that run against what it read during the calibration's runs of the same kind
@@ -21,8 +25,9 @@ many jobs share the cores (hostload.py's `background_cores` and the twin's proce
 model that). It does grow with whatever slows an instruction on the core it got: the core's
 clock, a sibling hyperthread, shared caches and memory. Those come from other tenants and from
 the run's own processes alike, so it reads the speed the run's code met, not the hardware's
-alone; calibrate reads its baseline in training runs of the same shape as validate's (a 2x3
-cluster, two workers), so the run's own share is in both. Its cost: about 1% of one core.
+alone. Calibrate reads its baseline in 2x3 training runs with two workers, the shape of most of
+validate's scenarios; a larger cluster (scale-in's 4x3, ssp's three workers) adds its own share,
+which the baseline does not hold. Its cost: about 1% of one core.
 """
 from __future__ import annotations
 
@@ -97,6 +102,17 @@ class SpeedProbe:
                 "probe_samples": len(xs)}
 
 
+def over_training(probe: SpeedProbe, hist: list[dict], t0: float) -> dict:
+    """The probe's summary over a run's training window: from its first to its last acknowledged
+    push (a merged history's `t` is seconds after `t0`, the run's clock; the samples carry that
+    clock's readings), so the cluster's start-up and teardown are left out."""
+    oks = [e["t"] for e in hist if e.get("f") == "push" and e.get("type") == "ok"]
+    if not oks:
+        return {"probe_ms": None, "probe_samples": 0,
+                "probe_unknown": "no acknowledged push: the run has no training window"}
+    return probe.summary(t0 + min(oks), t0 + max(oks))
+
+
 def usable(v: object) -> bool:
     """A probe figure one can divide by: a finite number above 0."""
     return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf")
@@ -111,4 +127,4 @@ def slowdown(run_probe_ms: float | None, calibration_probe_ms: float | None) -> 
     return round(float(run_probe_ms) / float(calibration_probe_ms), 4)
 
 
-__all__ = ["PERIOD_S", "SpeedProbe", "UNIT_LOOPS", "identity", "slowdown", "unit_ms", "usable"]
+__all__ = ["PERIOD_S", "SpeedProbe", "UNIT_LOOPS", "identity", "over_training", "slowdown", "unit_ms", "usable"]

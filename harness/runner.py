@@ -129,7 +129,7 @@ class Runner:
             w = self.sc.workload
             # how fast the host's cores ran while the workers trained (real runs only: a sim run's
             # timings come from its calibration; hostspeed.py)
-            if self.backend_name != "sim":
+            if isinstance(self.clock, WallClock):     # a sim's or a test's clock stamps no real sample
                 self.speed = hostspeed.SpeedProbe(now=self.clock.now)
                 self.speed.start()
             self.backend.start(workers_steps=w.steps, duration=w.duration_s, step_delay=w.step_delay_s)
@@ -153,6 +153,8 @@ class Runner:
             self.progress.update("judging")
         finally:
             self.tearing_down = True        # from here a signal only hurries teardown (see _on_term)
+            if self.speed is not None:
+                self.speed.stop()           # while the handlers still turn a signal into a hurry
             try:
                 while True:
                     try:
@@ -163,8 +165,6 @@ class Runner:
             finally:                            # whatever teardown raised, the rest still happens
                 for sig, handler in prev.items():
                     signal.signal(sig, handler)
-                if self.speed is not None:
-                    self.speed.stop()
                 self.history.close()
                 self.progress.close()
                 if not self.keep_data:   # node data and checkpoints were judged already; logs and events stay
@@ -174,17 +174,6 @@ class Runner:
                 except Exception:  # noqa: BLE001 - the host's load is context, never worth the run's report
                     self.load_end = None
         return self._judge(t_start)
-
-    def _speed(self, hist: list[dict]) -> dict:
-        """host_load's probe fields (hostspeed.py) over the training window: the first to the last
-        acknowledged push; none for a sim run."""
-        if self.speed is None:
-            return {}
-        oks = [e["t"] for e in hist if e.get("f") == "push" and e.get("type") == "ok"]
-        if not oks:
-            return {"probe_ms": None, "probe_samples": 0,
-                    "probe_unknown": "no acknowledged push: the run has no training window"}
-        return self.speed.summary(self.history.t0 + min(oks), self.history.t0 + max(oks))
 
     def _on_term(self, signum, frame) -> None:
         """Ctrl-C or SIGTERM stops the run (teardown follows in run's finally). One that comes during
@@ -412,7 +401,8 @@ class Runner:
                                  "host_load": {**(hostload.summary(self.load_start, self.load_end)
                                                   if self.load_end is not None
                                                   else {"unknown": "the host's load could not be read at the end"}),
-                                               **self._speed(hist)},
+                                               **(hostspeed.over_training(self.speed, hist, self.history.t0)
+                                                  if self.speed is not None else {})},
                                  **self._simulated(),
                                  "history": str(self.out / "history.jsonl"),
                                  "scenario_spec": self.sc.model_dump()})

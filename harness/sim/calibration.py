@@ -187,6 +187,14 @@ class Calibration:
         return cls.load(DEFAULT_PATH) if DEFAULT_PATH.exists() else cls()
 
     @staticmethod
+    def _key(d: dict[str, float], model: str, replication: str, training: str) -> str | None:
+        """The key `_pick` reads for this kind of run, or None when it falls back to the largest value."""
+        for k in (f"{model}/{replication}/{training}", f"{model}/{replication}", model):
+            if k in d:
+                return k
+        return None
+
+    @staticmethod
     def _pick(d: dict[str, float], model: str, replication: str, training: str, default: float) -> float:
         """The most specific key measured: `model/replication/training` (SSP, BSP), then
         `model/replication`, then `model`, then the largest value (an unmeasured model)."""
@@ -267,11 +275,13 @@ class Calibration:
         return self._pick(self.client_cpu_extra_s, model, replication, training, 0.0)
 
     def probe_ms(self, model: str, replication: str = "sync", training: str = "async") -> float | None:
-        """The host's speed probe (harness/hostspeed.py) during the training runs the overhead of
-        this kind of run was fitted on, keyed like it; None when not measured."""
-        if not self.host_probe_ms:
-            return None
-        return self._pick(self.host_probe_ms, model, replication, training, 0.0)
+        """The host's speed probe (harness/hostspeed.py) during the training runs that this kind of
+        run's overhead was fitted on: the key `step_s` reads the overhead from, and only that one;
+        None when the overhead is another model's fallback or that key's runs read no probe (no
+        baseline of that speed: no correction, never another kind's, which ran at its own)."""
+        key = self._key(self.worker_overhead_s, model, replication, training)
+        v = self.host_probe_ms.get(key) if key is not None else None
+        return float(v) if v is not None else None
 
     def to_json(self) -> dict:
         return {"network": self.network, "worker_step_s": self.worker_step_s,

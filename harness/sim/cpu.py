@@ -11,8 +11,10 @@ tenants (the host's load, a float) - each job progresses at min(1, cores / (k + 
 CPU-seconds per second, divided by `slowdown` when the host's cores run slower than when the
 calibration was measured (harness/hostspeed.py; 1 unless asked). Only what is charged here
 slows: a step's compute, the calls' and the copies' CPU, etcd's; the waits the calibration
-measured as time (a link's latency, a disk write, a node's start, etcd's service time, a
-worker's step overhead and, once the workers' CPU is measured, its eval pass) keep their length.
+measured as time (a link's latency, a disk write, a node's start, etcd's service time and, once
+the workers' CPU is measured, a worker's step overhead and eval pass; an older calibration
+charges those two as CPU, so they slow too) keep their length. The scale level's pushes
+(pushclient.py) run at the calibration's speed.
 A job charges CPU seconds and completes when it got them. All jobs run
 at the same rate, so one service clock (the CPU seconds each job received since the start)
 orders every completion: a job ends when the clock reaches its start reading plus its work. The

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from ..errors import HarnessError
 from ..history import read_events
-from ..hostspeed import identity, slowdown
+from ..hostspeed import identity, slowdown, usable
 from ..scenario import load_scenario
 from ..tools import REPO
 from .calibration import Calibration
@@ -157,7 +157,7 @@ def measured_probe(run_dir: Path) -> float | None:
     """The host's speed probe during a real run (its report's host_load, hostspeed.py), None when absent."""
     rep = json.loads((run_dir / "report.json").read_text())
     v = (rep.get("host_load") or {}).get("probe_ms")
-    return float(v) if isinstance(v, (int, float)) and v > 0 else None
+    return float(v) if usable(v) else None
 
 
 def probe_why(run_dir: Path) -> str:
@@ -243,11 +243,12 @@ def validate_main(args: argparse.Namespace) -> int:
         print(f"pschaos sim validate: {e}", file=sys.stderr)
         return 2
     probe_off = None if fixed_slow is not None else no_probe_reason(cal)
-    if probe_off:
-        print(f"pschaos sim validate: {probe_off}: every twin runs at the calibration's speed (--host-slowdown 1)",
-              file=sys.stderr)
-    result["calibration_probe_ms"] = cal.host_probe_ms
     notes: list[str] = []
+    if probe_off:
+        notes.append(f"{probe_off}: every twin ran at the calibration's speed (--host-slowdown 1)")
+        print(f"pschaos sim validate: {notes[-1]}", file=sys.stderr)
+    else:
+        result["calibration_probe_ms"] = cal.host_probe_ms    # the baselines the factors were read against
     t0 = time.time()
     not_passed: list[str] = []
     for name, targeted in SCENARIOS.items():
@@ -258,6 +259,11 @@ def validate_main(args: argparse.Namespace) -> int:
         backgrounds, slowdowns = [], []
         sc = load_scenario(path)
         cal_probe = cal.probe_ms(sc.cluster.model, sc.cluster.replication, sc.cluster.training)
+        if fixed_slow is None and not probe_off and cal_probe is None:
+            notes.append(f"{name}: the calibration has no host probe for its kind of run ({sc.cluster.model}, "
+                         f"{sc.cluster.replication} replication, {sc.cluster.training} training); its twins ran at "
+                         "the calibration's speed")
+            print(f"pschaos sim validate: {notes[-1]}", file=sys.stderr, flush=True)
         for seed in seeds:
             background, slow = 0.0, 1.0
             for backend in ("process", "sim"):
@@ -269,7 +275,7 @@ def validate_main(args: argparse.Namespace) -> int:
                     background = measured_background(d) if fixed is None else fixed
                     backgrounds.append(background)
                     measured = None if fixed_slow is not None or probe_off else slowdown(measured_probe(d), cal_probe)
-                    if fixed_slow is None and not probe_off and measured is None:
+                    if fixed_slow is None and not probe_off and cal_probe is not None and measured is None:
                         # no evidence of the host's speed in this run: no correction, said
                         notes.append(f"{name} seed {seed}: its real run read no host speed ({probe_why(d)}); "
                                      "its twin ran at the calibration's speed")

@@ -71,3 +71,19 @@ def test_a_slowdown_is_the_ratio_of_two_readings_or_none_without_both() -> None:
 def test_the_identity_names_the_loop_and_the_interpreter() -> None:
     i = identity()
     assert i["unit_loops"] == hs.UNIT_LOOPS and i["period_s"] == hs.PERIOD_S and i["python"].count(".") == 1
+
+
+def test_a_runs_probe_is_read_over_its_training_window_only() -> None:
+    """From the first to the last acknowledged push, on the run's clock (history t + t0): start-up,
+    with its imports and forks, and teardown are left out."""
+    from harness.hostspeed import over_training
+
+    p = SpeedProbe()
+    p.samples = [(100.0, 9.0), (101.0, 1.0), (102.0, 2.0), (103.0, 3.0), (104.0, 9.0)]    # (clock, ms)
+    hist = [{"t": 0.5, "f": "promote", "type": "info"}, {"t": 1.0, "f": "push", "type": "ok"},
+            {"t": 2.5, "f": "push", "type": "fail"}, {"t": 3.0, "f": "push", "type": "ok"},
+            {"t": 3.9, "f": "pull", "type": "ok"}]
+    got = over_training(p, hist, t0=100.0)
+    assert got["probe_samples"] == 3 and got["probe_ms"] == 2.0 and got["probe_ms_p50"] == 2.0
+    none = over_training(p, [e for e in hist if e["f"] != "push"], t0=100.0)
+    assert none["probe_ms"] is None and "no acknowledged push" in none["probe_unknown"]

@@ -90,6 +90,13 @@ def test_the_host_probe_baseline_is_optional_positive_and_kept(tmp_path):
     cal = Calibration.load(p)
     assert cal.to_json()["host_probe_ms"] == probes
     assert cal.probe_ms("mlp") == 1.75 and cal.probe_ms("mlp", "sync", "ssp") == 1.5 and cal.probe_ms("widedeep") == 2.5
+    # the key the overhead is read from, and only it: never another kind's baseline
+    overheads = {"mlp": 0.003, "mlp/async": 0.002, "widedeep": 0.005}
+    p.write_text(json.dumps({**base, "worker_overhead_s": overheads, "host_probe_ms": probes}))
+    cal = Calibration.load(p)
+    assert cal.probe_ms("mlp", "async") is None             # its overhead is mlp/async's, which read no probe
+    assert cal.probe_ms("mlp", "sync", "ssp") == 1.75       # no mlp/sync/ssp overhead: mlp's, with mlp's baseline
+    assert cal.probe_ms("resnet") is None                   # an unmeasured model's overhead is the largest: no baseline
     for bad in (0, -1.0, "fast", 1.75):
         p.write_text(json.dumps({**base, "host_probe_ms": bad if bad == 1.75 else {"mlp": bad}}))
         with pytest.raises(HarnessError, match="host_probe_ms"):

@@ -141,8 +141,13 @@ def test_each_sim_run_is_slowed_by_its_real_runs_probe_over_the_calibrations(tmp
                             "window); its twin ran at the calibration's speed"]
     assert "seed 2: its real run read no host speed" in capsys.readouterr().err
     probes[2] = 1.5
-    for f, why in (("old.json", "no host_probe_ms"), ("other.json", "not comparable")):
+    partial = {**cal, "host_probe_ms": {"widedeep": 9.0}}          # kill-primary's kind (mlp) read none
+    (tmp_path / "partial.json").write_text(json.dumps(partial))
+    for f, why in (("old.json", "no host_probe_ms"), ("other.json", "not comparable"),
+                   ("partial.json", "no host probe for its kind of run")):
         doc = main(str(tmp_path / f), "auto")
-        assert [c[2] for c in calls if c[0] == "sim"] == [1.0, 1.0]
+        assert [c[2] for c in calls if c[0] == "sim"] == [1.0, 1.0]        # never widedeep's 9.0
         assert doc["scenarios"]["kill-primary"]["host_slowdown"] == [None, None]
+        assert any(why in n for n in doc["notes"]), doc["notes"]
         assert why in capsys.readouterr().err
+        assert ("calibration_probe_ms" in doc) == (f == "partial.json")   # baselines only where they were read
