@@ -134,36 +134,43 @@ def compare(real: dict, sim: dict, targeted: tuple[str, ...] = ()) -> dict:
     return out
 
 
-def background_of(arg: str) -> float | None:
-    """`--background`: None for auto (each real run's measured load), else a number of jobs >= 0."""
+def _auto_or(arg: str, flag: str, ok, want: str) -> float | None:
+    """A validate option that is `auto` (None: read from each real run) or a finite number `ok` takes."""
     if arg == "auto":
         return None
     try:
-        jobs = float(arg)
+        v = float(arg)
     except ValueError:
-        jobs = -1.0
-    if not jobs >= 0 or jobs == float("inf"):
-        raise ValueError(f"--background={arg!r}: give auto, or a number of background jobs >= 0 (0: an idle host)")
-    return jobs
+        v = float("nan")
+    if not (ok(v) and v != float("inf")):
+        raise ValueError(f"{flag}={arg!r}: give auto, or {want}")
+    return v
+
+
+def background_of(arg: str) -> float | None:
+    """`--background`: None for auto (each real run's measured load), else a number of jobs >= 0."""
+    return _auto_or(arg, "--background", lambda v: v >= 0, "a number of background jobs >= 0 (0: an idle host)")
+
+
+def _host_load(run_dir: Path) -> dict:
+    """A run's report.json `host_load` ({} when absent: a report from before it)."""
+    return json.loads((run_dir / "report.json").read_text()).get("host_load") or {}
 
 
 def measured_background(run_dir: Path) -> float:
     """The cores other tenants used during a real run (its report's host_load), 0 when absent."""
-    rep = json.loads((run_dir / "report.json").read_text())
-    return float((rep.get("host_load") or {}).get("background_cores") or 0.0)
+    return float(_host_load(run_dir).get("background_cores") or 0.0)
 
 
 def measured_probe(run_dir: Path) -> float | None:
     """The host's speed probe during a real run (its report's host_load, hostspeed.py), None when absent."""
-    rep = json.loads((run_dir / "report.json").read_text())
-    v = (rep.get("host_load") or {}).get("probe_ms")
+    v = _host_load(run_dir).get("probe_ms")
     return float(v) if usable(v) else None
 
 
 def probe_why(run_dir: Path) -> str:
     """Why a real run's report has no probe_ms (report.json host_load.probe_unknown, or its absence)."""
-    rep = json.loads((run_dir / "report.json").read_text())
-    return (rep.get("host_load") or {}).get("probe_unknown") or "its report has no host_load.probe_ms"
+    return _host_load(run_dir).get("probe_unknown") or "its report has no host_load.probe_ms"
 
 
 def no_probe_reason(cal: Calibration) -> str | None:
@@ -181,16 +188,8 @@ def no_probe_reason(cal: Calibration) -> str | None:
 
 def slowdown_of(arg: str) -> float | None:
     """`--host-slowdown`: None for auto (each real run's probe against the calibration's), else a factor > 0."""
-    if arg == "auto":
-        return None
-    try:
-        f = float(arg)
-    except ValueError:
-        f = -1.0
-    if not (f > 0 and f != float("inf")):
-        raise ValueError(f"--host-slowdown={arg!r}: give auto, or a factor > 0 (1: the host as fast as when "
-                         "the calibration was measured)")
-    return f
+    return _auto_or(arg, "--host-slowdown", lambda v: v > 0,
+                    "a factor > 0 (1: the host as fast as when the calibration was measured)")
 
 
 def _run(path: Path, backend: str, seed: int, out: Path, cal: str | None, background: float = 0.0,
