@@ -11,6 +11,16 @@ peer from a slow one, and a short one (250 ms, tried) killed every large push un
 cap, forever. Instead the PS client gives up a call when the shard record in etcd names the
 primary's successor (psnodes.client.PSClient._call_primary): the replicas' detector is what knows
 the primary is gone, and the worker follows it within DEPOSED_CHECK_S.
+
+`grpc.keepalive_timeout_ms` is not a ping timeout here (gRPC 1.5x reads that from
+`grpc.http2.ping_timeout_ms`), but gRPC C-core also sets it as the client socket's
+TCP_USER_TIMEOUT: the kernel then closes a connection (ETIMEDOUT, "Stream removed") once sent
+data stays unacknowledged, or the peer's window stays shut, that long. At 500 ms that turned a
+bandwidth cap into a cut: an 800 kB upload under a 100 kB/s cap, whose proxy's window stays shut
+while it drains, failed within 4 s in each of 4 runs (test_bandwidth_cap_never_cuts_a_long_upload), and
+a 200 kB one failed now and then on a loaded host. 20 s is gRPC's own default: a dead peer on
+loopback resets at once, a frozen one is found through etcd, and a cut link still ends in
+UNAVAILABLE, as the twin's network models it (TCP giving up, not a user timeout).
 """
 from __future__ import annotations
 
@@ -18,6 +28,7 @@ import grpc
 
 TOKEN_HEADER = "x-pschaos-token"
 PEER_HEADER = "x-pschaos-peer-token"      # node-to-node calls (Replicate) carry this one as well
+KEEPALIVE_TIMEOUT_MS = 20_000    # also each client socket's TCP_USER_TIMEOUT (module docstring)
 
 
 def channel_options(max_bytes: int) -> list[tuple[str, int]]:
@@ -28,7 +39,7 @@ def channel_options(max_bytes: int) -> list[tuple[str, int]]:
         ("grpc.min_reconnect_backoff_ms", 20),
         ("grpc.max_reconnect_backoff_ms", 200),
         ("grpc.keepalive_time_ms", 1000),
-        ("grpc.keepalive_timeout_ms", 500),
+        ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.max_pings_without_data", 0),
         ("grpc.enable_retries", 0),

@@ -72,6 +72,20 @@ def test_bandwidth_caps_throughput(proxied, nemesis):
     assert slow >= 1.5 and fast < slow / 5, (slow, fast)
 
 
+def test_bandwidth_cap_never_cuts_a_long_upload(proxied, nemesis):
+    """A cap slows an upload; it must never cut it. The proxy's window stays shut while it drains,
+    and gRPC sets the client socket's TCP_USER_TIMEOUT to its keepalive timeout: at 500 ms the
+    kernel closed this connection within 4 s in each of 4 runs (psnodes/channels.py)."""
+    be, c = proxied
+    node = be.routing()[0].primary
+    f = nemesis.inject(be, "bandwidth", f"worker-0 -> {node}", rate_kbps=100)
+    t = time.perf_counter()
+    assert len(echo(c, node, 800_000, timeout=60).data) == 800_000
+    slow = time.perf_counter() - t
+    nemesis.heal(f)
+    assert slow >= 6, slow
+
+
 @pytest.mark.parametrize("kind,params", [("timeout", {"timeout_ms": 0}), ("link-down", {}),
                                          ("reset_peer", {"timeout_ms": 0})])
 def test_cutting_faults_break_the_link_until_healed(proxied, nemesis, kind, params):
