@@ -126,10 +126,11 @@ def test_loss_drops_packets_yet_tcp_delivers(proxied, nemesis):
     assert ok(c, node)                         # connected before the loss starts
     f = nemesis.inject(be, "loss", f"worker-0 -> {node}", percent=20)
     delivered = 0
-    # gRPC sets TCP_USER_TIMEOUT to the channels' 500 ms keepalive timeout, so two losses in a
-    # row can close the connection ("Connection timed out", "Broken pipe": 2 of 60 echoes on a
-    # loaded machine). A call on a channel that is reconnecting fails at once unless it waits for
-    # the channel: a full run that delivered 1 of 20 fits a reconnect slowed by lost SYNs
+    # gRPC sets TCP_USER_TIMEOUT to the channels' keepalive timeout; at 500 ms (before it was 20 s,
+    # psnodes/channels.py) two losses in a row could close the connection ("Connection timed out",
+    # "Broken pipe": 2 of 60 echoes on a loaded machine). A call on a channel that is reconnecting
+    # fails at once unless it waits for the channel: a full run that delivered 1 of 20 fits a
+    # reconnect slowed by lost SYNs
     for _ in range(20):
         try:
             delivered += len(echo(c, node, 20_000, timeout=20, wait_for_ready=True).data) == 20_000
