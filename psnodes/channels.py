@@ -20,11 +20,12 @@ bandwidth cap into a cut: an 800 kB upload under a 100 kB/s cap, whose proxy's w
 while it drains, failed within 4 s in each of 4 runs (test_bandwidth_cap_never_cuts_a_long_upload), and
 a 200 kB one failed now and then on a loaded host. 20 s is gRPC's own default. What the short
 one did is done where it belongs: a killed peer on loopback resets at once; a frozen or cut
-primary is left through etcd (the deposed watch above); a frozen or cut replica leaves the ISR
-when its primary's sender sees it silent for suspect_s, its call still in flight
-(psnodes/replication.py); a call on a cut link ends at its deadline (DEADLINE_EXCEEDED) while
-TCP retransmits, as the twin's network models it (harness/sim/network.py; its TCP gives up after
-tcp_retries2, not at this 20 s, which no call's deadline reaches).
+primary is left through etcd (the deposed watch above); a call on a cut link ends at its
+deadline (DEADLINE_EXCEEDED) while TCP retransmits, as the twin's network models it
+(harness/sim/network.py; its TCP gives up after tcp_retries2, not at this 20 s, which no call's
+deadline reaches). A frozen replica leaves the ISR when its primary's call to it fails at
+that deadline (rpc_timeout_s, 2 s), with either timeout (pause-replica; README: "Nor does the
+kernel").
 """
 from __future__ import annotations
 

@@ -3,10 +3,8 @@
 Each sender ships whatever its peer lacks, in order, one call in flight: recent log entries when
 the peer trails by a few, a state delta (changed keys since the peer's seq) when it trails by
 more, a full snapshot when the peer's history no longer matches ours. Calls without entries are
-heartbeats, by which replicas know the primary lives. A peer that answered nothing for suspect_s
-is dropped from the ISR in etcd *before* any push is acked without it, looked at while its call
-is still in flight (a frozen peer holds a call open to its deadline); a peer that caught up is
-added back.
+heartbeats, by which replicas know the primary lives. A peer that stops answering is dropped from
+the ISR in etcd *before* any push is acked without it; a peer that caught up is added back.
 
 Invariant: every ISR member in etcd is in the primary's own ISR (so acks wait for it). Removals
 land in etcd first, adds land in the primary's memory first and in etcd after; an add that etcd
@@ -65,14 +63,19 @@ class PeerSender(threading.Thread):
             size = len(req)
             sent = last_sent = time.monotonic()
             try:
-                reply = self._await(self.replicate.future(req, timeout=cfg.rpc_timeout_s, metadata=self.md), last_ok)
+                reply = self.replicate(req, timeout=cfg.rpc_timeout_s, metadata=self.md)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
                 if isinstance(err, StaleEpoch):
                     node.fenced(f"{self.peer}: {err}")
                     break
                 known = None
-                self._drop_if_silent(last_ok, e.code().name)
+                now = time.monotonic()
+                if isrs.should_drop(now, last_ok, cfg.suspect_s, self.peer in node.isr, self.next_shrink):
+                    if not self.mgr.change_isr(remove=self.peer, reason=f"no answer for {cfg.suspect_s}s: "
+                                                                        f"{e.code().name}"):
+                        self.next_shrink = now + 1.0     # refused (min_isr) or etcd down: retry later
+
                 self.stop.wait(cfg.heartbeat_s)
                 continue
             last_ok = time.monotonic()
@@ -99,24 +102,6 @@ class PeerSender(threading.Thread):
                 self._finish_catchup(known)
                 self.mgr.request_add(self.peer, self.epoch)
         self.channel.close()
-
-    def _await(self, fut: grpc.Future, last_ok: float) -> ps_pb2.ReplicateReply:
-        """The call's reply (its grpc.RpcError raised), looking at the peer while it is in flight:
-        one that answered nothing for suspect_s leaves the ISR then, not at the call's deadline."""
-        while True:
-            due = isrs.drop_due(last_ok, self.node.cfg.suspect_s, self.next_shrink)
-            wait = max(0.0, due - time.monotonic()) if self.peer in self.node.isr else None
-            try:
-                return fut.result(timeout=wait)
-            except grpc.FutureTimeoutError:
-                self._drop_if_silent(last_ok, "a call in flight")
-
-    def _drop_if_silent(self, last_ok: float, why: str) -> None:
-        """Drop the peer from the ISR once it answered nothing for suspect_s (etcd first)."""
-        node, cfg, now = self.node, self.node.cfg, time.monotonic()
-        if isrs.should_drop(now, last_ok, cfg.suspect_s, self.peer in node.isr, self.next_shrink):
-            if not self.mgr.change_isr(remove=self.peer, reason=f"no answer for {cfg.suspect_s}s: {why}"):
-                self.next_shrink = now + 1.0     # refused (min_isr) or etcd down: retry later
 
     def _build(self, known: int | None, known_epoch: int) -> tuple[bytes, int, str]:
         """What to send now, serialized (lock held): heartbeat, entries, a delta or a snapshot."""

@@ -3,8 +3,7 @@ processes, and node.py's replicate handler (same core calls, same order, same ev
 
 Each sender ships whatever its peer lacks, one call in flight (log entries, a delta or a
 snapshot, as psnodes.core.logmatch chooses; heartbeats when there is nothing), over SimNetwork.
-A peer silent for suspect_s leaves the ISR (looked at while its call is still in flight, as
-PeerSender._await does) in etcd before it leaves the primary's own; a peer
+A peer silent for suspect_s leaves the ISR in etcd before it leaves the primary's own; a peer
 that caught up joins the primary's ISR at once and etcd's after, retried until it lands
 ("isr-deferred" once when etcd did not take it); what bringing it back cost is one "sync" event.
 """
@@ -15,15 +14,12 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import simpy
-
 from psnodes.config import ShardRecord
 from psnodes.core import fencing, isr as isrs, logmatch
 from psnodes.core.logmatch import SyncKind
 from psnodes.errors import NotPrimary, PSError, StaleEpoch
 from psnodes.updatelog import Entry
 
-from .network import UNAVAILABLE
 from .rpc import Gen, SimRpcError, call
 
 if TYPE_CHECKING:
@@ -57,15 +53,6 @@ class ReplicateReply:
     epoch: int
     suspecting: bool
     seq_epoch: int
-
-
-def _outcome(gen: Gen) -> Gen:
-    """The call's (reply, None) or (None, error): a call process never fails, so the sender can
-    stop waiting on it (to drop a silent peer) and collect its result later."""
-    try:
-        return (yield from gen), None
-    except PSError as e:
-        return None, e
 
 
 class ReplicaSide:
@@ -141,7 +128,7 @@ class SimReplication:
         catchup: dict | None = None
         last_ok = c.now()
         last_sent = -math.inf
-        shrink = [0.0]           # PeerSender.next_shrink: a refused or failed removal is retried no sooner
+        next_shrink = 0.0
         while c.is_primary(epoch):
             while c.is_primary(epoch):
                 wait = logmatch.idle_wait(known, c.store.seq, last_sent, c.now(), cfg.heartbeat_s)
@@ -153,19 +140,22 @@ class SimReplication:
             req, changed, kind = self._build(epoch, known, known_epoch)
             sent = last_sent = c.now()
             dst = self.peers[peer]
-            inflight = c.spawn(_outcome(call(c.net, c.name, peer, lambda: dst.alive,
-                                             lambda: dst.replicate(req, sent + cfg.rpc_timeout_s - DEADLINE_MARGIN_S),
-                                             req.nbytes(), lambda _r: REPLY_BYTES, sent + cfg.rpc_timeout_s,
-                                             c.cpu, c.send_s)))
             try:
-                reply = yield from self._await(inflight, peer, last_ok, shrink)
+                reply = yield from call(c.net, c.name, peer, lambda: dst.alive,
+                                        lambda: dst.replicate(req, sent + cfg.rpc_timeout_s - DEADLINE_MARGIN_S),
+                                        req.nbytes(), lambda _r: REPLY_BYTES, sent + cfg.rpc_timeout_s,
+                                        c.cpu, c.send_s)
             except StaleEpoch as e:
                 yield from c.fenced(f"{peer}: {e}")
                 break
             except PSError as e:     # any other refusal, as PeerSender takes every grpc.RpcError
                 known = None
-                yield from self._drop_if_silent(peer, last_ok, shrink, e.status if isinstance(e, SimRpcError)
-                                                else e.code.name)
+                now = c.now()
+                if isrs.should_drop(now, last_ok, cfg.suspect_s, peer in c.isr, next_shrink):
+                    code = e.status if isinstance(e, SimRpcError) else e.code.name
+                    ok = yield from self.change_isr(remove=peer, reason=f"no answer for {cfg.suspect_s}s: {code}")
+                    if not ok:
+                        next_shrink = now + 1.0
                 yield from c.clock.sleep(cfg.heartbeat_s)
                 continue
             last_ok = c.now()
@@ -183,32 +173,6 @@ class SimReplication:
                 c.notify()
                 catchup = self._finish_catchup(catchup, known)
                 c.spawn(self.add_to_record(peer, epoch))
-
-    def _await(self, inflight: "simpy.Process", peer: str, last_ok: float, shrink: list[float]) -> Gen:
-        """PeerSender._await: the call's reply (its error raised), looking at the peer while it
-        is in flight: one that answered nothing for suspect_s leaves the ISR then."""
-        c, cfg = self.c, self.c.cfg
-        while True:
-            if peer in c.isr:
-                due = isrs.drop_due(last_ok, cfg.suspect_s, shrink[0])
-                yield inflight | c.env.timeout(max(0.0, due - c.now()))
-            else:
-                yield inflight
-            if inflight.triggered:
-                if inflight.value is None:       # the copy went down under it (ProcessControl.spawn)
-                    raise SimRpcError(UNAVAILABLE, f"{c.name} went down during the call")
-                reply, err = inflight.value
-                if err is not None:
-                    raise err
-                return reply
-            yield from self._drop_if_silent(peer, last_ok, shrink, "a call in flight")
-
-    def _drop_if_silent(self, peer: str, last_ok: float, shrink: list[float], why: str) -> Gen:
-        """PeerSender._drop_if_silent: drop the peer once it answered nothing for suspect_s."""
-        c, cfg, now = self.c, self.c.cfg, self.c.now()
-        if isrs.should_drop(now, last_ok, cfg.suspect_s, peer in c.isr, shrink[0]):
-            if not (yield from self.change_isr(remove=peer, reason=f"no answer for {cfg.suspect_s}s: {why}")):
-                shrink[0] = now + 1.0
 
     def _build(self, epoch: int, known: int | None, known_epoch: int) -> tuple[ReplicateReq, int, str]:
         """What to send now: heartbeat, entries, a delta or a snapshot; its changed bytes; its kind."""

@@ -39,18 +39,6 @@ def should_drop(now: float, last_ok: float, suspect_s: float, in_isr: bool, not_
     return now - last_ok > suspect_s and in_isr and now >= not_before
 
 
-DROP_MARGIN_S = 0.001   # a look this far past suspect_s: should_drop is strict, and a timer may wake early
-
-
-def drop_due(last_ok: float, suspect_s: float, not_before: float) -> float:
-    """When a sender whose call is still in flight looks again at a silent peer: just past
-    `suspect_s` of silence, no sooner than `not_before`. Without a look during the call, a peer
-    that holds the call open (frozen, or behind a cut whose connection TCP keeps) stayed in the
-    ISR, and sync acks waited, until the call's deadline (rpc_timeout_s, 2 s) instead of
-    suspect_s (0.3 s): pause-replica's longest wait between acknowledged pushes was 2.0 s."""
-    return max(last_ok + suspect_s + DROP_MARGIN_S, not_before)
-
-
 def should_readd(peer_caught_up: bool, in_isr: bool) -> bool:
     """A peer that holds exactly our history and is out of the ISR comes back."""
     return peer_caught_up and not in_isr

@@ -84,30 +84,6 @@ def test_paused_primary_is_fenced_and_steps_down(make_cluster):
     assert all(applied_contains(applied, r) for r, *_ in p.acked)
 
 
-def test_paused_replica_leaves_the_isr_while_the_call_waits(make_cluster):
-    """A frozen replica holds the primary's Replicate call open (its kernel still acks), so the
-    primary must drop it from the ISR at suspect_s (0.3 s) of silence while that call is in
-    flight, and ack without it while it is still paused. Before, the drop came at the call's
-    2 s deadline: nothing was dropped within 1.5 s, and no push was acked in between."""
-    be = make_cluster(shards=1, copies=3, replication="sync")
-    p = start_load(be, 0.5)
-    rec = be.routing()[0]
-    rep = next(n for n in rec.isr if n != rec.primary)
-    be.pause(rep)
-    try:
-        assert wait_until(lambda: rep not in be.routing()[0].isr, 1.5, 0.01), "still in the ISR 1.5 s into its pause"
-        n = len(p.acked)
-        assert wait_until(lambda: len(p.acked) > n, 0.4, 0.005), "no push acked without the paused replica"
-    finally:
-        be.resume(rep)
-    assert wait_until(lambda: rep in be.routing()[0].isr, 10, 0.05), "the resumed replica did not rejoin the ISR"
-    p.stop()
-    sts = settle(be)
-    assert len({s.checksum for s in sts}) == 1
-    applied = json.loads(next(s for s in sts if s.role == "primary").applied_json)[PUSHER_KEY]
-    assert all(applied_contains(applied, r) for r, *_ in p.acked)
-
-
 def test_retried_push_is_applied_exactly_once(make_cluster):
     be = make_cluster(shards=1, copies=2, replication="sync")
     from psnodes.codec import tensor_to_pb
