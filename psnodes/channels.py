@@ -23,9 +23,9 @@ one did is done where it belongs: a killed peer on loopback resets at once; a fr
 primary is left through etcd (the deposed watch above); a call on a cut link ends at its
 deadline (DEADLINE_EXCEEDED) while TCP retransmits, as the twin's network models it
 (harness/sim/network.py; its TCP gives up after tcp_retries2, not at this 20 s, which no call's
-deadline reaches). A frozen replica leaves the ISR when its primary's call to it fails at
-that deadline (rpc_timeout_s, 2 s), with either timeout (pause-replica; README: "Nor does the
-kernel").
+deadline reaches). A frozen or cut-off replica leaves the ISR when its primary, its call still
+in flight past suspect_s, probes it and gets no answer (psnodes/replication.py), not when that
+call fails at its deadline.
 """
 from __future__ import annotations
 

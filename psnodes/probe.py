@@ -36,7 +36,8 @@ from .proto import ps_pb2, ps_pb2_grpc
 
 
 class PrimaryProbe:
-    """`probe_paths` channels to the primary this replica follows now. Following a new one closes
+    """`probe_paths` channels to the primary this replica follows now (or, held by a primary's
+    sender, to the replica it replicates to: `answers`). Following a new one closes
     the old one's channels: kept, a killed primary's were re-dialled every 200 ms for as long as
     the node ran (detector review 2, L2). The elector closes the last ones when the node stops."""
 
@@ -71,7 +72,16 @@ class PrimaryProbe:
 
     def clears(self, primary: str, epoch: int, timeout: float) -> bool:
         """The primary answered on any path within `timeout` as primary of `epoch`."""
-        if primary not in self.node.links:
+        return self._ask(primary, timeout, lambda reply: detector.probe_clears(reply.role, reply.epoch, epoch))
+
+    def answers(self, peer: str, timeout: float) -> bool:
+        """The peer answered on any path within `timeout`, whatever its role: alive (a primary's
+        look at a replica whose Replicate call is still in flight, psnodes.replication)."""
+        return self._ask(peer, timeout, lambda _reply: True)
+
+    def _ask(self, target: str, timeout: float, good) -> bool:
+        """A probe of `target` on every path at once; True once one answer is `good`."""
+        if target not in self.node.links:
             return False
         answered = threading.Event()
         left = threading.Semaphore(0)
@@ -79,15 +89,14 @@ class PrimaryProbe:
 
         def done(fut: grpc.Future) -> None:
             try:
-                reply = fut.result()
-                if detector.probe_clears(reply.role, reply.epoch, epoch):
+                if good(fut.result()):
                     answered.set()
             except Exception:  # noqa: BLE001 - any failure of a path is no answer on it
                 pass
             finally:
                 left.release()
 
-        for stub in self._paths(primary):
+        for stub in self._paths(target):
             fut = stub.Status.future(ps_pb2.StatusRequest(probe=True), timeout=timeout, metadata=self.md)
             calls.append(fut)
             fut.add_done_callback(done)

@@ -4,7 +4,10 @@ Each sender ships whatever its peer lacks, in order, one call in flight: recent 
 the peer trails by a few, a state delta (changed keys since the peer's seq) when it trails by
 more, a full snapshot when the peer's history no longer matches ours. Calls without entries are
 heartbeats, by which replicas know the primary lives. A peer that stops answering is dropped from
-the ISR in etcd *before* any push is acked without it; a peer that caught up is added back.
+the ISR in etcd *before* any push is acked without it; a peer that caught up is added back. A
+call still in flight after suspect_s of silence is looked at: the peer is probed (a Status call
+on each of its probe paths, psnodes.probe) and dropped only if no path answers, so a frozen peer,
+which holds the call open to its deadline, leaves at once, and a slow link keeps its replica.
 
 Invariant: every ISR member in etcd is in the primary's own ISR (so acks wait for it). Removals
 land in etcd first, adds land in the primary's memory first and in etcd after; an add that etcd
@@ -24,6 +27,7 @@ from .core import fencing, isr as isrs, logmatch
 from .core.logmatch import SyncKind
 from .errors import StaleEpoch, from_rpc_error
 from .node import ShardNode
+from .probe import PrimaryProbe
 from .proto import ps_pb2
 from .servicer import SERVICE
 from .wire import encode_replicate
@@ -43,6 +47,8 @@ class PeerSender(threading.Thread):
         self.stop = threading.Event()
         self.catchup: dict | None = None     # accounting while the peer is out of the ISR
         self.next_shrink = 0.0
+        self.probe = PrimaryProbe(self.node)  # the look at a peer whose call is still in flight
+        self.probe.warm(peer)
 
     def run(self) -> None:
         node, cfg = self.node, self.node.cfg
@@ -63,19 +69,14 @@ class PeerSender(threading.Thread):
             size = len(req)
             sent = last_sent = time.monotonic()
             try:
-                reply = self.replicate(req, timeout=cfg.rpc_timeout_s, metadata=self.md)
+                reply = self._await(self.replicate.future(req, timeout=cfg.rpc_timeout_s, metadata=self.md), last_ok)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
                 if isinstance(err, StaleEpoch):
                     node.fenced(f"{self.peer}: {err}")
                     break
                 known = None
-                now = time.monotonic()
-                if isrs.should_drop(now, last_ok, cfg.suspect_s, self.peer in node.isr, self.next_shrink):
-                    if not self.mgr.change_isr(remove=self.peer, reason=f"no answer for {cfg.suspect_s}s: "
-                                                                        f"{e.code().name}"):
-                        self.next_shrink = now + 1.0     # refused (min_isr) or etcd down: retry later
-
+                self._drop_if_silent(last_ok, e.code().name)
                 self.stop.wait(cfg.heartbeat_s)
                 continue
             last_ok = time.monotonic()
@@ -102,6 +103,38 @@ class PeerSender(threading.Thread):
                 self._finish_catchup(known)
                 self.mgr.request_add(self.peer, self.epoch)
         self.channel.close()
+        self.probe.close()
+
+    def _await(self, fut: grpc.Future, last_ok: float) -> ps_pb2.ReplicateReply:
+        """The call's reply (its grpc.RpcError raised). While it is in flight past suspect_s of
+        silence, an in-sync peer is probed: any answer holds it for probe_s (a slow link; an
+        "isr-held" event), none drops it from the ISR then (frozen or cut off), not at the call's
+        deadline."""
+        node, cfg = self.node, self.node.cfg
+        held = 0.0
+        while True:
+            looking = self.peer in node.isr and node.is_primary(self.epoch) and not self.stop.is_set()
+            due = max(isrs.drop_due(last_ok, cfg.suspect_s, self.next_shrink), held)
+            try:
+                return fut.result(timeout=max(0.0, due - time.monotonic()) if looking else None)
+            except grpc.FutureTimeoutError:
+                pass
+            if self.probe.answers(self.peer, isrs.probe_wait(cfg.probe_s, cfg.suspect_s)):
+                held = time.monotonic() + cfg.probe_s
+                node.events.emit("isr-held", {"shard": node.shard, "epoch": self.epoch, "peer": self.peer,
+                                              "silent_ms": round((time.monotonic() - last_ok) * 1000, 1)})
+            elif not fut.done():
+                self._drop_if_silent(last_ok, "no answer to the call in flight or to a probe")
+
+    def _drop_if_silent(self, last_ok: float, why: str) -> None:
+        """Drop the peer from the ISR once it answered nothing for suspect_s (etcd first), while
+        this sender's node is still its epoch's primary."""
+        node, cfg, now = self.node, self.node.cfg, time.monotonic()
+        if not node.is_primary(self.epoch) or self.stop.is_set():
+            return
+        if isrs.should_drop(now, last_ok, cfg.suspect_s, self.peer in node.isr, self.next_shrink):
+            if not self.mgr.change_isr(remove=self.peer, reason=f"no answer for {cfg.suspect_s}s: {why}"):
+                self.next_shrink = now + 1.0     # refused (min_isr) or etcd down: retry later
 
     def _build(self, known: int | None, known_epoch: int) -> tuple[bytes, int, str]:
         """What to send now, serialized (lock held): heartbeat, entries, a delta or a snapshot."""

@@ -109,6 +109,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.answering = True       # calls in flight may still be answered (server.stop's grace)
         self.done = self.env.event()
         self.ckpt_lock = simpy.Resource(self.env, capacity=1)
+        self.isr_lock = simpy.Resource(self.env, capacity=1)    # ReplicationManager.isr_lock
         self._changed = self.env.event()
 
     # ------------------------------------------------------------ plumbing

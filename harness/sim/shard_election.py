@@ -13,15 +13,10 @@ from psnodes.config import ShardRecord
 from psnodes.core import detector, fencing, lease, promotion
 from psnodes.core.promotion import Position
 from psnodes.election import BOOTSTRAP_RETRY_S, CANDIDATE_POLL_S, DETECTOR_REPORT_S
-from psnodes.errors import PSError
 from psnodes.etcd import EtcdError
-from psnodes.proto import ps_pb2
 
-from .rpc import Gen, call
-from .shard_replication import DEADLINE_MARGIN_S
-from .transport import REPLY_BYTES
-
-PROBE_BYTES = 16          # an empty StatusRequest with its metadata
+from .peer_probe import probe
+from .rpc import Gen
 
 if TYPE_CHECKING:
     from .shard import SimCopy
@@ -210,15 +205,9 @@ class SimElector:
         if dst is None:                   # PrimaryProbe.clears: no link to the primary is no answer
             return self._round(rec, heard, silent, False)
         deadline = now + detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)
-        answers: list[bool] = []          # one per path that finished (a spawned process returns no value)
-        pending = [c.spawn(self._probe_path(rec, dst, deadline, answers)) for _ in range(max(1, cfg.probe_paths))]
-        while pending and not any(answers):
-            yield c.env.any_of(pending)
-            pending = [p for p in pending if not p.triggered]
-        for p in pending:                 # PrimaryProbe.clears cancels the paths still in flight
-            if p.is_alive:
-                p.interrupt("probe answered")
-        return self._round(rec, heard, silent, any(answers))
+        answered = yield from probe(c, rec.primary, dst, deadline,
+                                    lambda reply: detector.probe_clears(reply.role, reply.epoch, rec.epoch))
+        return self._round(rec, heard, silent, answered)
 
     def _round(self, rec: ShardRecord, heard: float, silent: float, answered: bool) -> bool:
         """Elector.held_back's end, the same bookkeeping (detector.probe_round): held after an
@@ -234,20 +223,6 @@ class SimElector:
         c.emit("probe-held", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary,
                               "silent_ms": round(silent * 1000, 1), **({"missed": misses} if misses else {})})
         return True
-
-    def _probe_path(self, rec: ShardRecord, dst: "SimCopy", deadline: float, answers: list[bool]) -> Gen:
-        """One path of the probe: appends True when the primary answered on it as primary of
-        rec's epoch, False when it failed or answered otherwise."""
-        c = self.c
-        try:
-            reply = yield from call(c.net, c.name, rec.primary, lambda: dst.alive,
-                                    lambda: dst.serve_status(ps_pb2.StatusRequest(probe=True),
-                                                             deadline - DEADLINE_MARGIN_S),
-                                    PROBE_BYTES, lambda _r: REPLY_BYTES, deadline)
-        except PSError:
-            answers.append(False)
-            return
-        answers.append(detector.probe_clears(reply.role, reply.epoch, rec.epoch))
 
     def stand(self, rec: ShardRecord, mod_revision: int) -> Gen:
         c, cfg = self.c, self.c.cfg

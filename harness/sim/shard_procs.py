@@ -76,12 +76,13 @@ class ProcessControl:
     """Mixed into SimCopy: its processes, the calls it serves, and the signals a fault sends it."""
 
     def spawn(self: "SimCopy", gen: Gen) -> simpy.Process:
-        """Run one of this copy's processes: it pauses with the copy and ends at its kill."""
+        """Run one of this copy's processes: it pauses with the copy and ends at its kill (its
+        value: what `gen` returned, or None once killed)."""
         def guarded() -> Gen:
             try:
-                yield from self._drive(gen, None)
+                return (yield from self._drive(gen, None))
             except (simpy.Interrupt, _Gone):
-                return
+                return None
         p = self.env.process(guarded())
         self.procs = [q for q in self.procs if q.is_alive] + [p]
         return p

@@ -3,7 +3,9 @@ processes, and node.py's replicate handler (same core calls, same order, same ev
 
 Each sender ships whatever its peer lacks, one call in flight (log entries, a delta or a
 snapshot, as psnodes.core.logmatch chooses; heartbeats when there is nothing), over SimNetwork.
-A peer silent for suspect_s leaves the ISR in etcd before it leaves the primary's own; a peer
+A peer silent for suspect_s leaves the ISR in etcd before it leaves the primary's own (a call
+still in flight then is looked at, as PeerSender._await does: the peer is probed on its paths,
+peer_probe.py, and dropped only if none answers); a peer
 that caught up joins the primary's ISR at once and etcd's after, retried until it lands
 ("isr-deferred" once when etcd did not take it); what bringing it back cost is one "sync" event.
 """
@@ -14,12 +16,16 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import simpy
+
 from psnodes.config import ShardRecord
 from psnodes.core import fencing, isr as isrs, logmatch
 from psnodes.core.logmatch import SyncKind
 from psnodes.errors import NotPrimary, PSError, StaleEpoch
 from psnodes.updatelog import Entry
 
+from .network import UNAVAILABLE
+from .peer_probe import DEADLINE_MARGIN_S, probe
 from .rpc import Gen, SimRpcError, call
 
 if TYPE_CHECKING:
@@ -27,7 +33,6 @@ if TYPE_CHECKING:
 
 REPLY_BYTES = 32
 BATCH_BYTES = 16 << 20
-DEADLINE_MARGIN_S = 0.02     # psnodes.node.deadline_of: a handler serves until 20 ms before the deadline
 
 
 @dataclass
@@ -53,6 +58,15 @@ class ReplicateReply:
     epoch: int
     suspecting: bool
     seq_epoch: int
+
+
+def _outcome(gen: Gen) -> Gen:
+    """The call's (reply, None) or (None, error): its process never fails, so the sender can
+    stop waiting on it (to look at a silent peer) and collect the result later."""
+    try:
+        return (yield from gen), None
+    except PSError as e:
+        return None, e
 
 
 class ReplicaSide:
@@ -128,7 +142,7 @@ class SimReplication:
         catchup: dict | None = None
         last_ok = c.now()
         last_sent = -math.inf
-        next_shrink = 0.0
+        shrink = [0.0]           # PeerSender.next_shrink: a refused or failed removal is retried no sooner
         while c.is_primary(epoch):
             while c.is_primary(epoch):
                 wait = logmatch.idle_wait(known, c.store.seq, last_sent, c.now(), cfg.heartbeat_s)
@@ -140,22 +154,19 @@ class SimReplication:
             req, changed, kind = self._build(epoch, known, known_epoch)
             sent = last_sent = c.now()
             dst = self.peers[peer]
+            inflight = c.spawn(_outcome(call(c.net, c.name, peer, lambda: dst.alive,
+                                             lambda: dst.replicate(req, sent + cfg.rpc_timeout_s - DEADLINE_MARGIN_S),
+                                             req.nbytes(), lambda _r: REPLY_BYTES, sent + cfg.rpc_timeout_s,
+                                             c.cpu, c.send_s)))
             try:
-                reply = yield from call(c.net, c.name, peer, lambda: dst.alive,
-                                        lambda: dst.replicate(req, sent + cfg.rpc_timeout_s - DEADLINE_MARGIN_S),
-                                        req.nbytes(), lambda _r: REPLY_BYTES, sent + cfg.rpc_timeout_s,
-                                        c.cpu, c.send_s)
+                reply = yield from self._await(inflight, peer, epoch, last_ok, shrink)
             except StaleEpoch as e:
                 yield from c.fenced(f"{peer}: {e}")
                 break
             except PSError as e:     # any other refusal, as PeerSender takes every grpc.RpcError
                 known = None
-                now = c.now()
-                if isrs.should_drop(now, last_ok, cfg.suspect_s, peer in c.isr, next_shrink):
-                    code = e.status if isinstance(e, SimRpcError) else e.code.name
-                    ok = yield from self.change_isr(remove=peer, reason=f"no answer for {cfg.suspect_s}s: {code}")
-                    if not ok:
-                        next_shrink = now + 1.0
+                yield from self._drop_if_silent(peer, epoch, last_ok, shrink, e.status if isinstance(e, SimRpcError)
+                                                else e.code.name)
                 yield from c.clock.sleep(cfg.heartbeat_s)
                 continue
             last_ok = c.now()
@@ -173,6 +184,44 @@ class SimReplication:
                 c.notify()
                 catchup = self._finish_catchup(catchup, known)
                 c.spawn(self.add_to_record(peer, epoch))
+
+    def _await(self, inflight: simpy.Process, peer: str, epoch: int, last_ok: float, shrink: list[float]) -> Gen:
+        """PeerSender._await: the call's reply (its error raised); while it is in flight past
+        suspect_s of silence an in-sync peer is probed: an answer holds it for probe_s, none
+        drops it from the ISR."""
+        c, cfg = self.c, self.c.cfg
+        held = 0.0
+        while True:
+            if peer in c.isr and c.is_primary(epoch):
+                due = max(isrs.drop_due(last_ok, cfg.suspect_s, shrink[0]), held)
+                yield inflight | c.env.timeout(max(0.0, due - c.now()))
+            else:
+                yield inflight
+            if inflight.triggered:
+                if inflight.value is None:       # the copy went down under it (ProcessControl.spawn)
+                    raise SimRpcError(UNAVAILABLE, f"{c.name} went down during the call")
+                reply, err = inflight.value
+                if err is not None:
+                    raise err
+                return reply
+            deadline = c.now() + isrs.probe_wait(cfg.probe_s, cfg.suspect_s)
+            if (yield from probe(c, peer, self.peers[peer], deadline, lambda _reply: True)):
+                held = c.now() + cfg.probe_s
+                c.emit("isr-held", {"shard": c.shard, "epoch": epoch, "peer": peer,
+                                    "silent_ms": round((c.now() - last_ok) * 1000, 1)})
+            elif not inflight.triggered:
+                yield from self._drop_if_silent(peer, epoch, last_ok, shrink,
+                                                "no answer to the call in flight or to a probe")
+
+    def _drop_if_silent(self, peer: str, epoch: int, last_ok: float, shrink: list[float], why: str) -> Gen:
+        """PeerSender._drop_if_silent: drop the peer once it answered nothing for suspect_s,
+        while this copy is still the epoch's primary."""
+        c, cfg, now = self.c, self.c.cfg, self.c.now()
+        if not c.is_primary(epoch):
+            return
+        if isrs.should_drop(now, last_ok, cfg.suspect_s, peer in c.isr, shrink[0]):
+            if not (yield from self.change_isr(remove=peer, reason=f"no answer for {cfg.suspect_s}s: {why}")):
+                shrink[0] = now + 1.0
 
     def _build(self, epoch: int, known: int | None, known_epoch: int) -> tuple[ReplicateReq, int, str]:
         """What to send now: heartbeat, entries, a delta or a snapshot; its changed bytes; its kind."""
@@ -235,7 +284,14 @@ class SimReplication:
 
     def change_isr(self, add: str | None = None, remove: str | None = None, reason: str = "",
                    attempts: int = 5) -> Gen:
-        """ReplicationManager.change_isr: CAS the record's ISR; removal lands in etcd first."""
+        """ReplicationManager.change_isr: CAS the record's ISR; removal lands in etcd first. One
+        change at a time (the real manager's isr_lock): an add read before a removal landed
+        would otherwise write back the peer the removal took out."""
+        with self.c.isr_lock.request() as turn:
+            yield turn
+            return (yield from self._change_isr(add, remove, reason, attempts))
+
+    def _change_isr(self, add: str | None, remove: str | None, reason: str, attempts: int) -> Gen:
         c, cfg = self.c, self.c.cfg
         if add and add not in c.isr:
             return False

@@ -84,6 +84,60 @@ def test_paused_primary_is_fenced_and_steps_down(make_cluster):
     assert all(applied_contains(applied, r) for r, *_ in p.acked)
 
 
+def test_paused_replica_leaves_the_isr_while_the_call_waits(make_cluster):
+    """A frozen replica holds the primary's Replicate call open (its kernel still acks). Past
+    suspect_s (0.3 s) of silence the primary probes it, gets no answer, and drops it from the ISR
+    while the call is in flight; it acks without it while it is still paused. Before, the drop
+    came at the call's 2 s deadline: nothing was dropped within 1.5 s, no push acked meanwhile."""
+    from harness.history import read_events
+
+    be = make_cluster(shards=1, copies=3, replication="sync")
+    p = start_load(be, 0.5)
+    rec = be.routing()[0]
+    rep = next(n for n in rec.isr if n != rec.primary)
+    be.pause(rep)
+    try:
+        assert wait_until(lambda: rep not in be.routing()[0].isr, 1.5, 0.01), "still in the ISR 1.5 s into its pause"
+        n = len(p.acked)
+        assert wait_until(lambda: len(p.acked) > n, 1.0, 0.005), "no push acked without the paused replica"
+    finally:
+        be.resume(rep)
+    assert wait_until(lambda: rep in be.routing()[0].isr, 10, 0.05), "the resumed replica did not rejoin the ISR"
+    p.stop()
+    sts = settle(be)
+    assert len({s.checksum for s in sts}) == 1
+    applied = json.loads(next(s for s in sts if s.role == "primary").applied_json)[PUSHER_KEY]
+    assert all(applied_contains(applied, r) for r, *_ in p.acked)
+    drops = [e["value"] for e in read_events(be.events_path(rec.primary)) if e["f"] == "isr" and e["value"]["removed"]]
+    assert [d["removed"] for d in drops] == [rep], drops
+    assert drops[0]["reason"].endswith("no answer to the call in flight or to a probe"), drops
+
+
+def test_slow_replica_is_held_in_the_isr_not_dropped(make_cluster, nemesis):
+    """20% packet loss on the primary's links to its replicas: a Replicate call whose packet is
+    lost waits for TCP's retransmission and runs past suspect_s of silence; the primary probes the
+    replica on its own connections, one answers, and the replica is held ("isr-held"), not
+    dropped. Dropping on the call's silence alone dropped and re-added live replicas 51 times over
+    10 seeds of loss-20-primary-replica."""
+    from harness.history import read_events
+
+    be = make_cluster(shards=1, copies=3, replication="sync", proxied=True)
+    p = start_load(be, 0.5)
+    prim = be.routing()[0].primary
+    f = nemesis.inject(be, "loss", f"{prim} -> replicas(shard=0)", percent=20)
+    try:
+        time.sleep(8.0)
+    finally:
+        nemesis.heal(f)
+    p.stop()
+    events = read_events(be.events_path(prim))
+    assert [e for e in events if e["f"] == "isr-held"], "no call ran past suspect_s: the look was not tested"
+    looked = [e["value"] for e in events if e["f"] == "isr" and e["value"]["removed"]
+              and e["value"]["reason"].endswith("to a probe")]
+    assert not looked, f"a live replica on a lossy link was dropped by a look: {looked}"
+    assert p.acked, "nothing was acknowledged"
+
+
 def test_retried_push_is_applied_exactly_once(make_cluster):
     be = make_cluster(shards=1, copies=2, replication="sync")
     from psnodes.codec import tensor_to_pb

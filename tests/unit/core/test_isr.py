@@ -1,5 +1,6 @@
 """psnodes.core.isr: shrink, re-add and what etcd holds."""
-from psnodes.core.isr import IsrChange, add_is_stale, change, should_drop, should_readd
+from psnodes.core.isr import (DROP_MARGIN_S, IsrChange, add_is_stale, change, drop_due, probe_wait, should_drop,
+                              should_readd)
 
 A, B, C = "shard-0/0", "shard-0/1", "shard-0/2"
 
@@ -21,6 +22,14 @@ def test_drop_after_suspect_s_of_silence_and_backoff():
     assert not should_drop(10.0, 9.0, 1.0, True, 0.0)       # exactly suspect_s: not yet
     assert not should_drop(10.0, 5.0, 1.0, False, 0.0)      # already out
     assert not should_drop(10.0, 5.0, 1.0, True, 10.5)      # retry later
+
+
+def test_a_call_in_flight_looks_again_just_past_suspect_s():
+    at = drop_due(8.9, 1.0, 0.0)
+    assert at == 8.9 + 1.0 + DROP_MARGIN_S
+    assert should_drop(at, 8.9, 1.0, True, 0.0)             # a look then may drop the peer
+    assert drop_due(8.9, 1.0, 12.0) == 12.0                 # not before a retry or a probe's hold
+    assert probe_wait(0.25, 0.3) == 0.3 and probe_wait(0.5, 0.3) == 0.5
 
 
 def test_readd_only_caught_up_peers_out_of_the_isr():

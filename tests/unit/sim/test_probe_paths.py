@@ -11,8 +11,11 @@
 Each failed on the code before."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from harness.sim import peer_probe
 from harness.sim.pushclient import SimShardCluster
 from harness.sim.rpc import Gen
 from psnodes.config import ShardRecord
@@ -40,24 +43,23 @@ def run_held_back(cl: SimShardCluster, name: str, rec: ShardRecord, out: dict) -
     cl.env.process(go())
 
 
-def test_once_a_path_answers_the_other_paths_are_cancelled() -> None:
+def test_once_a_path_answers_the_other_paths_are_cancelled(monkeypatch) -> None:
     cl, rec = settled()
-    el = cl.procs["shard-0/1"]
     assert cl.cfg.probe_paths > 1
     ends: list[str] = []
     made: list[int] = []
 
-    def path(rec_, dst, deadline, answers) -> Gen:      # the first path answers at once, the others late
-        made.append(1)
+    def call(net, src, dst, alive, handler, req_bytes, reply_bytes, deadline, *a) -> Gen:
+        made.append(1)                     # the first path answers at once, the others late
         first = len(made) == 1
         try:
             yield cl.env.timeout(0.001 if first else 0.2)
-            answers.append(first)
             ends.append("done")
+            return SimpleNamespace(role="primary" if first else "replica", epoch=rec.epoch)
         except BaseException:
             ends.append("cancelled")
             raise
-    el._probe_path = path
+    monkeypatch.setattr(peer_probe, "call", call)       # every path of harness/sim/peer_probe.py's probe
     out: dict = {}
     run_held_back(cl, "shard-0/1", rec, out)
     cl.env.run(until=START_T + 0.5)
