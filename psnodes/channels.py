@@ -24,8 +24,8 @@ primary is left through etcd (the deposed watch above); a call on a cut link end
 deadline (DEADLINE_EXCEEDED) while TCP retransmits, as the twin's network models it
 (harness/sim/network.py; its TCP gives up after tcp_retries2, not at this 20 s, which no call's
 deadline reaches). A frozen or cut-off replica leaves the ISR when its primary, its call still
-in flight past suspect_s, probes it and gets no answer (psnodes/replication.py), not when that
-call fails at its deadline.
+in flight past suspect_s, probes it and gets no answer (psnodes/replication.py), without
+waiting for that call to fail at its deadline (a call that fails drops it too, as before).
 """
 from __future__ import annotations
 

@@ -62,8 +62,10 @@ class ClusterConfig:
     probe_s: float = 0.25
     probe_paths: int = 3
     probe_hold_s: float = 2.0
-    # the fixed detector's timeout; also how long a primary waits for a silent replica before
-    # dropping it from the ISR, and the extra period of the restore wait (lease_ttl_s + suspect_s)
+    # the fixed detector's timeout; also how long a primary waits for a silent replica before it
+    # drops it from the ISR (a killed one, whose calls are refused) or probes it (one whose call
+    # is still in flight: dropped if no probe path answers, psnodes/replication.py), and the extra
+    # period of the restore wait (lease_ttl_s + suspect_s)
     suspect_s: float = 0.3
     follower_margin_s: float = 0.05             # async acks stop this long before a replica may suspect
     candidate_window_s: float = 0.08            # how long candidates wait for each other

@@ -1,4 +1,6 @@
-"""A suspecting replica's direct probe of its primary, before it stands (the real node's shell).
+"""A suspecting replica's direct probe of its primary, before it stands (the real node's shell);
+the same paths serve a primary's look at a replica whose Replicate call is still in flight
+(`answers`, psnodes/replication.py).
 
 The phi detector suspects from the replication stream alone; a stream can be slow while its
 primary is alive and serving (a latency fault on the primary's links to this replica, a jitter

@@ -48,15 +48,28 @@ class PeerSender(threading.Thread):
         self.catchup: dict | None = None     # accounting while the peer is out of the ISR
         self.next_shrink = 0.0
         self.probe = PrimaryProbe(self.node)  # the look at a peer whose call is still in flight
-        self.probe.warm(peer)
 
     def run(self) -> None:
+        try:
+            self._run()
+        finally:
+            self.channel.close()
+            self.probe.close()
+
+    def _run(self) -> None:
         node, cfg = self.node, self.node.cfg
         known: int | None = None
         known_epoch = 0
         last_ok = time.monotonic()
         last_sent = -math.inf
+        call_s = 0.0                 # the last answered call's time: probe_wait's floor
         while not self.stop.is_set() and node.is_primary(self.epoch) and not node.stopping.is_set():
+            # probe channels only to an in-sync peer, the only kind a look probes: a dead one out
+            # of the ISR would be re-dialled every 200 ms for the whole epoch (psnodes.probe)
+            if self.peer in node.isr:
+                self.probe.warm(self.peer)
+            else:
+                self.probe.forget()
             with node.cond:
                 while node.is_primary(self.epoch) and not self.stop.is_set():
                     wait = logmatch.idle_wait(known, node.store.seq, last_sent, time.monotonic(), cfg.heartbeat_s)
@@ -69,7 +82,8 @@ class PeerSender(threading.Thread):
             size = len(req)
             sent = last_sent = time.monotonic()
             try:
-                reply = self._await(self.replicate.future(req, timeout=cfg.rpc_timeout_s, metadata=self.md), last_ok)
+                reply = self._await(self.replicate.future(req, timeout=cfg.rpc_timeout_s, metadata=self.md), last_ok,
+                                    call_s)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
                 if isinstance(err, StaleEpoch):
@@ -80,6 +94,7 @@ class PeerSender(threading.Thread):
                 self.stop.wait(cfg.heartbeat_s)
                 continue
             last_ok = time.monotonic()
+            call_s = last_ok - sent
             node.metrics.replication_bytes.inc(size)
             self._account(known, reply, size, changed, kind)
             known, known_epoch = reply.applied_seq, reply.seq_epoch
@@ -102,10 +117,8 @@ class PeerSender(threading.Thread):
             if add:
                 self._finish_catchup(known)
                 self.mgr.request_add(self.peer, self.epoch)
-        self.channel.close()
-        self.probe.close()
 
-    def _await(self, fut: grpc.Future, last_ok: float) -> ps_pb2.ReplicateReply:
+    def _await(self, fut: grpc.Future, last_ok: float, call_s: float) -> ps_pb2.ReplicateReply:
         """The call's reply (its grpc.RpcError raised). While it is in flight past suspect_s of
         silence, an in-sync peer is probed: any answer holds it for probe_s (a slow link; an
         "isr-held" event), none drops it from the ISR then (frozen or cut off), not at the call's
@@ -113,14 +126,15 @@ class PeerSender(threading.Thread):
         node, cfg = self.node, self.node.cfg
         held = 0.0
         while True:
-            looking = self.peer in node.isr and node.is_primary(self.epoch) and not self.stop.is_set()
+            looking = (self.peer in node.isr and node.is_primary(self.epoch) and not self.stop.is_set()
+                       and not node.stopping.is_set())
             due = max(isrs.drop_due(last_ok, cfg.suspect_s, self.next_shrink), held)
             try:
                 return fut.result(timeout=max(0.0, due - time.monotonic()) if looking else None)
             except grpc.FutureTimeoutError:
                 pass
-            if self.probe.answers(self.peer, isrs.probe_wait(cfg.probe_s, cfg.suspect_s)):
-                held = time.monotonic() + cfg.probe_s
+            if self.probe.answers(self.peer, isrs.probe_wait(cfg.probe_s, cfg.suspect_s, call_s)):
+                held = time.monotonic() + isrs.probe_hold(cfg.probe_s, cfg.heartbeat_s)
                 node.events.emit("isr-held", {"shard": node.shard, "epoch": self.epoch, "peer": self.peer,
                                               "silent_ms": round((time.monotonic() - last_ok) * 1000, 1)})
             elif not fut.done():
@@ -130,7 +144,7 @@ class PeerSender(threading.Thread):
         """Drop the peer from the ISR once it answered nothing for suspect_s (etcd first), while
         this sender's node is still its epoch's primary."""
         node, cfg, now = self.node, self.node.cfg, time.monotonic()
-        if not node.is_primary(self.epoch) or self.stop.is_set():
+        if not node.is_primary(self.epoch) or self.stop.is_set() or node.stopping.is_set():
             return
         if isrs.should_drop(now, last_ok, cfg.suspect_s, self.peer in node.isr, self.next_shrink):
             if not self.mgr.change_isr(remove=self.peer, reason=f"no answer for {cfg.suspect_s}s: {why}"):

@@ -24,7 +24,6 @@ from psnodes.core.logmatch import SyncKind
 from psnodes.errors import NotPrimary, PSError, StaleEpoch
 from psnodes.updatelog import Entry
 
-from .network import UNAVAILABLE
 from .peer_probe import DEADLINE_MARGIN_S, probe
 from .rpc import Gen, SimRpcError, call
 
@@ -143,6 +142,7 @@ class SimReplication:
         last_ok = c.now()
         last_sent = -math.inf
         shrink = [0.0]           # PeerSender.next_shrink: a refused or failed removal is retried no sooner
+        call_s = 0.0             # the last answered call's time: probe_wait's floor
         while c.is_primary(epoch):
             while c.is_primary(epoch):
                 wait = logmatch.idle_wait(known, c.store.seq, last_sent, c.now(), cfg.heartbeat_s)
@@ -159,7 +159,7 @@ class SimReplication:
                                              req.nbytes(), lambda _r: REPLY_BYTES, sent + cfg.rpc_timeout_s,
                                              c.cpu, c.send_s)))
             try:
-                reply = yield from self._await(inflight, peer, epoch, last_ok, shrink)
+                reply = yield from self._await(inflight, peer, epoch, last_ok, shrink, call_s)
             except StaleEpoch as e:
                 yield from c.fenced(f"{peer}: {e}")
                 break
@@ -170,6 +170,7 @@ class SimReplication:
                 yield from c.clock.sleep(cfg.heartbeat_s)
                 continue
             last_ok = c.now()
+            call_s = last_ok - sent
             catchup = self._account(catchup, peer, known, req.nbytes(), changed, kind)
             known, known_epoch = reply.applied_seq, reply.seq_epoch
             if fencing.renews_follower_lease(reply.epoch, epoch, reply.suspecting):
@@ -185,28 +186,29 @@ class SimReplication:
                 catchup = self._finish_catchup(catchup, known)
                 c.spawn(self.add_to_record(peer, epoch))
 
-    def _await(self, inflight: simpy.Process, peer: str, epoch: int, last_ok: float, shrink: list[float]) -> Gen:
+    def _await(self, inflight: simpy.Process, peer: str, epoch: int, last_ok: float, shrink: list[float],
+               call_s: float) -> Gen:
         """PeerSender._await: the call's reply (its error raised); while it is in flight past
-        suspect_s of silence an in-sync peer is probed: an answer holds it for probe_s, none
+        suspect_s of silence an in-sync peer is probed: an answer holds it (isr.probe_hold), none
         drops it from the ISR."""
         c, cfg = self.c, self.c.cfg
         held = 0.0
         while True:
-            if peer in c.isr and c.is_primary(epoch):
+            if peer in c.isr and c.is_primary(epoch) and not c.stopping:
                 due = max(isrs.drop_due(last_ok, cfg.suspect_s, shrink[0]), held)
                 yield inflight | c.env.timeout(max(0.0, due - c.now()))
             else:
                 yield inflight
             if inflight.triggered:
-                if inflight.value is None:       # the copy went down under it (ProcessControl.spawn)
-                    raise SimRpcError(UNAVAILABLE, f"{c.name} went down during the call")
+                if inflight.value is None:       # this copy went down under it: its kill ends this
+                    yield c.env.event()          # sender too (ProcessControl._exit), so wait for that
                 reply, err = inflight.value
                 if err is not None:
                     raise err
                 return reply
-            deadline = c.now() + isrs.probe_wait(cfg.probe_s, cfg.suspect_s)
+            deadline = c.now() + isrs.probe_wait(cfg.probe_s, cfg.suspect_s, call_s)
             if (yield from probe(c, peer, self.peers[peer], deadline, lambda _reply: True)):
-                held = c.now() + cfg.probe_s
+                held = c.now() + isrs.probe_hold(cfg.probe_s, cfg.heartbeat_s)
                 c.emit("isr-held", {"shard": c.shard, "epoch": epoch, "peer": peer,
                                     "silent_ms": round((c.now() - last_ok) * 1000, 1)})
             elif not inflight.triggered:
@@ -217,7 +219,7 @@ class SimReplication:
         """PeerSender._drop_if_silent: drop the peer once it answered nothing for suspect_s,
         while this copy is still the epoch's primary."""
         c, cfg, now = self.c, self.c.cfg, self.c.now()
-        if not c.is_primary(epoch):
+        if not c.is_primary(epoch) or c.stopping:
             return
         if isrs.should_drop(now, last_ok, cfg.suspect_s, peer in c.isr, shrink[0]):
             if not (yield from self.change_isr(remove=peer, reason=f"no answer for {cfg.suspect_s}s: {why}")):

@@ -51,13 +51,21 @@ def drop_due(last_ok: float, suspect_s: float, not_before: float) -> float:
     return max(last_ok + suspect_s + DROP_MARGIN_S, not_before)
 
 
-def probe_wait(probe_s: float, suspect_s: float) -> float:
+def probe_wait(probe_s: float, suspect_s: float, call_s: float = 0.0) -> float:
     """How long a look waits for the peer's answer to a probe (a Status call on each of its
-    probe paths): at least `suspect_s`, so a live peer behind 100 +/- 20 ms of latency each way
-    answers in time, and at least `probe_s`, one TCP retransmission on a lossy link. The call's
-    silence alone cannot tell slow from frozen: dropping on it, a live replica on a 20% lossy
-    link was dropped and re-added 51 times over 10 seeds of loss-20-primary-replica (0 before)."""
-    return max(probe_s, suspect_s)
+    probe paths): at least `suspect_s`, at least `probe_s` (one TCP retransmission on a lossy
+    link), and at least twice the peer's last answered call (`call_s`), so a link whose round trip
+    alone passes suspect_s (150 ms of latency each way) still answers in time instead of being
+    dropped and re-added at every call. The call's silence alone cannot tell slow from frozen:
+    dropping on it, a live replica on a 20% lossy link was dropped and re-added 51 times over 10
+    seeds of loss-20-primary-replica (0 before)."""
+    return max(probe_s, suspect_s, 2 * call_s)
+
+
+def probe_hold(probe_s: float, heartbeat_s: float) -> float:
+    """How long an answer holds a peer before the next look: probe_s, at least a heartbeat (with
+    probe_s 0 a look would probe again at once, for as long as the call lasts)."""
+    return max(probe_s, heartbeat_s)
 
 
 def should_readd(peer_caught_up: bool, in_isr: bool) -> bool:

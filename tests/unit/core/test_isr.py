@@ -1,6 +1,6 @@
 """psnodes.core.isr: shrink, re-add and what etcd holds."""
-from psnodes.core.isr import (DROP_MARGIN_S, IsrChange, add_is_stale, change, drop_due, probe_wait, should_drop,
-                              should_readd)
+from psnodes.core.isr import (DROP_MARGIN_S, IsrChange, add_is_stale, change, drop_due, probe_hold, probe_wait,
+                              should_drop, should_readd)
 
 A, B, C = "shard-0/0", "shard-0/1", "shard-0/2"
 
@@ -30,6 +30,8 @@ def test_a_call_in_flight_looks_again_just_past_suspect_s():
     assert should_drop(at, 8.9, 1.0, True, 0.0)             # a look then may drop the peer
     assert drop_due(8.9, 1.0, 12.0) == 12.0                 # not before a retry or a probe's hold
     assert probe_wait(0.25, 0.3) == 0.3 and probe_wait(0.5, 0.3) == 0.5
+    assert probe_wait(0.25, 0.3, 0.31) == 0.62              # a link whose round trip alone passes suspect_s
+    assert probe_hold(0.25, 0.05) == 0.25 and probe_hold(0.0, 0.05) == 0.05   # probe_s 0: no probe storm
 
 
 def test_readd_only_caught_up_peers_out_of_the_isr():

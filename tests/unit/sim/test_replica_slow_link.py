@@ -1,7 +1,9 @@
-"""A slow but live replica stays in the ISR in the twin: with 20% packet loss on the primary's
+"""A slow but live replica stays in the ISR in the twin. With 20% packet loss on the primary's
 links to its replicas, a Replicate call whose message is lost waits for TCP's retransmission and
 runs past suspect_s of silence; the primary's look then probes the peer on its three paths, one
-answers within probe_wait, and the peer is held ("isr-held"), never dropped.
+answers within probe_wait, and the peer is held ("isr-held"), never dropped by a look. With
+150 ms of latency each way every call's round trip alone passes suspect_s: the probe waits twice
+the last call's time, so it answers in time too (with a wait of suspect_s it never would).
 
 Dropping on the call's silence alone (tried first) dropped and re-added a live replica on a lossy
 link 51 times over 10 seeds of loss-20-primary-replica. One shard, 3 copies, sync mode, a worker
@@ -45,3 +47,21 @@ def test_acks_and_copies_are_sound(cl) -> None:
     for check in (no_lost_acks, exactly_once):
         v = check(cl.history.events, {"replication": "sync"})
         assert v.valid is True, (check.__name__, v.details)
+
+
+@pytest.fixture(scope="module")
+def far() -> SimShardCluster:
+    cl = SimShardCluster(3)
+    cl.net.add_fault("latency", LINKS, {"latency_ms": 150, "stream": "both"})
+    cl.env.process(cl.client().run(until=6.0))
+    cl.env.run(until=8.0)
+    cl.final_states()
+    return cl
+
+
+def test_a_far_replica_is_held_at_every_call_never_dropped(far) -> None:
+    held = [e for e in far.history.events if e["f"] == "isr-held"]
+    assert len(held) > 5, "the round trip did not pass suspect_s: the look was not tested"
+    assert not [e for e in far.history.events if e["f"] == "isr" and e["value"]["removed"]]
+    states = [e["value"] for e in far.history.events if e["f"] == "final-state"]
+    assert len({s["checksum"] for s in states}) == 1
