@@ -19,14 +19,19 @@ from harness.sim.pushclient import SimShardCluster
 LINKS = ["shard-0/0->shard-0/1", "shard-0/0->shard-0/2"]
 
 
-@pytest.fixture(scope="module")
-def cl() -> SimShardCluster:
+def run(kind: str, params: dict, push_until: float) -> SimShardCluster:
+    """Seed 3 with `kind` on the primary's links to its replicas, a worker pushing until `push_until`."""
     cl = SimShardCluster(3)
-    cl.net.add_fault("loss", LINKS, {"percent": 20})
-    cl.env.process(cl.client().run(until=8.0))
-    cl.env.run(until=10.0)
+    cl.net.add_fault(kind, LINKS, params)
+    cl.env.process(cl.client().run(until=push_until))
+    cl.env.run(until=push_until + 2.0)
     cl.final_states()
     return cl
+
+
+@pytest.fixture(scope="module")
+def cl() -> SimShardCluster:
+    return run("loss", {"percent": 20}, 8.0)
 
 
 def test_a_slow_replica_is_looked_at_and_held_never_dropped(cl) -> None:
@@ -51,12 +56,7 @@ def test_acks_and_copies_are_sound(cl) -> None:
 
 @pytest.fixture(scope="module")
 def far() -> SimShardCluster:
-    cl = SimShardCluster(3)
-    cl.net.add_fault("latency", LINKS, {"latency_ms": 150, "stream": "both"})
-    cl.env.process(cl.client().run(until=6.0))
-    cl.env.run(until=8.0)
-    cl.final_states()
-    return cl
+    return run("latency", {"latency_ms": 150, "stream": "both"}, 6.0)
 
 
 def test_a_far_replica_is_held_at_every_call_never_dropped(far) -> None:
