@@ -120,7 +120,7 @@ class PeerSender(threading.Thread):
 
     def _await(self, fut: grpc.Future, last_ok: float, call_s: float) -> ps_pb2.ReplicateReply:
         """The call's reply (its grpc.RpcError raised). While it is in flight past suspect_s of
-        silence, an in-sync peer is probed: any answer holds it for probe_s (a slow link; an
+        silence, an in-sync peer is probed: any answer holds it for isr.probe_hold (a slow link; an
         "isr-held" event), none drops it from the ISR then (frozen or cut off), not at the call's
         deadline."""
         node, cfg = self.node, self.node.cfg

@@ -44,10 +44,9 @@ from .elastic import ElasticShards
 from .etcd import SimEtcd
 from .eventfiles import EventFiles
 from .network import SimNetwork
-from .rpc import ETCD
+from .rpc import DEADLINE_MARGIN_S, ETCD
 from .shard import SimCopy
 from .shard_procs import CopyProcs
-from .shard_replication import DEADLINE_MARGIN_S
 from .threadclock import ThreadClock
 from .transport import Killed, SimEtcdClient, SimPool, SimStub
 from .vtime import Baton, VirtualTime

@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING, Any, Callable
 from psnodes.errors import PSError
 from psnodes.proto import ps_pb2
 
-from .rpc import Gen, call
+from .rpc import DEADLINE_MARGIN_S, Gen, call
 from .transport import REPLY_BYTES
 
 if TYPE_CHECKING:
     from .shard import SimCopy
 
 PROBE_BYTES = 16          # an empty StatusRequest with its metadata
-DEADLINE_MARGIN_S = 0.02  # psnodes.node.deadline_of: a handler serves until 20 ms before the deadline
 
 
 def probe(c: "SimCopy", target: str, dst: "SimCopy", deadline: float, good: Callable[[Any], bool]) -> Gen:

@@ -24,8 +24,8 @@ from psnodes.core.logmatch import SyncKind
 from psnodes.errors import NotPrimary, PSError, StaleEpoch
 from psnodes.updatelog import Entry
 
-from .peer_probe import DEADLINE_MARGIN_S, probe
-from .rpc import Gen, SimRpcError, call
+from .peer_probe import probe
+from .rpc import DEADLINE_MARGIN_S, Gen, SimRpcError, call
 
 if TYPE_CHECKING:
     from .shard import SimCopy
