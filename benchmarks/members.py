@@ -59,7 +59,7 @@ def main() -> int:
         for sc in args.scenarios:
             for seed in args.seeds:
                 out = Path(args.out) / f"{sc}-{backend}-{seed}"
-                subprocess.run([sys.executable, "-m", "harness.cli", "run", f"scenarios/{sc}.yaml", "--backend",
+                subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "run", f"scenarios/{sc}.yaml", "--backend",
                                 backend, "--seed", str(seed), "--out", str(out)], capture_output=True)
                 rep = json.loads((out / "report.json").read_text())
                 hist = [json.loads(line) for line in (out / "history.jsonl").read_text().splitlines()]

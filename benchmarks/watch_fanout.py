@@ -15,10 +15,10 @@ import time
 
 import grpc
 
-from psnodes.client import PSClient
-from psnodes.config import ClusterConfig, ShardRecord
-from psnodes.etcd import KV
-from psnodes.proto import ps_pb2
+from pschaos.psnodes.client.client import PSClient
+from pschaos.psnodes.config import ClusterConfig, ShardRecord
+from pschaos.psnodes.etcd import KV
+from pschaos.psnodes.proto import ps_pb2
 
 
 class Frozen:

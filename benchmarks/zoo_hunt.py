@@ -33,7 +33,7 @@ CLUSTER_OF = {
 def one(mutant: str, scenario: str, args: argparse.Namespace) -> dict:
     out = Path(args.out) / mutant
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "hunt", scenario, "--mutant", mutant, "--budget",
+    p = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "hunt", scenario, "--mutant", mutant, "--budget",
                         str(args.budget), "--shrink-budget", str(args.shrink_budget), "--no-confirm", "--json",
                         "--out", str(out)], capture_output=True, text=True)
     wall = round(time.monotonic() - t0, 1)

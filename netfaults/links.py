@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .toxiproxy import Proxy, ToxiproxyClient
+from pschaos.netfaults.toxiproxy import Proxy, ToxiproxyClient
 
 
 def proxy_name(run_id: str, src: str, dst: str) -> str:

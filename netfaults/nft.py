@@ -10,7 +10,7 @@ import json
 import re
 import subprocess
 
-from .errors import NetFaultError
+from pschaos.netfaults.errors import NetFaultError
 
 PREFIX = "pschaos_"
 

@@ -36,7 +36,7 @@ from toxiproxy.api import APIConsumer
 from toxiproxy.proxy import Proxy as TpProxy
 from toxiproxy.toxic import Toxic
 
-from .errors import NetFaultError
+from pschaos.netfaults.errors import NetFaultError
 
 _API = threading.Lock()       # guards the package's process-global host and port
 

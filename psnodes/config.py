@@ -11,12 +11,12 @@ import secrets
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .core.detector import DETECTORS, Detector, PhiParams, ceiling as phi_ceiling, make as make_detector
-from .bulkhead import threads_problem
-from .errors import ConfigError
-from .limits import Limits
-from .optimizers import OptimizerConfig
-from .placement import node_name
+from pschaos.psnodes.core.detector import DETECTORS, Detector, PhiParams, ceiling as phi_ceiling, make as make_detector
+from pschaos.psnodes.wire.bulkhead import threads_problem
+from pschaos.psnodes.errors import ConfigError
+from pschaos.psnodes.wire.limits import Limits
+from pschaos.psnodes.store.optimizers import OptimizerConfig
+from pschaos.psnodes.placement import node_name
 
 MODES = ("sync", "async")
 
@@ -43,7 +43,7 @@ class ClusterConfig:
     metrics_ports: dict[str, int] = field(default_factory=dict)  # node name -> Prometheus port
     workdir: str = "."
     heartbeat_s: float = 0.05                   # primary -> replica heartbeat period
-    # how a replica decides its primary is gone (psnodes.core.detector): "phi" (accrual over the
+    # how a replica decides its primary is gone (pschaos.psnodes.core.detector): "phi" (accrual over the
     # gaps between the primary's calls, never before phi_floor_s of silence) or "fixed" (after
     # suspect_s of silence, the old rule, kept for comparison)
     detector: str = "phi"
@@ -64,7 +64,7 @@ class ClusterConfig:
     probe_hold_s: float = 2.0
     # the fixed detector's timeout; also how long a primary waits for a silent replica before it
     # drops it from the ISR (a killed one, whose calls are refused) or probes it (one whose call
-    # is still in flight: dropped if no probe path answers, psnodes/replication.py), and the extra
+    # is still in flight: dropped if no probe path answers, psnodes/replication/replication.py), and the extra
     # period of the restore wait (lease_ttl_s + suspect_s)
     suspect_s: float = 0.3
     follower_margin_s: float = 0.05             # async acks stop this long before a replica may suspect
@@ -73,7 +73,7 @@ class ClusterConfig:
     # a node's gRPC threads, and how many of them calls that may wait (a sync push waiting for its
     # replicas, a BSP/SSP pull at its barrier) can never take: those are kept for probes, Replicate,
     # Migrate and Status, so a primary full of waiting calls still answers that it is alive
-    # (psnodes/bulkhead.py); a waiting call beyond rpc_threads - rpc_reserve is refused UNAVAILABLE
+    # (psnodes/wire/bulkhead.py); a waiting call beyond rpc_threads - rpc_reserve is refused UNAVAILABLE
     # before it applies anything, and retried by the client. 8: two replicas' 3 probe paths, and
     # their Replicate answers
     rpc_threads: int = 32
@@ -81,7 +81,7 @@ class ClusterConfig:
     lease_ttl_s: int = 2
     lease_margin_s: float = 0.3                 # a primary stops acking this long before its lease could expire
     max_lag: int = 256                          # async: entries a replica may trail before pushes wait
-    # BSP/SSP membership (psnodes/members.py): a worker whose registration lease is not kept alive
+    # BSP/SSP membership (psnodes/membership/members.py): a worker whose registration lease is not kept alive
     # for member_ttl_s seconds leaves the barrier (etcd takes whole seconds); nodes read the
     # membership record every member_poll_s
     member_ttl_s: int = 2
@@ -102,12 +102,12 @@ class ClusterConfig:
     member_join_timeout_s: float = 30.0
     # sync acks need this many in-sync copies; 0 = 2 if copies >= 3 else 1. With 2 copies an ack may
     # live on the primary alone: losing it then means a restore (a reported loss), and the lease
-    # bound (psnodes.node) keeps that primary from acking once a restore may happen
+    # bound (pschaos.psnodes.server.node) keeps that primary from acking once a restore may happen
     min_isr: int = 0
     checkpoint_interval_s: float = 2.0
     max_message_bytes: int = 256 << 20
     log_entries: int = 4096
-    # per-request limits (psnodes.limits.Limits: max_dims, max_elements, max_request_elements,
+    # per-request limits (pschaos.psnodes.wire.limits.Limits: max_dims, max_elements, max_request_elements,
     # max_ids, max_tensors, max_abs_grad, max_name_bytes); {} = the documented defaults
     limits: dict = field(default_factory=dict)
 
@@ -153,7 +153,7 @@ class ClusterConfig:
         self._check_detector()
 
     def _check_threads(self) -> None:
-        """The RPC pool and its reserve (psnodes/bulkhead.py): whole numbers, a reserve of at
+        """The RPC pool and its reserve (psnodes/wire/bulkhead.py): whole numbers, a reserve of at
         least one thread and at least one thread left for waiting calls."""
         for f in ("rpc_threads", "rpc_reserve"):
             v = getattr(self, f)
@@ -205,7 +205,7 @@ class ClusterConfig:
     @property
     def suspect_floor_s(self) -> float:
         """The least silence after which any replica may suspect its primary, whatever its
-        detector learned: the async follower lease (psnodes.core.ack.followers_fresh) is built
+        detector learned: the async follower lease (pschaos.psnodes.core.ack.followers_fresh) is built
         on it, so that no replica can have suspected a primary that still acks."""
         return self.suspect_s if self.detector == "fixed" else self.phi_floor_s
 
@@ -252,7 +252,7 @@ class ClusterConfig:
 
     def retired_key(self, shard: int) -> str:
         """The last epoch of a shard whose group a scale-in retired (its record is gone): a group
-        added again later starts above it (psnodes/retirement.py)."""
+        added again later starts above it (psnodes/elastic/retirement.py)."""
         return f"{self.prefix}retired/{shard}"
 
     def loss_key(self, shard: int, epoch: int) -> str:

@@ -66,7 +66,7 @@ class ReplicationFailed(PSError):
 class Busy(PSError):
     """Every thread this node lends to waiting calls (pushes waiting for replication, BSP/SSP pulls
     at their barrier) is taken: the call was refused before anything was applied, so it is safe
-    to retry (psnodes/bulkhead.py). UNAVAILABLE, as NotPrimary: clients retry it."""
+    to retry (psnodes/wire/bulkhead.py). UNAVAILABLE, as NotPrimary: clients retry it."""
 
     code = grpc.StatusCode.UNAVAILABLE
 

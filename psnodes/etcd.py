@@ -13,7 +13,7 @@ from typing import Any
 
 import requests
 
-from .errors import PSError
+from pschaos.psnodes.errors import PSError
 
 
 class EtcdError(PSError):

@@ -9,7 +9,7 @@ import json
 import threading
 from pathlib import Path
 
-from .runtime import REAL, Runtime
+from pschaos.psnodes.runtime import REAL, Runtime
 
 
 class EventLog:

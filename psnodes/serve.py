@@ -1,4 +1,4 @@
-"""Entry point of one shard node: `python -m psnodes.serve --config C --name shard-0/1`.
+"""Entry point of one shard node: `python -m pschaos.psnodes.serve --config C --name shard-0/1`.
 
 SIGTERM is a graceful stop: the node writes its local checkpoint (so a restart catches up by
 delta), gives its lease back and exits 0. SIGKILL is the crash that failover is for.
@@ -11,23 +11,23 @@ import sys
 import threading
 import time
 
-from .channels import check_loopback
-from .config import ClusterConfig, etcd_url, load_links
-from .election import Elector
-from .errors import PSError
-from .etcd import Etcd
-from .events import EventLog
-from .member_watch import MemberWatch
-from .logs import LEVELS, setup as setup_logging
-from .tuning import tune_malloc
-from .metrics import NodeMetrics
-from .node import ShardNode
-from .replication import ReplicationManager
-from .servicer import make_server
+from pschaos.psnodes.wire.channels import check_loopback
+from pschaos.psnodes.config import ClusterConfig, etcd_url, load_links
+from pschaos.psnodes.replication.election import Elector
+from pschaos.psnodes.errors import PSError
+from pschaos.psnodes.etcd import Etcd
+from pschaos.psnodes.events import EventLog
+from pschaos.psnodes.membership.member_watch import MemberWatch
+from pschaos.psnodes.server.logs import LEVELS, setup as setup_logging
+from pschaos.psnodes.server.tuning import tune_malloc
+from pschaos.psnodes.server.metrics import NodeMetrics
+from pschaos.psnodes.server.node import ShardNode
+from pschaos.psnodes.replication.replication import ReplicationManager
+from pschaos.psnodes.server.servicer import make_server
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="psnodes.serve", description=__doc__)
+    ap = argparse.ArgumentParser(prog="pschaos.psnodes.serve", description=__doc__)
     ap.add_argument("--config", required=True, help="cluster config JSON")
     ap.add_argument("--name", required=True, help="node name, shard-<i>/<r>")
     ap.add_argument("--links", help="JSON link map: node name -> address to dial (default: their own)")

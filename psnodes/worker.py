@@ -1,4 +1,4 @@
-"""A training worker: `python -m psnodes.worker --config C --name worker-0 --model mlp --steps N`.
+"""A training worker: `python -m pschaos.psnodes.worker --config C --name worker-0 --model mlp --steps N`.
 
 Each step: pull the dense parameters changed since the last pull (waiting for the slowest worker
 under BSP/SSP), pull the embedding rows of the batch, compute the loss and gradients with
@@ -6,7 +6,7 @@ PyTorch, and push them to the shards. Every step's loss and every push go to the
 Pulls also bring the shards' audit tensors (`__audit__/<s>`); they are not model parameters.
 Modes: `async` (no waits), `bsp` (lock-step), `ssp` (at most `staleness` steps ahead).
 
-Under BSP/SSP a worker is a member of the barrier (psnodes/members.py): it registers in etcd under
+Under BSP/SSP a worker is a member of the barrier (psnodes/membership/members.py): it registers in etcd under
 a lease, waits until the membership record names it, and starts at the step the record gives it
 (0 for the config's workers, the shards' front for one that joins later or comes back after a
 crash); at the end, or on SIGTERM, it leaves at once. It steps only while its lease surely lives:
@@ -31,16 +31,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .client import PSClient
-from .config import ClusterConfig, load_links
-from .core import gating, membership
-from .errors import PSError
-from .events import EventLog
-from .members import Fenced, NotAdmitted, WorkerMembership
-from .tuning import tune_malloc
-from .models import make_task, pick_device
-from .placement import is_audit
-from .runtime import REAL, Runtime
+from pschaos.psnodes.client.client import PSClient
+from pschaos.psnodes.config import ClusterConfig, load_links
+from pschaos.psnodes.core import gating, membership
+from pschaos.psnodes.errors import PSError
+from pschaos.psnodes.events import EventLog
+from pschaos.psnodes.membership.members import Fenced, NotAdmitted, WorkerMembership
+from pschaos.psnodes.server.tuning import tune_malloc
+from pschaos.psnodes.models import make_task, pick_device
+from pschaos.psnodes.placement import is_audit
+from pschaos.psnodes.runtime import REAL, Runtime
 
 MODES = ("async", "bsp", "ssp")
 EVAL_STREAM = 1     # the held-out batches' generator: [seed, worker index, EVAL_STREAM]
@@ -51,7 +51,7 @@ class Worker:
                  device: str = "auto", links: dict[str, str] | None = None, events: EventLog | None = None,
                  seed: int | None = None, step_delay: float = 0.0, *, runtime: Runtime = REAL,
                  client: PSClient | None = None, eval_every: int = 0) -> None:
-        """`runtime` and `client` are the machine (psnodes.runtime): the simulator passes its own.
+        """`runtime` and `client` are the machine (pschaos.psnodes.runtime): the simulator passes its own.
         `eval_every`: steps between read-only evaluation passes (0: none)."""
         if mode not in MODES:
             raise ValueError(f"mode={mode!r} is unknown; use one of {', '.join(MODES)}")
@@ -85,7 +85,7 @@ class Worker:
         self.failed: str | None = None     # why the run ended without training (not admitted)
 
     def min_clock(self, step: int) -> int:
-        """The clock this step's pull waits for (psnodes.core.gating)."""
+        """The clock this step's pull waits for (pschaos.psnodes.core.gating)."""
         return gating.wanted_clock(self.mode, step, self.staleness)
 
     def values(self) -> dict[str, np.ndarray]:
@@ -135,7 +135,7 @@ class Worker:
     def evaluate(self, step: int) -> float:
         """The loss on a held-out batch with the dense values this worker last pulled and the rows
         the shards hold now: a read-only pass (no push, no gradient). Rows of ids never pushed read
-        as their initializer's and must stay uncreated on every copy (psnodes/embedding.py)."""
+        as their initializer's and must stay uncreated on every copy (psnodes/store/embedding.py)."""
         t0 = self.rt.monotonic()
         b = self.task.eval_batch(self.eval_rng)
         rows: dict[str, torch.Tensor] = {}
@@ -223,7 +223,7 @@ class Worker:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="psnodes.worker", description=__doc__)
+    ap = argparse.ArgumentParser(prog="pschaos.psnodes.worker", description=__doc__)
     ap.add_argument("--config", required=True)
     ap.add_argument("--name", required=True, help="worker-<j>")
     ap.add_argument("--model", default="mlp")
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                    load_links(args.links, cfg), EventLog(Path(args.events) if args.events else None, args.name),
                    step_delay=args.step_delay, eval_every=args.eval_every)
     except (PSError, ValueError) as e:
-        print(f"psnodes.worker: {e}", file=sys.stderr)
+        print(f"pschaos.psnodes.worker: {e}", file=sys.stderr)
         return 2
 
     def on_term(signum, frame):
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     final = w.run(args.steps, args.duration)
     if w.failed:
-        print(f"psnodes.worker {args.name}: {w.failed}", file=sys.stderr)
+        print(f"pschaos.psnodes.worker {args.name}: {w.failed}", file=sys.stderr)
         return 1
     print(f"{args.name}: final loss {final:.4f} (target {w.task.target_loss})")
     return 0

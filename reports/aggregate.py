@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .aggregate_html import render as render_html
-from .markdown import cell
-from .percentiles import failover_stats
-from .ticks import maybe, millis, percent
-from .totals import total, without
+from pschaos.reports.aggregate_html import render as render_html
+from pschaos.reports.markdown import cell
+from pschaos.reports.percentiles import failover_stats
+from pschaos.reports.ticks import maybe, millis, percent
+from pschaos.reports.totals import total, without
 
 SCHEMA = "pschaos.aggregate/1"
 

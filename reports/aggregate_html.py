@@ -12,10 +12,10 @@ import os
 from html import escape
 from pathlib import Path
 
-from . import dist_svg, svg, ticks
-from .html import CSS
-from .ticks import maybe
-from .totals import unknown_total
+from pschaos.reports import dist_svg, svg, ticks
+from pschaos.reports.html import CSS
+from pschaos.reports.ticks import maybe
+from pschaos.reports.totals import unknown_total
 
 
 def badge(a: dict) -> str:

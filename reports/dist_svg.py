@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from html import escape
 
-from . import layout, ticks
-from .svg import COLORS, PAD_R, TICK, W, scale, empty, fit_ticks, header, svg, text, xaxis
+from pschaos.reports import layout, ticks
+from pschaos.reports.svg import COLORS, PAD_R, TICK, W, scale, empty, fit_ticks, header, svg, text, xaxis
 
 Row = tuple[str, list[float], dict[str, float], str]     # label, values, marks (p50/p99), note
 

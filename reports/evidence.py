@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .keys import op_key, request_key
+from pschaos.reports.keys import op_key, request_key
 
 MAX_PER_CHECK = 12          # more than this is a pattern; the evidence JSON still lists all
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from .bounds import holds, parse, value_at
-from .yamlpos import line_of
+from pschaos.reports.bounds import holds, parse, value_at
+from pschaos.reports.yamlpos import line_of
 
 
 

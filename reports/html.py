@@ -15,8 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from . import evidence, svg, ticks, timeline, timeline_svg
-from .evidence import Moment
+from pschaos.reports import evidence, svg, ticks, timeline, timeline_svg
+from pschaos.reports.evidence import Moment
 
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:820px;color:#111}

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .ticks import maybe, millis, nbytes
+from pschaos.reports.ticks import maybe, millis, nbytes
 
 MARK = {True: "pass", False: "**FAIL**"}
 

@@ -3,7 +3,7 @@
 A failover with no new primary acked counts as +inf, and percentiles are nearest rank (numpy
 "higher": no interpolation between a time and infinity, never below a value seen). An aggregate
 that dropped those and interpolated would report a p99 better than any run's. The one copy of
-the rule lives here, where both read it: the run's metrics (harness/metrics.py imports it; the
+the rule lives here, where both read it: the run's metrics (harness/run/metrics.py imports it; the
 harness may import reports, not the other way) and the aggregates.
 """
 from __future__ import annotations

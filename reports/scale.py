@@ -8,8 +8,8 @@ import json
 from html import escape
 from pathlib import Path
 
-from . import svg, ticks
-from .html import CSS
+from pschaos.reports import svg, ticks
+from pschaos.reports.html import CSS
 
 
 BADGE = "simulated (scale level) · virtual time"

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from html import escape
 
-from . import layout, ticks
-from .ticks import Formatter
+from pschaos.reports import layout, ticks
+from pschaos.reports.ticks import Formatter
 
 W = 760
 PAD_R = 16

@@ -12,7 +12,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from .keys import op_key, request_key
+from pschaos.reports.keys import op_key, request_key
 
 OUTCOMES = ("ok", "duplicate", "info", "fail")
 # node events worth a mark on the node's lane; samples and training steps would only be noise

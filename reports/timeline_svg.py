@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from html import escape
 
-from . import layout, ticks
-from .evidence import Moment
-from .svg import TICK, fit_ticks, text
-from .timeline import Timeline
+from pschaos.reports import layout, ticks
+from pschaos.reports.evidence import Moment
+from pschaos.reports.svg import TICK, fit_ticks, text
+from pschaos.reports.timeline import Timeline
 
 PW = 690                # plot width in px at 1x
 NAMES_W = 96            # the lane-name column

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from .base import Verdict, by_f, final_states, idem, unknown
-from .migration import applied_anywhere, bucket_shortfalls, fq, identity, retired_copies
+from pschaos.harness.checkers.base import Verdict, by_f, final_states, idem, unknown
+from pschaos.harness.checkers.migration import applied_anywhere, bucket_shortfalls, fq, identity, retired_copies
 
 
 def _contains(ranges: list[list[int]], x: int) -> bool:

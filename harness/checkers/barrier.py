@@ -19,8 +19,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_left, bisect_right
 
-from .base import Verdict, by_f, op_key, unknown
-from .members_vs_workers import clock_series, join_violations, pushes_outside_membership
+from pschaos.harness.checkers.base import Verdict, by_f, op_key, unknown
+from pschaos.harness.checkers.members_vs_workers import clock_series, join_violations, pushes_outside_membership
 
 LOSS_KINDS = ("kill", "stop", "pause")      # a worker fault that silences it: the barrier must drop it
 GRACE_S = 3.0          # beyond the member TTL: etcd's lessor (500 ms), the nodes' poll, a step or two

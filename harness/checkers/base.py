@@ -94,7 +94,7 @@ def op_key(e: dict) -> tuple:
 def idem(v: dict) -> str:
     """The applied-set key of a push: worker and incarnation (a restarted worker is a new one), and
     the shard its request id was numbered for when a migration re-routed it elsewhere (`origin`),
-    as the shard records it (psnodes/moving.py push_key).
+    as the shard records it (psnodes/store/moving.py push_key).
     A re-routed part is its own identity, `worker#inc@origin/t1/t2..` (the shards it was split to);
     a duplicate answered from an ancestor's key (the whole push, or a coarser part: `applied_as`)
     is that key, as the shard that applied it holds it."""

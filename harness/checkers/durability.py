@@ -2,7 +2,7 @@
 the faulted run converges like a fault-free one."""
 from __future__ import annotations
 
-from .base import Verdict, by_f, final_states, idem, unknown
+from pschaos.harness.checkers.base import Verdict, by_f, final_states, idem, unknown
 
 
 def checkpoints_atomic(history: list[dict], ctx: dict) -> Verdict:

@@ -8,8 +8,8 @@ True or "unknown" with every reason.
 """
 from __future__ import annotations
 
-from .base import Verdict, by_f, unknown, victims
-from .training import short_of_workload
+from pschaos.harness.checkers.base import Verdict, by_f, unknown, victims
+from pschaos.harness.checkers.training import short_of_workload
 
 
 def _fault_reasons(history: list[dict], ctx: dict) -> tuple[list[str], int]:

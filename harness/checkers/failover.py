@@ -1,7 +1,7 @@
 """Failover time: from a fault on a primary to the first ack by its successor."""
 from __future__ import annotations
 
-from .base import Verdict, by_f
+from pschaos.harness.checkers.base import Verdict, by_f
 
 
 def failover_times(history: list[dict]) -> list[dict]:

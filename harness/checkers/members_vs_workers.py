@@ -6,7 +6,7 @@ them agree with it. These two checks read what the workers themselves did instea
 - no worker pushed under a lease after a primary's compare-and-swap dropped that lease from the
   record (`member-expire`, `member-leave`), or before the record admitted it (`member-admitted`):
   a worker outside the barrier trains outside the bound (a fenced worker stops before its lease
-  can run out, psnodes/members.py, so a correct one never does);
+  can run out, psnodes/membership/members.py, so a correct one never does);
 - a joiner's start lies within what the workers had pushed to the admitting shard: at most one
   past the highest clock any push to it had invoked (no round nobody reached), and, with sync
   replication, at least one past the highest clock acked there JOIN_SLACK_S before the join was
@@ -17,7 +17,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Callable, Hashable
 
-from .base import by_f
+from pschaos.harness.checkers.base import by_f
 
 JOIN_SLACK_S = 1.0      # the reconcile reads the front before its compare-and-swap (0.5 s etcd timeout, twice)
 

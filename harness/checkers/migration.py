@@ -5,7 +5,7 @@ that acked it (psnodes' PushReply.routing_epoch); per dense key and routing epoc
 shard may have acked it. A push ack without a routing epoch is no evidence: the check is then
 unknown (fail closed), never a pass.
 
-The oracle for moved keys is the migrating audit buckets (`__audit__/m<b>`, psnodes.placement):
+The oracle for moved keys is the migrating audit buckets (`__audit__/m<b>`, pschaos.psnodes.placement):
 each is placed like any dense key, so it moves with migrations, and every push adds +1 at its
 worker's slot on each bucket its shard owns. A bucket's count on its final owner must cover every
 distinct acknowledged push that carried it, whichever shard acked it in whichever routing epoch:
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .base import Verdict, by_f, final_states, idem, op_key, unknown
+from pschaos.harness.checkers.base import Verdict, by_f, final_states, idem, op_key, unknown
 
 BUCKET = "__audit__/m"
 
@@ -80,8 +80,8 @@ def timeline_violations(history: list[dict], oks: list[dict]) -> tuple[list[dict
     """Acks by a migration's source of a key it was giving away, after its fence point or after the
     switch, and acks by a shard that does not own the key in the routing epoch they name:
     (violations, why the evidence is incomplete or '', figures)."""
-    from psnodes.core.migration import moving_out, sources
-    from psnodes.placement import owner, pinned_shard
+    from pschaos.psnodes.core.migration import moving_out, sources
+    from pschaos.psnodes.placement import owner, pinned_shard
 
     starts = {e["value"]["migration"]: e["value"] for e in by_f(history, "migration-start")}
     switch = {e["value"]["migration"]: e for e in by_f(history, "migration-switch")}
@@ -148,7 +148,7 @@ def bucket_shortfalls(history: list[dict], allowed: set | frozenset = frozenset(
     bucket's own delta is the pair's proof): a pair without one is missing evidence too. `allowed`:
     the identities of acks the replication mode may lose (async: a failover's unreplicated
     window, as no-lost-acks explains them); their increments are not demanded of any bucket."""
-    from psnodes.placement import owner
+    from pschaos.psnodes.placement import owner
 
     oks = [e["value"] | {"pid": e.get("pid")} for e in by_f(history, "push", "ok")]
     carried: dict[tuple[str, str], set] = defaultdict(set)
@@ -208,7 +208,7 @@ def uncovered_pairs(history: list[dict], buckets: set[str]) -> list[list]:
     """[migration, from, to] for each pair of a switched migration that moved keys of the run (its
     acked dense keys, or rows of its tables: rendezvous moves rows on every pair into a new shard or
     out of a removed one) but no audit bucket the acks carried."""
-    from psnodes.placement import owner, pinned_shard
+    from pschaos.psnodes.placement import owner, pinned_shard
 
     starts = {e["value"]["migration"]: e["value"] for e in by_f(history, "migration-start")}
     keys, tables = set(), False
@@ -257,8 +257,8 @@ def migration_metrics(history: list[dict]) -> dict:
     could not be written: from the fence to the first ack of a moved key at the new routing epoch
     (what a client saw; a migration with no such ack is counted as unobserved, not filled in), and
     apart from it the coordinator's fence -> switch (`migration_fenced_ms`)."""
-    from psnodes.placement import owner, pinned_shard
-    from reports.percentiles import failover_stats
+    from pschaos.psnodes.placement import owner, pinned_shard
+    from pschaos.reports.percentiles import failover_stats
 
     done = [e["value"] for e in by_f(history, "migration-done")]
     fences = {e["value"]["migration"]: e["t"] for e in by_f(history, "migration-fence")}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .base import Verdict, by_f, op_key, unknown
+from pschaos.harness.checkers.base import Verdict, by_f, op_key, unknown
 
 
 def _acks(history: list[dict]) -> list[dict]:

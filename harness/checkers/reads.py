@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
-from .base import Verdict, by_f, op_key, unknown
+from pschaos.harness.checkers.base import Verdict, by_f, op_key, unknown
 
 
 def delta_complete(history: list[dict], ctx: dict) -> Verdict:
@@ -58,7 +58,7 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
 def pulled_copy_matches(history: list[dict], ctx: dict) -> Verdict:
     """After every delta pull, the worker's assembled copy of the shard equals the server's state at
     the reply's version: the two CRC-32s the pull recorded (state_crc from the server, copy_crc of
-    the client's copy after the delta; psnodes.digest) are equal.
+    the client's copy after the delta; pschaos.psnodes.store.digest) are equal.
 
     This judges the outcome, not the cursor: a cursor carried across an epoch change is fine when
     the new epoch's history holds the state it names (the same node re-elected, or sync mode,

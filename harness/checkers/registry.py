@@ -1,15 +1,15 @@
 """The checkers scenarios name in `expect.checks`."""
-from .acks import exactly_once, no_lost_acks
-from .barrier import barrier_live, staleness
-from .failover import failover_budget
-from .primaries import single_primary
-from .replicas import catch_up_by_delta, replicas_match
-from .durability import checkpoints_atomic, checkpoints_monotone, converge_baseline, losses_accounted, stops_acking
-from .reads import delta_complete, monotone_reads, pulled_copy_matches
-from .spurious import no_spurious_failovers
-from .training import converged
-from .updates import counters_match, linearizable_reads, no_lost_updates
-from .migration import single_owner
+from pschaos.harness.checkers.acks import exactly_once, no_lost_acks
+from pschaos.harness.checkers.barrier import barrier_live, staleness
+from pschaos.harness.checkers.failover import failover_budget
+from pschaos.harness.checkers.primaries import single_primary
+from pschaos.harness.checkers.replicas import catch_up_by_delta, replicas_match
+from pschaos.harness.checkers.durability import checkpoints_atomic, checkpoints_monotone, converge_baseline, losses_accounted, stops_acking
+from pschaos.harness.checkers.reads import delta_complete, monotone_reads, pulled_copy_matches
+from pschaos.harness.checkers.spurious import no_spurious_failovers
+from pschaos.harness.checkers.training import converged
+from pschaos.harness.checkers.updates import counters_match, linearizable_reads, no_lost_updates
+from pschaos.harness.checkers.migration import single_owner
 
 CHECKERS = {
     "no-lost-acks": no_lost_acks,

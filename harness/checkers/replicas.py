@@ -2,7 +2,7 @@
 caught up by delta, not by snapshot."""
 from __future__ import annotations
 
-from .base import Verdict, by_f, final_states, unknown, victims
+from pschaos.harness.checkers.base import Verdict, by_f, final_states, unknown, victims
 
 
 def replicas_match(history: list[dict], ctx: dict) -> Verdict:

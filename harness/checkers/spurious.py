@@ -1,7 +1,7 @@
 """Spurious failovers: a promotion while the old primary was alive and reachable.
 
 A shard's life starts with its bootstrap promote: epoch 1, or a promote that says `bootstrap` (a
-shard re-added after a scale-in starts above its old life's epochs: psnodes/retirement.py,
+shard re-added after a scale-in starts above its old life's epochs: psnodes/elastic/retirement.py,
 core.fencing.bootstrap_epoch). Within a life every promotion or restore takes the next epoch
 (election.py: record epoch + 1), so the promote at epoch e names the old primary of the one at
 e + 1. A failover is a promote that is not a life's first; it is excused, not spurious, when any
@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 
-from .base import Verdict, by_f, unknown
+from pschaos.harness.checkers.base import Verdict, by_f, unknown
 
 FAULT_EFFECT_S = 2.5
 PROCESS_KINDS = ("kill", "stop", "restart", "pause", "flap")
@@ -167,7 +167,7 @@ def judge(history: list[dict]) -> Verdict:
     if not promotes:
         return unknown("no promote events: the nodes' event logs are missing, so no failover can be judged")
     rows = []
-    boots = set()      # a re-added shard's first term (psnodes/retirement.py): no failover of anyone
+    boots = set()      # a re-added shard's first term (psnodes/elastic/retirement.py): no failover of anyone
     for e in promotes:
         v = e.get("value", {})
         if not all(k in v for k in ("shard", "epoch", "node")):

@@ -1,7 +1,7 @@
 """Training goes on through the faults and every worker finishes the workload it was given."""
 from __future__ import annotations
 
-from .base import Verdict, by_f, unknown
+from pschaos.harness.checkers.base import Verdict, by_f, unknown
 
 
 def expected_workers(history: list[dict], ctx: dict) -> list[str]:

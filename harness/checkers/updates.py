@@ -1,4 +1,4 @@
-"""Checkers for an adapted system's updates and reads (harness/adapters/workload.py).
+"""Checkers for an adapted system's updates and reads (harness/backends/adapters/workload.py).
 
 An update is acknowledged (`ok`), refused (`fail`: surely not applied) or indeterminate (`info`:
 it may have been applied). At the end the harness reads back, from the primary, each key's
@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 
-from .base import Verdict, by_f, unknown
+from pschaos.harness.checkers.base import Verdict, by_f, unknown
 
 # the failure kinds each check reports (details["kinds"]); a scenario's `expect.finds` accepts
 # by default only those a system under test causes, not those that mean the harness or the

@@ -5,7 +5,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
-from ..clock import Clock, clock_of
+from pschaos.harness.history.clock import Clock, clock_of
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """What the faults only containers have share: the backend must say it can do the kind.
 
 A backend lists the kinds it offers beyond the Backend protocol in `container_kinds`
-(harness/backend_docker.py); on any other backend (process, sim) such a fault is refused by name
+(harness/backends/docker/backend.py); on any other backend (process, sim) such a fault is refused by name
 when it comes due, a HarnessError the runner records as a fault-error, so the run is `unknown`
 and says why: fail closed, never skipped, as the simulator refuses what it does not model.
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import HarnessError
-from .base import Fault
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.faults.base import Fault
 
 CONTAINER_KINDS = ("cpu-throttle", "memory-limit", "disk-full")
 

@@ -7,7 +7,7 @@ Fail closed: a quota the engine did not apply is no straggler. A zero quota is d
 """
 from __future__ import annotations
 
-from .container import ContainerFault
+from pschaos.harness.faults.container import ContainerFault
 
 MIN_CPUS = 0.01      # 1 ms per 100 ms period: the smallest quota the kernel takes is 1 ms
 

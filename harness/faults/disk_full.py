@@ -18,9 +18,9 @@ import json
 import os
 import threading
 
-from ..backend_common import scan_entry
-from ..errors import HarnessError
-from .container import ContainerFault
+from pschaos.harness.backends.observe import scan_entry
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.faults.container import ContainerFault
 
 ENOSPC_TEXT = ("No space left", "ENOSPC", "[Errno 28]")
 
@@ -100,7 +100,7 @@ class DiskFull(ContainerFault):
 
     def _in_force(self, be) -> dict | None:
         """The local checkpoint's manifest seq and file, and whether it loads; None when none."""
-        from psnodes.checkpoint import MANIFEST
+        from pschaos.psnodes.store.checkpoint import MANIFEST
 
         d = be.data_path(self.target)
         man = d / MANIFEST

@@ -9,8 +9,8 @@ from __future__ import annotations
 import random
 import threading
 
-from ..targets import resolve
-from .base import Fault
+from pschaos.harness.faults.targets import resolve
+from pschaos.harness.faults.base import Fault
 
 
 class Flap(Fault):

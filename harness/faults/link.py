@@ -1,9 +1,9 @@
 """A network fault from netfaults, on the links a target resolves to."""
 from __future__ import annotations
 
-from ..errors import HarnessError
-from ..targets import resolve_links
-from .base import Fault
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.faults.targets import resolve_links
+from pschaos.harness.faults.base import Fault
 
 
 class LinkFaultAdapter(Fault):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import psutil
 
-from .container import ContainerFault
+from pschaos.harness.faults.container import ContainerFault
 
 
 class MemoryLimit(ContainerFault):

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..checkers.base import shard_of as node_shard
-from ..errors import HarnessError
+from pschaos.harness.checkers.base import shard_of as node_shard
+from pschaos.harness.errors import HarnessError
 
 MOMENTS = ("checkpoint", "catch-up", "promotion")
 # a shard migration's phases (harness/faults/shards.py): `migration` is its background copy,

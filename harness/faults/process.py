@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from netfaults.faults.base import check_params
-from psnodes.checkpoint import MANIFEST
+from pschaos.netfaults.faults.base import check_params
+from pschaos.psnodes.store.checkpoint import MANIFEST
 
-from ..errors import HarnessError
+from pschaos.harness.errors import HarnessError
 
-from .base import Fault
-from .moments import MIGRATION_MOMENTS, MOMENTS, await_migration, kill_mid_catchup, kill_mid_promotion
+from pschaos.harness.faults.base import Fault
+from pschaos.harness.faults.moments import MIGRATION_MOMENTS, MOMENTS, await_migration, kill_mid_catchup, kill_mid_promotion
 
 
 class Kill(Fault):

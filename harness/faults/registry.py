@@ -1,19 +1,19 @@
 """Fault kinds by name, parameter checks for the scenario schema, and construction."""
 from __future__ import annotations
 
-from netfaults.errors import NetFaultError
-from netfaults.faults import LINK_FAULTS
-from netfaults.faults.base import ToxicFault, check_params
+from pschaos.netfaults.errors import NetFaultError
+from pschaos.netfaults.faults import LINK_FAULTS
+from pschaos.netfaults.faults.base import ToxicFault, check_params
 
-from .base import Fault, FaultContext
-from .cpu_throttle import CpuThrottle
-from .disk_full import DiskFull
-from .flap import Flap
-from .link import LinkFaultAdapter
-from .memory_limit import MemoryLimit
-from .process import Kill, Pause, Restart, Stop
-from .scale import ScaleIn, ScaleOut
-from .shards import ScaleInShards, ScaleOutShards
+from pschaos.harness.faults.base import Fault, FaultContext
+from pschaos.harness.faults.cpu_throttle import CpuThrottle
+from pschaos.harness.faults.disk_full import DiskFull
+from pschaos.harness.faults.flap import Flap
+from pschaos.harness.faults.link import LinkFaultAdapter
+from pschaos.harness.faults.memory_limit import MemoryLimit
+from pschaos.harness.faults.process import Kill, Pause, Restart, Stop
+from pschaos.harness.faults.scale import ScaleIn, ScaleOut
+from pschaos.harness.faults.shards import ScaleInShards, ScaleOutShards
 
 PROCESS: dict[str, type[Fault]] = {c.kind: c for c in (Kill, Stop, Restart, Pause, Flap, ScaleOut, ScaleIn,
                                                         CpuThrottle, MemoryLimit, DiskFull, ScaleOutShards,

@@ -1,7 +1,7 @@
 """Scale-out and scale-in of workers while training."""
 from __future__ import annotations
 
-from .base import Fault
+from pschaos.harness.faults.base import Fault
 
 
 class ScaleOut(Fault):

@@ -2,7 +2,7 @@
 
 `scale-out-shards` starts the new shard groups (primary and replicas, addresses given at start:
 ClusterSpec.max_shards), waits until each has a primary, and runs psnodes' migration coordinator
-(psnodes/migration.py) in the background: copy, fence, hand-off, switch of the routing record.
+(psnodes/elastic/migration.py) in the background: copy, fence, hand-off, switch of the routing record.
 `scale-in-shards` moves the keys of the highest-numbered shards to the others and, once the
 switch landed, records the retired groups' final states (`retired-state`: no-lost-acks judges
 their acks by them) and stops them. Params: `to` (the shard count after) or `count` (shards
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import threading
 
-from psnodes.migration import ASYNC_REFUSED, longest_s
+from pschaos.psnodes.elastic.migration import ASYNC_REFUSED, longest_s
 
-from ..errors import HarnessError
-from .base import Fault
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.faults.base import Fault
 
 KINDS = ("scale-out-shards", "scale-in-shards")
 SPEC = {"to": (int, 0), "count": (int, 0), "hold_s": (float, 0.0), "fenced_hold_s": (float, 0.0)}

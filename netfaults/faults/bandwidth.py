@@ -1,5 +1,5 @@
 """A bandwidth cap on a link, in KB/s."""
-from .base import REQUIRED, ToxicFault
+from pschaos.netfaults.faults.base import REQUIRED, ToxicFault
 
 
 class Bandwidth(ToxicFault):

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..errors import NetFaultError
-from ..links import LinkTable
-from ..nft import NftTable
-from ..toxiproxy import ToxiproxyClient
+from pschaos.netfaults.errors import NetFaultError
+from pschaos.netfaults.links import LinkTable
+from pschaos.netfaults.nft import NftTable
+from pschaos.netfaults.toxiproxy import ToxiproxyClient
 
 REQUIRED = object()
 LINK_FAULTS: dict[str, type["LinkFault"]] = {}

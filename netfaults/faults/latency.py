@@ -1,5 +1,5 @@
 """Added delay on a link, with jitter: a slow or far-away network."""
-from .base import REQUIRED, ToxicFault
+from pschaos.netfaults.faults.base import REQUIRED, ToxicFault
 
 
 class Latency(ToxicFault):

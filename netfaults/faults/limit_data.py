@@ -1,5 +1,5 @@
 """Connections close after a number of bytes: a flaky middlebox."""
-from .base import REQUIRED, ToxicFault
+from pschaos.netfaults.faults.base import REQUIRED, ToxicFault
 
 
 class LimitData(ToxicFault):

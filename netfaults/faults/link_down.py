@@ -1,5 +1,5 @@
 """The link is down: its proxy is disabled (connections closed, new ones refused)."""
-from .base import LinkFault
+from pschaos.netfaults.faults.base import LinkFault
 
 
 class LinkDown(LinkFault):

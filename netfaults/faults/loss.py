@@ -1,6 +1,6 @@
 """Packet loss with a given probability on links, by nftables rules on their proxy ports."""
-from .base import REQUIRED, LinkFault
-from ..errors import NetFaultError
+from pschaos.netfaults.faults.base import REQUIRED, LinkFault
+from pschaos.netfaults.errors import NetFaultError
 
 
 class Loss(LinkFault):

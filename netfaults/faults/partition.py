@@ -1,5 +1,5 @@
 """A partition: every packet on the named links dropped (one way or both, by the links given)."""
-from .loss import Loss
+from pschaos.netfaults.faults.loss import Loss
 
 
 class Partition(Loss):

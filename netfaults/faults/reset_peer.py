@@ -1,5 +1,5 @@
 """TCP resets: connections are reset (RST) after timeout_ms."""
-from .base import ToxicFault
+from pschaos.netfaults.faults.base import ToxicFault
 
 
 class ResetPeer(ToxicFault):

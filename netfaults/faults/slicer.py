@@ -1,5 +1,5 @@
 """Data sliced into small segments with a delay between them: fragmentation."""
-from .base import REQUIRED, ToxicFault
+from pschaos.netfaults.faults.base import REQUIRED, ToxicFault
 
 
 class Slicer(ToxicFault):

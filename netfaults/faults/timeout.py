@@ -1,5 +1,5 @@
 """A black hole: data stops; the connection closes after timeout_ms (0: never)."""
-from .base import ToxicFault
+from pschaos.netfaults.faults.base import ToxicFault
 
 
 class Timeout(ToxicFault):

@@ -6,7 +6,7 @@ stops acking instead of acking what a failover would lose. Async mode acks at on
 far replicas trail (`max_lag`), and acks only under the follower lease: every ISR peer accepted
 one of our replicate calls so recently that it cannot have suspected us yet, so no higher epoch
 can exist without our knowing. Both modes ack only while the etcd lease surely lives
-(psnodes.core.lease).
+(pschaos.psnodes.core.lease).
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def followers_fresh(me: str, isr: Sequence[str], peer_heard: Mapping[str, float]
     """Async mode's follower lease: every ISR peer accepted a replicate call sent after
     `now - (floor_s - margin_s)` (send times, on the same clock as `now`). `floor_s` is the
     suspicion floor (ClusterConfig.suspect_floor_s): a peer's last_heard is at least that send
-    time, and its detector never suspects before last_heard + floor_s (psnodes.core.detector),
+    time, and its detector never suspects before last_heard + floor_s (pschaos.psnodes.core.detector),
     whatever it learned of the stream; so the lease ends `margin_s` before any peer may stand."""
     bound = now - (floor_s - margin_s)
     return all(peer_heard.get(p, -math.inf) > bound for p in isr if p != me)

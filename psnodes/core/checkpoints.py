@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .fencing import names_me
+from pschaos.psnodes.core.fencing import names_me
 
 
 def order(manifest: Mapping) -> tuple[int, int, int]:

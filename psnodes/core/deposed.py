@@ -3,11 +3,11 @@
 A call in flight to the primary its client's route names (`primary` at `epoch`) is given up when
 the shard record in etcd names a successor: a frozen primary (SIGSTOP, a hung host) keeps its TCP
 connection up and never answers, and only the record says it was replaced. The real client
-(psnodes/client.py with psnodes/record_watch.py) and the SimPy twin (harness/sim/shard_procs.py)
+(psnodes/client/client.py with psnodes/client/record_watch.py) and the SimPy twin (harness/backends/sim/shard_procs.py)
 both ask this function, so they agree on what a read of the record means.
 
 The record the watch holds may be older than the call's route (one read is shared by every call
-of a client, psnodes/record_watch.py): a record at a lower epoch is stale news, never a
+of a client, psnodes/client/record_watch.py): a record at a lower epoch is stale news, never a
 successor. Epochs only grow (every promotion and restore bumps them by compare-and-swap; a shard
 added again bootstraps above its retired epochs), so "a later epoch, or another primary at the
 same epoch" is exactly "the route is out of date".

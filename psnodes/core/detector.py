@@ -23,7 +23,7 @@ a stream of 5 ms entries would be suspected after about 100 ms whatever its jitt
 Three bounds keep it safe and sane:
 
 - the floor (`floor_s`): a replica never suspects before this much silence, whatever phi says.
-  It is the bound the primary's async follower lease assumes (psnodes.core.ack.followers_fresh):
+  It is the bound the primary's async follower lease assumes (pschaos.psnodes.core.ack.followers_fresh):
   a primary acks only while every ISR peer accepted one of its calls less than
   `floor_s - follower_margin_s` ago, so no peer can have suspected it, let alone been promoted.
   Every detector here obeys its floor by construction (`Detector.suspects`), and the config
@@ -55,7 +55,7 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
-from . import lease
+from pschaos.psnodes.core import lease
 
 DETECTORS = ("fixed", "phi")
 # a replica whose own elector woke this much later than it asked was itself stalled (a loaded

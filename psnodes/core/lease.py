@@ -4,7 +4,7 @@ A copy restores the shard once every ISR copy's etcd lease expired, so a primary
 its lease surely lives: until the send time of its last confirmed keepalive plus the TTL, less a
 margin. A primary that etcd has not answered for a whole TTL steps down (its heartbeats stop, so
 the replicas elect a primary etcd can hear). A replica suspects its primary when the replication
-stream was silent for as long as its failure detector asks (psnodes.core.detector: never less
+stream was silent for as long as its failure detector asks (pschaos.psnodes.core.detector: never less
 than the floor that the async follower lease assumes). Every time here is a number on the
 shell's monotonic clock.
 """

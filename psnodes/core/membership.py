@@ -2,7 +2,7 @@
 
 A fixed set `worker-0..N-1` stalls a barrier forever when one of them dies, and drags it back to
 clock 0 when one joins late. Here the set lives in one record (generation + members, changed only
-by compare-and-swap, psnodes/members.py), and each member is there by an etcd registration under
+by compare-and-swap, psnodes/membership/members.py), and each member is there by an etcd registration under
 a lease: a worker that dies stops keeping its lease alive, etcd deletes its registration after
 the lease's TTL, and the next reconcile drops it (`expire`); one that stops gracefully removes
 itself at once (`leave`). Every change of who counts moves the generation by one.

@@ -1,9 +1,9 @@
 """Which keys move in a migration, between which shards, and how a hand-off resolves.
 
 A migration takes the cluster from placement over shard set `src` to placement over `dst`
-(psnodes.placement). A key moves when its owner differs between the two; with rendezvous
+(pschaos.psnodes.placement). A key moves when its owner differs between the two; with rendezvous
 hashing that is only keys whose new highest weight is an added shard, or keys of a removed
-shard. The coordinator (psnodes/migration.py) copies each (from, to) pair's keys while training
+shard. The coordinator (psnodes/elastic/migration.py) copies each (from, to) pair's keys while training
 goes on, fences every source for its outgoing keys, ships the delta, and switches the routing
 record by compare-and-swap; these functions decide what it does, with plain values only.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Iterable, Sequence
 
-from ..placement import owner, pinned_shard, row_owners
+from pschaos.psnodes.placement import owner, pinned_shard, row_owners
 
 
 def moving_out(name: str, me: int, src: Sequence[int], dst: Sequence[int]) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Iterable, Mapping, Sequence
 
-from ..placement import parse_node_name
+from pschaos.psnodes.placement import parse_node_name
 
 
 @dataclass(frozen=True)

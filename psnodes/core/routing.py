@@ -1,6 +1,6 @@
 """The routing record: which shards own keys now, and the migration under way, if any.
 
-It lives in etcd (psnodes/routing.py reads and compare-and-swaps it); this module holds its value
+It lives in etcd (psnodes/elastic/routing.py reads and compare-and-swaps it); this module holds its value
 and the decisions about epochs. Every push and pull carries the routing epoch its client routed
 by. A node whose store is at a newer routing epoch refuses the call as stale (the client re-reads
 the record and re-routes); a client ahead of the node makes the node read the record first. No

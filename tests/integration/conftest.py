@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.tools import find
+from pschaos.harness.machinery.tools import find
 
 
 def pytest_collection_modifyitems(items):

@@ -27,9 +27,9 @@ from pathlib import Path
 import psutil
 import requests
 
-from harness.procs import OWNER_ENV, tagged_processes, wait_until
-from harness.tools import REPO
-from netfaults.nft import PREFIX, delete_table, table_name, tables
+from pschaos.harness.machinery.procs import OWNER_ENV, tagged_processes, wait_until
+from pschaos.harness.machinery.tools import REPO
+from pschaos.netfaults.nft import PREFIX, delete_table, table_name, tables
 
 SCENARIO = """name: {name}
 cluster: {{shards: 1, copies: 2, workers: 1, model: mlp}}
@@ -122,7 +122,7 @@ def one_round(kind: str, delay_s: float, workdir: Path, rng: random.Random) -> R
     out = workdir / name
     hist = out / "run" / "events" / "harness.jsonl"
     t0 = time.monotonic()
-    harness = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(sc), "--out", str(out), "--quiet"],
+    harness = subprocess.Popen([sys.executable, "-m", "pschaos.harness.commands.cli", "run", str(sc), "--out", str(out), "--quiet"],
                                cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     notes: list[str] = []
@@ -154,7 +154,7 @@ def one_round(kind: str, delay_s: float, workdir: Path, rng: random.Random) -> R
         else:
             harness.kill()
             harness.wait(10)
-            r = subprocess.run([sys.executable, "-m", "harness.cli", "clean"], cwd=REPO, capture_output=True,
+            r = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "clean"], cwd=REPO, capture_output=True,
                                text=True, timeout=120)
             if r.returncode != 0:
                 notes.append(f"clean exited {r.returncode}: {r.stderr[-300:]}")

@@ -6,10 +6,10 @@ import time
 
 import numpy as np
 
-from psnodes.applied import idem_key
-from psnodes.client import PSClient
-from psnodes.codec import rows_to_pb, tensor_to_pb
-from psnodes.proto import ps_pb2
+from pschaos.psnodes.store.applied import idem_key
+from pschaos.psnodes.client.client import PSClient
+from pschaos.psnodes.wire.codec import rows_to_pb, tensor_to_pb
+from pschaos.psnodes.proto import ps_pb2
 
 
 class Pusher(threading.Thread):

@@ -9,16 +9,16 @@ import sys
 import time
 from pathlib import Path
 
-from harness.procs import tagged_processes, wait_until
-from harness.tools import REPO
-from netfaults.nft import delete_table, tables
+from pschaos.harness.machinery.procs import tagged_processes, wait_until
+from pschaos.harness.machinery.tools import REPO
+from pschaos.netfaults.nft import delete_table, tables
 
 
 def start_run(scenario_text: str, tmp_path: Path, name: str) -> subprocess.Popen:
     """`pschaos run` of this scenario as a process of its own, its output under tmp_path/out."""
     sc = tmp_path / f"{name}.yaml"
     sc.write_text(scenario_text)
-    return subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(sc), "--out", str(tmp_path / "out"),
+    return subprocess.Popen([sys.executable, "-m", "pschaos.harness.commands.cli", "run", str(sc), "--out", str(tmp_path / "out"),
                              "--quiet"], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -37,7 +37,7 @@ def run_tables(run_id: str) -> list[str]:
 def sigkill_then_clean(harness: subprocess.Popen, run_id: str) -> None:
     harness.send_signal(signal.SIGKILL)
     harness.wait(10)
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "clean"], cwd=REPO, capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "clean"], cwd=REPO, capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     time.sleep(0.2)

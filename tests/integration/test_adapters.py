@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import registry
-from harness.procs import tagged_processes
-from harness.runner import Runner
-from harness.scenario import Scenario
-from harness.tools import REPO, find
+from pschaos.harness.machinery import registry
+from pschaos.harness.machinery.procs import tagged_processes
+from pschaos.harness.run.runner import Runner
+from pschaos.harness.run.scenario import Scenario
+from pschaos.harness.machinery.tools import REPO, find
 
 from .sigkill import await_fault, reap_run, run_tables, sigkill_then_clean, start_run
 

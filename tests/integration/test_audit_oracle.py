@@ -14,7 +14,7 @@ workload: {steps: 40}
 expect:
   checks: [no-lost-acks, exactly-once, replicas-match]
 """
-SKIP_VALUES = {"psnodes/store.py": [(
+SKIP_VALUES = {"psnodes/store/store.py": [(
     "            for name, (value, slots) in dense.items():",
     "            for name, (value, slots) in (dense.items() if upd.req_id % 10 else []):   # planted: value dropped")]}
 

@@ -5,9 +5,9 @@ import time
 
 import numpy as np
 
-from harness.history import read_events
-from harness.procs import wait_until
-from psnodes.etcd import Etcd
+from pschaos.harness.history.events import read_events
+from pschaos.harness.machinery.procs import wait_until
+from pschaos.psnodes.etcd import Etcd
 
 from .pushers import PUSHER_KEY, applied_contains, start_load
 from .test_failover import settle
@@ -38,7 +38,7 @@ def test_all_copies_lost_restores_from_checkpoint_and_reports_it(make_cluster):
     be = make_cluster(shards=1, copies=2, replication="sync")
     p = start_load(be, 0.5)
     prim = be.routing()[0].primary
-    snap = be.client.stub(prim).Snapshot(__import__("psnodes.proto.ps_pb2", fromlist=["x"]).SnapshotRequest(shard=0),
+    snap = be.client.stub(prim).Snapshot(__import__("pschaos.psnodes.proto.ps_pb2", fromlist=["x"]).SnapshotRequest(shard=0),
                                          timeout=5, metadata=be.client.md)
     time.sleep(0.3)
     p.stop()
@@ -69,8 +69,8 @@ def test_restore_takes_the_newest_live_copy_not_the_lowest_slot(make_cluster):
     """Issue 7 bug 4.5: every copy is lost; slots 0 and 1 come back with empty disks, slot 2 with a
     local checkpoint newer than the shared one. The shard must come back with slot 2's state, not
     with the shared checkpoint that the lowest live slot would take."""
-    from psnodes.config import ShardRecord
-    from psnodes.proto import ps_pb2
+    from pschaos.psnodes.config import ShardRecord
+    from pschaos.psnodes.proto import ps_pb2
 
     be = make_cluster(shards=1, copies=3, replication="sync")
     p = start_load(be, 0.5)
@@ -104,7 +104,7 @@ def test_restore_takes_the_newest_live_copy_not_the_lowest_slot(make_cluster):
 
 
 def _manifest(be) -> dict | None:
-    from psnodes.checkpoint import MANIFEST
+    from pschaos.psnodes.store.checkpoint import MANIFEST
 
     try:
         return json.loads((be.cfg.checkpoint_dir(0) / MANIFEST).read_text())
@@ -122,8 +122,8 @@ def test_stale_primary_never_regresses_the_shared_checkpoint(make_cluster, nemes
     lease, TTL 2 s, still holds while the successor takes over); its etcd link heals just before
     the Snapshot, whose publish check reads the record, and the Snapshot comes before its elector
     can act on what it reads."""
-    from psnodes.codec import tensor_to_pb
-    from psnodes.proto import ps_pb2
+    from pschaos.psnodes.wire.codec import tensor_to_pb
+    from pschaos.psnodes.proto import ps_pb2
 
     from .test_failover import etcd_record
 

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from harness.procs import tagged_processes, wait_until
-from harness.tools import REPO, find
-from netfaults.nft import delete_table, tables
+from pschaos.harness.machinery.procs import tagged_processes, wait_until
+from pschaos.harness.machinery.tools import REPO, find
+from pschaos.netfaults.nft import delete_table, tables
 
 from .sigkill import await_fault, reap_run, sigkill_then_clean, start_run
 
@@ -54,7 +54,7 @@ def test_ctrl_c_tears_everything_down_without_clean(tmp_path):
     sc = tmp_path / "interrupted.yaml"
     sc.write_text(SCENARIO.replace("killed-harness", "interrupted"))
     out = tmp_path / "out"
-    harness = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(sc), "--out", str(out), "--quiet"],
+    harness = subprocess.Popen([sys.executable, "-m", "pschaos.harness.commands.cli", "run", str(sc), "--out", str(out), "--quiet"],
                                cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     hist = out / "run" / "events" / "harness.jsonl"

@@ -7,10 +7,10 @@ import time
 
 import psutil
 
-from harness.procs import RUN_ENV, tagged_processes
-from harness.tools import REPO
+from pschaos.harness.machinery.procs import RUN_ENV, tagged_processes
+from pschaos.harness.machinery.tools import REPO
 
-CLI = [sys.executable, "-m", "harness.cli"]
+CLI = [sys.executable, "-m", "pschaos.harness.commands.cli"]
 
 
 def test_doctor_json_lists_parts_with_versions():

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness.tools import REPO
+from pschaos.harness.machinery.tools import REPO
 
 
 def _only_interpreter_frames(err: str) -> bool:
@@ -20,7 +20,7 @@ def _only_interpreter_frames(err: str) -> bool:
 
 @pytest.mark.parametrize("delay_s", [0.05, 0.1, 0.15, 0.2, 0.3, 0.45])
 def test_sigint_while_starting_up_exits_quietly(delay_s, tmp_path):
-    p = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(tmp_path / "none.yaml"), "--quiet"],
+    p = subprocess.Popen([sys.executable, "-m", "pschaos.harness.commands.cli", "run", str(tmp_path / "none.yaml"), "--quiet"],
                          cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(delay_s)
     p.send_signal(signal.SIGINT)
@@ -31,7 +31,7 @@ def test_sigint_while_starting_up_exits_quietly(delay_s, tmp_path):
         assert p.returncode != 0
         return
     if "Traceback" in err and _only_interpreter_frames(err):
-        # ...or in runpy, still compiling `harness/cli.py` before its first line runs (CI, stop 23)
+        # ...or in runpy, still compiling `harness/commands/cli.py` before its first line runs (CI, stop 23)
         assert p.returncode != 0
         return
     assert "Traceback" not in err, err

@@ -26,15 +26,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from harness.procs import tagged_processes, wait_until
-from harness.tools import REPO, find
-from psnodes import routing
-from psnodes.client import PSClient
-from psnodes.config import ClusterConfig
-from psnodes.core.routing import Routing
-from psnodes.etcd import Etcd
+from pschaos.harness.machinery.procs import tagged_processes, wait_until
+from pschaos.harness.machinery.tools import REPO, find
+from pschaos.psnodes.elastic import routing
+from pschaos.psnodes.client.client import PSClient
+from pschaos.psnodes.config import ClusterConfig
+from pschaos.psnodes.core.routing import Routing
+from pschaos.psnodes.etcd import Etcd
 
-CLI = [sys.executable, "-m", "harness.cli"]
+CLI = [sys.executable, "-m", "pschaos.harness.commands.cli"]
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

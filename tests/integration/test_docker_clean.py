@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from harness.docker import engine
-from harness.procs import wait_until
-from harness.tools import REPO, find
-from netfaults.nft import delete_table, tables
+from pschaos.harness.backends.docker import engine
+from pschaos.harness.machinery.procs import wait_until
+from pschaos.harness.machinery.tools import REPO, find
+from pschaos.netfaults.nft import delete_table, tables
 
 SCENARIO = """name: killed-docker-harness
 cluster: {shards: 1, copies: 2, workers: 1, model: mlp, checkpoint_interval_s: 0.5}
@@ -31,7 +31,7 @@ faults:
 
 
 def left(run_id: str) -> dict[str, list[str]]:
-    from harness.docker.containers import run_containers, run_images, run_volumes
+    from pschaos.harness.backends.docker.containers import run_containers, run_images, run_volumes
 
     c = engine.client()
     try:
@@ -54,7 +54,7 @@ def docker_run(tmp_path):
     sc = tmp_path / "killed-docker-harness.yaml"
     sc.write_text(SCENARIO)
     out = tmp_path / "out"
-    harness = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", str(sc), "--backend", "docker",
+    harness = subprocess.Popen([sys.executable, "-m", "pschaos.harness.commands.cli", "run", str(sc), "--backend", "docker",
                                 "--out", str(out), "--quiet"], cwd=REPO, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)
     hist = out / "run" / "events" / "harness.jsonl"
@@ -68,7 +68,7 @@ def docker_run(tmp_path):
         if harness.poll() is None:
             harness.kill()
         if run_id is not None:
-            from harness.docker.containers import remove_run
+            from pschaos.harness.backends.docker.containers import remove_run
 
             c = engine.client()
             remove_run(c, run_id)
@@ -85,7 +85,7 @@ def test_sigkilled_docker_run_is_cleaned_up(docker_run):
     assert before["volumes"], before                   # the copies' data volumes
     harness.send_signal(signal.SIGKILL)
     harness.wait(10)
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "clean"], cwd=REPO, capture_output=True,
+    r = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "clean"], cwd=REPO, capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert left(run_id) == {"containers": [], "volumes": [], "images": []}

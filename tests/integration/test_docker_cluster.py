@@ -8,17 +8,17 @@ import sys
 
 import pytest
 
-from harness.docker import engine
-from harness.tools import REPO
+from pschaos.harness.backends.docker import engine
+from pschaos.harness.machinery.tools import REPO
 
-CLI = [sys.executable, "-m", "harness.cli"]
+CLI = [sys.executable, "-m", "pschaos.harness.commands.cli"]
 
 
 def test_cluster_up_status_down_as_containers(tmp_path):
     why = engine.available()
     if why:
         pytest.skip(f"needs a Docker engine: {why}")
-    from harness.docker.containers import remove_run, run_containers
+    from pschaos.harness.backends.docker.containers import remove_run, run_containers
 
     d = tmp_path / "cl"
     up = subprocess.run(CLI + ["cluster", "up", "--backend", "docker", "--shards", "1", "--replicas", "1",

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import yaml
 
-from harness.tools import REPO
+from pschaos.harness.machinery.tools import REPO
 
 COMPOSE = REPO / "docker" / "compose.yaml"
 

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from harness.tools import REPO
+from pschaos.harness.machinery.tools import REPO
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +28,7 @@ def run(tmp_path, **kw):
     sc = tmp_path / f"{kw['name']}.yaml"
     sc.write_text(BASE.format(**kw))
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(sc), "--seed", "2", "--out", str(out),
+    p = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "run", str(sc), "--seed", "2", "--out", str(out),
                         "--quiet"], capture_output=True, text=True, timeout=300, cwd=REPO)
     return p, json.loads((out / "report.json").read_text())
 

@@ -6,7 +6,7 @@ import time
 import grpc
 import numpy as np
 
-from harness.procs import wait_until
+from pschaos.harness.machinery.procs import wait_until
 
 from .pushers import PUSHER_KEY, applied_contains, start_load
 
@@ -89,7 +89,7 @@ def test_paused_replica_leaves_the_isr_while_the_call_waits(make_cluster):
     suspect_s (0.3 s) of silence the primary probes it, gets no answer, and drops it from the ISR
     while the call is in flight; it acks without it while it is still paused. Before, the drop
     came at the call's 2 s deadline: nothing was dropped within 1.5 s, no push acked meanwhile."""
-    from harness.history import read_events
+    from pschaos.harness.history.events import read_events
 
     be = make_cluster(shards=1, copies=3, replication="sync")
     p = start_load(be, 0.5)
@@ -119,7 +119,7 @@ def test_slow_replica_is_held_in_the_isr_not_dropped(make_cluster, nemesis):
     replica on its own connections, one answers, and the replica is held ("isr-held"), not
     dropped. Dropping on the call's silence alone dropped and re-added live replicas 51 times over
     10 seeds of loss-20-primary-replica."""
-    from harness.history import read_events
+    from pschaos.harness.history.events import read_events
 
     be = make_cluster(shards=1, copies=3, replication="sync", proxied=True)
     p = start_load(be, 0.5)
@@ -144,8 +144,8 @@ def test_slow_replica_is_held_in_the_isr_not_dropped(make_cluster, nemesis):
 
 def test_retried_push_is_applied_exactly_once(make_cluster):
     be = make_cluster(shards=1, copies=2, replication="sync")
-    from psnodes.codec import tensor_to_pb
-    from psnodes.proto import ps_pb2
+    from pschaos.psnodes.wire.codec import tensor_to_pb
+    from pschaos.psnodes.proto import ps_pb2
 
     be.client.init_dense({"w": np.zeros(4, dtype=np.float32)})
     u = ps_pb2.Update(worker="worker-9", req_id=42, dense=[tensor_to_pb("w", np.ones(4))])
@@ -160,8 +160,8 @@ def test_retried_push_is_applied_exactly_once(make_cluster):
 
 def etcd_record(be, shard=0):
     """The shard record as etcd holds it (None while etcd is down): never the nodes' own view."""
-    from psnodes.config import ShardRecord
-    from psnodes.etcd import Etcd, EtcdError
+    from pschaos.psnodes.config import ShardRecord
+    from pschaos.psnodes.etcd import Etcd, EtcdError
 
     try:
         kv = Etcd(be.cfg.etcd, timeout=0.5).get(be.cfg.shard_key(shard))
@@ -197,7 +197,7 @@ def test_replica_readded_while_etcd_is_down_is_stored_and_electable(make_cluster
     assert new.primary == rep and new.epoch == old.epoch + 1
     assert wait_until(lambda: any(a[1] > old.epoch for a in p.acked), 10, 0.01), "no ack after failover"
     p.stop()
-    from harness.history import read_events
+    from pschaos.harness.history.events import read_events
 
     assert not [e for e in read_events(be.events_path(rep)) if e["f"] == "restore"], \
         "the in-sync replica was promoted through restore-from-checkpoint, not election"
@@ -218,8 +218,8 @@ class StickyPusher(threading.Thread):
         self.halt = threading.Event()
 
     def run(self) -> None:
-        from psnodes.codec import tensor_to_pb
-        from psnodes.proto import ps_pb2
+        from pschaos.psnodes.wire.codec import tensor_to_pb
+        from pschaos.psnodes.proto import ps_pb2
 
         stub, req = self.be.client.stub(self.node), 0
         while not self.halt.is_set():
@@ -243,7 +243,7 @@ def test_primary_cut_from_etcd_stops_acking_before_a_restore(make_cluster, nemes
     """Issue 7 bug 4.2, split brain through restore with 2 copies (min_isr 1). The primary shrinks
     the ISR to itself (its replica is cut off), then loses etcd past its lease: the replica restores
     and acks under a new epoch. The old primary must have stopped acking before that."""
-    from harness.history import read_events
+    from pschaos.harness.history.events import read_events
 
     be = make_cluster(shards=1, copies=2, replication="sync", proxied=True)
     be.client.init_dense({"w": np.zeros(64, dtype=np.float32)})

@@ -5,11 +5,11 @@ import time
 import grpc
 import pytest
 
-from harness.procs import wait_until
-from harness.tools import find
-from netfaults.nft import tables
-from psnodes.client import PSClient
-from psnodes.proto import ps_pb2
+from pschaos.harness.machinery.procs import wait_until
+from pschaos.harness.machinery.tools import find
+from pschaos.netfaults.nft import tables
+from pschaos.psnodes.client.client import PSClient
+from pschaos.psnodes.proto import ps_pb2
 
 pytestmark = pytest.mark.skipif(find("toxiproxy-server") is None or find("nft") is None,
                                 reason="toxiproxy-server (make install) and nft (apt-get install nftables) are needed")
@@ -75,7 +75,7 @@ def test_bandwidth_caps_throughput(proxied, nemesis):
 def test_bandwidth_cap_never_cuts_a_long_upload(proxied, nemesis):
     """A cap slows an upload; it must never cut it. The proxy's window stays shut while it drains,
     and gRPC sets the client socket's TCP_USER_TIMEOUT to its keepalive timeout: at 500 ms the
-    kernel closed this connection within 4 s in each of 4 runs (psnodes/channels.py)."""
+    kernel closed this connection within 4 s in each of 4 runs (psnodes/wire/channels.py)."""
     be, c = proxied
     node = be.routing()[0].primary
     f = nemesis.inject(be, "bandwidth", f"worker-0 -> {node}", rate_kbps=100)
@@ -127,7 +127,7 @@ def test_loss_drops_packets_yet_tcp_delivers(proxied, nemesis):
     f = nemesis.inject(be, "loss", f"worker-0 -> {node}", percent=20)
     delivered = 0
     # gRPC sets TCP_USER_TIMEOUT to the channels' keepalive timeout; at 500 ms (before it was 20 s,
-    # psnodes/channels.py) two losses in a row could close the connection ("Connection timed out",
+    # psnodes/wire/channels.py) two losses in a row could close the connection ("Connection timed out",
     # "Broken pipe": 2 of 60 echoes on a loaded machine). A call on a channel that is reconnecting
     # fails at once unless it waits for the channel: a full run that delivered 1 of 20 fits a
     # reconnect slowed by lost SYNs

@@ -6,9 +6,9 @@ Issue 13's first client keepalive (a 250 ms HTTP/2 ping timeout on every client 
 both: the call in flight failed 'Stream removed (ping timeout)' and the next one failed at once
 ('connection attempt timed out before receiving SETTINGS frame'). That is how the fuzz run under
 `make test` saw a replica 'stop answering Status' (the harness's be.status returns None on any
-error) and a failover: a replica's probe of its primary (psnodes/probe.py) on a channel so broken
+error) and a failover: a replica's probe of its primary (psnodes/replication/probe.py) on a channel so broken
 fails at once, and the replica stands at the detector's floor instead of waiting out the probe.
-The replacement (psnodes.client.PSClient._call_primary) gives up calls to a deposed primary only."""
+The replacement (pschaos.psnodes.client.client.PSClient._call_primary) gives up calls to a deposed primary only."""
 from __future__ import annotations
 
 import threading
@@ -16,7 +16,7 @@ import time
 
 import grpc
 
-from psnodes.proto import ps_pb2
+from pschaos.psnodes.proto import ps_pb2
 
 FREEZE_S = 1.2
 

@@ -8,13 +8,13 @@ every request without the right token refused UNAUTHENTICATED.
 The evidence must be more than refusals at the door: per method, enough requests reach the
 handler's content checks (answered OK, or refused by a check naming a field of the content,
 not by parsing, the token, routing or a Replicate's sender checks), most structured ones among
-them; the specials (harness/fuzz/cases.SPECIALS) were all sent; and what the runner set aside as
+them; the specials (harness/proof/fuzz/cases.SPECIALS) were all sent; and what the runner set aside as
 noise (a loaded machine explains it as well) is at most 1% of the requests, every item listed."""
 import pytest
 
-from harness.fuzz import cases
-from harness.fuzz.report import format_text
-from harness.fuzz.runner import FuzzRun, prepare
+from pschaos.harness.proof.fuzz import cases
+from pschaos.harness.proof.fuzz.report import format_text
+from pschaos.harness.proof.fuzz.runner import FuzzRun, prepare
 
 REQUESTS = 1600        # Push and Replicate get twice the share: ~375 each, ~190 of the others, 101 specials
 #: requests per method answered OK or by a content check (about two thirds of what a run reaches)

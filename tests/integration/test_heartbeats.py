@@ -8,8 +8,8 @@ import re
 import time
 import urllib.request
 
-from harness.procs import wait_until
-from psnodes.wire import encode_replicate
+from pschaos.harness.machinery.procs import wait_until
+from pschaos.psnodes.wire.wire import encode_replicate
 
 
 def replication_bytes(port: int) -> float:

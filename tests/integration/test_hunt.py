@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from harness.scenario import load_scenario
-from harness.tools import REPO
+from pschaos.harness.run.scenario import load_scenario
+from pschaos.harness.machinery.tools import REPO
 
 from .mutants import mutant_copy, run_scenario
 from .test_sim_parity import EARLY_ACK
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 def _hunt(root, out, *extra):
     env = dict(os.environ, PYTHONPATH=str(root))
-    return subprocess.run([sys.executable, "-m", "harness.cli", "hunt", "kill-primary", "--seed", "1", "--duration", "8",
+    return subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "hunt", "kill-primary", "--seed", "1", "--duration", "8",
                            "--no-confirm", "--out", str(out), "--json", *extra], cwd=root, env=env,
                           capture_output=True, text=True, timeout=1200)
 

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from harness.tools import find
+from pschaos.harness.machinery.tools import find
 
 from .interrupts import soak, summary
 

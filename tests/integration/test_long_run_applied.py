@@ -4,8 +4,8 @@ bytes that changed (the applied set no longer swells every delta header and chec
 import json
 import time
 
-from harness.history import read_events
-from harness.procs import wait_until
+from pschaos.harness.history.events import read_events
+from pschaos.harness.machinery.procs import wait_until
 
 from .test_failover import settle
 

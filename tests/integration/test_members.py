@@ -4,8 +4,8 @@ lease's TTL and the others go on; one that joins starts at the front, not at clo
 Before membership (a fixed set worker-0..N-1) the survivors of a kill waited at their next pull
 until it timed out, step after step: the first test failed on that code (the workers never finished).
 """
-from harness.history import read_events
-from harness.procs import wait_until
+from pschaos.harness.history.events import read_events
+from pschaos.harness.machinery.procs import wait_until
 
 STEPS = 300
 

@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-import netfaults.nft as nftmod
-from harness.tools import find
+import pschaos.netfaults.nft as nftmod
+from pschaos.harness.machinery.tools import find
 
 pytestmark = pytest.mark.skipif(find("nft") is None, reason="nft (apt-get install nftables) is needed")
 
@@ -64,7 +64,7 @@ def test_a_partition_built_creates_the_table_so_inject_is_one_call(monkeypatch):
     """The table's own nft call used to come inside inject, after the fault's start was taken."""
     from types import SimpleNamespace
 
-    from netfaults.faults.partition import Partition
+    from pschaos.netfaults.faults.partition import Partition
 
     table = nftmod.NftTable(f"txtest-{uuid.uuid4().hex[:8]}")
     link = ("worker-0", "shard-0/0")

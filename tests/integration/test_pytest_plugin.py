@@ -59,7 +59,7 @@ def test_malformed_scenario_is_a_collection_error_with_line_and_field(pytester):
 def test_python_scenario_with_fixture_and_marker(pytester):
     pytester.makepyfile(test_py_scenario="""
         import pytest
-        from harness.scenario import Scenario
+        from pschaos.harness.run.scenario import Scenario
 
         @pytest.mark.pschaos(seed=11)
         def test_kill_replica(run_scenario):

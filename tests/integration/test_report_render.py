@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from harness.tools import REPO
+from pschaos.harness.machinery.tools import REPO
 
 from .page_checks import text_overlaps
 
@@ -69,7 +69,7 @@ def browser():
 def run_out(tmp_path_factory):
     d = tmp_path_factory.mktemp("render")
     (d / "render-me.yaml").write_text(SCENARIO)
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(d / "render-me.yaml"), "--seed", "3",
+    p = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "run", str(d / "render-me.yaml"), "--seed", "3",
                         "--out", str(d / "run"), "--quiet"], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert p.returncode == 0, p.stdout + p.stderr[-2000:]
     return d
@@ -84,12 +84,12 @@ def _make_sim_runs(d: Path) -> None:
     long = d.parent / f"{LONG_NAME}.yaml"
     long.write_text((REPO / "scenarios" / "kill-primary.yaml").read_text()
                     .replace("name: kill-primary", f"name: {LONG_NAME}", 1))
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", *paths, str(long), "--backend", "sim",
+    p = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "run", *paths, str(long), "--backend", "sim",
                         "--seed", "1", "--out", str(d), "--quiet"], capture_output=True, text=True, timeout=900, cwd=REPO)
     missing = [n for n in SIM_SCENARIOS + [LONG_NAME] if not (d / n / "report.html").exists()]
     assert p.returncode != 2 and not missing, (missing, p.stdout[-3000:], p.stderr[-3000:])
     for seed in EXTRA_SEEDS:
-        p = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(REPO / "scenarios" / "kill-primary.yaml"),
+        p = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "run", str(REPO / "scenarios" / "kill-primary.yaml"),
                             "--backend", "sim", "--seed", str(seed), "--out", str(d / f"kill-primary-seed{seed}"),
                             "--quiet"], capture_output=True, text=True, timeout=300, cwd=REPO)
         assert p.returncode != 2 and (d / f"kill-primary-seed{seed}" / "report.json").exists(), p.stderr[-2000:]
@@ -129,7 +129,7 @@ def drawn(plots) -> list[bool]:
 
 def run_has_data(report: dict, history: list[dict]) -> list[bool]:
     """Which of a run page's plots the run has data for, in page order (the sections of html.render)."""
-    from reports import html
+    from pschaos.reports import html
 
     end = max((e["t"] for e in history), default=1.0)
     return [bool(history), bool(html.loss_series(history)), bool(html.primary_lanes(history, end)),
@@ -186,7 +186,7 @@ def test_run_report_renders_with_its_plots(browser, run_out):
 
 def test_aggregate_report_renders(browser, run_out):
     out = run_out / "agg"
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(run_out / "run"), "--out", str(out)],
+    p = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "report", str(run_out / "run"), "--out", str(out)],
                        capture_output=True, text=True, timeout=60, cwd=REPO)
     assert p.returncode == 0 and "1/1 runs passed" in p.stdout
     plots = look(browser, out / "report.html", "aggregate-process-report.png")
@@ -232,7 +232,7 @@ def zoom_levels(browser) -> dict[int, tuple[int, int]]:
 def test_crowded_fault_labels_at_every_zoom(browser, sim_runs, tmp_path):
     """Twelve fault windows, bunched, on a simulated run: at 2x the labels laid out for 1x used to
     run under the 'simulated' badge. Planted in a copy of a real run's report."""
-    from reports import html
+    from pschaos.reports import html
 
     report, history = _load(sim_runs / "kill-primary")
     end = max(e["t"] for e in history)
@@ -252,7 +252,7 @@ def test_failing_evidence_links_to_its_moment(browser, sim_runs, tmp_path):
     bug zoo's business); what is tested is the way from the evidence to the timeline."""
     from selenium.webdriver.common.by import By
 
-    from reports import html
+    from pschaos.reports import html
 
     src = sim_runs / "kill-primary"
     report = json.loads((src / "report.json").read_text())
@@ -279,7 +279,7 @@ def test_aggregate_of_sixteen_scenarios(browser, sim_runs, tmp_path):
     from selenium.webdriver.common.by import By
 
     out = tmp_path / "agg"
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "report", str(sim_runs), "--out", str(out)],
+    p = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "report", str(sim_runs), "--out", str(out)],
                        capture_output=True, text=True, timeout=120, cwd=REPO)
     assert p.returncode == 0, p.stderr
     agg = json.loads((out / "aggregate.json").read_text())
@@ -301,7 +301,7 @@ def test_scale_run_and_sweep_pages(browser, tmp_path):
     """The scale level's pages (issue 11) in the same browser checks: a 10,000-worker day and the
     copies-vs-repair sweep with its Markov lines; every plot says simulated."""
     def cli(*args: str) -> None:
-        p = subprocess.run([sys.executable, "-m", "harness.cli", "sim", *args], capture_output=True, text=True,
+        p = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "sim", *args], capture_output=True, text=True,
                            timeout=300, cwd=REPO)
         assert p.returncode == 0, p.stdout + p.stderr[-2000:]
     cli("scale", "--workers", "10000", "--shards", "500", "--hours", "24", "--failures", "osdi14", "--out",

@@ -4,13 +4,13 @@ library scenario kill-restart-worker passes on the real code and fails on a copy
 has no incarnation in its idempotency key (the old behaviour)."""
 import pytest
 
-from harness.tools import REPO
+from pschaos.harness.machinery.tools import REPO
 
 from .mutants import mutant_copy, run_scenario
 
 pytestmark = pytest.mark.integration
 
-NO_INCARNATION = {"psnodes/client.py": [("self.incarnation = int(runtime.time() * 1e6)",
+NO_INCARNATION = {"psnodes/client/client.py": [("self.incarnation = int(runtime.time() * 1e6)",
                                           "self.incarnation = 0   # planted: ids restart with the process")]}
 
 

@@ -8,14 +8,14 @@ read the committed calibration. Two schedules: two primaries killed (failovers),
 killed then a primary (the primary's wait for its dead ISR member, then a failover).
 
 One mechanism only the scale level has: a primary's CPU queue (`server_request_s`, measured on a
-real primary). And one only the twin has: every process on one host's cores (harness/sim/cpu.py),
+real primary). And one only the twin has: every process on one host's cores (harness/backends/sim/cpu.py),
 where the scale level gives each node a host of its own. So the comparison of like with like
 turns the queue off on both (`server_request_s=0`), gives the twin an unbounded host
 (`cores=None`) and charges no caller's CPU per call on either (`client_request_s=0`: in the twin a
 worker's calls take turns under its GIL, cpu.py). Both keep the replicate call's own CPU
 (`replicate_*`: the sender's and the replica's, on its path in sync mode) and both run sync
 replication's pipeline, the twin through psnodes' code, the scale level in
-harness/sim/scale/pipeline.py (workers waiting on each other's replicate calls: without it the
+harness/backends/sim/scale/pipeline.py (workers waiting on each other's replicate calls: without it the
 scale level stepped 14% faster). Then it checks that the queue, turned on, only slows the scale
 level down.
 """
@@ -28,13 +28,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.runner import Runner
-from harness.scenario import load_scenario
-from harness.sim.backend import SimBackend
-from harness.sim.calibration import DEFAULT_PATH, Calibration
-from harness.sim.scale.build import build
-from harness.sim.scale.engine import ScaleRun
-from harness.sim.validate import observe
+from pschaos.harness.run.runner import Runner
+from pschaos.harness.run.scenario import load_scenario
+from pschaos.harness.backends.sim.backend import SimBackend
+from pschaos.harness.backends.sim.calibration import DEFAULT_PATH, Calibration
+from pschaos.harness.backends.sim.scale.build import build
+from pschaos.harness.backends.sim.scale.engine import ScaleRun
+from pschaos.harness.proof.twin.validate import observe
 
 SHARDS, SECONDS = 4, 12.0
 SCHEDULES = {"two-primaries": [(3.0, "primary(shard=0)"), (7.0, "primary(shard=1)")],

@@ -7,9 +7,9 @@ import grpc
 import numpy as np
 import pytest
 
-from psnodes.codec import rows_to_pb, tensor_to_pb
-from psnodes.config import ClusterConfig
-from psnodes.proto import ps_pb2, ps_pb2_grpc
+from pschaos.psnodes.wire.codec import rows_to_pb, tensor_to_pb
+from pschaos.psnodes.config import ClusterConfig
+from pschaos.psnodes.proto import ps_pb2, ps_pb2_grpc
 
 
 def primary_stub(be):
@@ -80,13 +80,13 @@ def test_node_refuses_a_non_loopback_address(tmp_path):
     cfg = ClusterConfig(cluster_id="x", etcd="http://127.0.0.1:1", shards=1, copies=1,
                         addresses={"shard-0/0": "0.0.0.0:5555"})
     cfg.save(tmp_path / "c.json")
-    out = subprocess.run([sys.executable, "-m", "psnodes.serve", "--config", str(tmp_path / "c.json"),
+    out = subprocess.run([sys.executable, "-m", "pschaos.psnodes.serve", "--config", str(tmp_path / "c.json"),
                           "--name", "shard-0/0"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "127.0.0.1" in out.stderr and "addresses" in out.stderr
 
 
 def test_replicate_needs_the_peer_token_that_workers_are_not_given(make_cluster):
-    from psnodes.channels import auth
+    from pschaos.psnodes.wire.channels import auth
 
     be = make_cluster(shards=1, copies=2)
     rec = be.routing()[0]

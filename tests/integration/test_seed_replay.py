@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from harness.tools import REPO, find
+from pschaos.harness.machinery.tools import REPO, find
 
 pytestmark = pytest.mark.integration
 
@@ -35,7 +35,7 @@ expect:
 
 
 def _run(path, out, backend, seed=7):
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "run", str(path), "--backend", backend, "--seed", str(seed),
+    p = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "run", str(path), "--backend", backend, "--seed", str(seed),
                         "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=300, cwd=REPO)
     events = [json.loads(x) for x in (out / "history.jsonl").read_text().splitlines()]
     start = next(e for e in events if e["f"] == "run-start")

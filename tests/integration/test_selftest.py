@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.tools import REPO
+from pschaos.harness.machinery.tools import REPO
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +25,7 @@ def _copies() -> set[str]:
 @pytest.mark.timeout(600)
 def test_selftest_kills_a_planted_ack_bug_after_the_baseline_passes(tmp_path):
     before = _copies()
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "selftest", "--backend", "sim", "--json",
+    p = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "selftest", "--backend", "sim", "--json",
                         "--mutants", "sync-early-ack", "--scenarios", "partition-primary-replicas",
                         "--out", str(tmp_path / "st"), "--min-score", "1.0"],
                        cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True,

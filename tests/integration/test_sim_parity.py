@@ -1,4 +1,4 @@
-"""One core, two shells (issue 8): a decision bug planted in psnodes.core fails the same scenario
+"""One core, two shells (issue 8): a decision bug planted in pschaos.psnodes.core fails the same scenario
 on real processes and in the simulator, because both shells run that very core.
 
 The planted bug: sync mode acks a push before every in-sync replica applied it. Cut off from its
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.tools import REPO
+from pschaos.harness.machinery.tools import REPO
 
 from .mutants import mutant_copy, run_scenario
 

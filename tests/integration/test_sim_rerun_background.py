@@ -8,13 +8,13 @@ import shlex
 import subprocess
 import sys
 
-from harness.tools import REPO
+from pschaos.harness.machinery.tools import REPO
 
 SCENARIO = REPO / "scenarios" / "kill-primary.yaml"
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", "run", *args, "--quiet"], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "run", *args, "--quiet"], cwd=REPO,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -34,7 +34,7 @@ def test_the_rerun_line_of_a_loaded_twin_replays_its_history(tmp_path):
 
 
 def test_the_rerun_line_of_a_slowed_twin_replays_its_history(tmp_path):
-    """--host-slowdown (harness/hostspeed.py: validate slows each twin by its real run's probe)
+    """--host-slowdown (harness/machinery/hostspeed.py: validate slows each twin by its real run's probe)
     is in the report and the rerun line, and a slower host gives another history."""
     p = run(str(SCENARIO), "--backend", "sim", "--seed", "2", "--host-slowdown", "1.3", "--out", str(tmp_path / "a"))
     assert p.returncode == 0, p.stdout + p.stderr[-2000:]

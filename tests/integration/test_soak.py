@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from harness.tools import REPO, find
+from pschaos.harness.machinery.tools import REPO, find
 
-CLI = [sys.executable, "-m", "harness.cli"]
+CLI = [sys.executable, "-m", "pschaos.harness.commands.cli"]
 
 
 def test_soak_two_seeds_of_kill_primary(tmp_path):
@@ -29,7 +29,7 @@ def test_soak_two_seeds_of_kill_primary(tmp_path):
 
 
 def test_sim_soak_forks_each_run_from_a_warm_process_and_keeps_its_isolation(tmp_path):
-    """On --backend sim each run is forked (harness/soak_fork.py): it still writes its own report
+    """On --backend sim each run is forked (harness/proof/soak/fork.py): it still writes its own report
     and log, runs in its own session, and a seed's run is the same as `pschaos run`'s."""
     out = tmp_path / "soak"
     p = subprocess.run(CLI + ["soak", "kill-primary", "--backend", "sim", "--seeds", "2", "-n", "2",
@@ -47,8 +47,8 @@ def test_sim_soak_forks_each_run_from_a_warm_process_and_keeps_its_isolation(tmp
 
 
 def test_a_forked_run_that_crashes_is_unknown_not_lost(tmp_path):
-    from harness.soak import RunResult, judge_run
-    from harness.soak_fork import ForkedRun
+    from pschaos.harness.proof.soak.soak import RunResult, judge_run
+    from pschaos.harness.proof.soak.fork import ForkedRun
 
     d = tmp_path / "r"
     d.mkdir()

@@ -8,11 +8,11 @@ import threading
 
 import pytest
 
-from harness.ports import free_ports
-from harness.procs import Proc
-from harness.tools import find
-from netfaults.errors import NetFaultError
-from netfaults.toxiproxy import ToxiproxyClient, wait_healthy
+from pschaos.harness.machinery.ports import free_ports
+from pschaos.harness.machinery.procs import Proc
+from pschaos.harness.machinery.tools import find
+from pschaos.netfaults.errors import NetFaultError
+from pschaos.netfaults.toxiproxy import ToxiproxyClient, wait_healthy
 
 
 @pytest.fixture

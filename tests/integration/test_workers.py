@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from harness.history import read_events
-from harness.procs import wait_until
+from pschaos.harness.history.events import read_events
+from pschaos.harness.machinery.procs import wait_until
 
 
 def lead(be, steps):

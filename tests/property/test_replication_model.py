@@ -5,10 +5,10 @@ import numpy as np
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from psnodes.optimizers import OptimizerConfig
-from psnodes.proto import ps_pb2
-from psnodes.codec import rows_to_pb, tensor_to_pb
-from psnodes.store import ShardSpec, ShardStore
+from pschaos.psnodes.store.optimizers import OptimizerConfig
+from pschaos.psnodes.proto import ps_pb2
+from pschaos.psnodes.wire.codec import rows_to_pb, tensor_to_pb
+from pschaos.psnodes.store.store import ShardSpec, ShardStore
 
 COPIES = 3
 

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from psnodes.codec import tensor_to_pb
-from psnodes.errors import InvalidArgument
-from psnodes.proto import ps_pb2
-from psnodes.wire import split_push, varint
+from pschaos.psnodes.wire.codec import tensor_to_pb
+from pschaos.psnodes.errors import InvalidArgument
+from pschaos.psnodes.proto import ps_pb2
+from pschaos.psnodes.wire.wire import split_push, varint
 
 
 def check(raw: bytes) -> None:

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.clock import WALL
-from harness.scenario import ClusterSpec
+from pschaos.harness.history.clock import WALL
+from pschaos.harness.run.scenario import ClusterSpec
 
 
 class ManualClock:
@@ -109,7 +109,7 @@ def shard_of(name: str) -> int:
 
 
 class FakeBackend:
-    """The Backend protocol in memory (harness/backend.py)."""
+    """The Backend protocol in memory (harness/backends/base.py)."""
 
     name = "fake"
     proxied = False

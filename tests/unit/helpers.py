@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from psnodes.codec import rows_to_pb, tensor_to_pb
-from psnodes.placement import dense_shard, row_shards
-from psnodes.proto import ps_pb2
-from psnodes.store import ShardSpec, ShardStore
+from pschaos.psnodes.wire.codec import rows_to_pb, tensor_to_pb
+from pschaos.psnodes.placement import dense_shard, row_shards
+from pschaos.psnodes.proto import ps_pb2
+from pschaos.psnodes.store.store import ShardSpec, ShardStore
 
 
 def store(optimizer: str = "adam", shards: int = 1, shard: int = 0) -> ShardStore:
-    from psnodes.optimizers import OptimizerConfig
+    from pschaos.psnodes.store.optimizers import OptimizerConfig
 
     return ShardStore(ShardSpec(shard=shard, num_shards=shards, tables={"emb": 4},
                                 optimizer=OptimizerConfig(optimizer, lr=0.05), seed=3, workers=2))

@@ -10,11 +10,11 @@ import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from psnodes.client import PSClient
-from psnodes.config import ClusterConfig, ShardRecord
-from psnodes.events import EventLog
-from psnodes.node import ShardNode
-from psnodes.servicer import make_server
+from pschaos.psnodes.client.client import PSClient
+from pschaos.psnodes.config import ClusterConfig, ShardRecord
+from pschaos.psnodes.events import EventLog
+from pschaos.psnodes.server.node import ShardNode
+from pschaos.psnodes.server.servicer import make_server
 
 
 def free_port() -> int:

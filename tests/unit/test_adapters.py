@@ -7,12 +7,12 @@ import inspect
 
 import pytest
 
-from harness.adapters import SYSTEMS, adapter_class, system_named
-from harness.adapters.portcut import isolated
-from harness.checkers.updates import counters_match, linearizable_reads, no_lost_updates
-from harness.errors import HarnessError, ScenarioError
-from harness.pytest_plugin import as_expected
-from harness.scenario import Scenario, load_scenario
+from pschaos.harness.backends.adapters import SYSTEMS, adapter_class, system_named
+from pschaos.harness.backends.adapters.portcut import isolated
+from pschaos.harness.checkers.updates import counters_match, linearizable_reads, no_lost_updates
+from pschaos.harness.errors import HarnessError, ScenarioError
+from pschaos.harness.plugin.plugin import as_expected
+from pschaos.harness.run.scenario import Scenario, load_scenario
 
 
 def load(tmp_path, text: str) -> Scenario:
@@ -142,7 +142,7 @@ def test_a_finding_counts_only_when_exactly_the_named_checks_fail(tmp_path):
 
 
 def test_the_adapter_backend_implements_every_backend_method_with_its_signature():
-    from harness.adapters.backend import AdapterBackend
+    from pschaos.harness.backends.adapters.backend import AdapterBackend
 
     from .test_backend_protocol import protocol_methods, shape
 
@@ -153,8 +153,8 @@ def test_the_adapter_backend_implements_every_backend_method_with_its_signature(
 
 
 def test_an_adapted_systems_failover_is_timed_by_the_term_its_acks_carry():
-    from harness.checkers.failover import failover_times
-    from harness.metrics import failovers
+    from pschaos.harness.checkers.failover import failover_times
+    from pschaos.harness.run.metrics import failovers
 
     start = ev(1.0, "info", "fault-start", kind="pause", target="shard-0/0", index=0, shard=0, epoch=0,
                was_primary=True)
@@ -241,7 +241,7 @@ def test_a_finding_must_be_of_a_kind_the_scenario_accepts(tmp_path):
 
 
 def test_the_runner_names_no_system():
-    import harness.runner as runner
+    import pschaos.harness.run.runner as runner
 
     text = inspect.getsource(runner)
     for word in ("psnodes", "process_backend", "BACKENDS", "baseline", "replication", "staleness"):
@@ -251,8 +251,8 @@ def test_the_runner_names_no_system():
 def test_a_sample_that_raises_is_recorded_and_the_sampler_goes_on():
     from types import SimpleNamespace
 
-    from harness.clock import WALL
-    from harness.runner import Runner
+    from pschaos.harness.history.clock import WALL
+    from pschaos.harness.run.runner import Runner
 
     events, calls = [], []
 
@@ -270,8 +270,8 @@ def test_a_sample_that_raises_is_recorded_and_the_sampler_goes_on():
 
 
 def test_routing_reads_term_and_primary_from_one_view():
-    from harness.adapters.api import Adapter
-    from harness.adapters.backend import AdapterBackend
+    from pschaos.harness.backends.adapters.api import Adapter
+    from pschaos.harness.backends.adapters.backend import AdapterBackend
 
     class Flipping(Adapter):
         """A failover between two questions: primary() answers before it, epoch() after."""
@@ -335,8 +335,8 @@ class Empty:
 def backend(tmp_path, monkeypatch, long_path: bool):
     from types import SimpleNamespace
 
-    from harness import registry
-    from harness.adapters.backend import AdapterBackend
+    from pschaos.harness.machinery import registry
+    from pschaos.harness.backends.adapters.backend import AdapterBackend
 
     monkeypatch.setattr(registry, "DIR", tmp_path / "runs")
     run_dir = tmp_path / ("x" * 120 if long_path else "r") / "run"
@@ -349,8 +349,8 @@ def backend(tmp_path, monkeypatch, long_path: bool):
 def test_a_socket_folder_outside_the_run_is_registered_and_clean_removes_it(tmp_path, monkeypatch):
     import json
 
-    from harness import registry
-    from harness.reaper import remove_folders
+    from pschaos.harness.machinery import registry
+    from pschaos.harness.commands.clean import remove_folders
 
     be = backend(tmp_path, monkeypatch, long_path=True)
     try:
@@ -368,7 +368,7 @@ def test_a_socket_folder_outside_the_run_is_registered_and_clean_removes_it(tmp_
 def test_teardown_runs_every_step_and_joins_the_workers_against_one_deadline(tmp_path, monkeypatch):
     import time
 
-    from harness import registry
+    from pschaos.harness.machinery import registry
 
     be = backend(tmp_path, monkeypatch, long_path=True)
     be.start(timeout=2)
@@ -405,7 +405,7 @@ def test_discarding_data_keeps_the_configs_the_system_rewrote(tmp_path, monkeypa
 
 # ---------------------------------------------------------------- did the cut bite
 def test_a_partition_records_the_cut_nodes_progress_and_the_term_before_it_heals(monkeypatch):
-    import harness.adapters.portcut as portcut
+    import pschaos.harness.backends.adapters.portcut as portcut
 
     class Table:
         created, name, rules = True, "t", []
@@ -452,7 +452,7 @@ def test_a_check_the_scenario_may_find_must_be_decided_either_way(tmp_path):
 
 
 def test_a_failing_item_says_what_it_may_find():
-    from harness.pytest_plugin import explain
+    from pschaos.harness.plugin.plugin import explain
 
     rep = {"scenario": "k", "seed": 1, "backend": "process", "verdict": "unknown", "rerun": "pschaos run k",
            "scenario_spec": {"expect": {"finds": [], "may_find": ["no-lost-updates"]}},

@@ -1,7 +1,7 @@
 """Aggregation across runs: pass rates per scenario and fault kind, flaky scenarios, failover pooled."""
 from pathlib import Path
 
-from reports.aggregate import aggregate, render_html, render_md
+from pschaos.reports.aggregate import aggregate, render_html, render_md
 
 
 def rep(scenario, seed, verdict, kinds=("kill",), ms=(480.0,), backend="process", root=Path("/runs")):
@@ -81,9 +81,9 @@ def test_every_run_counts_also_a_seed_run_twice():
 
 
 def test_pooled_failover_percentiles_agree_with_the_run_metrics():
-    from harness.metrics import failover_stats
+    from pschaos.harness.run.metrics import failover_stats
 
-    from reports.percentiles import failover_stats as ours
+    from pschaos.reports.percentiles import failover_stats as ours
 
     assert ours is failover_stats                  # one rule: the run's metrics read the reports' copy
     assert ours([float(x) for x in range(1, 101)] + [None])["p99"] == 100.0     # nearest rank, not interpolated

@@ -9,11 +9,11 @@ import json
 import numpy as np
 import pytest
 
-from psnodes.codec import tensor_to_pb
-from psnodes.events import EventLog
-from psnodes.node import ShardNode
-from psnodes.placement import AUDIT_SLOTS, audit_name
-from psnodes.proto import ps_pb2
+from pschaos.psnodes.wire.codec import tensor_to_pb
+from pschaos.psnodes.events import EventLog
+from pschaos.psnodes.server.node import ShardNode
+from pschaos.psnodes.placement import AUDIT_SLOTS, audit_name
+from pschaos.psnodes.proto import ps_pb2
 
 from . import inproc
 from .helpers import init, push, push_update, store

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.backend import Backend
-from harness.backend_docker import DockerBackend
-from harness.backend_process import ProcessBackend
-from harness.clock import WALL, Clock, WallClock, clock_of
-from harness.scenario import ClusterSpec
+from pschaos.harness.backends.base import Backend
+from pschaos.harness.backends.docker.backend import DockerBackend
+from pschaos.harness.backends.process.backend import ProcessBackend
+from pschaos.harness.history.clock import WALL, Clock, WallClock, clock_of
+from pschaos.harness.run.scenario import ClusterSpec
 
 from .fake_backend import FakeBackend, ManualClock
 

@@ -1,6 +1,6 @@
 """staleness and barrier-live judge the BSP/SSP barrier against membership (harness/checkers/barrier.py):
 exact histories, each check shown passing, failing and unknown."""
-from harness.checkers import CHECKERS
+from pschaos.harness.checkers import CHECKERS
 
 from .histories import ev, fault_start, fault_stop
 

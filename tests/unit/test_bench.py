@@ -6,11 +6,11 @@ from types import SimpleNamespace
 import grpc
 import pytest
 
-from harness.bench import _median_ratio
-from harness.ports import free_ports
-from psnodes.channels import auth, dial
-from psnodes.proto import ps_pb2, ps_pb2_grpc
-from psnodes.servicer import SERVICE, make_server
+from pschaos.harness.proof.bench.ps import _median_ratio
+from pschaos.harness.machinery.ports import free_ports
+from pschaos.psnodes.wire.channels import auth, dial
+from pschaos.psnodes.proto import ps_pb2, ps_pb2_grpc
+from pschaos.psnodes.server.servicer import SERVICE, make_server
 
 
 @pytest.fixture

@@ -2,10 +2,10 @@
 on a good one and failing on a bad one. No evidence is never a pass."""
 import pytest
 
-from harness.checkers import CHECKERS, compose, run_check
-from harness.checkers.base import Verdict
-from harness.checkers.evidence import scenario_ran
-from harness.metrics import check_bounds, compute
+from pschaos.harness.checkers import CHECKERS, compose, run_check
+from pschaos.harness.checkers.base import Verdict
+from pschaos.harness.checkers.evidence import scenario_ran
+from pschaos.harness.run.metrics import check_bounds, compute
 
 from .histories import acked, done, ev, fault_start, fault_stop, final, inv, ok, promote, pull
 
@@ -409,7 +409,7 @@ def test_checkpoints_monotone():
 
 
 def test_nodes_back():
-    from harness.checkers.evidence import nodes_back
+    from pschaos.harness.checkers.evidence import nodes_back
     kill_w = [fault_start(1, "kill", "worker-0", index=0), fault_stop(2, "kill", "worker-0", index=0)]
     kill_c = [fault_start(1, "kill", "shard-0/1", index=1), fault_stop(2, "kill", "shard-0/1", index=1)]
     h = [START, *kill_w, *kill_c, done("worker-0", t=5), final("shard-0/1", 0, "replica", 1, 1, {})]
@@ -426,7 +426,7 @@ def test_nodes_back():
 
 
 def test_a_failover_is_the_fault_that_caused_it_not_an_earlier_one():
-    from harness.checkers.failover import failover_times
+    from pschaos.harness.checkers.failover import failover_times
     cut = fault_start(1.0, "partition", "bridge(shard=any)",
                       isolated_primary={"node": "shard-0/0", "shard": 0, "epoch": 1})
     kill = fault_start(10.0, "kill", "shard-0/0", shard=0, epoch=1, was_primary=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 
-from psnodes.checkpoint import MANIFEST, read_checkpoint, write_checkpoint
+from pschaos.psnodes.store.checkpoint import MANIFEST, read_checkpoint, write_checkpoint
 
 
 def test_concurrent_writers_never_leave_a_manifest_without_its_file(tmp_path):

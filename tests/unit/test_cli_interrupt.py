@@ -4,7 +4,7 @@ CI saw `pschaos run` SIGINTed 0.5 s after start on a loaded machine: the signal 
 build_parser() imported the subcommands' modules, outside main's KeyboardInterrupt handler, and
 the harness died with a traceback instead of its one-line message.
 """
-import harness.cli as cli
+import pschaos.harness.commands.cli as cli
 
 
 def test_interrupt_while_building_the_parser_exits_130(monkeypatch, capsys):

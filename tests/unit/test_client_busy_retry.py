@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import grpc
 
-from psnodes.bulkhead import Bulkhead
-from psnodes.errors import Busy
+from pschaos.psnodes.wire.bulkhead import Bulkhead
+from pschaos.psnodes.errors import Busy
 from tests.unit.test_client_deposed import Call, cluster, push
 
 

@@ -3,7 +3,7 @@ is given up as soon as the shard record names the successor, not at the call's 2
 call to a slow but alive primary (a large push under a bandwidth cap) whose record does not move
 is never cut. The old design, a 250 ms HTTP/2 ping timeout on every client channel, killed the
 slow call too (tests/integration/test_faults.py::test_bandwidth_caps_throughput); these pin the
-replacement, psnodes.client.PSClient._call_primary, with a fake stub, etcd and clock (a wait on a
+replacement, pschaos.psnodes.client.client.PSClient._call_primary, with a fake stub, etcd and clock (a wait on a
 call moves the clock by its timeout, so every figure here is exact).
 
 Also pinned (each failed on the code before): a reply that arrived while the record was read is
@@ -16,14 +16,14 @@ import time
 import grpc
 import pytest
 
-from psnodes.client import BARRIER_CHECK_S, PSClient
-from psnodes.config import ClusterConfig, ShardRecord
-from psnodes.errors import StaleRouting
-from psnodes.etcd import EtcdError
-from psnodes.proto import ps_pb2
-from psnodes.routing import key as routing_key, to_json
-from psnodes.core.routing import Routing
-from psnodes.runtime import Runtime
+from pschaos.psnodes.client.client import BARRIER_CHECK_S, PSClient
+from pschaos.psnodes.config import ClusterConfig, ShardRecord
+from pschaos.psnodes.errors import StaleRouting
+from pschaos.psnodes.etcd import EtcdError
+from pschaos.psnodes.proto import ps_pb2
+from pschaos.psnodes.elastic.routing import key as routing_key, to_json
+from pschaos.psnodes.core.routing import Routing
+from pschaos.psnodes.runtime import Runtime
 from tests.unit.test_migration_coordinator import LosesAnswers
 
 

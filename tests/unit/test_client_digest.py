@@ -1,11 +1,11 @@
 """The client records, on every delta pull, the server's state digest beside the digest of its own
-copy after the delta (psnodes.digest); real gRPC around a ShardNode, so node.py's reply is the one
+copy after the delta (pschaos.psnodes.store.digest); real gRPC around a ShardNode, so node.py's reply is the one
 judged. A cursor naming a state the server no longer holds leaves the copy behind: the digests differ."""
 import json
 
 import numpy as np
 
-from psnodes.store import ShardStore
+from pschaos.psnodes.store.store import ShardStore
 
 from . import inproc
 
@@ -53,7 +53,7 @@ def test_a_cursor_answered_at_another_epoch_is_not_taken_as_a_delta(tmp_path):
     """A client whose route is stale (etcd unreachable) keeps its cursor, since its route's epoch is
     the cursor's; the node answering was restored below that cursor and promoted at a higher epoch.
     The client must not take the reply as a delta of the history its cursor names: it pulls whole."""
-    from psnodes.config import ShardRecord
+    from pschaos.psnodes.config import ShardRecord
 
     ip = inproc.start(tmp_path, mode="async", optimizer="sgd")
     try:

@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 
-from psnodes.proto import ps_pb2
-from psnodes.store import ShardStore
+from pschaos.psnodes.proto import ps_pb2
+from pschaos.psnodes.store.store import ShardStore
 
 from . import inproc
 

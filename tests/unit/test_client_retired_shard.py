@@ -9,13 +9,13 @@ import threading
 import grpc
 import numpy as np
 
-from psnodes import routing
-from psnodes.client import PSClient
-from psnodes.codec import tensor_to_pb
-from psnodes.config import ClusterConfig, ShardRecord
-from psnodes.core.routing import Routing
-from psnodes.proto import ps_pb2
-from psnodes.runtime import Runtime
+from pschaos.psnodes.elastic import routing
+from pschaos.psnodes.client.client import PSClient
+from pschaos.psnodes.wire.codec import tensor_to_pb
+from pschaos.psnodes.config import ClusterConfig, ShardRecord
+from pschaos.psnodes.core.routing import Routing
+from pschaos.psnodes.proto import ps_pb2
+from pschaos.psnodes.runtime import Runtime
 from tests.unit.test_migration_coordinator import LosesAnswers
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from psnodes.codec import _checked_tensor, check_shape, dense_elements, element_count, tensor_from_pb
-from psnodes.errors import PSError
-from psnodes.limits import Limits
-from psnodes.proto import ps_pb2
+from pschaos.psnodes.wire.codec import _checked_tensor, check_shape, dense_elements, element_count, tensor_from_pb
+from pschaos.psnodes.errors import PSError
+from pschaos.psnodes.wire.limits import Limits
+from pschaos.psnodes.proto import ps_pb2
 
 LIM = Limits(max_dims=3, max_elements=64, max_name_bytes=8)
 

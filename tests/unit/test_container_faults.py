@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.faults import ALL_KINDS, FaultContext, build
-from harness.faults.container import CONTAINER_KINDS, container_kinds_of
-from harness.scenario import load_scenario
-from harness.tools import REPO
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.faults import ALL_KINDS, FaultContext, build
+from pschaos.harness.faults.container import CONTAINER_KINDS, container_kinds_of
+from pschaos.harness.run.scenario import load_scenario
+from pschaos.harness.machinery.tools import REPO
 
 
 class Plain:
@@ -39,7 +39,7 @@ class Engine:
 
 
 def ctx(be) -> FaultContext:
-    from harness.clock import WALL
+    from pschaos.harness.history.clock import WALL
 
     return FaultContext(be, random.Random(1), lambda f, v: v, clock=WALL)
 
@@ -72,8 +72,8 @@ def test_library_scenarios_for_each_container_kind():
 
 
 def test_the_nemesis_draws_container_kinds():
-    from harness.nemesis import schedule
-    from harness.scenario import Nemesis
+    from pschaos.harness.run.nemesis import schedule
+    from pschaos.harness.run.scenario import Nemesis
 
     drawn = schedule(Nemesis(kinds=list(CONTAINER_KINDS), interval_s=1.0, stop_s=30), 7)
     assert {f.kind for f in drawn} == set(CONTAINER_KINDS)

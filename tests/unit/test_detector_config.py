@@ -2,12 +2,12 @@
 and the fix), the floor the follower lease uses, and a scenario's `cluster.detector` block."""
 import pytest
 
-from harness.detector_spec import DetectorSpec
-from harness.errors import ScenarioError
-from harness.scenario import load_scenario
-from psnodes.config import ClusterConfig
-from psnodes.core.detector import FixedDetector, PhiDetector
-from psnodes.errors import ConfigError
+from pschaos.harness.backends.detector import DetectorSpec
+from pschaos.harness.errors import ScenarioError
+from pschaos.harness.run.scenario import load_scenario
+from pschaos.psnodes.config import ClusterConfig
+from pschaos.psnodes.core.detector import FixedDetector, PhiDetector
+from pschaos.psnodes.errors import ConfigError
 
 
 def cfg(**kw) -> ClusterConfig:

@@ -1,10 +1,10 @@
-"""psnodes.digest: the state digest both shells put in a delta pull's reply and the client
+"""pschaos.psnodes.store.digest: the state digest both shells put in a delta pull's reply and the client
 computes over its assembled copy (check pulled-copy-matches)."""
 import numpy as np
 import pytest
 
-from psnodes.digest import dense_digest, wants_digest
-from psnodes.proto import ps_pb2
+from pschaos.psnodes.store.digest import dense_digest, wants_digest
+from pschaos.psnodes.proto import ps_pb2
 
 
 def test_the_digest_is_of_names_shapes_and_values_not_of_insertion_order():

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.backend_docker import DockerBackend
-from harness.errors import HarnessError
-from harness.faults import params_error
+from pschaos.harness.backends.docker.backend import DockerBackend
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.faults import params_error
 
 
 class FakeContainer:
@@ -85,14 +85,14 @@ class DiskBackend:
 def disk_fault(be):
     import random
 
-    from harness.clock import WALL
-    from harness.faults import FaultContext, build
+    from pschaos.harness.history.clock import WALL
+    from pschaos.harness.faults import FaultContext, build
 
     return build("disk-full", FaultContext(be, random.Random(1), lambda f, v: v, clock=WALL), "shard-0/0", {})
 
 
 def full_disk(monkeypatch):
-    import harness.faults.disk_full as m
+    import pschaos.harness.faults.disk_full as m
 
     monkeypatch.setattr(m.os, "statvfs", lambda p: SimpleNamespace(f_bavail=0))
 
@@ -131,7 +131,7 @@ def test_disk_full_with_an_enospc_write_in_the_window(tmp_path, monkeypatch):
 
 
 def test_nodes_back_holds_disk_full_to_its_promise():
-    from harness.checkers.evidence import nodes_back
+    from pschaos.harness.checkers.evidence import nodes_back
 
     h = [{"t": 0, "f": "run-start", "value": {}},
          {"t": 1, "f": "fault-start", "value": {"kind": "disk-full", "target": "shard-0/0"}},
@@ -142,7 +142,7 @@ def test_nodes_back_holds_disk_full_to_its_promise():
 
 # ------------------------------------------------------------------ fill only our tmpfs
 def volumes_at(path):
-    from harness.docker.volumes import DataVolumes
+    from pschaos.harness.backends.docker.volumes import DataVolumes
 
     client = SimpleNamespace(volumes=SimpleNamespace(get=lambda n: SimpleNamespace(attrs={"Mountpoint": str(path)})))
     launcher = SimpleNamespace(run_id="r1")
@@ -197,7 +197,7 @@ class ExitedContainer:
 
 
 def exited_handle(err):
-    from harness.docker.containers import ContainerHandle
+    from pschaos.harness.backends.docker.containers import ContainerHandle
 
     h = ContainerHandle.__new__(ContainerHandle)
     h.name, h.container, h.paused, h.pid = "shard-0/0", ExitedContainer(err), False, 1
@@ -227,7 +227,7 @@ def test_other_engine_errors_still_raise():
 
 
 def test_teardown_runs_every_step_after_an_error(monkeypatch):
-    import harness.backend_process as bp
+    import pschaos.harness.backends.process.backend as bp
 
     done: list[str] = []
 
@@ -281,7 +281,7 @@ class FakeEngine:
 
 
 def test_remove_run_retries_and_finds_a_late_container():
-    from harness.docker.containers import remove_run
+    from pschaos.harness.backends.docker.containers import remove_run
 
     e = FakeEngine(["a", "b"], flaky=["b"], late=["c"])
     gone = remove_run(e, "r1")
@@ -289,7 +289,7 @@ def test_remove_run_retries_and_finds_a_late_container():
 
 
 def test_remove_run_raises_naming_what_is_left():
-    from harness.docker.containers import remove_run
+    from pschaos.harness.backends.docker.containers import remove_run
 
     e = FakeEngine(["a", "b"], stuck=["b"])
     with pytest.raises(HarnessError, match=r"1 thing\(s\) still on the engine.*container b \(APIError: device or"):
@@ -300,7 +300,7 @@ def test_remove_run_raises_naming_what_is_left():
 def test_clean_goes_on_past_a_run_it_cannot_remove(monkeypatch):
     import docker
 
-    import harness.docker.reap as reap
+    import pschaos.harness.backends.docker.reap as reap
 
     things = [SimpleNamespace(attrs={"Labels": {"pschaos.run": r, "pschaos.owner": "1", "pschaos.owner_start": "1"}})
               for r in ("ra", "rb")]
@@ -322,7 +322,7 @@ def test_clean_goes_on_past_a_run_it_cannot_remove(monkeypatch):
 def test_compose_objects_carry_no_run_label():
     import yaml
 
-    from harness.tools import REPO
+    from pschaos.harness.machinery.tools import REPO
 
     doc = yaml.safe_load((REPO / "docker" / "compose.yaml").read_text())
     labelled = [*doc["services"].values(), *doc["volumes"].values()]
@@ -331,7 +331,7 @@ def test_compose_objects_carry_no_run_label():
 
 
 def test_a_thing_without_an_owner_label_is_foreign():
-    from harness.docker.reap import _dead
+    from pschaos.harness.backends.docker.reap import _dead
 
     assert _dead({"pschaos.run": "compose"}) is False
     assert _dead({"pschaos.run": "r1", "pschaos.owner": "999999999", "pschaos.owner_start": "1.0"}) is True
@@ -344,7 +344,7 @@ def networks(*nets):
 
 
 def test_an_engine_with_a_bridge_breaks_the_network_rule(monkeypatch):
-    from harness.docker.engine import network_rule_violation
+    from pschaos.harness.backends.docker.engine import network_rule_violation
 
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     assert network_rule_violation(networks(("host", None), ("none", None))) is None
@@ -354,7 +354,7 @@ def test_an_engine_with_a_bridge_breaks_the_network_rule(monkeypatch):
 
 
 def test_the_docker_backend_refuses_a_remote_engine(monkeypatch, tmp_path):
-    from harness.scenario import ClusterSpec
+    from pschaos.harness.run.scenario import ClusterSpec
 
     monkeypatch.setenv("DOCKER_HOST", "tcp://192.0.2.1:2375")
     with pytest.raises(HarnessError, match="DOCKER_HOST=tcp://192.0.2.1:2375 is not a local unix socket"):
@@ -363,7 +363,7 @@ def test_the_docker_backend_refuses_a_remote_engine(monkeypatch, tmp_path):
 
 
 def test_doctor_reports_an_engine_whose_version_call_fails(monkeypatch):
-    import harness.docker.engine as eng
+    import pschaos.harness.backends.docker.engine as eng
 
     def broken():
         raise RuntimeError("500 Server Error")
@@ -376,7 +376,7 @@ def test_ci_engine_script_merges_the_rule_into_daemon_json(tmp_path):
     import json
     import subprocess
 
-    from harness.tools import REPO
+    from pschaos.harness.machinery.tools import REPO
 
     cfg = tmp_path / "daemon.json"
     cfg.write_text(json.dumps({"log-level": "warn", "bridge": "docker0", "iptables": True}))
@@ -392,9 +392,9 @@ def test_ci_engine_script_merges_the_rule_into_daemon_json(tmp_path):
 
 # ------------------------------------------------------------------ a reused --out deletes only a run folder
 def tiny_runner(out):
-    from harness.runner import Runner
-    from harness.scenario import load_scenario
-    from harness.tools import REPO
+    from pschaos.harness.run.runner import Runner
+    from pschaos.harness.run.scenario import load_scenario
+    from pschaos.harness.machinery.tools import REPO
 
     sc = load_scenario(REPO / "scenarios" / "kill-primary.yaml")
 
@@ -411,7 +411,7 @@ def test_a_system_folder_is_no_out(out):
 
 
 def test_an_existing_run_folder_without_the_marker_is_kept(tmp_path):
-    from harness.runner import RUN_MARKER
+    from pschaos.harness.run.runner import RUN_MARKER
 
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "docker.sock").write_text("someone's")
@@ -429,7 +429,7 @@ def test_an_existing_run_folder_without_the_marker_is_kept(tmp_path):
 def test_gpus_that_request_no_gpu_are_refused(gpus):
     from pydantic import ValidationError
 
-    from harness.scenario import ClusterSpec
+    from pschaos.harness.run.scenario import ClusterSpec
 
     with pytest.raises(ValidationError, match="gpus="):
         ClusterSpec(gpus=gpus)
@@ -449,8 +449,8 @@ def test_memory_limit_headroom_is_bounded():
 def test_stop_passes_its_timeout_and_refuses_one_a_backend_cannot_take():
     import random
 
-    from harness.clock import WALL
-    from harness.faults import FaultContext, build
+    from pschaos.harness.history.clock import WALL
+    from pschaos.harness.faults import FaultContext, build
 
     calls = []
     timed = SimpleNamespace(name="process", stop=lambda name: calls.append((name,)),
@@ -468,7 +468,7 @@ def test_stop_passes_its_timeout_and_refuses_one_a_backend_cannot_take():
 def test_clean_says_when_no_engine_answers(monkeypatch):
     import docker
 
-    import harness.docker.reap as reap
+    import pschaos.harness.backends.docker.reap as reap
 
     def refuse(timeout):
         raise docker.errors.DockerException("connection refused")
@@ -478,8 +478,8 @@ def test_clean_says_when_no_engine_answers(monkeypatch):
 
 
 def test_docs_and_hints_point_at_what_exists():
-    import netfaults.toxiproxy as tp
-    from harness.tools import INSTALL, REPO
+    import pschaos.netfaults.toxiproxy as tp
+    from pschaos.harness.machinery.tools import INSTALL, REPO
 
     for ref in __import__("re").findall(r"docs/[\w.-]+\.md", tp.__doc__):
         assert (REPO / ref).exists(), ref
@@ -487,14 +487,14 @@ def test_docs_and_hints_point_at_what_exists():
 
 
 def test_compose_has_no_constant_peer_token():
-    from harness.tools import REPO
+    from pschaos.harness.machinery.tools import REPO
 
     text = (REPO / "docker" / "compose.yaml").read_text()
     assert "compose-peer-token" not in text and "secrets.token_hex" in text and "PSCHAOS_PEER_TOKEN" in text
 
 
 def test_a_host_without_merged_usr_is_refused(tmp_path):
-    from harness.docker.image import merged_usr_problem
+    from pschaos.harness.backends.docker.image import merged_usr_problem
 
     (tmp_path / "bin").mkdir()
     (tmp_path / "lib").symlink_to("usr/lib")
@@ -507,7 +507,7 @@ def test_a_host_without_merged_usr_is_refused(tmp_path):
 def test_the_volume_holder_outlives_the_nodes_at_teardown(tmp_path):
     """--keep-data: the holder is not among the handles stop_all stops (its tmpfs volumes would be
     empty before they are saved); close saves, then removes it by label."""
-    from harness.docker.containers import ContainerLauncher
+    from pschaos.harness.backends.docker.containers import ContainerLauncher
 
     made = []
 

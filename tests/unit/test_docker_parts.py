@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.docker.containers import container_name
-from harness.docker.gpu import device_requests, worker_requests
-from harness.docker.image import image_tag, mounts, skeleton_tar
-from harness.errors import MissingDependency
-from harness.tools import REPO
+from pschaos.harness.backends.docker.containers import container_name
+from pschaos.harness.backends.docker.gpu import device_requests, worker_requests
+from pschaos.harness.backends.docker.image import image_tag, mounts, skeleton_tar
+from pschaos.harness.errors import MissingDependency
+from pschaos.harness.machinery.tools import REPO
 
 NVIDIA = {"Runtimes": {"runc": {}, "nvidia": {"path": "nvidia-container-runtime"}}}
 PLAIN = {"Runtimes": {"runc": {}}}
@@ -77,7 +77,7 @@ def test_auto_falls_back_to_the_cpu_and_uses_a_runtime_when_there_is_one(monkeyp
 
 def test_the_sdk_request_carries_what_was_built():
     pytest.importorskip("docker", reason="the docker SDK is not installed (pip install docker)")
-    from harness.backend_docker import _request
+    from pschaos.harness.backends.docker.backend import _request
 
     r = _request(device_requests("cuda", ["0", "3"])[0])
     assert (r["Driver"], r["DeviceIDs"], r["Capabilities"]) == ("nvidia", ["0", "3"], [["gpu"]])

@@ -1,4 +1,4 @@
-"""The elector probes once a silence it first looks at past suspect_s (psnodes.core.detector.may_probe).
+"""The elector probes once a silence it first looks at past suspect_s (pschaos.psnodes.core.detector.may_probe).
 
 On a loaded machine (load 70) a replica's own late wake-up plus an etcd read carried the silence
 from under suspect_s to over it before it looked; `may_probe` then said no and the replica
@@ -14,8 +14,8 @@ import threading
 import time
 from types import SimpleNamespace
 
-from psnodes.config import ClusterConfig, ShardRecord
-from psnodes.election import Elector
+from pschaos.psnodes.config import ClusterConfig, ShardRecord
+from pschaos.psnodes.replication.election import Elector
 
 
 class _Events:

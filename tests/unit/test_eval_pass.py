@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from harness.errors import ScenarioError
-from harness.metrics import eval_loss
-from harness.scenario import load_scenario
-from psnodes.embedding import EmbeddingTable, init_rows
-from psnodes.events import EventLog
-from psnodes.models import WideDeepTask
-from psnodes.optimizers import OptimizerConfig
-from psnodes.worker import Worker
+from pschaos.harness.errors import ScenarioError
+from pschaos.harness.run.metrics import eval_loss
+from pschaos.harness.run.scenario import load_scenario
+from pschaos.psnodes.store.embedding import EmbeddingTable, init_rows
+from pschaos.psnodes.events import EventLog
+from pschaos.psnodes.models import WideDeepTask
+from pschaos.psnodes.store.optimizers import OptimizerConfig
+from pschaos.psnodes.worker import Worker
 
 from . import inproc
 

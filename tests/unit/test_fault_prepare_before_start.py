@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import harness.runner as runner_mod
-from harness.faults.link import LinkFaultAdapter
-from harness.runner import Runner
+import pschaos.harness.run.runner as runner_mod
+from pschaos.harness.faults.link import LinkFaultAdapter
+from pschaos.harness.run.runner import Runner
 
 
 class Clock:
@@ -45,7 +45,7 @@ def test_a_link_fault_is_built_in_prepare_and_injected_once(monkeypatch):
     impl = SimpleNamespace(inject=lambda: built.append("cut"))
     be = SimpleNamespace(links=lambda: {}, routing=lambda: {},
                          link_fault=lambda kind, links, params: built.append("built") or impl)
-    monkeypatch.setattr("harness.faults.link.resolve_links", lambda t, b, rng: ([("worker-0", "shard-0/0")],
+    monkeypatch.setattr("pschaos.harness.faults.link.resolve_links", lambda t, b, rng: ([("worker-0", "shard-0/0")],
                                                                               ["worker-0"], ["shard-0/0"]))
     f = LinkFaultAdapter(SimpleNamespace(backend=be, rng=None), "workers -> nodes", {})
     f.info = {"kind": "partition"}

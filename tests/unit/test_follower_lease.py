@@ -7,12 +7,12 @@ import time
 import numpy as np
 import pytest
 
-from psnodes.codec import tensor_to_pb
-from psnodes.config import ClusterConfig, ShardRecord
-from psnodes.errors import ReplicationFailed
-from psnodes.events import EventLog
-from psnodes.node import ShardNode
-from psnodes.proto import ps_pb2
+from pschaos.psnodes.wire.codec import tensor_to_pb
+from pschaos.psnodes.config import ClusterConfig, ShardRecord
+from pschaos.psnodes.errors import ReplicationFailed
+from pschaos.psnodes.events import EventLog
+from pschaos.psnodes.server.node import ShardNode
+from pschaos.psnodes.proto import ps_pb2
 
 PEER = "shard-0/1"
 
@@ -70,7 +70,7 @@ def test_a_candidate_replica_renews_no_follower_lease(tmp_path):
 def test_an_async_ack_needs_the_etcd_lease_too(node):
     """Fresh followers are not enough: past its etcd lease a primary acks nothing (a restore may
     already have taken the shard)."""
-    from psnodes.errors import NotPrimary
+    from pschaos.psnodes.errors import NotPrimary
     node.peer_heard[PEER] = time.monotonic()
     _push(node, ps_pb2.Update.INIT)
     node.lease_until = time.monotonic() - 1
@@ -80,7 +80,7 @@ def test_an_async_ack_needs_the_etcd_lease_too(node):
 
 
 def test_a_lease_that_ends_while_waiting_for_followers_refuses_the_ack(node):
-    from psnodes.errors import NotPrimary
+    from pschaos.psnodes.errors import NotPrimary
     node.peer_heard[PEER] = time.monotonic()
     _push(node, ps_pb2.Update.INIT)
     node.peer_heard[PEER] = time.monotonic() - node.cfg.suspect_s          # stale: the push waits

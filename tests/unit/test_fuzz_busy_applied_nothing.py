@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.fuzz.runner import may_apply_late
-from psnodes.bulkhead import Bulkhead
-from psnodes.errors import Busy
+from pschaos.harness.proof.fuzz.runner import may_apply_late
+from pschaos.psnodes.wire.bulkhead import Bulkhead
+from pschaos.psnodes.errors import Busy
 
 
 def busy_details() -> str:

@@ -1,6 +1,6 @@
 """The fuzzer's cases without a cluster: one seed gives one sequence, the wire encoder agrees with
 protobuf, bad tokens never carry the token, no forged Replicate could be told apart from the real
-primary's (harness/fuzz/replicate.py: out of scope, never generated) and every other is marked
+primary's (harness/proof/fuzz/replicate.py: out of scope, never generated) and every other is marked
 must_refuse, structured requests mostly get past parsing and routing, the specials come in turn,
 answers are placed on the way into the handler, and node logs are read for errors."""
 from collections import Counter
@@ -10,18 +10,18 @@ import numpy as np
 import pytest
 from google.protobuf.message import DecodeError
 
-from harness.fuzz import cases as fc
-from harness.fuzz.cases import BAD_AUTH, PEER_AUTH, PEER_HEADER, generate, metadata, refused_by_auth
-from harness.fuzz.nodelogs import LogWatch
-from harness.fuzz.parts import AUDIT, BIG
-from harness.fuzz.protowire import I32, I64, LEN, SGROUP, VARINT, Ctx, Msg, encode, render
-from harness.fuzz.replicate import empty_state
-from harness.fuzz.report import reach_of
-from psnodes.blob import pack, unpack
-from psnodes.channels import TOKEN_HEADER
-from psnodes.optimizers import OptimizerConfig
-from psnodes.proto import ps_pb2
-from psnodes.store import ShardSpec, ShardStore
+from pschaos.harness.proof.fuzz import cases as fc
+from pschaos.harness.proof.fuzz.cases import BAD_AUTH, PEER_AUTH, PEER_HEADER, generate, metadata, refused_by_auth
+from pschaos.harness.proof.fuzz.nodelogs import LogWatch
+from pschaos.harness.proof.fuzz.parts import AUDIT, BIG
+from pschaos.harness.proof.fuzz.protowire import I32, I64, LEN, SGROUP, VARINT, Ctx, Msg, encode, render
+from pschaos.harness.proof.fuzz.replicate import empty_state
+from pschaos.harness.proof.fuzz.report import reach_of
+from pschaos.psnodes.store.blob import pack, unpack
+from pschaos.psnodes.wire.channels import TOKEN_HEADER
+from pschaos.psnodes.store.optimizers import OptimizerConfig
+from pschaos.psnodes.proto import ps_pb2
+from pschaos.psnodes.store.store import ShardSpec, ShardStore
 
 CTX = Ctx(epoch=3, primary="shard-0/0", target="shard-0/1", other="shard-0/2", seq=12, seq_epoch=3,
           token="0123456789abcdef0123456789abcdef")
@@ -290,11 +290,11 @@ def test_node_log_errors_are_found_once_each(tmp_path):
     assert len(got) == 1 and got[0][0] == "shard-0-1" and "unexpected error" in got[0][1]
     with open(log, "a") as f:                               # the rest of that traceback, then a new one
         f.write("RecursionError: maximum recursion depth exceeded\n" + debug + "Traceback (most recent call last):\n"
-                "  File \"y.py\", line 2\nValueError: boom\n2026-01-01 10:00:01,000 WARNING psnodes.node [x] slow\n"
+                "  File \"y.py\", line 2\nValueError: boom\n2026-01-01 10:00:01,000 WARNING pschaos.psnodes.server.node [x] slow\n"
                 "2026-01-01 10:00:01,5")                    # a partial line: read next time
     got = w.new_errors()
     assert len(got) == 1 and "ValueError: boom" in got[0][1]
     with open(log, "a") as f:
-        f.write("00 CRITICAL psnodes.node [shard-0/1] gone\n")
-    assert [t for _, t in w.new_errors()] == ["2026-01-01 10:00:01,500 CRITICAL psnodes.node [shard-0/1] gone"]
+        f.write("00 CRITICAL pschaos.psnodes.server.node [shard-0/1] gone\n")
+    assert [t for _, t in w.new_errors()] == ["2026-01-01 10:00:01,500 CRITICAL pschaos.psnodes.server.node [shard-0/1] gone"]
     assert w.new_errors() == [] and LogWatch(tmp_path / "missing").new_errors() == []

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from harness.tools import REPO
-from reports.gate import GateFileError, evaluate, find_reports, load_gate
+from pschaos.harness.machinery.tools import REPO
+from pschaos.reports.gate import GateFileError, evaluate, find_reports, load_gate
 
 
 def run_dir(tmp_path, name, i, verdict="pass", p99=400.0, lost=0, checks=None):
@@ -74,7 +74,7 @@ def test_cli_exit_codes(tmp_path):
     run_dir(tmp_path, "kill-primary", 0)
     good, bad = gate_file(tmp_path, GATE), tmp_path / "bad.yaml"
     bad.write_text("all:\n  metrics: [nope]\n")
-    cli = [sys.executable, "-m", "harness.cli", "gate", str(tmp_path)]
+    cli = [sys.executable, "-m", "pschaos.harness.commands.cli", "gate", str(tmp_path)]
     assert subprocess.run(cli + ["--gate", str(good)], capture_output=True, cwd=REPO).returncode == 0
     r = subprocess.run(cli + ["--gate", str(bad)], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 2 and "bad.yaml:2: all.metrics[0]" in r.stderr

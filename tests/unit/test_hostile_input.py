@@ -7,16 +7,16 @@ import json
 import numpy as np
 import pytest
 
-from psnodes.blob import pack, unpack
-from psnodes.codec import rows_to_pb, tensor_to_pb
-from psnodes.config import ClusterConfig, ShardRecord
-from psnodes.errors import ConfigError, InvalidArgument, StaleEpoch, TooLarge
-from psnodes.events import EventLog
-from psnodes.node import ShardNode
-from psnodes.optimizers import OptimizerConfig
-from psnodes.proto import ps_pb2
-from psnodes.store import ShardSpec, ShardStore
-from psnodes.updatelog import Entry
+from pschaos.psnodes.store.blob import pack, unpack
+from pschaos.psnodes.wire.codec import rows_to_pb, tensor_to_pb
+from pschaos.psnodes.config import ClusterConfig, ShardRecord
+from pschaos.psnodes.errors import ConfigError, InvalidArgument, StaleEpoch, TooLarge
+from pschaos.psnodes.events import EventLog
+from pschaos.psnodes.server.node import ShardNode
+from pschaos.psnodes.store.optimizers import OptimizerConfig
+from pschaos.psnodes.proto import ps_pb2
+from pschaos.psnodes.store.store import ShardSpec, ShardStore
+from pschaos.psnodes.store.updatelog import Entry
 
 from .helpers import init, push, push_update, store
 
@@ -303,7 +303,7 @@ def test_only_one_snapshot_call_at_a_time(tmp_path):
 def test_server_waits_are_capped_whatever_deadline_the_client_asks():
     import time as _time
 
-    from psnodes.node import MAX_WAIT_S, deadline_of
+    from pschaos.psnodes.server.node import MAX_WAIT_S, deadline_of
 
     class Ctx:
         def time_remaining(self):

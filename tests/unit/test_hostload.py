@@ -1,9 +1,9 @@
-"""harness.hostload: what else ran on the host during a run (report.json host_load)."""
+"""pschaos.harness.machinery.hostload: what else ran on the host during a run (report.json host_load)."""
 from __future__ import annotations
 
 import os
 
-from harness.hostload import Sample, sample, summary
+from pschaos.harness.machinery.hostload import Sample, sample, summary
 
 
 def test_background_is_the_hosts_busy_cpu_less_ours_per_second() -> None:

@@ -1,4 +1,4 @@
-"""The host's speed probe (harness/hostspeed.py): samples while it runs, averages a window of its
+"""The host's speed probe (harness/machinery/hostspeed.py): samples while it runs, averages a window of its
 samples, says why when it has none, and a slowdown is a ratio of two real readings or nothing."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-import harness.hostspeed as hs
-from harness.hostspeed import SpeedProbe, identity, slowdown, unit_ms
+import pschaos.harness.machinery.hostspeed as hs
+from pschaos.harness.machinery.hostspeed import SpeedProbe, identity, slowdown, unit_ms
 
 
 def _sampled(n: int, now=time.time) -> SpeedProbe:
@@ -76,7 +76,7 @@ def test_the_identity_names_the_loop_and_the_interpreter() -> None:
 def test_a_runs_probe_is_read_over_its_training_window_only() -> None:
     """From the first to the last acknowledged push, on the run's clock (history t + t0): start-up,
     with its imports and forks, and teardown are left out."""
-    from harness.hostspeed import over_training
+    from pschaos.harness.machinery.hostspeed import over_training
 
     p = SpeedProbe()
     p.samples = [(100.0, 9.0), (101.0, 1.0), (102.0, 2.0), (103.0, 3.0), (104.0, 9.0)]    # (clock, ms)

@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from harness.cli import main
-from harness.errors import HarnessError
-from harness.judge import judge
+from pschaos.harness.commands.cli import main
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.run.judge import judge
 
 from .histories import acked, done, ev, final, promote
 

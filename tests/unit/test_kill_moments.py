@@ -5,10 +5,10 @@ import random
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.faults import FaultContext, build, params_error
-from harness.nemesis import schedule
-from harness.scenario import Nemesis
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.faults import FaultContext, build, params_error
+from pschaos.harness.run.nemesis import schedule
+from pschaos.harness.run.scenario import Nemesis
 
 from .fake_backend import ManualClock, Route, Status
 
@@ -161,7 +161,7 @@ def test_kill_during_checkpoint_waits_for_the_data_file_and_scans_what_the_kill_
 
 
 def test_moment_kills_on_targets_they_cannot_act_on_are_refused_at_load():
-    from harness.scenario import Fault
+    from pschaos.harness.run.scenario import Fault
 
     for target, params, words in [("worker-0", {"during": "promotion"}, "acts on a shard's copies"),
                                   ("etcd", {"during": "catch-up"}, "acts on a shard's copies"),

@@ -3,15 +3,15 @@
 `Elector.paused` used to move a replica's `last_heard` to now on every wake-up more than 100 ms
 late; on an overloaded host, late on every wake-up, the silence never grew and a dead primary was
 never replaced. Now it moves `last_heard` forward by the lateness, once per silence
-(psnodes.core.detector.after_local_pause), and still says so in a `local-pause` event.
+(pschaos.psnodes.core.detector.after_local_pause), and still says so in a `local-pause` event.
 """
 from __future__ import annotations
 
 import threading
 from types import SimpleNamespace
 
-from psnodes.config import ClusterConfig
-from psnodes.election import Elector
+from pschaos.psnodes.config import ClusterConfig
+from pschaos.psnodes.replication.election import Elector
 
 
 class _Events:

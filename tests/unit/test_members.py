@@ -1,22 +1,22 @@
-"""psnodes.members against an etcd model (harness/sim/etcd.py: etcd's revisions, transactions and
+"""pschaos.psnodes.membership.members against an etcd model (harness/backends/sim/etcd.py: etcd's revisions, transactions and
 leases): a leaving worker is never admitted again by a reconcile that runs in between, and a
 reconcile admits only registrations that still exist."""
 import pytest
 import simpy
 
-from harness.sim.etcd import SimEtcd
-from psnodes.config import ClusterConfig
-from psnodes.core import membership
-from psnodes.events import EventLog
-from psnodes.members import (WorkerMembership, encode, joined_still_registered, live_key, parse, plan, prefix,
+from pschaos.harness.backends.sim.etcd import SimEtcd
+from pschaos.psnodes.config import ClusterConfig
+from pschaos.psnodes.core import membership
+from pschaos.psnodes.events import EventLog
+from pschaos.psnodes.membership.members import (WorkerMembership, encode, joined_still_registered, live_key, parse, plan, prefix,
                              record_key)
-from psnodes.runtime import Runtime
+from pschaos.psnodes.runtime import Runtime
 
 CFG = ClusterConfig(cluster_id="m", etcd="sim://etcd", workers=2)
 
 
 def reconcile_once(etcd: SimEtcd, front: int) -> bool:
-    """One primary's poll, as psnodes/member_watch.py makes it."""
+    """One primary's poll, as psnodes/membership/member_watch.py makes it."""
     snap = parse(etcd.get_prefix(prefix(CFG)), CFG)
     _, write = plan(snap, True, front, CFG.workers)
     if write is None:
@@ -74,7 +74,7 @@ def test_a_reconcile_admits_no_registration_that_went_away_after_it_read():
 
 
 # ---- review findings (members-review.md); each failed on the code before the fix ----------------
-from psnodes.etcd import EtcdError  # noqa: E402
+from pschaos.psnodes.etcd import EtcdError  # noqa: E402
 
 
 class Clock:
@@ -176,7 +176,7 @@ class FakeClient:
 
 def test_a_worker_never_admitted_writes_a_fatal_train_error_and_ends_cleanly():
     """#10: NotAdmitted used to escape Worker.run (a traceback, no event)."""
-    from psnodes.worker import Worker
+    from pschaos.psnodes.worker import Worker
 
     cfg = ClusterConfig(cluster_id="m", etcd="sim://etcd", workers=1, member_join_timeout_s=0.5)
     etcd, clock, log = Cuttable(simpy.Environment()), Clock(), Log("worker-0")
@@ -191,7 +191,7 @@ def test_a_worker_never_admitted_writes_a_fatal_train_error_and_ends_cleanly():
 
 def test_a_worker_stopped_while_joining_ends_at_once():
     """#10: SIGTERM (the stop flag) used to be ignored until the join timed out (30 s)."""
-    from psnodes.worker import Worker
+    from pschaos.psnodes.worker import Worker
 
     class NoPrimary(Cuttable):
         def put(self, key, value, lease=0):             # nobody reconciles: never admitted
@@ -209,7 +209,7 @@ def test_a_worker_stopped_while_joining_ends_at_once():
 
 def test_a_bsp_worker_on_a_cluster_without_a_barrier_is_refused_naming_the_field():
     """#11: nodes of a barrier: false cluster keep no membership."""
-    from psnodes.worker import Worker
+    from pschaos.psnodes.worker import Worker
 
     cfg = ClusterConfig(cluster_id="m", etcd="sim://etcd", workers=1, barrier=False)
     with pytest.raises(ValueError, match="barrier: true"):
@@ -218,8 +218,8 @@ def test_a_bsp_worker_on_a_cluster_without_a_barrier_is_refused_naming_the_field
 
 
 def test_join_grace_times_each_unregistered_config_worker_from_when_this_copy_first_saw_it():
-    """#5: the shell's side of the grace (psnodes/member_watch.py and the twin use it)."""
-    from psnodes.members import JoinGrace, Snapshot
+    """#5: the shell's side of the grace (psnodes/membership/member_watch.py and the twin use it)."""
+    from pschaos.psnodes.membership.members import JoinGrace, Snapshot
 
     g = JoinGrace(60.0)
     rec = membership.Record(1, {"worker-0": membership.Member(0, 7), "worker-1": membership.Member(0, 0)})

@@ -6,8 +6,8 @@ from __future__ import annotations
 import threading
 from types import SimpleNamespace
 
-from psnodes import ownership
-from psnodes.proto import ps_pb2
+from pschaos.psnodes.server import ownership
+from pschaos.psnodes.proto import ps_pb2
 
 
 class Node:

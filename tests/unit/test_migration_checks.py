@@ -1,8 +1,8 @@
 """The elastic-shard checks can fail: two shards acking one key in one routing epoch, a moved
 audit bucket below the acks that carried it, a duplicate credited to the shard that applied it;
 and missing evidence is unknown, never a pass."""
-from harness.checkers.acks import no_lost_acks
-from harness.checkers.migration import migration_metrics, single_owner
+from pschaos.harness.checkers.acks import no_lost_acks
+from pschaos.harness.checkers.migration import migration_metrics, single_owner
 
 from .histories import ev, final, ok
 
@@ -109,7 +109,7 @@ def test_a_duplicate_part_is_not_credited_by_a_sibling_parts_applied_key():
 
 
 def _moving_name() -> str:
-    from psnodes.placement import owner
+    from pschaos.psnodes.placement import owner
     return next(f"p{i}" for i in range(200) if owner(f"p{i}", (0, 1)) == 0 and owner(f"p{i}", (0, 1, 2)) == 2)
 
 
@@ -150,7 +150,7 @@ def test_an_ack_by_a_shard_that_does_not_own_the_key_in_its_epoch_fails():
 
 
 def _bucket_between(a: int, b: int, src=(0, 1), dst=(0, 1, 2, 3)) -> str:
-    from psnodes.placement import bucket_names, owner
+    from pschaos.psnodes.placement import bucket_names, owner
     return next(n for n in bucket_names() if owner(n, src) == a and owner(n, dst) == b)
 
 
@@ -178,7 +178,7 @@ def test_a_bucket_is_read_from_its_final_owner_only_and_an_unreported_one_is_unk
 
 
 def test_a_pair_that_moved_keys_without_a_bucket_is_unknown():
-    from psnodes.placement import owner
+    from pschaos.psnodes.placement import owner
     k = next(f"p{i}" for i in range(500) if owner(f"p{i}", (0, 1)) == 1 and owner(f"p{i}", (0, 1, 2, 3)) == 3)
     h = _moved_run({2: 1}, keys_extra=[k])          # key k moved 1 -> 3, and no acked push carried a 1 -> 3 bucket
     v = no_lost_acks(h, {})

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from psnodes import routing
-from psnodes.config import ClusterConfig
-from psnodes.core.routing import begin, switched
-from psnodes.etcd import KV, EtcdError
-from psnodes.migration import MigrationFailed, Migrator
-from psnodes.runtime import Runtime
+from pschaos.psnodes.elastic import routing
+from pschaos.psnodes.config import ClusterConfig
+from pschaos.psnodes.core.routing import begin, switched
+from pschaos.psnodes.etcd import KV, EtcdError
+from pschaos.psnodes.elastic.migration import MigrationFailed, Migrator
+from pschaos.psnodes.runtime import Runtime
 
 
 class LosesAnswers:

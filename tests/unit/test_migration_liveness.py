@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from psnodes import routing
-from psnodes.config import ClusterConfig
-from psnodes.core.routing import Routing, begin
-from psnodes.migration import MigrationFailed, Migrator
-from psnodes.runtime import Runtime
+from pschaos.psnodes.elastic import routing
+from pschaos.psnodes.config import ClusterConfig
+from pschaos.psnodes.core.routing import Routing, begin
+from pschaos.psnodes.elastic.migration import MigrationFailed, Migrator
+from pschaos.psnodes.runtime import Runtime
 from tests.unit.test_migration_coordinator import LosesAnswers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def scenario_text(**cluster) -> dict:
 
 
 def load(d: dict, tmp_path: Path):
-    from harness.scenario import load_scenario
+    from pschaos.harness.run.scenario import load_scenario
     p = tmp_path / "s.yaml"
     p.write_text(yaml.safe_dump(d))
     return load_scenario(p)
@@ -133,7 +133,7 @@ def test_any_failure_before_the_switch_aborts_and_ctrl_c_too() -> None:
 
 
 def phase_is(op, name: str) -> bool:
-    from psnodes.proto import ps_pb2
+    from pschaos.psnodes.proto import ps_pb2
     return op == getattr(ps_pb2.MigrateRequest, name)
 
 
@@ -152,6 +152,6 @@ def test_a_later_coordinator_aborts_the_migration_the_record_still_holds() -> No
 
 def test_cluster_scale_without_shards_is_an_error_naming_the_flag(tmp_path, capsys) -> None:
     """It used to scale silently to 2 (the flag's default for `up`)."""
-    from harness.cli import main
+    from pschaos.harness.commands.cli import main
     assert main(["cluster", "scale", "--dir", str(tmp_path)]) == 2
     assert "--shards is required" in capsys.readouterr().err

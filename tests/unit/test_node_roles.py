@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from psnodes.codec import tensor_to_pb
-from psnodes.config import ClusterConfig
-from psnodes.events import EventLog
-from psnodes.node import ShardNode
-from psnodes.proto import ps_pb2
+from pschaos.psnodes.wire.codec import tensor_to_pb
+from pschaos.psnodes.config import ClusterConfig
+from pschaos.psnodes.events import EventLog
+from pschaos.psnodes.server.node import ShardNode
+from pschaos.psnodes.proto import ps_pb2
 
 
 def make_node(tmp_path, name: str = "shard-0/1", copies: int = 2) -> ShardNode:
@@ -59,7 +59,7 @@ def test_primary_without_the_last_entry_epoch_never_makes_a_copy_in_sync(tmp_pat
 
 
 def test_replicate_encoder_carries_the_last_entry_epoch():
-    from psnodes.wire import encode_replicate
+    from pschaos.psnodes.wire.wire import encode_replicate
 
     req = ps_pb2.ReplicateRequest.FromString(encode_replicate(0, 3, "shard-0/0", [], 9, 7, b"", 2))
     assert (req.primary_seq, req.primary_seq_epoch, req.epoch_start) == (9, 2, 7)
@@ -69,8 +69,8 @@ def test_primary_past_its_lease_refuses_and_steps_down(tmp_path):
     """Bug 4.2: once the etcd lease may have expired, the primary serves nothing and steps down."""
     import time
 
-    from psnodes.config import ShardRecord
-    from psnodes.errors import NotPrimary
+    from pschaos.psnodes.config import ShardRecord
+    from pschaos.psnodes.errors import NotPrimary
 
     node = make_node(tmp_path, "shard-0/0", copies=1)
     node.become_primary(ShardRecord(epoch=1, primary="shard-0/0", isr=["shard-0/0"]))

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from psnodes.errors import ConfigError
-from psnodes.optimizers import OptimizerConfig, apply_update
+from pschaos.psnodes.errors import ConfigError
+from pschaos.psnodes.store.optimizers import OptimizerConfig, apply_update
 
 
 @pytest.mark.parametrize("name", ["sgd", "adagrad", "adam"])

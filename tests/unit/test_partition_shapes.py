@@ -1,4 +1,4 @@
-"""Jepsen's partition shapes (harness/targets.py): what each cuts, resolved on a live cluster's
+"""Jepsen's partition shapes (harness/faults/targets.py): what each cuts, resolved on a live cluster's
 links, and how a nemesis draws them."""
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from harness.nemesis import schedule
-from harness.scenario import Nemesis
-from harness.targets import is_link_target, resolve_links, shape_cuts, valid_target
+from pschaos.harness.run.nemesis import schedule
+from pschaos.harness.run.scenario import Nemesis
+from pschaos.harness.faults.targets import is_link_target, resolve_links, shape_cuts, valid_target
 
 MEMBERS = ["shard-0/0", "shard-0/1", "shard-0/2", "etcd"]
 

@@ -2,13 +2,13 @@
 import numpy as np
 import pytest
 
-from psnodes.applied import AppliedSet, idem_key
-from psnodes.blob import pack, unpack
-from psnodes.config import ClusterConfig
-from psnodes.embedding import init_rows
-from psnodes.errors import ConfigError
-from psnodes.placement import audit_name, dense_shard, is_audit, node_name, parse_node_name, row_shards
-from psnodes.updatelog import Entry, UpdateLog
+from pschaos.psnodes.store.applied import AppliedSet, idem_key
+from pschaos.psnodes.store.blob import pack, unpack
+from pschaos.psnodes.config import ClusterConfig
+from pschaos.psnodes.store.embedding import init_rows
+from pschaos.psnodes.errors import ConfigError
+from pschaos.psnodes.placement import audit_name, dense_shard, is_audit, node_name, parse_node_name, row_shards
+from pschaos.psnodes.store.updatelog import Entry, UpdateLog
 
 
 def test_applied_set_merges_intervals_and_remembers_recent_seqs():
@@ -121,7 +121,7 @@ def test_cluster_config_checks_fields(tmp_path):
 def test_device_auto_and_missing_cuda():
     import torch
 
-    from psnodes.models import make_task, pick_device
+    from pschaos.psnodes.models import make_task, pick_device
 
     assert pick_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     if not torch.cuda.is_available():
@@ -132,9 +132,9 @@ def test_device_auto_and_missing_cuda():
 
 
 def test_process_backend_implements_the_adapter(tmp_path):
-    from harness.backend import Backend
-    from harness.backend_process import ProcessBackend
-    from harness.scenario import ClusterSpec
+    from pschaos.harness.backends.base import Backend
+    from pschaos.harness.backends.process.backend import ProcessBackend
+    from pschaos.harness.run.scenario import ClusterSpec
 
     be = ProcessBackend(ClusterSpec(), tmp_path, "r", 1)
     be.cfg = be.net = None
@@ -144,7 +144,7 @@ def test_process_backend_implements_the_adapter(tmp_path):
 def test_progress_bar_in_a_terminal_and_lines_in_ci():
     import io
 
-    from harness.progress import Progress
+    from pschaos.harness.run.progress import Progress
 
     tty, plain = io.StringIO(), io.StringIO()
     for out, is_tty in ((tty, True), (plain, False)):
@@ -161,7 +161,7 @@ def test_progress_bar_in_a_terminal_and_lines_in_ci():
 
 
 def test_ports_are_never_handed_out_twice(tmp_path, monkeypatch):
-    from harness import ports
+    from pschaos.harness.machinery import ports
 
     monkeypatch.setattr(ports, "RESERVED", tmp_path)
     a, b = ports.free_ports(30), ports.free_ports(30)
@@ -186,7 +186,7 @@ def test_member_ttl_and_poll_are_checked_naming_the_field():
 
 
 def test_the_scenario_says_whether_nodes_keep_membership():
-    from harness.scenario import ClusterSpec
+    from pschaos.harness.run.scenario import ClusterSpec
 
     assert ClusterSpec(training="async").membership_config()["barrier"] is False
     cfg = ClusterSpec(training="ssp", member_join_grace_s=5, member_join_timeout_s=7).membership_config()

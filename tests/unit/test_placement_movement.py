@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from psnodes.core.migration import moved_fraction, rows_moved_fraction
-from psnodes.models import make_task
-from psnodes.placement import owner, row_owners
+from pschaos.psnodes.core.migration import moved_fraction, rows_moved_fraction
+from pschaos.psnodes.models import make_task
+from pschaos.psnodes.placement import owner, row_owners
 
 
 def model_names() -> list[str]:
@@ -49,7 +49,7 @@ def test_removing_a_shard_moves_only_its_keys():
 def test_a_shard_set_is_not_a_count():
     """Placement depends on which shards there are, not on how many: shards {0, 2} place like
     no static cluster of two, and a static cluster is placement over 0..n-1."""
-    from psnodes.placement import dense_shard
+    from pschaos.psnodes.placement import dense_shard
 
     names = [f"t{i}" for i in range(200)]
     assert [dense_shard(n, 3) for n in names] == [owner(n, [0, 1, 2]) for n in names]

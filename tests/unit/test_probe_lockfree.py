@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from psnodes.config import ShardRecord
-from psnodes.probe import PrimaryProbe
-from psnodes.proto import ps_pb2
+from pschaos.psnodes.config import ShardRecord
+from pschaos.psnodes.replication.probe import PrimaryProbe
+from pschaos.psnodes.proto import ps_pb2
 
 from .inproc import start
 

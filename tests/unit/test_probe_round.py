@@ -1,6 +1,6 @@
 """detector.probe_round: the probe's bookkeeping both shells share (it was written twice, in
-psnodes/election.py and harness/sim/shard_election.py, and tested in neither: review of session 24, M3)."""
-from psnodes.core.detector import ANSWERED_MISSES, probe_round
+psnodes/replication/election.py and harness/backends/sim/shard_election.py, and tested in neither: review of session 24, M3)."""
+from pschaos.psnodes.core.detector import ANSWERED_MISSES, probe_round
 
 
 def test_after_an_answer_it_takes_two_failed_rounds_in_a_row_to_stand():

@@ -14,8 +14,8 @@ from types import SimpleNamespace
 import grpc
 import pytest
 
-from psnodes.probe import PrimaryProbe
-from psnodes.proto import ps_pb2, ps_pb2_grpc
+from pschaos.psnodes.replication.probe import PrimaryProbe
+from pschaos.psnodes.proto import ps_pb2, ps_pb2_grpc
 
 
 class _Primary(ps_pb2_grpc.ParameterServerServicer):
@@ -153,8 +153,8 @@ def test_following_a_new_primary_closes_the_old_ones_channels(primary):
 
 
 def test_the_elector_closes_the_probe_channels_when_the_node_stops(primary):
-    from psnodes.config import ClusterConfig
-    from psnodes.election import Elector
+    from pschaos.psnodes.config import ClusterConfig
+    from pschaos.psnodes.replication.election import Elector
 
     cfg = ClusterConfig(cluster_id="unit", etcd="http://127.0.0.1:9", shards=1, copies=2, workers=1)
     stopping = threading.Event()
@@ -171,8 +171,8 @@ def test_the_elector_closes_the_probe_channels_when_the_node_stops(primary):
 def test_a_replica_promoted_closes_its_probe_channels_to_the_old_primary(primary):
     """Final review of issue 13, L2: switching primaries and stopping closed them, a promotion did
     not: a replica promoted after probing its dead primary re-dialled it for as long as it ran."""
-    from psnodes.config import ClusterConfig
-    from psnodes.election import Elector
+    from pschaos.psnodes.config import ClusterConfig
+    from pschaos.psnodes.replication.election import Elector
 
     cfg = ClusterConfig(cluster_id="unit", etcd="http://127.0.0.1:9", shards=1, copies=2, workers=1)
     node = SimpleNamespace(cfg=cfg, links={"shard-0/0": primary}, role="primary", stopping=threading.Event(),

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.launcher import ForkedProc
-from harness.procs import ProcessRef, start_time, stop_all, wait_until
+from pschaos.harness.machinery.launcher import ForkedProc
+from pschaos.harness.machinery.procs import ProcessRef, start_time, stop_all, wait_until
 
 
 @pytest.fixture
@@ -82,10 +82,10 @@ def test_gone_pid_is_dead(mode):
 
 def test_zygote_reports_start_times(tmp_path: Path, monkeypatch):
     """The zygote's reply names the child by pid and start time, read before it could be reaped."""
-    from harness import launcher
+    from pschaos.harness.machinery import launcher
 
     (tmp_path / "sleeper.py").write_text("import time\n\ndef main(argv):\n    time.sleep(float(argv[0]))\n")
-    boot = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import harness.zygote as z; z.PRELOAD = (); " \
+    boot = f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import pschaos.harness.machinery.zygote as z; z.PRELOAD = (); " \
            "raise SystemExit(z.main())"
     monkeypatch.setattr(launcher, "python_module", lambda m, *a: [sys.executable, "-c", boot])
     z = launcher.Zygote(tmp_path, "test-zygote", None, False)
@@ -104,7 +104,7 @@ def test_zygote_reports_start_times(tmp_path: Path, monkeypatch):
 
 def test_owner_with_a_recycled_pid_is_dead(stranger):
     """`pschaos clean` asks whether a run's owner lives: a stranger holding its old pid does not count."""
-    from harness.procs import owner_alive
+    from pschaos.harness.machinery.procs import owner_alive
 
     t = start_time(stranger.pid)
     assert owner_alive(stranger.pid, t)
@@ -119,7 +119,7 @@ def test_threads_racing_on_one_handle_close_its_pidfd_once_and_never_signal_a_cl
     kernel may already have handed to another file) or a signal through it must never happen."""
     import threading
 
-    import harness.procs as procs
+    import pschaos.harness.machinery.procs as procs
 
     if getattr(os, "pidfd_open", None) is None:
         pytest.skip("no os.pidfd_open on this Python/kernel: the handle uses start times, no fd to race on")

@@ -1,14 +1,14 @@
-"""The deposed-primary watch's shared reads (psnodes/record_watch.py) and its decision
+"""The deposed-primary watch's shared reads (psnodes/client/record_watch.py) and its decision
 (psnodes/core/deposed.py): however many calls of one client wait on a shard, its record is read at
 most once per period; failed reads back off; a record older than the call's route is no news."""
 from __future__ import annotations
 
 import threading
 
-from psnodes.config import ShardRecord
-from psnodes.core.deposed import Watch, verdict
-from psnodes.etcd import EtcdError
-from psnodes.record_watch import BACKOFF_CAP_S, RecordWatch
+from pschaos.psnodes.config import ShardRecord
+from pschaos.psnodes.core.deposed import Watch, verdict
+from pschaos.psnodes.etcd import EtcdError
+from pschaos.psnodes.client.record_watch import BACKOFF_CAP_S, RecordWatch
 
 
 class Reads:
@@ -102,7 +102,7 @@ def test_the_verdicts() -> None:
 
 
 def test_the_run_metric_sums_each_workers_last_count_and_knows_when_it_has_none() -> None:
-    from harness.metrics import watch_reads
+    from pschaos.harness.run.metrics import watch_reads
     h = [{"f": "train-step", "t": 1.0, "value": {"worker": "w0", "watch_reads": 3}},
          {"f": "train-step", "t": 2.0, "value": {"worker": "w1", "watch_reads": 1}},
          {"f": "train-done", "t": 3.0, "value": {"worker": "w0", "watch_reads": 5}}]

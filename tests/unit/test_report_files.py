@@ -3,7 +3,7 @@ from pathlib import Path
 
 import xmlschema
 
-from reports import junit, markdown
+from pschaos.reports import junit, markdown
 
 SCHEMA = xmlschema.XMLSchema(str(Path(junit.__file__).parent / "schemas" / "junit.xsd"))
 

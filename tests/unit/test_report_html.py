@@ -1,5 +1,5 @@
 """A run's report.html prints metrics in their units, and nothing from a report reaches the page unescaped."""
-from reports import html, markdown
+from pschaos.reports import html, markdown
 
 REPORT = {"scenario": "s", "seed": "<i>1</i>", "backend": "sim", "verdict": "pass", "rerun": "pschaos run s.yaml",
           "faults": [], "checks": {"a|b\nc": {"valid": True, "details": {}}},

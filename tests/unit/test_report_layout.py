@@ -2,7 +2,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reports import layout
+from pschaos.reports import layout
 
 label = st.tuples(st.floats(0, 700), st.text(st.sampled_from("abc-/0123 mkilW"), min_size=1, max_size=30))
 

@@ -4,7 +4,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reports import ticks
+from pschaos.reports import ticks
 
 
 @given(st.floats(-1e6, 1e6), st.floats(1e-3, 1e9), st.integers(2, 12))   # a span far below lo's float precision is no axis
@@ -89,7 +89,7 @@ def test_no_number_prints_as_a_dash_or_infinity():
 def test_line_charts_leave_out_points_that_are_no_number_and_keep_labels_inside():
     import re
 
-    from reports import layout, svg
+    from pschaos.reports import layout, svg
 
     page = svg.lines("t", {"a": [(0, 1.0), (1, float("nan")), (2, float("-inf")), (600, 2.0)]},
                      [(float("nan"), 3.0, "kill x"), (10, 20, "kill y")])

@@ -1,5 +1,5 @@
 """The timeline's model from a history, and evidence resolved to moments on it."""
-from reports import evidence, timeline, timeline_svg
+from pschaos.reports import evidence, timeline, timeline_svg
 
 
 def ev(t, who, typ, f, op=None, **value):
@@ -69,7 +69,7 @@ def test_the_drawn_timeline_has_every_lane_and_a_target_per_moment():
 
 
 def test_a_simulated_run_page_says_so_on_every_plot_and_has_no_script():
-    from reports import html
+    from pschaos.reports import html
 
     report = {"scenario": "s", "seed": 1, "backend": "sim", "verdict": "fail", "rerun": "pschaos run s.yaml",
               "simulated": {"calibration": "c.json"}, "faults": FAULTS, "metrics": {"final_loss": None},
@@ -120,9 +120,9 @@ def test_evidence_finds_the_request_of_its_incarnation_shard_and_seq():
 
 
 def test_reports_keys_agree_with_the_checkers():
-    from harness.checkers import base
+    from pschaos.harness.checkers import base
 
-    from reports import keys
+    from pschaos.reports import keys
 
     for e in RESTART + HISTORY:
         assert keys.op_key(e) == base.op_key(e)

@@ -7,18 +7,18 @@ import time
 
 import numpy as np
 
-from psnodes.checkpoint import write_checkpoint
-from psnodes.codec import tensor_to_pb
-from psnodes.config import ClusterConfig, ShardRecord
-from psnodes.election import Elector
-from psnodes.etcd import KV
-from psnodes.events import EventLog
-from psnodes.node import ShardNode
-from psnodes.proto import ps_pb2
+from pschaos.psnodes.store.checkpoint import write_checkpoint
+from pschaos.psnodes.wire.codec import tensor_to_pb
+from pschaos.psnodes.config import ClusterConfig, ShardRecord
+from pschaos.psnodes.replication.election import Elector
+from pschaos.psnodes.etcd import KV
+from pschaos.psnodes.events import EventLog
+from pschaos.psnodes.server.node import ShardNode
+from pschaos.psnodes.proto import ps_pb2
 
 
 class MemEtcd:
-    """The subset of psnodes.etcd.Etcd the elector uses, in memory; `refuse_cas` loses every swap."""
+    """The subset of pschaos.psnodes.etcd.Etcd the elector uses, in memory; `refuse_cas` loses every swap."""
 
     def __init__(self) -> None:
         self.kv: dict[str, tuple[bytes, int]] = {}

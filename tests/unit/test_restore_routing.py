@@ -15,17 +15,17 @@ import time
 import numpy as np
 import pytest
 
-from psnodes import routing
-from psnodes.checkpoint import write_checkpoint
-from psnodes.codec import tensor_to_pb
-from psnodes.config import ClusterConfig, ShardRecord
-from psnodes.core.routing import Migration, Routing
-from psnodes.election import Elector
-from psnodes.errors import StaleRouting
-from psnodes.events import EventLog
-from psnodes.node import ShardNode
-from psnodes.placement import owner
-from psnodes.proto import ps_pb2
+from pschaos.psnodes.elastic import routing
+from pschaos.psnodes.store.checkpoint import write_checkpoint
+from pschaos.psnodes.wire.codec import tensor_to_pb
+from pschaos.psnodes.config import ClusterConfig, ShardRecord
+from pschaos.psnodes.core.routing import Migration, Routing
+from pschaos.psnodes.replication.election import Elector
+from pschaos.psnodes.errors import StaleRouting
+from pschaos.psnodes.events import EventLog
+from pschaos.psnodes.server.node import ShardNode
+from pschaos.psnodes.placement import owner
+from pschaos.psnodes.proto import ps_pb2
 from tests.unit.test_restore import MemEtcd, run_restore
 
 MOVES = "layer24.weight"      # shard 0 under (0, 1), shard 2 under (0, 1, 2)

@@ -1,5 +1,5 @@
 """A retiring shard group's record leaves etcd before its copies stop, and its primary stops last
-(harness/backend_common.retire_groups).
+(harness/backends/observe.retire_groups).
 
 Stopped first, the primary left its replicas silent while they still followed it; one stood and
 was promoted in a shard that owned nothing any more, and the spurious-failover check counted it
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from psnodes.config import ShardRecord
-from psnodes.etcd import EtcdError
+from pschaos.psnodes.config import ShardRecord
+from pschaos.psnodes.etcd import EtcdError
 
-from harness.backend_common import retire_groups, stop_order
+from pschaos.harness.backends.observe import retire_groups, stop_order
 
 
 class _Etcd:

@@ -1,15 +1,15 @@
-"""psnodes/retirement.py: a retired shard's record and leader key go in one transaction that keeps
+"""psnodes/elastic/retirement.py: a retired shard's record and leader key go in one transaction that keeps
 its last epoch; and the checks take a re-added shard's first term (a bootstrap above epoch 1) for
 no failover."""
 from __future__ import annotations
 
 import pytest
 
-from harness.checkers.spurious import judge
-from harness.metrics import failovers
-from psnodes import retirement
-from psnodes.config import ClusterConfig, ShardRecord
-from psnodes.etcd import EtcdError
+from pschaos.harness.checkers.spurious import judge
+from pschaos.harness.run.metrics import failovers
+from pschaos.psnodes.elastic import retirement
+from pschaos.psnodes.config import ClusterConfig, ShardRecord
+from pschaos.psnodes.etcd import EtcdError
 from tests.unit.test_restore import MemEtcd
 from tests.unit.test_spurious import BOOT, promote
 

@@ -3,7 +3,7 @@
 Every call used to share one pool of RPC threads: sync pushes waiting for their replicas and
 BSP/SSP pulls held at the barrier (up to 10 s) could take them all, and a replica's probe then
 queued behind them, went unanswered in its wait, and the replica replaced a live primary. Now at
-most `rpc_threads - rpc_reserve` such calls hold a thread (psnodes/bulkhead.py); one more is
+most `rpc_threads - rpc_reserve` such calls hold a thread (psnodes/wire/bulkhead.py); one more is
 refused UNAVAILABLE before it applies anything, and a call its client cancelled frees its thread.
 Pulls may take all waiting slots but a quarter (at least one): a BSP/SSP barrier is ended by a
 push, which must find a slot however many pulls wait (final review of issue 13, M2).
@@ -20,12 +20,12 @@ import grpc
 import numpy as np
 import pytest
 
-from psnodes.channels import auth, dial
-from psnodes.codec import tensor_to_pb
-from psnodes.config import ClusterConfig
-from psnodes.errors import ConfigError
-from psnodes.probe import PrimaryProbe
-from psnodes.proto import ps_pb2, ps_pb2_grpc
+from pschaos.psnodes.wire.channels import auth, dial
+from pschaos.psnodes.wire.codec import tensor_to_pb
+from pschaos.psnodes.config import ClusterConfig
+from pschaos.psnodes.errors import ConfigError
+from pschaos.psnodes.replication.probe import PrimaryProbe
+from pschaos.psnodes.proto import ps_pb2, ps_pb2_grpc
 
 from .inproc import start
 

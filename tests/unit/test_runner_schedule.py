@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 
-from harness.runner import Runner
-from harness.scenario import Scenario
+from pschaos.harness.run.runner import Runner
+from pschaos.harness.run.scenario import Scenario
 
 from .fake_backend import FakeBackend, ManualClock
 

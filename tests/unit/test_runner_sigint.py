@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.runner import Runner
+from pschaos.harness.run.runner import Runner
 
 
 class _SignalsInFinalizer:

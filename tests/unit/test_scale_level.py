@@ -1,4 +1,4 @@
-"""The scale level (harness/sim/scale): determinism, its model's shape, bad input, sweeps."""
+"""The scale level (harness/backends/sim/scale): determinism, its model's shape, bad input, sweeps."""
 from __future__ import annotations
 
 import json
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.sim.calibration import DEFAULT_PATH, Calibration
-from harness.sim.scale.build import build
-from harness.sim.scale.engine import ScaleRun
-from harness.sim.scale.sweep import load, run_sweep
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.backends.sim.calibration import DEFAULT_PATH, Calibration
+from pschaos.harness.backends.sim.scale.build import build
+from pschaos.harness.backends.sim.scale.engine import ScaleRun
+from pschaos.harness.backends.sim.scale.sweep import load, run_sweep
 
 CAL = Calibration.load(DEFAULT_PATH)
 
@@ -144,7 +144,7 @@ def test_a_sweep_writes_its_runs_aggregate_and_page(tmp_path):
 def test_the_rerun_command_gives_the_same_result(capsys):
     import shlex
 
-    from harness.cli import main
+    from pschaos.harness.commands.cli import main
 
     a = run(workers=64, shards=16, hours=2, failures="none", server_mtbf="exp:5", seed=2, shards_per_step=3,
             suspect_s=0.4, candidate_window_s=0.2, lease_ttl_s=3.0, max_lag=100, replication="async")

@@ -5,10 +5,10 @@ import math
 
 import pytest
 
-from harness.sim.calibration import DEFAULT_PATH, Calibration
-from harness.sim.scale.build import build
-from harness.sim.scale.engine import ScaleRun
-from harness.sim.scale.markov import binomial_sigma, mttdl, p_loss
+from pschaos.harness.backends.sim.calibration import DEFAULT_PATH, Calibration
+from pschaos.harness.backends.sim.scale.build import build
+from pschaos.harness.backends.sim.scale.engine import ScaleRun
+from pschaos.harness.backends.sim.scale.markov import binomial_sigma, mttdl, p_loss
 
 
 def test_one_copy_is_the_exponential():

@@ -1,15 +1,15 @@
-"""The scale level's sync replication pipeline (harness/sim/scale/pipeline.py): workers wait on
+"""The scale level's sync replication pipeline (harness/backends/sim/scale/pipeline.py): workers wait on
 each other's Replicate calls as psnodes' sync primary makes them (pulls read only what is
 replicated, one Replicate in flight, what piled up goes in the next)."""
 from __future__ import annotations
 
 import pytest
 
-from harness.sim.calibration import DEFAULT_PATH, Calibration
-from harness.sim.scale.build import build
-from harness.sim.scale.engine import ScaleRun
-from harness.sim.scale.params import mean_step, replication_wait, step_rate, timings
-from harness.sim.scale.pipeline import CAP, sync_wait_s
+from pschaos.harness.backends.sim.calibration import DEFAULT_PATH, Calibration
+from pschaos.harness.backends.sim.scale.build import build
+from pschaos.harness.backends.sim.scale.engine import ScaleRun
+from pschaos.harness.backends.sim.scale.params import mean_step, replication_wait, step_rate, timings
+from pschaos.harness.backends.sim.scale.pipeline import CAP, sync_wait_s
 
 MS = 1e-3
 # think, jitter, fixed, msg, apply, Replicate fixed and per entry: a 3 ms step's calls

@@ -1,8 +1,8 @@
 import pytest
 
-from harness.errors import ScenarioError
-from harness.scenario import load_scenario
-from harness.tools import REPO
+from pschaos.harness.errors import ScenarioError
+from pschaos.harness.run.scenario import load_scenario
+from pschaos.harness.machinery.tools import REPO
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "scenarios").glob("*.yaml")), ids=lambda p: p.name)

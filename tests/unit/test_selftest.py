@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import selftest_exec
-from harness.mutation import Mutant
-from harness.selftest import BadInput, order, validate
-from harness.selftest_exec import Task, _next, run_queues
-from harness.selftest_score import (MutantResult, RunOutcome, baseline_verdict, exit_code, mutant_status,
+from pschaos.harness.proof.selftest import exec as selftest_exec
+from pschaos.harness.proof.selftest.mutation import Mutant
+from pschaos.harness.proof.selftest.selftest import BadInput, order, validate
+from pschaos.harness.proof.selftest.exec import Task, _next, run_queues
+from pschaos.harness.proof.selftest.score import (MutantResult, RunOutcome, baseline_verdict, exit_code, mutant_status,
                                     outcome_from_report, report, text)
 
 

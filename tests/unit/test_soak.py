@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import soak
-from harness.cli import main
-from harness.metrics import failover_stats
-from harness.soak import RunResult, aggregate, exit_code, judge_run
+from pschaos.harness.proof.soak import soak
+from pschaos.harness.commands.cli import main
+from pschaos.harness.run.metrics import failover_stats
+from pschaos.harness.proof.soak.soak import RunResult, aggregate, exit_code, judge_run
 
 KILL_PRIMARY = Path(__file__).resolve().parents[2] / "scenarios" / "kill-primary.yaml"
 

@@ -11,15 +11,15 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from psnodes import moving
-from psnodes.blob import pack, unpack
-from psnodes.client import PSClient
-from psnodes.codec import tensor_to_pb
-from psnodes.core.routing import Routing
-from psnodes.optimizers import OptimizerConfig
-from psnodes.placement import owner
-from psnodes.proto import ps_pb2
-from psnodes.store import ShardSpec, ShardStore
+from pschaos.psnodes.store import moving
+from pschaos.psnodes.store.blob import pack, unpack
+from pschaos.psnodes.client.client import PSClient
+from pschaos.psnodes.wire.codec import tensor_to_pb
+from pschaos.psnodes.core.routing import Routing
+from pschaos.psnodes.store.optimizers import OptimizerConfig
+from pschaos.psnodes.placement import owner
+from pschaos.psnodes.proto import ps_pb2
+from pschaos.psnodes.store.store import ShardSpec, ShardStore
 from tests.unit.test_store_migration import internal
 
 TWO, THREE = (0, 1), (0, 1, 2)

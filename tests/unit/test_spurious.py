@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.checkers.spurious import FAULT_EFFECT_S, judge, spurious_count
-from harness.soak import RunResult, aggregate, judge_run
+from pschaos.harness.checkers.spurious import FAULT_EFFECT_S, judge, spurious_count
+from pschaos.harness.proof.soak.soak import RunResult, aggregate, judge_run
 from tests.unit.histories import ev
 
 

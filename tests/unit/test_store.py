@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from psnodes.applied import idem_key
-from psnodes.codec import rows_to_pb, tensor_to_pb
-from psnodes.errors import InvalidArgument, NotFound
-from psnodes.proto import ps_pb2
+from pschaos.psnodes.store.applied import idem_key
+from pschaos.psnodes.wire.codec import rows_to_pb, tensor_to_pb
+from pschaos.psnodes.errors import InvalidArgument, NotFound
+from pschaos.psnodes.proto import ps_pb2
 
 from .helpers import init, push, push_update, store
 

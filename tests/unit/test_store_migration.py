@@ -6,15 +6,15 @@ import json
 import numpy as np
 import pytest
 
-from psnodes import moving
-from psnodes.blob import pack, unpack
-from psnodes.codec import tensor_to_pb
-from psnodes.errors import InvalidArgument
-from psnodes.optimizers import OptimizerConfig
-from psnodes.placement import owner
-from psnodes.proto import ps_pb2
-from psnodes.store import ShardSpec, ShardStore
-from psnodes.updatelog import Entry
+from pschaos.psnodes.store import moving
+from pschaos.psnodes.store.blob import pack, unpack
+from pschaos.psnodes.wire.codec import tensor_to_pb
+from pschaos.psnodes.errors import InvalidArgument
+from pschaos.psnodes.store.optimizers import OptimizerConfig
+from pschaos.psnodes.placement import owner
+from pschaos.psnodes.proto import ps_pb2
+from pschaos.psnodes.store.store import ShardSpec, ShardStore
+from pschaos.psnodes.store.updatelog import Entry
 
 SRC, DST = [0, 1], [0, 1, 2]
 

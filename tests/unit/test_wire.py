@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from psnodes.codec import tensor_to_pb
-from psnodes.proto import ps_pb2
-from psnodes.updatelog import Entry
-from psnodes.wire import encode_pull_reply, encode_replicate, split_push, varint
+from pschaos.psnodes.wire.codec import tensor_to_pb
+from pschaos.psnodes.proto import ps_pb2
+from pschaos.psnodes.store.updatelog import Entry
+from pschaos.psnodes.wire.wire import encode_pull_reply, encode_replicate, split_push, varint
 
 
 def test_split_push_gives_the_update_bytes():
@@ -76,7 +76,7 @@ def test_varint():
 
 
 def test_varint_table_and_loop_agree_and_a_negative_is_refused():
-    from psnodes.wire import _varint, read_varint
+    from pschaos.psnodes.wire.wire import _varint, read_varint
     for n in (0, 1, 127, 128, 300, 16383, 16384, 1 << 35, (1 << 64) - 1):
         assert varint(n) == _varint(n)
         assert read_varint(memoryview(varint(n)), 0) == (n, len(varint(n)))

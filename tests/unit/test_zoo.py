@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.checkers.registry import CHECKERS
-from harness.mutation import PatchError, apply_patch, count_matches, load_zoo, mutant_copy, patch_problems
-from harness.tools import REPO
+from pschaos.harness.checkers.registry import CHECKERS
+from pschaos.harness.proof.selftest.mutation import PatchError, apply_patch, count_matches, load_zoo, mutant_copy, patch_problems
+from pschaos.harness.machinery.tools import REPO
 
 ZOO = load_zoo()
 LIBRARY = {p.stem for p in (REPO / "scenarios").glob("*.yaml")}
@@ -42,7 +42,7 @@ def test_every_mutant_names_a_checker_and_library_scenarios(m):
     assert m.checker in CHECKERS
     assert m.scenarios and set(m.scenarios) <= LIBRARY, set(m.scenarios) - LIBRARY
     assert m.description and m.models
-    sim_files = [p for p in m.patch if p.startswith("harness/sim/")]
+    sim_files = [p for p in m.patch if p.startswith("harness/backends/sim/")]
     # a shell mutant carries the twin's edit too; a core one needs none (the twin runs that code)
     if m.sim == "core":
         assert not sim_files
@@ -50,7 +50,7 @@ def test_every_mutant_names_a_checker_and_library_scenarios(m):
         assert sim_files
     else:
         assert len(m.sim) > 20, "a mutant the twin cannot express says why"
-    assert all(p.startswith(("psnodes/", "harness/sim/")) for p in m.patch), "mutants patch the system under test"
+    assert all(p.startswith(("psnodes/", "harness/backends/sim/")) for p in m.patch), "mutants patch the system under test"
 
 
 def test_a_moved_text_breaks_the_patch_loudly_and_changes_nothing(tmp_path: Path):
@@ -76,7 +76,7 @@ def test_edits_of_one_file_apply_in_order(tmp_path: Path):
 
 def test_mutant_copy_patches_the_copy_not_the_source(tmp_path: Path):
     src = tmp_path / "src"
-    for pkg in ("harness", "psnodes", "netfaults", "reports", "scenarios"):
+    for pkg in ("pschaos", "harness", "psnodes", "netfaults", "reports", "scenarios"):
         (src / pkg).mkdir(parents=True)
         (src / pkg / "__init__.py").write_text("flag = False\n")
     root = mutant_copy(tmp_path / "copy", {"psnodes/__init__.py": [("flag = False", "flag = True")]}, src=src)

@@ -7,14 +7,14 @@ checks it against the current tree), so a refactor that moves the code breaks th
 
 Where the decision lives in psnodes/core, or in a module both backends run (ShardStore,
 EmbeddingTable, the PS client and the worker: the twin runs them as they are), one patch
-mutates both backends (`sim="core"`). Where it lives in a shell (psnodes/replication.py,
+mutates both backends (`sim="core"`). Where it lives in a shell (psnodes/replication/replication.py,
 node.py, checkpoint.py), the mutant carries the same edit of the twin's port
-(harness/sim/shard_replication.py, shard_checkpoint.py, disk.py) so the two backends can be
+(harness/backends/sim/shard_replication.py, shard_checkpoint.py, disk.py) so the two backends can be
 compared mutant by mutant (`sim="shell"`).
 """
 from __future__ import annotations
 
-from harness.mutation import Mutant
+from pschaos.harness.proof.selftest.mutation import Mutant
 
 PLANTED = "  # planted by the bug zoo"
 
@@ -49,7 +49,7 @@ RETRY_APPLIED_TWICE = Mutant(
     name="retry-applied-twice",
     description="a retried push is applied again: the idempotency key is never looked up",
     models="at-least-once delivery taken for exactly-once: a client retry after a lost reply doubles a gradient",
-    patch={"psnodes/store.py": [(
+    patch={"psnodes/store/store.py": [(
         "            if self.applied.contains(local, upd.req_id):",
         "            if False:" + PLANTED)]},
     checker="exactly-once",
@@ -61,7 +61,7 @@ DELTA_GET_AND_CLEAR = Mutant(
     description="the keys a delta pull returns come from a changed-set read and cleared at every pull, "
                 "not from each key's change seq: keys changed before another worker's pull are lost",
     models="a dirty set tracked by get-and-clear, shared by every reader: one reader's sync empties it for all",
-    patch={"psnodes/store.py": [
+    patch={"psnodes/store/store.py": [
         ("            if self.dense_mod[n] > since:",
          "            if self.dense_mod[n] > (max(since, getattr(self, \"_cleared\", 0)) if since else 0):" + PLANTED),
         ("        size = sum(a.nbytes for _, a in out)",
@@ -75,7 +75,7 @@ LOG_OVERFLOW_DROPS = Mutant(
     description="the bounded update log drops its oldest entries without moving its base, so a lagging "
                 "peer it no longer reaches is sent the entries that are left instead of a delta",
     models="a ring buffer that overwrites silently: the follower should get a snapshot, gets a log with a hole",
-    patch={"psnodes/updatelog.py": [
+    patch={"psnodes/store/updatelog.py": [
         ("            self.base_seq, self.base_epoch = old.seq, old.epoch",
          "            pass" + PLANTED),
         ("        start = seq + 1 - self.entries[0].seq",
@@ -97,14 +97,14 @@ MANIFEST_BEFORE_DATA = Mutant(
     models="a commit record written before the data it names: a crash in between leaves a manifest naming a "
            "missing or torn file",
     patch={
-        "psnodes/checkpoint.py": [
+        "psnodes/store/checkpoint.py": [
             ("    state_tmp = _write_aside(directory / name, blob)     # the slow part, outside the lock",
              "    state_tmp = directory / f\"{name}.zoo.tmp\"" + PLANTED),
             ("            os.replace(state_tmp, directory / name)\n            os.replace(man_tmp, directory / MANIFEST)",
              "            os.replace(man_tmp, directory / MANIFEST)" + PLANTED +
              "\n            state_tmp = _write_aside(directory / name, blob)\n"
              "            os.replace(state_tmp, directory / name)")],
-        "harness/sim/disk.py": [
+        "harness/backends/sim/disk.py": [
             ("        self.folder(d).tmp[state_tmp] = self.env.now\n",
              "        self.folder(d).tmp[state_tmp] = self.env.now\n"
              "        if not keeps_current(self.manifest(d), manifest, newer_only, True):" + PLANTED + "\n"
@@ -130,7 +130,7 @@ VERSION_ACROSS_EPOCH = Mutant(
     description="a worker keeps its pulled version (seq cursor) across an epoch change and pulls "
                 "'since' it from the new primary, whose history may differ after that seq",
     models="a client cache keyed by offset alone, not (term, offset): after a failover it skips state it never saw",
-    patch={"psnodes/client.py": [
+    patch={"psnodes/client/client.py": [
         ("            sent[\"since\"] = last_seq if last_epoch == ep else 0",
          "            sent[\"since\"] = last_seq" + PLANTED),
         # and the second guard, a reply at another epoch than the cursor's pulled again whole
@@ -150,7 +150,7 @@ OUT_OF_ORDER_APPLY = Mutant(
     description="a replica applies a batch of replicated entries in reverse order",
     models="a follower that applies a batch in the wrong order (a stack for a queue): non-commutative optimizer "
            "steps leave the copy silently diverged",
-    patch={"psnodes/store.py": [(
+    patch={"psnodes/store/store.py": [(
         "        for e, dec in steps:",
         "        for e, dec in steps[::-1]:" + PLANTED)]},
     checker="replicas-match",
@@ -164,7 +164,7 @@ ISR_DROP_LOCAL_ONLY = Mutant(
     models="membership changed locally before (or instead of) the coordinator: a replica that misses acked "
            "writes stays electable",
     patch={
-        "psnodes/replication.py": [(
+        "psnodes/replication/replication.py": [(
             "        with self.isr_lock:\n            if add and add not in node.isr:\n                return False",
             "        with self.isr_lock:\n            if remove:" + PLANTED + "\n"
             "                with node.cond:\n"
@@ -173,7 +173,7 @@ ISR_DROP_LOCAL_ONLY = Mutant(
             "                    node.cond.notify_all()\n"
             "                return True\n"
             "            if add and add not in node.isr:\n                return False")],
-        "harness/sim/shard_replication.py": [(
+        "harness/backends/sim/shard_replication.py": [(
             "        if add and add not in c.isr:\n            return False\n        key = cfg.shard_key(c.shard)",
             "        if remove:" + PLANTED + "\n"
             "            if remove in c.isr:\n"
@@ -202,8 +202,8 @@ ADAM_STEP_NOT_PERSISTED = Mutant(
                 "per embedding row): a copy that loads one restarts its bias correction",
     models="optimizer state saved without its step count (the classic Adam resume bug): the moments are "
            "back, t is not, and the restored copy differs from the others",
-    patch={"psnodes/node.py": [("blob, _ = self.store.export_state(0)", _ZERO_STEPS)],
-           "harness/sim/shard_checkpoint.py": [("blob, _ = self.store.export_state(0)", _ZERO_STEPS)]},
+    patch={"psnodes/server/node.py": [("blob, _ = self.store.export_state(0)", _ZERO_STEPS)],
+           "harness/backends/sim/shard_checkpoint.py": [("blob, _ = self.store.export_state(0)", _ZERO_STEPS)]},
     checker="replicas-match",
     scenarios=("replica-restart-catchup", "kill-replica", "all-copies-lost"),
     sim="shell",
@@ -214,7 +214,7 @@ ROWS_CREATED_ON_READ = Mutant(
     description="pulling an embedding row that was never pushed creates it in the table",
     models="a read that writes (get-or-create on the read path): only the copy that served the read has the "
            "row, so copies diverge though no update was logged",
-    patch={"psnodes/embedding.py": [(
+    patch={"psnodes/store/embedding.py": [(
         "        pos = self._positions(ids, create=False)\n        out = np.empty",
         "        pos = self._positions(ids, create=True)" + PLANTED + "\n        out = np.empty")]},
     checker="replicas-match",
@@ -231,7 +231,7 @@ INCARNATION_IGNORED = Mutant(
                 "request ids collide with its predecessor's",
     models="dedup by (client, request id) where request ids restart with the process: new writes acked as "
            "duplicates and never applied",
-    patch={"psnodes/client.py": [(
+    patch={"psnodes/client/client.py": [(
         "self.incarnation = int(runtime.time() * 1e6)",
         "self.incarnation = 0" + PLANTED)]},
     checker="no-lost-acks",

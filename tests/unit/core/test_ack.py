@@ -1,5 +1,5 @@
-"""psnodes.core.ack: the ack rule of each mode and the follower lease."""
-from psnodes.core.ack import Replicas, followers_fresh, lagging, replicated, silent, within_lag
+"""pschaos.psnodes.core.ack: the ack rule of each mode and the follower lease."""
+from pschaos.psnodes.core.ack import Replicas, followers_fresh, lagging, replicated, silent, within_lag
 
 ISR = ["shard-0/0", "shard-0/1", "shard-0/2"]
 

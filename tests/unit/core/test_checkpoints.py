@@ -1,5 +1,5 @@
-"""psnodes.core.checkpoints: which checkpoint wins, and who may publish."""
-from psnodes.core.checkpoints import keeps_current, needs_replication, order, publish_refusal, record_refusal
+"""pschaos.psnodes.core.checkpoints: which checkpoint wins, and who may publish."""
+from pschaos.psnodes.core.checkpoints import keeps_current, needs_replication, order, publish_refusal, record_refusal
 
 
 def test_order_is_term_then_epoch_then_seq():

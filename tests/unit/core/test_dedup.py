@@ -1,5 +1,5 @@
-"""psnodes.core.dedup: a push applies once, its retries get the same seq."""
-from psnodes.core.dedup import Push, PushDecision, decide, init_is_noop, retry_seq
+"""pschaos.psnodes.core.dedup: a push applies once, its retries get the same seq."""
+from pschaos.psnodes.core.dedup import Push, PushDecision, decide, init_is_noop, retry_seq
 
 
 def test_retry_of_an_applied_key_answers_its_seq():

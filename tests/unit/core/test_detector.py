@@ -1,4 +1,4 @@
-"""psnodes.core.detector: phi accrual over the replication stream's gaps, with exact values.
+"""pschaos.psnodes.core.detector: phi accrual over the replication stream's gaps, with exact values.
 
 Times are plain numbers (seconds). The defaults: threshold 8 (z = 5.612001244174789 sigmas),
 floor 0.15 s, acceptable pause 0.05 s, min sigma 0.01 s, first estimate 0.05 s (so the window
@@ -9,8 +9,8 @@ import random
 
 import pytest
 
-from psnodes.core import ack
-from psnodes.core.detector import (FixedDetector, PhiDetector, PhiParams, Window, make, may_probe, phi,
+from pschaos.psnodes.core import ack
+from pschaos.psnodes.core.detector import (FixedDetector, PhiDetector, PhiParams, Window, make, may_probe, phi,
                                    probe_clears, probe_wait, z_for)
 
 Z8 = 5.612001244174789
@@ -146,8 +146,8 @@ def test_a_two_second_gap_then_a_kill_is_suspected_within_suspect_s():
     replica paused, or a flap healed), 100 more arrivals (5 s), then the primary dies. The replica
     suspects by suspect_s, still probes and, with no answer, stands by suspect_s + probe_s at the
     latest (the probe's one retransmission). The old detector waited 0.88 s."""
-    from psnodes.config import ClusterConfig
-    from psnodes.core.detector import probe_wait
+    from pschaos.psnodes.config import ClusterConfig
+    from pschaos.psnodes.core.detector import probe_wait
     cfg = ClusterConfig(cluster_id="unit", etcd="http://127.0.0.1:9", shards=1, copies=2, workers=1)
     d = cfg.failure_detector()
     t = 100.0
@@ -162,7 +162,7 @@ def test_a_two_second_gap_then_a_kill_is_suspected_within_suspect_s():
 
 
 def test_the_ceiling_is_the_fixed_timeout_and_the_probe_adds_its_least_wait():
-    from psnodes.core.detector import ceiling, probe_wait
+    from pschaos.psnodes.core.detector import ceiling, probe_wait
     assert ceiling(0.3, 0.15) == 0.3
     assert ceiling(0.1, 0.15) == 0.15               # never under the floor
     d = PhiDetector(PhiParams(window=40, ceiling_s=0.3))
@@ -245,7 +245,7 @@ def test_no_history_makes_a_replica_suspect_inside_the_follower_lease(seed):
 
 
 def test_a_replica_that_stood_still_itself_measures_no_silence():
-    from psnodes.core.detector import LOCAL_PAUSE_S, paused_locally
+    from pschaos.psnodes.core.detector import LOCAL_PAUSE_S, paused_locally
     assert LOCAL_PAUSE_S == 0.1
     assert not paused_locally(slept_s=0.15, asked_s=0.05)          # 100 ms late: within the allowance
     assert paused_locally(slept_s=0.1501, asked_s=0.05)
@@ -256,7 +256,7 @@ def test_a_local_pause_is_credited_once_per_silence():
     """The replica stood still `late` seconds: its silence starts that much later, once; on an
     overloaded host, late on every wake-up, it still suspects a dead primary (moving last_heard
     to now on every late wake-up never let the silence grow)."""
-    from psnodes.core.detector import after_local_pause
+    from pschaos.psnodes.core.detector import after_local_pause
     assert after_local_pause(10.0, now=10.4, late_s=0.15, credited=None) == pytest.approx(10.15, abs=1e-12)
     assert after_local_pause(10.15, now=10.6, late_s=0.15, credited=10.15) is None      # once per silence
     assert after_local_pause(10.5, now=10.9, late_s=0.15, credited=10.15) == pytest.approx(10.65, abs=1e-12)
@@ -284,7 +284,7 @@ def test_a_primary_that_answered_is_probed_again_until_the_hold_ends():
 
 
 def test_a_probe_waits_until_the_silence_reaches_the_ceiling():
-    from psnodes.core.detector import probe_wait
+    from pschaos.psnodes.core.detector import probe_wait
     assert probe_wait(0.05, silent_s=0.15, ceiling_s=0.3) == pytest.approx(0.15, abs=1e-12)
     assert probe_wait(0.05, silent_s=0.28, ceiling_s=0.3) == 0.05       # never less than probe_s
 
@@ -293,7 +293,7 @@ def test_a_failed_probe_round_after_an_answer_holds_once_more():
     """loss-20-primary-replica on the twin, seed 1: every path of one round failed 1.06 s into a
     silence whose primary had answered three rounds before, and the replica stood against a live
     primary. Now it takes ANSWERED_MISSES failed rounds in a row once the primary answered."""
-    from psnodes.core.detector import ANSWERED_MISSES, holds_after_miss
+    from pschaos.psnodes.core.detector import ANSWERED_MISSES, holds_after_miss
     assert ANSWERED_MISSES == 2
     assert holds_after_miss(answered=True, misses=1)
     assert not holds_after_miss(answered=True, misses=2)

@@ -1,5 +1,5 @@
-"""psnodes.core.fencing: epochs decide who a copy listens to."""
-from psnodes.core.fencing import (Entry, Replicate, deposed_by, follow_record, names_me, on_replicate, reached_sync,
+"""pschaos.psnodes.core.fencing: epochs decide who a copy listens to."""
+from pschaos.psnodes.core.fencing import (Entry, Replicate, deposed_by, follow_record, names_me, on_replicate, reached_sync,
                                   renews_follower_lease, serve_refusal, suspecting, take_entry)
 
 P, Q = "shard-0/0", "shard-0/1"
@@ -61,7 +61,7 @@ def test_a_fenced_primary_follows_only_a_newer_record():
 
 
 def test_replicate_refusal_words():
-    from psnodes.core.fencing import Replicate, replicate_refusal
+    from pschaos.psnodes.core.fencing import Replicate, replicate_refusal
     assert replicate_refusal(Replicate.ACCEPT, "shard-0/1", 2, 2, "shard-0/0") == ""
     assert replicate_refusal(Replicate.FOLLOW, "shard-0/1", 2, 3, "shard-0/0") == ""
     assert "refused: shard-0/1 is at epoch 3" in replicate_refusal(Replicate.REFUSE_STALE, "shard-0/1", 3, 2, "x")
@@ -69,14 +69,14 @@ def test_replicate_refusal_words():
 
 
 def test_serve_refusal_words():
-    from psnodes.core.fencing import serve_refusal_words
+    from pschaos.psnodes.core.fencing import serve_refusal_words
     assert serve_refusal_words("shard-0/0", 0, "primary", 2, "shard-0/0", 2) == ""
     assert serve_refusal_words("shard-0/1", 0, "replica", 2, "shard-0/0", 2).endswith("; primary is shard-0/0")
     assert "client knows epoch 3" in serve_refusal_words("shard-0/0", 0, "primary", 2, "shard-0/0", 3)
 
 
 def test_a_primary_doubts_its_epoch_once_an_isr_peer_was_silent_for_the_floor():
-    from psnodes.core.fencing import doubts_epoch
+    from pschaos.psnodes.core.fencing import doubts_epoch
     isr = ["p", "a", "b"]
     assert not doubts_epoch("p", isr, {"a": 9.9, "b": 9.86}, now=10.0, floor_s=0.15)
     assert doubts_epoch("p", isr, {"a": 9.9, "b": 9.85}, now=10.0, floor_s=0.15)     # b: exactly the floor
@@ -85,7 +85,7 @@ def test_a_primary_doubts_its_epoch_once_an_isr_peer_was_silent_for_the_floor():
 
 
 def test_a_bootstrap_starts_at_1_and_a_re_added_shard_above_every_epoch_of_its_old_life():
-    from psnodes.core.fencing import bootstrap_epoch
+    from pschaos.psnodes.core.fencing import bootstrap_epoch
     assert bootstrap_epoch(0, 0) == 1                 # a new shard, an empty disk
     assert bootstrap_epoch(4, 0) == 5                 # the retired record reached epoch 4
     assert bootstrap_epoch(4, 6) == 7                 # this copy's disk holds entries of epoch 6

@@ -1,5 +1,5 @@
-"""psnodes.core.gating: BSP/SSP clocks."""
-from psnodes.core.gating import advance, wanted_clock
+"""pschaos.psnodes.core.gating: BSP/SSP clocks."""
+from pschaos.psnodes.core.gating import advance, wanted_clock
 
 
 def test_advance_keeps_the_highest_step_plus_one():

@@ -1,5 +1,5 @@
-"""psnodes.core.isr: shrink, re-add and what etcd holds."""
-from psnodes.core.isr import (DROP_MARGIN_S, IsrChange, add_is_stale, change, drop_due, probe_hold, probe_wait,
+"""pschaos.psnodes.core.isr: shrink, re-add and what etcd holds."""
+from pschaos.psnodes.core.isr import (DROP_MARGIN_S, IsrChange, add_is_stale, change, drop_due, probe_hold, probe_wait,
                               should_drop, should_readd)
 
 A, B, C = "shard-0/0", "shard-0/1", "shard-0/2"

@@ -1,7 +1,7 @@
-"""psnodes.core.lease: the etcd lease bound and failure detection, with time passed in."""
+"""pschaos.psnodes.core.lease: the etcd lease bound and failure detection, with time passed in."""
 import math
 
-from psnodes.core.lease import after_election_error, etcd_silent, keepalive_timeout, renewed, suspects, valid
+from pschaos.psnodes.core.lease import after_election_error, etcd_silent, keepalive_timeout, renewed, suspects, valid
 
 
 def test_lease_bound():

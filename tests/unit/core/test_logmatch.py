@@ -1,6 +1,6 @@
-"""psnodes.core.logmatch: positions, prefixes and what a peer is sent."""
-from psnodes.core import logmatch
-from psnodes.core.logmatch import (LOG_CATCHUP_MAX, SyncKind, catchup_kind, caught_up, choose_sync, epoch_of,
+"""pschaos.psnodes.core.logmatch: positions, prefixes and what a peer is sent."""
+from pschaos.psnodes.core import logmatch
+from pschaos.psnodes.core.logmatch import (LOG_CATCHUP_MAX, SyncKind, catchup_kind, caught_up, choose_sync, epoch_of,
                                    matches)
 
 EPOCHS = [[1, 1], [3, 3]]          # seqs 1-2 of epoch 1, seq 3 on of epoch 3

@@ -1,7 +1,7 @@
-"""psnodes.core.membership: who the BSP/SSP barrier waits for, generation by generation."""
+"""pschaos.psnodes.core.membership: who the BSP/SSP barrier waits for, generation by generation."""
 import pytest
 
-from psnodes.core.membership import (UNBOUNDED, Change, Member, Record, admitted, barrier_floor, bootstrap,
+from pschaos.psnodes.core.membership import (UNBOUNDED, Change, Member, Record, admitted, barrier_floor, bootstrap,
                                      floor, from_dict, front, leave, newer, pull_ready, reconcile, resume_step,
                                      to_dict)
 
@@ -121,7 +121,7 @@ def test_record_round_trips_and_bad_ones_name_the_field():
 # ---- review findings (members-review.md); each failed on the code before the fix ----------------
 def test_a_config_worker_never_registered_within_its_grace_is_dropped():
     """#5: one that died while starting must not hold the barrier forever."""
-    from psnodes.core.membership import overdue_workers
+    from pschaos.psnodes.core.membership import overdue_workers
 
     rec = Record(1, {"worker-0": Member(0, 7), "worker-1": Member(0, 0)})
     assert reconcile(rec, {"worker-0": 7}, front=40, workers=2, overdue=()) is None
@@ -138,7 +138,7 @@ def test_a_config_worker_never_registered_within_its_grace_is_dropped():
 def test_a_gated_pull_is_served_only_to_a_member_of_the_generation_held():
     """#1/#9: a dropped worker (or a joiner this copy has not adopted yet) waits; an empty
     generation serves no gated pull at all (it used to serve all of them: floor UNBOUNDED)."""
-    from psnodes.core.membership import pull_wait
+    from pschaos.psnodes.core.membership import pull_wait
 
     rec = Record(3, {"worker-0": Member(0, 7)})
     clocks = {"worker-0": 10, "worker-1": 4}
@@ -154,7 +154,7 @@ def test_a_gated_pull_is_served_only_to_a_member_of_the_generation_held():
 
 def test_a_gated_pull_on_a_cluster_without_a_barrier_is_refused_naming_the_field():
     """#11: nodes of an async-only cluster keep no membership; a BSP pull there says why."""
-    from psnodes.core.membership import no_barrier
+    from pschaos.psnodes.core.membership import no_barrier
 
     assert no_barrier(3, barrier=True) is None and no_barrier(-1, barrier=False) is None
     assert "barrier: true" in no_barrier(3, barrier=False)

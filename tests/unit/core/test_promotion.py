@@ -1,5 +1,5 @@
-"""psnodes.core.promotion: who is promoted, who restores and from what."""
-from psnodes.core.promotion import (Election, Orphan, Position, eligible, elect, isr_copy_alive, orphan_phase,
+"""pschaos.psnodes.core.promotion: who is promoted, who restores and from what."""
+from pschaos.psnodes.core.promotion import (Election, Orphan, Position, eligible, elect, isr_copy_alive, orphan_phase,
                                     rank, restore_from_checkpoint, restorer)
 
 A, B, C = "shard-0/0", "shard-0/1", "shard-0/2"
@@ -61,7 +61,7 @@ def test_restore_from_the_checkpoint_only_when_it_is_newer():
 
 
 def test_the_candidate_window_closes_once_every_isr_copy_that_may_stand_posted():
-    from psnodes.core.promotion import all_posted
+    from pschaos.psnodes.core.promotion import all_posted
     isr = ["shard-0/0", "shard-0/1", "shard-0/2"]
     assert all_posted("shard-0/1", ["shard-0/2"], isr, "shard-0/0")           # the old primary never posts
     assert all_posted("shard-0/1", [], ["shard-0/0", "shard-0/1"], "shard-0/0")  # alone in the ISR

@@ -1,6 +1,6 @@
-"""The client's retry pacing (psnodes.core.retry): close together while a failover may be under
+"""The client's retry pacing (pschaos.psnodes.core.retry): close together while a failover may be under
 way, spread out after."""
-from psnodes.core import retry
+from pschaos.psnodes.core import retry
 
 
 def _moments(until_s: float) -> list[float]:

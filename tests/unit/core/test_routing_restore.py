@@ -1,5 +1,5 @@
-"""psnodes.core.routing.after_restore: what a copy that restored its shard appends before it serves."""
-from psnodes.core.routing import Migration, Restored, Routing, after_restore
+"""pschaos.psnodes.core.routing.after_restore: what a copy that restored its shard appends before it serves."""
+from pschaos.psnodes.core.routing import Migration, Restored, Routing, after_restore
 
 SRC, DST = (0, 1), (0, 1, 2)
 

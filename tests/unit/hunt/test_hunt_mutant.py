@@ -2,8 +2,8 @@
 import subprocess
 import sys
 
-from harness.hunt.commands import hunt_mutant
-from harness.mutation import load_zoo
+from pschaos.harness.proof.hunt.commands import hunt_mutant
+from pschaos.harness.proof.selftest.mutation import load_zoo
 
 
 def test_an_unknown_mutant_is_refused_with_the_zoo_named(capsys):
@@ -15,5 +15,5 @@ def test_an_unknown_mutant_is_refused_with_the_zoo_named(capsys):
 
 
 def test_the_cli_takes_the_flag():
-    out = subprocess.run([sys.executable, "-m", "harness.cli", "hunt", "--help"], capture_output=True, text=True).stdout
+    out = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "hunt", "--help"], capture_output=True, text=True).stdout
     assert "--mutant" in out

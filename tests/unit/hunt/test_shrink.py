@@ -2,8 +2,8 @@
 as still fails, on the smallest cluster, within its budget, and never runs a candidate twice."""
 from __future__ import annotations
 
-from harness.hunt import FaultSpace, make_fault, shrink
-from harness.scenario import ClusterSpec
+from pschaos.harness.proof.hunt import FaultSpace, make_fault, shrink
+from pschaos.harness.run.scenario import ClusterSpec
 
 
 def schedule():
@@ -62,8 +62,8 @@ def test_bad_spaces_are_refused_by_field():
 
 
 def test_a_shrunk_schedule_written_as_yaml_loads_back_as_the_same_scenario(tmp_path):
-    from harness.hunt.hunt import hunt_scenario, to_yaml
-    from harness.scenario import load_scenario
+    from pschaos.harness.proof.hunt.hunt import hunt_scenario, to_yaml
+    from pschaos.harness.run.scenario import load_scenario
 
     base = load_scenario("scenarios/kill-primary.yaml")
     sc = hunt_scenario(base, schedule(), ClusterSpec(shards=2, copies=3, workers=1), 10.0, name="hunt-kill-primary-7")

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from hypothesis import find, given, settings
 
-from harness.hunt import FaultSpace
-from harness.scenario import load_scenario
-from harness.strategies import scenarios, schedules
+from pschaos.harness.proof.hunt import FaultSpace
+from pschaos.harness.run.scenario import load_scenario
+from pschaos.harness.proof.hunt.strategies import scenarios, schedules
 
 SPACE = FaultSpace(shards=2, copies=3, workers=2, kinds=("kill", "pause", "partition", "loss"), start_s=2, stop_s=9)
 

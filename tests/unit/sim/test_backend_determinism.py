@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.runner import Runner
-from harness.scenario import load_scenario
+from pschaos.harness.run.runner import Runner
+from pschaos.harness.run.scenario import load_scenario
 
 ROOT = Path(__file__).resolve().parents[3]
 SEED = 5
@@ -53,8 +53,8 @@ def run_here(path: Path, out: Path) -> dict:
 RUN_IN_SUBPROCESS = """
 import sys
 from pathlib import Path
-from harness.runner import Runner
-from harness.scenario import load_scenario
+from pschaos.harness.run.runner import Runner
+from pschaos.harness.run.scenario import load_scenario
 rep = Runner(load_scenario(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3]), backend="sim", quiet=True).run()
 print(rep["verdict"])
 """

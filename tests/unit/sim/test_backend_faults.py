@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-import harness.runner
-import harness.scenario
-from harness.errors import HarnessError
-from harness.runner import Runner
-from harness.scenario import ClusterSpec, load_scenario
-from harness.sim.backend import SimBackend
-from netfaults.faults import LINK_FAULTS
-from psnodes.config import ShardRecord
-from netfaults.faults.base import ToxicFault
+import pschaos.harness.run.runner
+import pschaos.harness.run.scenario
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.run.runner import Runner
+from pschaos.harness.run.scenario import ClusterSpec, load_scenario
+from pschaos.harness.backends.sim.backend import SimBackend
+from pschaos.netfaults.faults import LINK_FAULTS
+from pschaos.psnodes.config import ShardRecord
+from pschaos.netfaults.faults.base import ToxicFault
 
 
 @pytest.fixture
@@ -114,9 +114,9 @@ def test_a_scenario_with_an_unmodelled_kind_runs_unknown_and_names_it(tmp_path: 
     run it, and the simulator refuses it at its time: the fault-error names the kind, the run is
     unknown (exit code 3), never pass."""
     register_duplicate(monkeypatch)
-    for mod in (harness.scenario, harness.runner):
+    for mod in (pschaos.harness.run.scenario, pschaos.harness.run.runner):
         monkeypatch.setattr(mod, "LINK_KINDS", (*mod.LINK_KINDS, "duplicate"))
-    monkeypatch.setattr(harness.scenario, "ALL_KINDS", (*harness.scenario.ALL_KINDS, "duplicate"))
+    monkeypatch.setattr(pschaos.harness.run.scenario, "ALL_KINDS", (*pschaos.harness.run.scenario.ALL_KINDS, "duplicate"))
     spec = {"name": "sim-unmodelled", "cluster": {"shards": 1, "copies": 2, "workers": 1},
             "workload": {"steps": 120},
             "faults": [{"at": {"step": 20}, "kind": "duplicate", "target": "workers -> nodes",
@@ -137,7 +137,7 @@ def test_a_killed_workers_cpu_leaves_at_once_and_its_restart_does_not_wait_behin
     kept its share to the end and the restarted worker's first job queued behind it)."""
     from dataclasses import replace
 
-    from harness.sim.calibration import Calibration
+    from pschaos.harness.backends.sim.calibration import Calibration
 
     cal = Calibration.default()
     slow = replace(cal, worker_step_s={"mlp": 10.0}, worker_step_jitter={})     # one step: 10 s of CPU

@@ -9,10 +9,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-import harness.sim.backend  # noqa: F401 - torch and the twin imported before the sandbox (torch runs ldconfig once)
-import psnodes.worker  # noqa: F401
-from harness.runner import Runner
-from harness.scenario import load_scenario
+import pschaos.harness.backends.sim.backend  # noqa: F401 - torch and the twin imported before the sandbox (torch runs ldconfig once)
+import pschaos.psnodes.worker  # noqa: F401
+from pschaos.harness.run.runner import Runner
+from pschaos.harness.run.scenario import load_scenario
 
 SCENARIO = """\
 name: sandbox
@@ -25,7 +25,7 @@ faults:
     duration_s: 0.2
 expect: {checks: [no-lost-acks, single-primary, exactly-once, replicas-match]}
 """
-# a shard group added while training, its keys migrated by the coordinator (psnodes/migration.py)
+# a shard group added while training, its keys migrated by the coordinator (psnodes/elastic/migration.py)
 MIGRATION = """\
 name: sandbox-migration
 cluster: {shards: 1, copies: 2, workers: 1, replication: sync, training: async, model: mlp}

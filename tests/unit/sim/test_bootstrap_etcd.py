@@ -3,8 +3,8 @@ register does) instead of dying: under load a real node died of one etcd ReadTim
 bootstrap and the run came out unknown or failed for it."""
 from __future__ import annotations
 
-from harness.sim.pushclient import SimShardCluster
-from harness.sim.rpc import Gen
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
+from pschaos.harness.backends.sim.rpc import Gen
 
 
 def test_copies_that_meet_an_unanswering_etcd_at_bootstrap_wait_and_come_up():
@@ -15,7 +15,7 @@ def test_copies_that_meet_an_unanswering_etcd_at_bootstrap_wait_and_come_up():
     def flaky_get(key):                  # etcd times out on the first bootstrap reads of each copy
         if "/shards/" in key and len(hits) < 6:
             hits.append(key)
-            from psnodes.etcd import EtcdError
+            from pschaos.psnodes.etcd import EtcdError
             raise EtcdError("etcd at sim://etcd unreachable: ReadTimeout (simulated)")
         return real_get(key)
     cl.etcd.get = flaky_get

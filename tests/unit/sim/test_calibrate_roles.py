@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.sim.calibrate_cpu import (_at, charged_between, copy_cpu_extras, copy_idle_extra, per_call_workers,
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.proof.twin.calibrate_cpu import (_at, charged_between, copy_cpu_extras, copy_idle_extra, per_call_workers,
                                        per_push_roles, training_window, worker_windows)
 
 
@@ -91,7 +91,7 @@ def test_a_worker_that_trained_too_briefly_is_refused() -> None:
 
 
 def test_the_share_of_the_extras_that_matches_the_real_step() -> None:
-    from harness.sim.calibrate import fit_share
+    from pschaos.harness.proof.twin.calibrate import fit_share
 
     assert fit_share(real=0.030, without=0.020, full=0.029) == 1.0          # the full twin is not slower
     assert fit_share(real=0.030, without=0.020, full=0.040) == pytest.approx(0.5)

@@ -1,12 +1,12 @@
-"""harness.sim.calibration: a step costs compute plus the per-step overhead, and the committed file
+"""pschaos.harness.backends.sim.calibration: a step costs compute plus the per-step overhead, and the committed file
 says where each figure comes from."""
 import json
 from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.sim.calibration import DEFAULT_PATH, OVERHEAD_S, Calibration
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.backends.sim.calibration import DEFAULT_PATH, OVERHEAD_S, Calibration
 
 
 def test_a_step_costs_compute_plus_overhead_per_model() -> None:
@@ -30,7 +30,7 @@ def test_the_committed_file_loads_round_trips_and_carries_the_cpu_model() -> Non
     assert Calibration(**cal.to_json()).to_json() == cal.to_json()
     assert set(cal.worker_step_s) == {"mlp", "widedeep"}
     assert set(cal.worker_overhead_s) == {"mlp", "widedeep", "mlp/async", "widedeep/async", "mlp/sync/ssp"}
-    # a step's time now comes from the CPU model (harness/sim/cpu.py): the host's cores and the CPU
+    # a step's time now comes from the CPU model (harness/backends/sim/cpu.py): the host's cores and the CPU
     # of every call, measured; the overhead is only the leftover, never negative
     assert cal.cores is not None and cal.cores >= 1
     assert cal.server_request_s > 0 and cal.client_request_s > 0 and cal.etcd_request_s > 0 and cal.etcd_client_s > 0
@@ -44,7 +44,7 @@ def test_the_committed_calibration_has_every_timing_the_twin_uses():
     no step spread): the committed file must carry them all, measured."""
     import json
 
-    from harness.sim.calibration import DEFAULT_PATH, KEYS, Calibration
+    from pschaos.harness.backends.sim.calibration import DEFAULT_PATH, KEYS, Calibration
 
     data = json.loads(DEFAULT_PATH.read_text())
     assert set(data) == set(KEYS), set(KEYS) - set(data)
@@ -68,7 +68,7 @@ def test_an_eval_pass_costs_its_calibrated_figure_keyed_as_the_overhead_is():
 
 
 def test_the_most_specific_key_measured_is_used():
-    from harness.sim.calibration import Calibration
+    from pschaos.harness.backends.sim.calibration import Calibration
 
     cal = Calibration(worker_step_s={"mlp": 0.001}, worker_overhead_s={"mlp": 0.007, "mlp/async": 0.006,
                                                                        "mlp/sync/ssp": 0.009})

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from harness.errors import HarnessError
-from harness.sim.calibration import DEFAULT_PATH, Calibration
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.backends.sim.calibration import DEFAULT_PATH, Calibration
 
 
 @pytest.mark.parametrize("patch, words", [
@@ -58,7 +58,7 @@ def test_an_unreadable_calibration_file_is_named(tmp_path):
 def test_an_infinite_background_is_refused():
     import simpy
 
-    from harness.sim.cpu import SimCPU
+    from pschaos.harness.backends.sim.cpu import SimCPU
     with pytest.raises(HarnessError, match="background=inf"):
         SimCPU(simpy.Environment(), 2, float("inf"))
 
@@ -79,7 +79,7 @@ def test_a_copys_cpu_beyond_the_calls_is_keyed_as_the_overhead_and_none_where_un
 
 
 def test_the_host_probe_baseline_is_optional_positive_and_kept(tmp_path):
-    """host_probe_ms (harness/hostspeed.py), keyed like the overhead: absent in a file measured
+    """host_probe_ms (harness/machinery/hostspeed.py), keyed like the overhead: absent in a file measured
     before it (no correction), refused when not a map of positive figures, written back as read."""
     base = {k: v for k, v in json.loads(DEFAULT_PATH.read_text()).items() if k != "host_probe_ms"}
     p = tmp_path / "c.json"

@@ -1,9 +1,9 @@
-"""harness.sim.clock: virtual time read like the wall clock, waited on with `yield from`."""
+"""pschaos.harness.backends.sim.clock: virtual time read like the wall clock, waited on with `yield from`."""
 import pytest
 import simpy
 
-from harness.clock import Clock
-from harness.sim.clock import DEFAULT_EPOCH, SimClock, SimClockError
+from pschaos.harness.history.clock import Clock
+from pschaos.harness.backends.sim.clock import DEFAULT_EPOCH, SimClock, SimClockError
 
 
 def test_reads_virtual_time_from_a_fixed_epoch():

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.checkers.acks import exactly_once, no_lost_acks
-from harness.checkers.primaries import single_primary
-from harness.sim.pushclient import SimShardCluster
-from harness.sim.rpc import Gen
-from psnodes.config import ClusterConfig
+from pschaos.harness.checkers.acks import exactly_once, no_lost_acks
+from pschaos.harness.checkers.primaries import single_primary
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
+from pschaos.harness.backends.sim.rpc import Gen
+from pschaos.psnodes.config import ClusterConfig
 
 KILL_T, PUSH_UNTIL, END = 5.0, 10.0, 12.0
 

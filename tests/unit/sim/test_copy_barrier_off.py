@@ -4,12 +4,12 @@ field; with `barrier: true` the same pull is served (members-review.md #11: ever
 etcd at 10 Hz and primaries wrote a record even in async training)."""
 from __future__ import annotations
 
-from psnodes.config import ClusterConfig
-from psnodes.errors import InvalidArgument
-from psnodes.members import record_key
-from psnodes.proto import ps_pb2
-from harness.sim.pushclient import SimShardCluster
-from harness.sim.rpc import Gen
+from pschaos.psnodes.config import ClusterConfig
+from pschaos.psnodes.errors import InvalidArgument
+from pschaos.psnodes.membership.members import record_key
+from pschaos.psnodes.proto import ps_pb2
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
+from pschaos.harness.backends.sim.rpc import Gen
 
 from .test_copy_pull_status import CFG, pull
 

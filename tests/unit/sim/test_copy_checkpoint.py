@@ -1,4 +1,4 @@
-"""Checkpoints in the twin: the simulated disk's manifest semantics (psnodes/checkpoint.py) and a
+"""Checkpoints in the twin: the simulated disk's manifest semantics (psnodes/store/checkpoint.py) and a
 kill in the middle of the primary's shared checkpoint write.
 
 The disk: a write takes fsync + bytes / rate virtual seconds and is listed by
@@ -16,11 +16,11 @@ from __future__ import annotations
 import pytest
 import simpy
 
-from harness.sim.clock import SimClock
-from harness.sim.disk import DiskCalibration, SimDisk, shared_dir
-from harness.sim.pushclient import SimShardCluster
-from harness.sim.rpc import Gen
-from psnodes.store import ShardSpec, ShardStore
+from pschaos.harness.backends.sim.clock import SimClock
+from pschaos.harness.backends.sim.disk import DiskCalibration, SimDisk, shared_dir
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
+from pschaos.harness.backends.sim.rpc import Gen
+from pschaos.psnodes.store.store import ShardSpec, ShardStore
 
 KILL_AFTER, END = 4.0, 12.0
 

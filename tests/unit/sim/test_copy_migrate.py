@@ -11,23 +11,24 @@ import grpc
 import numpy as np
 import pytest
 
-from harness.history import read_events
-from harness.runner import Runner
-from harness.scenario import ClusterSpec, load_scenario
-from harness.sim.backend import SimBackend
-from harness.sim.elastic import MIGRATOR
-from harness.sim.transport import SimEtcdClient, SimPool, SimStatusError, SimStub
-from psnodes import moving, routing
-from psnodes.client import PSClient
-from psnodes.codec import tensor_to_pb
-from psnodes.config import ShardRecord
-from psnodes.core.routing import Routing
-from psnodes.errors import STALE_ROUTING, StaleRouting
-from psnodes.events import EventLog
-from psnodes.node import ShardNode
-from psnodes.placement import owner
-from psnodes.proto import ps_pb2
-from psnodes.runtime import Runtime
+from pschaos.harness.history.events import read_events
+from pschaos.harness.run.runner import Runner
+from pschaos.harness.run.scenario import ClusterSpec, load_scenario
+from pschaos.harness.backends.sim.backend import SimBackend
+from pschaos.harness.backends.sim.elastic import MIGRATOR
+from pschaos.harness.backends.sim.transport import SimEtcdClient, SimPool, SimStatusError, SimStub
+from pschaos.psnodes.store import moving
+from pschaos.psnodes.elastic import routing
+from pschaos.psnodes.client.client import PSClient
+from pschaos.psnodes.wire.codec import tensor_to_pb
+from pschaos.psnodes.config import ShardRecord
+from pschaos.psnodes.core.routing import Routing
+from pschaos.psnodes.errors import STALE_ROUTING, StaleRouting
+from pschaos.psnodes.events import EventLog
+from pschaos.psnodes.server.node import ShardNode
+from pschaos.psnodes.placement import owner
+from pschaos.psnodes.proto import ps_pb2
+from pschaos.psnodes.runtime import Runtime
 
 Op = ps_pb2.MigrateRequest
 NAMES = [f"layer{i}.weight" for i in range(40)]

@@ -6,20 +6,20 @@ resumed at t=7. While paused it makes no progress: its keepalives stop, so etcd 
 lease; calls to it get no answer: one whose deadline comes first gets DEADLINE_EXCEEDED, a
 Status with a long deadline hangs until the resume; the replicas elect a new primary, and the
 worker's push in flight is given up once the shard record names the successor (the PS client
-re-reads it while a call waits, psnodes.client.PSClient._call_primary) and retried there. Resumed, the old primary finds its lease bound
+re-reads it while a call waits, pschaos.psnodes.client.client.PSClient._call_primary) and retried there. Resumed, the old primary finds its lease bound
 passed and steps down, and the new primary brings it back into the ISR.
 """
 from __future__ import annotations
 
 import pytest
 
-from harness.checkers.acks import exactly_once, no_lost_acks
-from harness.checkers.primaries import single_primary
-from harness.sim.network import DEADLINE_EXCEEDED, UNAVAILABLE
-from psnodes.client import DEPOSED_CHECK_S
-from harness.sim.pushclient import SimShardCluster
-from harness.sim.rpc import Gen, SimRpcError, call
-from psnodes.proto import ps_pb2
+from pschaos.harness.checkers.acks import exactly_once, no_lost_acks
+from pschaos.harness.checkers.primaries import single_primary
+from pschaos.harness.backends.sim.network import DEADLINE_EXCEEDED, UNAVAILABLE
+from pschaos.psnodes.client.client import DEPOSED_CHECK_S
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
+from pschaos.harness.backends.sim.rpc import Gen, SimRpcError, call
+from pschaos.psnodes.proto import ps_pb2
 
 PAUSE_T, LATE_T, RESUME_T, PUSH_UNTIL, END = 3.0, 4.0, 7.0, 10.0, 12.0
 

@@ -13,15 +13,15 @@ import json
 import numpy as np
 import pytest
 
-from psnodes.codec import tensor_from_pb
-from psnodes.config import ClusterConfig, ShardRecord
-from psnodes.digest import dense_digest
-from psnodes.errors import InvalidArgument, NotPrimary, Timeout
-from psnodes.placement import audit_name
-from psnodes.proto import ps_pb2
-from psnodes.store import ShardStore
-from harness.sim.pushclient import SimShardCluster
-from harness.sim.rpc import Gen, call
+from pschaos.psnodes.wire.codec import tensor_from_pb
+from pschaos.psnodes.config import ClusterConfig, ShardRecord
+from pschaos.psnodes.store.digest import dense_digest
+from pschaos.psnodes.errors import InvalidArgument, NotPrimary, Timeout
+from pschaos.psnodes.placement import audit_name
+from pschaos.psnodes.proto import ps_pb2
+from pschaos.psnodes.store.store import ShardStore
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
+from pschaos.harness.backends.sim.rpc import Gen, call
 
 CFG = dict(cluster_id="sim", etcd="sim://etcd", shards=1, copies=3, workers=1, mode="sync", seed=7,
            tables={"emb": 4})

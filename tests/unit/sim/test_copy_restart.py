@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import pytest
 
-from harness.checkers.acks import exactly_once, no_lost_acks
-from harness.checkers.primaries import single_primary
-from harness.sim.disk import local_dir
-from harness.sim.pushclient import SimShardCluster
-from harness.sim.rpc import Gen
-from psnodes.config import ClusterConfig
+from pschaos.harness.checkers.acks import exactly_once, no_lost_acks
+from pschaos.harness.checkers.primaries import single_primary
+from pschaos.harness.backends.sim.disk import local_dir
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
+from pschaos.harness.backends.sim.rpc import Gen
+from pschaos.psnodes.config import ClusterConfig
 
 STOP_T, RESTART_T, WIPE_T, REWIPED_T, PUSH_UNTIL, END = 3.0, 5.0, 6.5, 7.5, 10.0, 11.0
 

@@ -1,4 +1,4 @@
-"""Restore in the twin (psnodes/election.py's maybe_restore): every ISR copy is gone, so a live
+"""Restore in the twin (psnodes/replication/election.py's maybe_restore): every ISR copy is gone, so a live
 copy restores the shard from its shared checkpoint, under a new epoch, and says what was lost.
 
 One shard, 3 copies, sync mode; a worker pushes until t=13. shard-0/2 is killed at t=1 (it
@@ -16,11 +16,11 @@ import json
 
 import pytest
 
-from harness.checkers.acks import no_lost_acks
-from harness.checkers.primaries import single_primary
-from harness.sim.pushclient import SimShardCluster
-from harness.sim.rpc import Gen
-from psnodes.proto import ps_pb2
+from pschaos.harness.checkers.acks import no_lost_acks
+from pschaos.harness.checkers.primaries import single_primary
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
+from pschaos.harness.backends.sim.rpc import Gen
+from pschaos.psnodes.proto import ps_pb2
 
 KILL_ONE_T, KILL_ISR_T, RESTART_T, BACK_T, PUSH_UNTIL, END = 1.0, 5.0, 5.5, 11.5, 13.0, 15.0
 

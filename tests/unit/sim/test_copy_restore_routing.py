@@ -1,5 +1,5 @@
 """The twin runs the same restore rule as the real node (psnodes/core/routing.py after_restore, via
-psnodes/ownership.py restore_routing): a copy restoring its shard from a checkpoint written before
+psnodes/server/ownership.py restore_routing): a copy restoring its shard from a checkpoint written before
 a routing switch adopts the switched record before it serves, and never acks a key that moved.
 
 Shard 0 of a 2-shard cluster, 3 copies, sync mode; a worker pushes MOVES (shard 0's under (0, 1),
@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import pytest
 
-from harness.sim.pushclient import SimPushClient, SimShardCluster
-from harness.sim.rpc import Gen
-from psnodes import routing
-from psnodes.config import ClusterConfig
-from psnodes.core.routing import Routing
-from psnodes.placement import owner
+from pschaos.harness.backends.sim.pushclient import SimPushClient, SimShardCluster
+from pschaos.harness.backends.sim.rpc import Gen
+from pschaos.psnodes.elastic import routing
+from pschaos.psnodes.config import ClusterConfig
+from pschaos.psnodes.core.routing import Routing
+from pschaos.psnodes.placement import owner
 from tests.unit.sim.test_copy_restore import ev
 
 MOVES = "layer24.weight"

@@ -3,10 +3,10 @@ local checkpoint only when its server would be up (serve.py's order), and serves
 start leaves it down."""
 from __future__ import annotations
 
-from harness.sim.pushclient import SimShardCluster
-from harness.sim.rpc import Gen
-from psnodes.errors import PSError
-from psnodes.proto import ps_pb2
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
+from pschaos.harness.backends.sim.rpc import Gen
+from pschaos.psnodes.errors import PSError
+from pschaos.psnodes.proto import ps_pb2
 
 DELAY = 0.25
 

@@ -1,22 +1,22 @@
-"""The twin's deposed-primary watch (harness/sim/shard_procs.py `_hold`) against the real one
-(psnodes.client.PSClient._call_primary): a push in flight to a paused (SIGSTOPped) primary is
+"""The twin's deposed-primary watch (harness/backends/sim/shard_procs.py `_hold`) against the real one
+(pschaos.psnodes.client.client.PSClient._call_primary): a push in flight to a paused (SIGSTOPped) primary is
 given up when the shard record names a later epoch, not only another primary; each look at the
 record is a read over the worker's own link to etcd, so a cut link or an etcd that is down is no
 news and the call waits out its deadline (DEADLINE_EXCEEDED), as the real worker's does, instead
 of failing at once with etcd's error. And the tiny push client's retry pauses are psnodes'
-(psnodes.core.retry: FIRST_S doubling to FAST_CAP_S). Each of these failed on the code before."""
+(pschaos.psnodes.core.retry: FIRST_S doubling to FAST_CAP_S). Each of these failed on the code before."""
 from __future__ import annotations
 
 import pytest
 
-from harness.sim.network import DEADLINE_EXCEEDED, UNAVAILABLE
-from harness.sim.pushclient import SimShardCluster
-from harness.sim.rpc import ETCD, Gen, SimRpcError, call
-from harness.sim.transport import CLIENT_ETCD_TIMEOUT_S
-from psnodes.client import DEPOSED_CHECK_S
-from psnodes.core.retry import FAST_CAP_S
-from psnodes.config import ShardRecord
-from psnodes.proto import ps_pb2
+from pschaos.harness.backends.sim.network import DEADLINE_EXCEEDED, UNAVAILABLE
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
+from pschaos.harness.backends.sim.rpc import ETCD, Gen, SimRpcError, call
+from pschaos.harness.backends.sim.transport import CLIENT_ETCD_TIMEOUT_S
+from pschaos.psnodes.client.client import DEPOSED_CHECK_S
+from pschaos.psnodes.core.retry import FAST_CAP_S
+from pschaos.psnodes.config import ShardRecord
+from pschaos.psnodes.proto import ps_pb2
 
 PAUSE_T = 3.0
 

@@ -1,11 +1,11 @@
-"""The twin's CPU (harness/sim/cpu.py): processor sharing of the host's cores, exact virtual times."""
+"""The twin's CPU (harness/backends/sim/cpu.py): processor sharing of the host's cores, exact virtual times."""
 from __future__ import annotations
 
 import pytest
 import simpy
 
-from harness.errors import HarnessError
-from harness.sim.cpu import SimCPU
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.backends.sim.cpu import SimCPU
 
 
 def finish_times(cores: float, jobs: list[tuple], background: float = 0.0) -> list[float]:
@@ -180,7 +180,7 @@ def test_a_job_ends_late_in_a_long_run_when_its_rest_is_below_the_clocks_resolut
 
 def test_cpu_is_booked_per_owner_and_a_cancelled_jobs_unserved_rest_is_taken_back() -> None:
     """SimCPU.log is the twin's per-process CPU, which calibration sets against a real run's."""
-    from harness.sim.calibrate_cpu import charged_between
+    from pschaos.harness.proof.twin.calibrate_cpu import charged_between
 
     env = simpy.Environment()
     cpu = SimCPU(env, 1)
@@ -198,7 +198,7 @@ def test_cpu_is_booked_per_owner_and_a_cancelled_jobs_unserved_rest_is_taken_bac
 
 
 def test_a_slower_host_serves_every_job_that_many_times_slower() -> None:
-    """`slowdown` (harness/hostspeed.py): the host's cores run slower than at calibration, so each
+    """`slowdown` (harness/machinery/hostspeed.py): the host's cores run slower than at calibration, so each
     calibrated CPU second takes `slowdown` seconds, shared as before."""
     def ends(slow: float, jobs: list[tuple], cores: float = 2, background: float = 0.0) -> list[float]:
         env = simpy.Environment()

@@ -1,4 +1,4 @@
-"""Where the twin charges CPU (harness/sim/cpu.py): an etcd operation's client and server CPU
+"""Where the twin charges CPU (harness/backends/sim/cpu.py): an etcd operation's client and server CPU
 within its answer time, a copy's per request served, a caller's per call; each slows down when
 the host's cores are shared, by exactly the processor-sharing rate."""
 from __future__ import annotations
@@ -8,12 +8,12 @@ import random
 import pytest
 import simpy
 
-from harness.sim.cpu import SimCPU
-from harness.sim.etcd import SimEtcd
-from harness.sim.network import SimNetwork
-from harness.sim.pushclient import SimShardCluster
-from harness.sim.rpc import call, etcd_call
-from psnodes.config import ClusterConfig
+from pschaos.harness.backends.sim.cpu import SimCPU
+from pschaos.harness.backends.sim.etcd import SimEtcd
+from pschaos.harness.backends.sim.network import SimNetwork
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
+from pschaos.harness.backends.sim.rpc import call, etcd_call
+from pschaos.psnodes.config import ClusterConfig
 
 NET = {"fixed_s": 0.001, "per_byte_s": 0.0}
 
@@ -137,7 +137,7 @@ def test_a_call_held_at_a_paused_copy_outlives_its_killed_callers_watch_and_land
     the caller dies (workers.py kill: cpu.abort_owner), the watch stops and the call stays at the
     copy, as a real server keeps a dead client's request until it answers; before, the abort's
     Killed unwound the copy's handler and a push the real server applies after SIGCONT was lost."""
-    from harness.sim.transport import Killed
+    from pschaos.harness.backends.sim.transport import Killed
 
     cfg = ClusterConfig(cluster_id="sim", etcd="sim://etcd", shards=1, copies=1, workers=1, mode="sync", seed=1,
                         min_isr=1)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.runner import Runner
-from harness.scenario import ClusterSpec, load_scenario
-from harness.sim.backend import SimBackend
-from harness.sim.calibrate_cpu import charged_between, twin_idle_rates
-from harness.sim.calibration import Calibration
-from harness.sim.cpu import io_line
+from pschaos.harness.run.runner import Runner
+from pschaos.harness.run.scenario import ClusterSpec, load_scenario
+from pschaos.harness.backends.sim.backend import SimBackend
+from pschaos.harness.proof.twin.calibrate_cpu import charged_between, twin_idle_rates
+from pschaos.harness.backends.sim.calibration import Calibration
+from pschaos.harness.backends.sim.cpu import io_line
 
 IDLE = ClusterSpec(shards=1, copies=3, workers=0, replication="sync", optimizer="sgd", checkpoint_interval_s=3600)
 BASE = Calibration(cores=2, server_request_s=0.0004, client_request_s=0.0005, worker_step_s={"mlp": 0.002},
@@ -88,7 +88,7 @@ def _worker_call_charges(cal: Calibration, tmp: Path, model: str = "mlp"
         return made[-1]
     r = Runner(load_scenario(f), 1, tmp / "run", "sim", quiet=True, make_backend=make)
     assert r.run()["verdict"] == "pass"
-    from harness.history import read_events
+    from pschaos.harness.history.events import read_events
     calls = sum(1 for e in read_events(r.out / "history.jsonl")
                 if e["node"] == "worker-0" and e["type"] == "invoke" and e["f"] in ("push", "pull"))
     steps = (cal.step_s(model), cal.compute_s(model))     # a step's CPU: all of it, or its compute alone
@@ -125,8 +125,8 @@ def _host(cores: int):
 
     import simpy
 
-    from harness.sim.cpu import SimCPU
-    from harness.sim.network import SimNetwork
+    from pschaos.harness.backends.sim.cpu import SimCPU
+    from pschaos.harness.backends.sim.network import SimNetwork
 
     env = simpy.Environment()
     return env, SimCPU(env, cores), SimNetwork(env, random.Random(0), {"fixed_s": 0.0, "per_byte_s": 0.0})
@@ -140,7 +140,7 @@ def _answer():
 def test_a_call_waits_for_its_cpu_outside_the_gil_side_by_side_with_the_gil_share() -> None:
     """The two shares of a caller's CPU run at once: a call costs the longer of them on an idle
     host, and a job already holding the caller's GIL delays only the GIL share."""
-    from harness.sim.rpc import call
+    from pschaos.harness.backends.sim.rpc import call
 
     def took(gil_s: float, io_s: float, busy_gil_s: float = 0.0) -> float:
         env, cpu, net = _host(4)
@@ -162,8 +162,8 @@ def test_a_call_waits_for_its_cpu_outside_the_gil_side_by_side_with_the_gil_shar
 def test_a_callers_death_takes_both_shares_of_its_call_off_the_cpu() -> None:
     """abort_owner (a SIGKILL) ends the jobs on the process's GIL line and on its line outside
     it: neither keeps a share of the cores, and the call raises at its caller."""
-    from harness.sim.rpc import call
-    from harness.sim.transport import Killed
+    from pschaos.harness.backends.sim.rpc import call
+    from pschaos.harness.backends.sim.transport import Killed
 
     env, cpu, net = _host(2)
     seen = []

@@ -3,9 +3,9 @@ import random
 
 import simpy
 
-from harness.sim.clock import SimClock
-from harness.sim.etcd import SimEtcd
-from psnodes.etcd import EtcdError
+from pschaos.harness.backends.sim.clock import SimClock
+from pschaos.harness.backends.sim.etcd import SimEtcd
+from pschaos.psnodes.etcd import EtcdError
 
 
 def run(seed: int) -> tuple[list[tuple], list[tuple]]:

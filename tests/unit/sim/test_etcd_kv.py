@@ -1,11 +1,11 @@
-"""harness.sim.etcd: revisions, ranges and compare-and-swap as psnodes/etcd.py's client sees them."""
+"""pschaos.harness.backends.sim.etcd: revisions, ranges and compare-and-swap as psnodes/etcd.py's client sees them."""
 import inspect
 
 import pytest
 import simpy
 
-from harness.sim.etcd import Change, SimEtcd
-from psnodes.etcd import KV, Etcd, EtcdError
+from pschaos.harness.backends.sim.etcd import Change, SimEtcd
+from pschaos.psnodes.etcd import KV, Etcd, EtcdError
 
 API = ["get", "get_prefix", "put", "delete", "cas", "grant", "keepalive", "revoke", "healthy"]
 

@@ -1,9 +1,9 @@
-"""harness.sim.etcd: leases in virtual time, and etcd going down."""
+"""pschaos.harness.backends.sim.etcd: leases in virtual time, and etcd going down."""
 import pytest
 import simpy
 
-from harness.sim.etcd import Change, SimEtcd
-from psnodes.etcd import EtcdError
+from pschaos.harness.backends.sim.etcd import Change, SimEtcd
+from pschaos.psnodes.etcd import EtcdError
 
 
 def test_a_kept_alive_lease_expires_at_exactly_keepalive_plus_ttl_and_its_keys_vanish_then():

@@ -1,14 +1,14 @@
-"""harness.sim.etcd as a server process: killed, started again, paused (the `kill`, `stop`,
+"""pschaos.harness.backends.sim.etcd as a server process: killed, started again, paused (the `kill`, `stop`,
 `restart` and `pause` faults on `etcd`), and etcd_call waiting on a paused server."""
 import random
 
 import pytest
 import simpy
 
-from harness.sim.etcd import Change, SimEtcd
-from harness.sim.network import SimNetwork
-from harness.sim.rpc import etcd_call
-from psnodes.etcd import EtcdError
+from pschaos.harness.backends.sim.etcd import Change, SimEtcd
+from pschaos.harness.backends.sim.network import SimNetwork
+from pschaos.harness.backends.sim.rpc import etcd_call
+from pschaos.psnodes.etcd import EtcdError
 
 
 def test_a_killed_server_refuses_every_call_and_expires_nothing_while_down():

@@ -7,10 +7,10 @@ import random
 import pytest
 import simpy
 
-from harness.sim.etcd import SimEtcd
-from harness.sim.network import SimNetwork
-from harness.sim.rpc import etcd_call
-from psnodes.etcd import EtcdError
+from pschaos.harness.backends.sim.etcd import SimEtcd
+from pschaos.harness.backends.sim.network import SimNetwork
+from pschaos.harness.backends.sim.rpc import etcd_call
+from pschaos.psnodes.etcd import EtcdError
 
 NET = {"fixed_s": 0.001, "per_byte_s": 0.0, "rto_s": 0.2, "rto_max_s": 60.0, "refused_s": 0.0005}
 

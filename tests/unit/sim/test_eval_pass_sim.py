@@ -7,10 +7,10 @@ from pathlib import Path
 
 import yaml
 
-from harness.history import read_events
-from harness.runner import Runner
-from harness.scenario import load_scenario
-from harness.sim.calibration import Calibration
+from pschaos.harness.history.events import read_events
+from pschaos.harness.run.runner import Runner
+from pschaos.harness.run.scenario import load_scenario
+from pschaos.harness.backends.sim.calibration import Calibration
 
 SCENARIO = {"name": "eval-short",
             "cluster": {"shards": 2, "copies": 2, "workers": 1, "model": "widedeep", "eval_every": 10},

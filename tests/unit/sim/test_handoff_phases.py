@@ -1,6 +1,6 @@
 """The hand-off's phases add up to the client-observed unavailability and miss nothing silently."""
-from harness.checkers.migration import migration_metrics
-from harness.sim.handoff_phases import call_latency, handoff_phases, median_phases
+from pschaos.harness.checkers.migration import migration_metrics
+from pschaos.harness.backends.sim.handoff_phases import call_latency, handoff_phases, median_phases
 
 MID = "0.0.ab"
 

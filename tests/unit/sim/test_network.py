@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import simpy
 
-from harness.sim.network import (DEADLINE_EXCEEDED, SUPPORTED, UNAVAILABLE, Delivery, SimNetwork,
+from pschaos.harness.backends.sim.network import (DEADLINE_EXCEEDED, SUPPORTED, UNAVAILABLE, Delivery, SimNetwork,
                                  SimNetworkError)
-from netfaults.faults import LINK_FAULTS
+from pschaos.netfaults.faults import LINK_FAULTS
 
 CAL = {"fixed_s": 0.001, "per_byte_s": 1e-6, "rto_s": 0.2, "rto_max_s": 60.0, "refused_s": 0.0005}
 W, S = "worker-0", "shard-0/0"

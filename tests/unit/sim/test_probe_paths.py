@@ -1,5 +1,5 @@
-"""The twin's probe of a primary (harness/sim/shard_election.py `held_back`) against the real one
-(psnodes/election.py Elector.held_back, psnodes/probe.py PrimaryProbe.clears):
+"""The twin's probe of a primary (harness/backends/sim/shard_election.py `held_back`) against the real one
+(psnodes/replication/election.py Elector.held_back, psnodes/replication/probe.py PrimaryProbe.clears):
 
 - once one path answered, the paths still in flight are cancelled (the real code cancels their
   futures), not left running to their deadline;
@@ -15,11 +15,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.sim import peer_probe
-from harness.sim.pushclient import SimShardCluster
-from harness.sim.rpc import Gen
-from psnodes.config import ShardRecord
-from psnodes.core import detector
+from pschaos.harness.backends.sim import peer_probe
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
+from pschaos.harness.backends.sim.rpc import Gen
+from pschaos.psnodes.config import ShardRecord
+from pschaos.psnodes.core import detector
 
 START_T = 1.0
 
@@ -59,7 +59,7 @@ def test_once_a_path_answers_the_other_paths_are_cancelled(monkeypatch) -> None:
         except BaseException:
             ends.append("cancelled")
             raise
-    monkeypatch.setattr(peer_probe, "call", call)       # every path of harness/sim/peer_probe.py's probe
+    monkeypatch.setattr(peer_probe, "call", call)       # every path of harness/backends/sim/peer_probe.py's probe
     out: dict = {}
     run_held_back(cl, "shard-0/1", rec, out)
     cl.env.run(until=START_T + 0.5)

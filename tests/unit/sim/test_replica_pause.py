@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.checkers.acks import exactly_once, no_lost_acks
-from harness.sim.pushclient import SimShardCluster
-from psnodes.core.isr import DROP_MARGIN_S, probe_wait
+from pschaos.harness.checkers.acks import exactly_once, no_lost_acks
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
+from pschaos.psnodes.core.isr import DROP_MARGIN_S, probe_wait
 
 PAUSE_T, RESUME_T, PUSH_UNTIL, END = 3.0, 4.5, 10.0, 12.0
 PAUSED = "shard-0/2"

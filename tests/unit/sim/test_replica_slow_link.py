@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.checkers.acks import exactly_once, no_lost_acks
-from harness.sim.pushclient import SimShardCluster
+from pschaos.harness.checkers.acks import exactly_once, no_lost_acks
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
 
 LINKS = ["shard-0/0->shard-0/1", "shard-0/0->shard-0/2"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import simpy
 
-from psnodes.config import ClusterConfig
-from harness.sim.pushclient import SimShardCluster
+from pschaos.psnodes.config import ClusterConfig
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
 
 
 def cluster():
@@ -63,7 +63,7 @@ def test_a_call_into_a_copy_killed_during_its_cpu_fails_unavailable_not_a_crash(
     """SimPy throws a failed event's exception rebuilt from its args: SimRpcError took two and
     kept one, so a copy killed while a call spent its CPU (cpu.abort_owner) crashed the run with
     a TypeError (make test's sim report fixture, nemesis-partitions)."""
-    from harness.sim.rpc import SimRpcError
+    from pschaos.harness.backends.sim.rpc import SimRpcError
 
     e = SimRpcError("UNAVAILABLE", "shard-0/1 went down")
     again = type(e)(*e.args)

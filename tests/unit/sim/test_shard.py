@@ -1,4 +1,4 @@
-"""The twin's shard: psnodes.core's decisions on the real ShardStore, in virtual time.
+"""The twin's shard: pschaos.psnodes.core's decisions on the real ShardStore, in virtual time.
 
 One shard, 3 copies, sync mode; a client pushes for 10 virtual seconds and the primary is killed
 at t=5. A new primary at a higher epoch must ack within 1 s, every acked push must be on every
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness.checkers.acks import exactly_once, no_lost_acks
-from harness.checkers.primaries import single_primary
-from harness.sim.pushclient import SimShardCluster
+from pschaos.harness.checkers.acks import exactly_once, no_lost_acks
+from pschaos.harness.checkers.primaries import single_primary
+from pschaos.harness.backends.sim.pushclient import SimShardCluster
 
 KILL_T, PUSH_UNTIL, END = 5.0, 10.0, 13.0
 

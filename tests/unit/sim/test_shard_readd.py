@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.history import read_events
-from harness.sim.backend import SimBackend
-from psnodes.config import ShardRecord
-from psnodes.placement import owner
+from pschaos.harness.history.events import read_events
+from pschaos.harness.backends.sim.backend import SimBackend
+from pschaos.psnodes.config import ShardRecord
+from pschaos.psnodes.placement import owner
 from tests.unit.sim.test_copy_migrate import NAMES, backend, trained  # noqa: F401 - a fixture
 
 
@@ -90,11 +90,11 @@ def test_a_scale_out_whose_announce_fails_stops_the_groups_it_started(be):
     another migration, one to shards (0,), whose coordinator died) left the new groups running."""
     import random
 
-    from harness.errors import HarnessError
-    from harness.faults.base import FaultContext
-    from harness.faults.registry import build
-    from psnodes import routing
-    from psnodes.core.routing import begin, static
+    from pschaos.harness.errors import HarnessError
+    from pschaos.harness.faults.base import FaultContext
+    from pschaos.harness.faults.registry import build
+    from pschaos.psnodes.elastic import routing
+    from pschaos.psnodes.core.routing import begin, static
 
     trained(be)
     assert routing.swap(be.etcd, be.cfg, 0, begin(static(2), "0.0.dead", (0,)))

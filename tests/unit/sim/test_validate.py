@@ -1,5 +1,5 @@
 """pschaos sim validate judges on evidence: a targeted metric missing on either side fails."""
-from harness.sim.validate import compare, pooled
+from pschaos.harness.proof.twin.validate import compare, pooled
 
 
 def test_a_missing_targeted_metric_fails_and_informational_ones_do_not_count():
@@ -25,7 +25,7 @@ def test_background_is_auto_or_a_number_of_jobs_and_a_real_runs_load_is_read_fro
 
     import pytest
 
-    from harness.sim.validate import background_of, measured_background
+    from pschaos.harness.proof.twin.validate import background_of, measured_background
 
     assert background_of("auto") is None and background_of("0") == 0.0 and background_of("1.5") == 1.5
     for bad in ("-1", "lots", "inf", "nan"):
@@ -43,7 +43,7 @@ def test_a_real_run_that_did_not_pass_leaves_the_targets_unjudged(tmp_path, monk
     import argparse
     import json
 
-    import harness.sim.validate as v
+    import pschaos.harness.proof.twin.validate as v
 
     def obs(verdict: str) -> dict:
         return {"verdict": verdict, "failover_ms": [170.0], "migration_unavailable_p50_ms": None,
@@ -68,7 +68,7 @@ def test_host_slowdown_is_auto_or_a_factor_and_a_real_runs_probe_is_read_from_it
 
     import pytest
 
-    from harness.sim.validate import measured_probe, slowdown_of
+    from pschaos.harness.proof.twin.validate import measured_probe, slowdown_of
 
     assert slowdown_of("auto") is None and slowdown_of("1") == 1.0 and slowdown_of("1.25") == 1.25
     for bad in ("0", "-1", "fast", "inf", "nan"):
@@ -88,10 +88,10 @@ def test_each_sim_run_is_slowed_by_its_real_runs_probe_over_the_calibrations(tmp
     import argparse
     import json
 
-    import harness.sim.validate as v
-    from harness.sim.calibration import DEFAULT_PATH
+    import pschaos.harness.proof.twin.validate as v
+    from pschaos.harness.backends.sim.calibration import DEFAULT_PATH
 
-    from harness.hostspeed import identity
+    from pschaos.harness.machinery.hostspeed import identity
 
     base = json.loads(DEFAULT_PATH.read_text())
     cal = {**base, "host_probe_ms": {"mlp": 2.0, "widedeep": 9.0}, "measured": {**base["measured"], "probe": identity()}}

@@ -6,9 +6,9 @@ import time
 import pytest
 import simpy
 
-from harness.clock import Clock
-from harness.sim.threadclock import ThreadClock
-from harness.sim.vtime import Stalled, VirtualTime
+from pschaos.harness.history.clock import Clock
+from pschaos.harness.backends.sim.threadclock import ThreadClock
+from pschaos.harness.backends.sim.vtime import Stalled, VirtualTime
 
 
 def world() -> tuple[simpy.Environment, VirtualTime, ThreadClock]:
@@ -82,7 +82,7 @@ def test_nothing_left_to_happen_is_a_stall_not_a_hang():
 
 
 def test_a_crashed_simulated_process_stops_the_run_in_the_main_thread():
-    from harness.sim.vtime import SimulationError
+    from pschaos.harness.backends.sim.vtime import SimulationError
 
     env, vt, clock = world()
 

@@ -1,0 +1,136 @@
+"""psnodes, our own parameter server, as one system among others: its three backends and how
+the runner observes it (sampling, settling, final states, checkpoint scans).
+
+This is what the runner did inline before adapters: the code moved here unchanged, so the
+runner knows no system by name. psnodes keeps a richer contract than the Adapter API (three
+backends, checkpoints, audit tensors), so it implements the runner's System protocol
+(system.py) directly rather than through AdapterBackend.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from pschaos.harness.backends.base import Backend
+from pschaos.harness.errors import HarnessError
+
+Record = Callable[..., dict]
+Say = Callable[[str], None]
+
+
+def process_backend(scenario, run_dir: Path, run_id: str, seed: int) -> Backend:
+    """The default: local processes (imported here, so a runner on another backend needs no psnodes)."""
+    from pschaos.harness.backends.process.backend import ProcessBackend
+
+    return ProcessBackend(scenario.cluster, run_dir, run_id, seed, proxied=scenario.proxied())
+
+
+def sim_backend(scenario, run_dir: Path, run_id: str, seed: int) -> Backend:
+    """The SimPy twin: the same scenario in virtual time (harness/backends/sim/backend.py)."""
+    from pschaos.harness.backends.sim.backend import SimBackend
+
+    return SimBackend(scenario.cluster, run_dir, run_id, seed)
+
+
+def docker_backend(scenario, run_dir: Path, run_id: str, seed: int) -> Backend:
+    """Every node, worker, etcd and Toxiproxy as a container (harness/backends/docker/backend.py)."""
+    from pschaos.harness.backends.docker.backend import DockerBackend
+
+    kinds = [f.kind for f in scenario.faults] + (scenario.nemesis.kinds if scenario.nemesis else [])
+    return DockerBackend(scenario.cluster, run_dir, run_id, seed, proxied=scenario.proxied(),
+                         data_volumes="disk-full" in kinds)
+
+
+BACKENDS = {"process": process_backend, "docker": docker_backend, "sim": sim_backend}
+
+
+def consistent(states: list[dict]) -> bool:
+    """One live primary per shard, and every live copy of a shard at the same epoch."""
+    shards: dict[int, list[dict]] = {}
+    for v in states:
+        if v["alive"]:
+            shards.setdefault(v["shard"], []).append(v)
+    return all(sum(c["role"] == "primary" for c in cs) == 1 and len({c["epoch"] for c in cs}) == 1
+               for cs in shards.values())
+
+
+class PsnodesSystem:
+    name = "psnodes"
+
+    def backend_factory(self, backend: str):
+        if backend not in BACKENDS:
+            raise HarnessError(f"--backend {backend}: not available in this version; choose one of "
+                               f"{', '.join(BACKENDS)}")
+        return BACKENDS[backend]
+
+    def sample(self, be: Backend, record: Record, tick: int) -> None:
+        """Each node's role, epoch and seq (replication lag over time in reports)."""
+        for n in be.nodes():
+            if be.alive(n):
+                st = be.status(n, timeout=0.2)
+                if st is not None:
+                    record("sample", {"tick": tick, "node": n, "shard": st.shard, "role": st.role,
+                                      "epoch": st.epoch, "seq": st.seq}, node=n)
+
+    def settle(self, be: Backend, clock, record: Record, say: Say, timeout: float = 20.0) -> None:
+        """Wait until every live copy has the primary's seq (replication settled)."""
+        def settled() -> bool:
+            for shard, rec in be.routing().items():
+                p = be.status(rec.primary)
+                if p is None or p.role != "primary":
+                    return False
+                for n in be.shard_nodes(shard):
+                    if n != rec.primary and be.alive(n):
+                        s = be.status(n)
+                        if s is None or s.seq != p.seq or s.epoch != p.epoch:
+                            return False
+            return True
+        ok = clock.wait_until(settled, timeout, 0.1)
+        record("quiesce", {"settled": ok, "timeout_s": timeout})
+        if not ok:
+            say(f"replication did not settle within {timeout}s; the checks will show where")
+
+    def observe(self, be: Backend, clock, record: Record, say: Say, attempts: int = 3) -> None:
+        """Each copy's final state, then every checkpoint as found. Copies are read one after
+        another, so a failover between two reads would show two primaries that never were at
+        once: such a reading is taken again (after settling) up to `attempts` times, and the
+        last one is recorded as it is."""
+        for attempt in range(1, attempts + 1):
+            states = [self._final_state(be, n) for n in be.nodes()]
+            if consistent(states) or attempt == attempts:
+                break
+            self.settle(be, clock, record, say)
+        record("observe", {"attempts": attempt, "consistent": consistent(states)})
+        for v in states:
+            record("final-state", v, node=v["node"])
+        for v in be.checkpoint_scan():      # does each manifest name a whole, loadable file?
+            record("checkpoint-scan", v)
+
+    def prepare(self, sc, seed: int, out: Path, backend: str, make_backend, say: Say) -> dict:
+        """converge-baseline: the same scenario without faults, same seed; its loss is the bound."""
+        if "converge-baseline" not in sc.expect.checks:
+            return {"baseline_loss": None}
+        from pschaos.harness.run.runner import Runner
+
+        say(f"{sc.name}: fault-free baseline run (seed {seed}) for converge-baseline")
+        base = sc.model_copy(update={"faults": [], "nemesis": None, "name": sc.name,
+                                     "expect": sc.expect.model_copy(update={"checks": ["converged"], "metrics": []})})
+        base.path = sc.path
+        rep = Runner(base, seed, out / "baseline", backend, quiet=True, make_backend=make_backend).run()
+        return {"baseline_loss": rep["metrics"]["final_loss"]}
+
+    def context(self, sc) -> dict:
+        """The settings psnodes' checkers read: replication, training mode, staleness, bounds."""
+        c, e = sc.cluster, sc.expect
+        return {"replication": c.replication, "max_lag": c.max_lag, "training": c.training,
+                "staleness": c.staleness, "member_ttl_s": c.member_ttl_s, "baseline_margin": e.baseline_margin,
+                "stop_acking_grace_s": e.stop_acking_grace_s, "catchup_ratio": e.catchup_ratio,
+                "catchup_vs_snapshot": e.catchup_vs_snapshot}
+
+    def artifacts(self, history: list[dict], out: Path) -> None:
+        """psnodes' evidence is all in history.jsonl and report.json."""
+
+    @staticmethod
+    def _final_state(be: Backend, n: str) -> dict:
+        st = be.final_state(n)
+        return {"node": n, "shard": int(n.split("-")[1].split("/")[0]), "alive": st is not None, **(st or {})}

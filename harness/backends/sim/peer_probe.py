@@ -1,0 +1,49 @@
+"""A probe over `probe_paths` paths at once, as pschaos.psnodes.replication.probe.PrimaryProbe asks: one Status call
+(probe set) per path, the first good answer ends it and the paths still in flight are cancelled.
+
+Two callers, as in the real node: a suspecting replica asks its primary before it stands
+(shard_election.py: good = an answer as primary of the epoch it follows), and a primary asks a
+replica whose Replicate call is still in flight after suspect_s of silence (shard_replication.py:
+good = any answer; none drops the replica from the ISR). A path is one call on the caller's link
+to the target: the twin's network draws each message's fate on its own (loss, latency), so the
+paths fail independently as the real ones' separate connections do.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from pschaos.psnodes.errors import PSError
+from pschaos.psnodes.proto import ps_pb2
+
+from pschaos.harness.backends.sim.rpc import DEADLINE_MARGIN_S, Gen, call
+from pschaos.harness.backends.sim.transport import REPLY_BYTES
+
+if TYPE_CHECKING:
+    from pschaos.harness.backends.sim.shard import SimCopy
+
+PROBE_BYTES = 16          # an empty StatusRequest with its metadata
+
+
+def probe(c: "SimCopy", target: str, dst: "SimCopy", deadline: float, good: Callable[[Any], bool]) -> Gen:
+    """`answered = yield from probe(...)`: True once a path's answer is `good` by `deadline`."""
+    answers: list[bool] = []          # one per path that finished (a spawned process returns no value)
+
+    def path() -> Gen:
+        try:
+            reply = yield from call(c.net, c.name, target, lambda: dst.alive,
+                                    lambda: dst.serve_status(ps_pb2.StatusRequest(probe=True),
+                                                             deadline - DEADLINE_MARGIN_S),
+                                    PROBE_BYTES, lambda _r: REPLY_BYTES, deadline)
+        except PSError:
+            answers.append(False)
+            return
+        answers.append(good(reply))
+
+    pending = [c.spawn(path()) for _ in range(max(1, c.cfg.probe_paths))]
+    while pending and not any(answers):
+        yield c.env.any_of(pending)
+        pending = [p for p in pending if not p.triggered]
+    for p in pending:                 # PrimaryProbe._ask cancels the paths still in flight
+        if p.is_alive:
+            p.interrupt("probe answered")
+    return any(answers)

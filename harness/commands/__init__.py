@@ -1,0 +1,1 @@
+"""The `pschaos` command line: the parser and one module per verb."""

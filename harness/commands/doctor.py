@@ -1,0 +1,59 @@
+"""`pschaos doctor`: which real parts are present, their versions, and how to install what is not."""
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import sys
+
+from pschaos.harness.backends.docker.engine import network_status, server_version
+from pschaos.harness.machinery.tools import INSTALL, version
+
+PARTS = [("etcd", "etcd"), ("toxiproxy-server", "toxiproxy-server"), ("nft", "nft"), ("docker-cli", "docker"),
+         ("redis-server", "redis-server"), ("redis-sentinel", "redis-sentinel")]    # the redis-sentinel adapter's
+PY = ["torch", "grpcio", "protobuf", "numpy", "pydantic", "prometheus-client", "pytest", "hypothesis", "docker", "redis"]
+REQUIRED = {"etcd", "torch", "grpcio", "protobuf", "numpy", "pydantic"}
+
+
+def collect() -> list[dict]:
+    rows = []
+    for name, tool in PARTS:
+        v = version(tool)
+        rows.append({"part": name, "version": v, "ok": v is not None, "required": name in REQUIRED,
+                     "install": None if v else INSTALL[tool]})
+    engine, why = server_version()      # the engine itself (its API), not only the client binary
+    rows.append({"part": "docker-engine", "version": engine, "ok": engine is not None, "required": False,
+                 "install": why})
+    if engine is not None:              # the network rule: loopback only, no bridge (harness/backends/docker/engine.py)
+        broken = network_status()
+        rows.append({"part": "docker-network", "version": None if broken else "host network only, no bridge",
+                     "ok": broken is None, "required": False, "install": broken})
+    for pkg in PY:
+        try:
+            v = md.version(pkg)
+        except md.PackageNotFoundError:
+            v = None
+        rows.append({"part": pkg, "version": v, "ok": v is not None, "required": pkg in REQUIRED,
+                     "install": None if v else f".venv/bin/pip install {pkg}   (or: make install)"})
+    try:
+        import torch
+
+        cuda = torch.cuda.is_available()
+        rows.append({"part": "cuda", "version": torch.version.cuda if cuda else None, "ok": cuda, "required": False,
+                     "install": None if cuda else "no GPU visible: workers train on the CPU (device=auto)"})
+    except ImportError:
+        pass
+    return rows
+
+
+def doctor(as_json: bool = False) -> int:
+    rows = collect()
+    if as_json:
+        print(json.dumps({"python": sys.version.split()[0], "parts": rows}, indent=2))
+    else:
+        print(f"python {sys.version.split()[0]}")
+        for r in rows:
+            mark = "ok " if r["ok"] else ("MISSING" if r["required"] else "absent")
+            print(f"  {mark:8} {r['part']:18} {r['version'] or ''}")
+            if r["install"]:
+                print(f"           -> {r['install']}")
+    return 0 if all(r["ok"] for r in rows if r["required"]) else 2

@@ -1,7 +1,0 @@
-"""Schedule search: random fault schedules against a cluster, and shrinking of the ones that fail."""
-from .hunt import SAFETY, HuntResult, hunt, hunt_scenario
-from .shrink import Shrunk, shrink
-from .space import DEFAULT_KINDS, FaultSpace, make_fault
-
-__all__ = ["DEFAULT_KINDS", "FaultSpace", "HuntResult", "SAFETY", "Shrunk", "hunt", "hunt_scenario", "make_fault",
-           "shrink"]

@@ -1,0 +1,1 @@
+"""The run pipeline: the scenario schema, the runner, the nemesis, judging and metrics."""

@@ -1,0 +1,437 @@
+"""Run one scenario: start the cluster, train, inject the faults on schedule, heal, observe, judge.
+
+Teardown always runs (failures, Ctrl-C, SIGTERM); what a SIGKILLed harness leaves, `pschaos
+clean` reaps by the run tag. The seed drives the cluster, the data and every random choice, and
+the report prints the exact command that replays the run.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shlex
+import shutil
+import signal
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+
+from pschaos.reports import html, junit, markdown, report_json
+
+from pschaos.harness.machinery import hostload, hostspeed
+from pschaos.harness.backends.base import Backend
+from pschaos.harness.checkers.failover import failover_times
+from pschaos.harness.history.clock import WallClock, clock_of
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.faults import LINK_KINDS, Fault, FaultContext, build
+from pschaos.harness.faults.registry import NO_TARGET
+from pschaos.harness.history.events import History, StepWatcher, merge
+from pschaos.harness.run.judge import judge
+from pschaos.harness.run.progress import Progress
+from pschaos.harness.run.nemesis import schedule as nemesis_schedule
+from pschaos.harness.run.scenario import Scenario
+from pschaos.harness.faults.targets import resolve
+from pschaos.harness.backends.adapters import system_named
+
+
+@dataclass
+class OpenFault:
+    spec_index: int
+    kind: str
+    target: str
+    fault: Fault
+    start_t: float
+    heal_at_t: float | None = None
+    heal_at_step: int | None = None
+
+
+BackendFactory = Callable[[Scenario, Path, str, int], Backend]
+
+
+RUN_MARKER = ".pschaos-run"      # in every run folder the runner makes: a reused --out deletes only those
+SYSTEM_DIRS = {"/", "/usr", "/etc", "/var", "/run", "/proc", "/sys", "/dev", "/boot", "/bin", "/lib", "/lib64",
+               "/sbin"}
+
+
+def refuse_out(out_dir: Path) -> None:
+    """An --out that is `/` or a top-level system folder is refused: the run folder OUT/run is
+    deleted on reuse and bind-mounted writable into containers (`--out /` made it /run)."""
+    resolved = Path(os.path.abspath(out_dir)).resolve()
+    if str(resolved) in SYSTEM_DIRS:
+        raise HarnessError(f"--out {out_dir}: {resolved} is a system folder; give a folder of its own, "
+                           "e.g. --out out/my-run")
+
+
+RESEND_S = 0.5    # a stop signal is sent again this soon if the run is not tearing down (_on_term)
+
+
+class Runner:
+    """Drives one run through the Backend protocol only, on the backend's clock: the schedule,
+    the observation and the judging are the same code whatever the backend is."""
+
+    def __init__(self, scenario: Scenario, seed: int, out_dir: Path, backend: str = "process",
+                 quiet: bool = False, keep_data: bool = False, make_backend: BackendFactory | None = None) -> None:
+        self.system = system_named(scenario.system)      # what runs, and how it is observed
+        factory = make_backend or self.system.backend_factory(backend)    # refuses a backend it has not
+        refuse_out(out_dir)
+        self.sc, self.seed, self.out, self.backend_name = scenario, seed, out_dir, backend
+        self.quiet = quiet
+        self.keep_data = keep_data
+        self.progress = Progress(scenario.name, scenario.workload.steps, enabled=not quiet)
+        self.rng = random.Random(seed)
+        # a simulated run touches nothing shared, so its id comes from the seed alone (byte-identical replays)
+        self.run_id = f"{scenario.name}-{seed}-" + ("sim" if backend == "sim" else uuid.uuid4().hex[:6])
+        self.make_backend = factory
+        self._fresh_out()      # before the backend exists: a backend may create its run folder at once
+        self.backend = self.make_backend(scenario, out_dir / "run", self.run_id, seed)
+        self.clock = clock_of(self.backend)
+        self.schedule = list(scenario.faults) + (nemesis_schedule(scenario.nemesis, seed) if scenario.nemesis else [])
+        self.history: History | None = None
+        self.open: list[OpenFault] = []
+        self.faults_done: list[dict] = []
+        self.watch: StepWatcher | None = None
+        self.t0_drive = self.clock.monotonic()
+
+    def _fresh_out(self) -> None:
+        """A reused --out starts clean, deleting only a run folder a run made (RUN_MARKER)."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        for stale in ("run", "history.jsonl", "report.json"):   # a reused --out starts clean
+            p = self.out / stale
+            if p.is_dir():
+                # only a folder a run made (its marker; before markers, its events/ folder): never someone's /run
+                if not ((p / RUN_MARKER).is_file() or (p / "events").is_dir()):
+                    raise HarnessError(f"--out {self.out}: {p} exists and no pschaos run made it (no {RUN_MARKER} "
+                                       "in it); choose another --out, or remove that folder yourself")
+                shutil.rmtree(p)
+            elif p.exists():
+                p.unlink()
+        (self.out / "run").mkdir(parents=True, exist_ok=True)
+        (self.out / "run" / RUN_MARKER).write_text(self.run_id + "\n")
+
+    def say(self, msg: str) -> None:
+        self.progress.note(msg)
+
+    # ------------------------------------------------------------------ main
+    def run(self) -> dict:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.history = History(self.backend.events_path("harness"), self.clock)
+        t_start = time.time()       # wall_s: what the run cost in real time, whatever its clock
+        self.load_start = hostload.sample()     # report.json host_load: what else ran meanwhile
+        self.speed: hostspeed.SpeedProbe | None = None
+        self.prepared = self.system.prepare(self.sc, self.seed, self.out, self.backend_name, self.make_backend,
+                                            self.say)
+        self.tearing_down = False
+        trapped = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
+        prev = {sig: signal.signal(sig, self._on_term) for sig in trapped}   # SIGINT too: a shell may have
+        try:                                                               # left it ignored (a background job)
+            self.say(f"{self.sc.name}: seed {self.seed}, starting {self.sc.cluster.shards}x{self.sc.cluster.copies} "
+                     f"cluster and {self.sc.cluster.workers} workers ({self.backend_name})")
+            w = self.sc.workload
+            # how fast the host's cores ran while the workers trained (real runs only: a sim run's
+            # timings come from its calibration; hostspeed.py)
+            if isinstance(self.clock, WallClock):     # a sim's or a test's clock stamps no real sample
+                self.speed = hostspeed.SpeedProbe(now=self.clock.now)
+                self.speed.start()
+            self.backend.start(workers_steps=w.steps, duration=w.duration_s, step_delay=w.step_delay_s)
+            self.history.record("run-start", {"scenario": self.sc.name, "seed": self.seed, "run_id": self.run_id,
+                                              "backend": self.backend_name,
+                                              "cluster": self.sc.cluster.model_dump(), "proxied": self.backend.proxied,
+                                              "schedule": [f.model_dump() for f in self.schedule],
+                                              "expect": {"checks": list(self.sc.expect.checks),
+                                                         "metrics": list(self.sc.expect.metrics)},
+                                              "context": self.context(),
+                                              **self._simulated()})
+            self._drive()
+            self.progress.update("healing")
+            self._heal_all("end of workload")
+            self._finish_workers()
+            if self.speed is not None:
+                self.speed.stop()           # the training is over: no more of the probe's CPU
+            self.progress.update("settling")
+            self._quiesce()
+            self._observe()
+            self.progress.update("judging")
+        finally:
+            self.tearing_down = True        # from here a signal only hurries teardown (see _on_term)
+            if self.speed is not None:
+                self.speed.stop()           # while the handlers still turn a signal into a hurry
+            try:
+                while True:
+                    try:
+                        self.backend.teardown()
+                        break
+                    except KeyboardInterrupt:   # landed before the flag was set; teardown is idempotent
+                        self.backend.hurry = True
+            finally:                            # whatever teardown raised, the rest still happens
+                for sig, handler in prev.items():
+                    signal.signal(sig, handler)
+                self.history.close()
+                self.progress.close()
+                if not self.keep_data:   # node data and checkpoints were judged already; logs and events stay
+                    self.backend.discard_data()
+                try:                                  # after teardown (its processes reaped), and last
+                    self.load_end = hostload.sample()
+                except Exception:  # noqa: BLE001 - the host's load is context, never worth the run's report
+                    self.load_end = None
+        return self._judge(t_start)
+
+    def _on_term(self, signum, frame) -> None:
+        """Ctrl-C or SIGTERM stops the run (teardown follows in run's finally). One that comes during
+        teardown must not abort it (the nft table and proxies would stay): it only hurries it.
+
+        The KeyboardInterrupt is raised in whatever the main thread runs; inside a finalizer (the
+        collector closing an HTTP connection's socket) Python prints "Exception ignored" and drops
+        it, and the run went on against nodes the same Ctrl-C had killed (the interrupt soak: exit
+        1, 29.7 s later). So the signal is sent again RESEND_S later unless teardown began by then:
+        one lands in plain code (tests/unit/test_runner_sigint.py)."""
+        if self.tearing_down:
+            self.backend.hurry = True
+            return
+        again = threading.Timer(RESEND_S, self._resend, (signum,))
+        again.daemon = True
+        again.start()
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    def _resend(self, signum: int) -> None:
+        if not self.tearing_down:
+            os.kill(os.getpid(), signum)
+
+    # ---------------------------------------------------------------- faults
+    def _drive(self) -> None:
+        """Inject faults when their time or step comes, heal them when due, until workers finish."""
+        pending = sorted(enumerate(self.schedule), key=lambda p: (p[1].at.time or 0, p[1].at.step or 0))
+        watch = self.watch = StepWatcher(self.backend.events_path("worker-0"))
+        t0 = self.t0_drive = self.clock.monotonic()
+        w = self.sc.workload
+        limit = (w.duration_s or 0) + 120 + w.steps * 0.5
+        ctx = FaultContext(self.backend, self.rng, lambda f, v: self.history.record(f, v), w.steps, w.step_delay_s)
+        self.sampling = True
+        sampler = self.clock.spawn(self._sample, "sampler")      # a thread, or the simulator's turn-taker
+        try:
+            self._loop(ctx, pending, watch, t0, limit)
+        finally:
+            self.sampling = False
+            self.clock.join(sampler, 5)
+        for i, f in pending:
+            self.history.record("fault-missed", {"index": i, "kind": f.kind, "selector": f.target,
+                                                 "at": f.at.model_dump(), "why": "the workload ended first"})
+            self.say(f"fault {i} ({f.kind} at {f.at}) never came due: the workload ended first")
+
+    def _sample(self, period: float = 0.5) -> None:
+        """The system's own sample every `period` s (each node's role and term, as it reports them)."""
+        tick = 0
+        while self.sampling:
+            tick += 1
+            try:
+                self.system.sample(self.backend, self.history.record, tick)
+            except Exception as e:  # noqa: BLE001 - a sample that failed is evidence, recorded and judged
+                self.history.record("sample-error", {"tick": tick, "error": f"{e.__class__.__name__}: {e}"[:300]})
+            self.clock.wait_until(lambda: not self.sampling, period, 0.05)
+
+    def _loop(self, ctx: FaultContext, pending: list, watch: StepWatcher, t0: float, limit: float) -> None:
+        while self.backend.workers_running() or any(o.target.startswith("worker-") for o in self.open):
+            now, step = self.clock.monotonic() - t0, watch.poll()
+            # heals before injections: a fault whose inject waited for a protocol moment must not
+            # find the one before it still open (one at a time, unless the nemesis overlaps them)
+            for o in list(self.open):
+                if (o.heal_at_t is not None and now >= o.heal_at_t) or \
+                   (o.heal_at_step is not None and step >= o.heal_at_step):
+                    self._heal(o, "scheduled")
+                elif o.fault.finished():
+                    self._heal(o, "finished")
+            for item in list(pending):
+                i, f = item
+                if (f.at.time is not None and now >= f.at.time) or (f.at.step is not None and step >= f.at.step):
+                    pending.remove(item)
+                    self._inject(ctx, i, f, now, step)
+            self.progress.update("training", step, len(self.faults_done) + len(self.open))
+            if now > limit:      # judged, not raised: the evidence check makes the run unknown
+                self.history.record("workload-timeout", {"limit_s": round(limit, 1), "step": step,
+                                                         "running": [w for w in self.backend.workers()
+                                                                     if self.backend.alive(w)]})
+                self.say(f"workers still running after {limit:.0f}s; see the logs under {self.out / 'run'}")
+                return
+            self.clock.sleep(0.02)
+
+    def _inject(self, ctx: FaultContext, i: int, spec, now: float, step: int) -> None:
+        try:
+            self._inject_one(ctx, i, spec, now, step)
+        except Exception as e:  # noqa: BLE001 - a fault that did not happen is evidence, recorded
+            self.history.record("fault-error", {"kind": spec.kind, "selector": spec.target, "index": i,
+                                                "error": f"{e.__class__.__name__}: {e}"})
+            self.say(f"fault {spec.kind} {spec.target} could not be injected: {e}")
+
+    def _inject_one(self, ctx: FaultContext, i: int, spec, now: float, step: int) -> None:
+        kind = spec.kind
+        target = spec.target if (kind in LINK_KINDS or kind == "flap" or kind in NO_TARGET) \
+            else resolve(spec.target, self.backend, self.rng)
+        fault = build(kind, ctx, target, spec.params)
+        info = {"kind": kind, "target": target, "selector": spec.target, "index": i, "step": step,
+                "params": spec.params}
+        if target.startswith("shard-"):
+            shard = int(target.split("-")[1].split("/")[0])
+            rec = self.backend.routing().get(shard)
+            info.update(shard=shard, epoch=rec.epoch if rec else 0, was_primary=bool(rec and rec.primary == target))
+        fault.info["index"] = i
+        failed: BaseException | None = None
+        try:
+            fault.prepare()             # resolving and making what it needs: before its start time
+        except BaseException as e:      # recorded as a failed injection below, as any other
+            failed = e
+        t_start = self.clock.now()
+        o = OpenFault(i, kind, target, fault, t_start)
+        if spec.duration_s:
+            o.heal_at_t = now + spec.duration_s
+        if spec.until is not None:
+            o.heal_at_t = spec.until.time if spec.until.time is not None else o.heal_at_t
+            o.heal_at_step = spec.until.step
+        self.open.append(o)        # registered before it acts, so a partly injected fault is healed
+        try:
+            if failed is not None:
+                raise failed
+            fault.inject()
+        except BaseException as e:
+            info.update(fault.info)
+            self.history.record("fault-start", {**info, "partial": True}, t=t_start)
+            self._heal(o, f"injection failed: {e}")
+            raise
+        info.update(fault.info)
+        o.target = info["target"]       # a kill timed to a promotion names the successor it hit
+        if spec.duration_s and spec.until is None and "in_place_after_s" in fault.info:
+            # a kill timed to a moment says when it landed: in place for duration_s from then, not
+            # healed at once; any other fault keeps the schedule's times (from when it came due)
+            o.heal_at_t = now + fault.info["in_place_after_s"] + spec.duration_s
+        self.history.record("fault-start", info, t=t_start)
+        self.say(f"fault: {kind} {target} at step {step}")
+        if kind in ("restart", "scale-out", "scale-in"):
+            self._heal(o, "instant")
+
+    def _heal(self, o: OpenFault, why: str, cut_short: bool = False) -> None:
+        """Undo a fault and record it; `cut_short`: healed before the time or step it was given."""
+        if o in self.open:
+            self.open.remove(o)
+        heal_error = None
+        try:
+            o.fault.heal()
+        except Exception as e:  # noqa: BLE001 - a fault that did not heal is evidence, recorded
+            heal_error = f"{e.__class__.__name__}: {e}"
+            self.say(f"healing {o.kind} {o.target} failed: {e}")
+        ev = self.history.record("fault-stop", {"kind": o.kind, "target": o.target, "index": o.spec_index,
+                                                "why": why, **({"heal_error": heal_error} if heal_error else {}),
+                                                **({"cut_short": True} if cut_short else {}),
+                                                **{k: v for k, v in o.fault.info.items()
+                                                   if k in ("packets_dropped", "victims", "evidence", "migration",
+                                                            "switched", "aborted", "routing_epoch", "bytes",
+                                                            "key_bytes", "fenced_ms", "migration_error")}})
+        self.faults_done.append({"kind": o.kind, "target": o.target, "start_s": o.start_t, "end_s": ev["t"],
+                                 **({"reason": o.fault.info["reason"]} if "reason" in o.fault.info else {})})
+
+    def _heal_all(self, why: str) -> None:
+        now = self.clock.monotonic() - self.t0_drive
+        step = self.watch.poll() if self.watch is not None else -1
+        for o in list(self.open):
+            early = (o.heal_at_t is not None and now < o.heal_at_t) or \
+                (o.heal_at_step is not None and step < o.heal_at_step)
+            self._heal(o, why, cut_short=early)
+
+    def _finish_workers(self) -> None:
+        """Workers a heal restarted at the end still owe their workload: wait for them (bounded)."""
+        w = self.sc.workload
+        limit = (w.duration_s or 0) + 120 + w.steps * 0.5
+        if self.backend.workers_running():
+            self.progress.update("training")
+            if not self.clock.wait_until(lambda: not self.backend.workers_running(), limit, 0.1):
+                self.say(f"workers still running {limit:.0f}s after the heal; the evidence check will say so")
+
+    # ----------------------------------------------------------- observation
+    def _quiesce(self) -> None:
+        """Wait until the system came to rest, as it judges that (bounded)."""
+        self.system.settle(self.backend, self.clock, self.history.record, self.say)
+
+    def _observe(self) -> None:
+        """Record what the checkers judge the run by: final states, final reads, checkpoint scans."""
+        self.system.observe(self.backend, self.clock, self.history.record, self.say)
+
+    # ---------------------------------------------------------------- verdict
+    def _simulated(self) -> dict:
+        """For a simulated run: that it is one, and the calibration file its timings come from."""
+        cal = getattr(self.backend, "cal", None)
+        if cal is None:
+            return {}
+        return {"simulated": {"calibration": cal.path, "measured": cal.measured,
+                              "background_load": getattr(self.backend, "background_load", 0.0),
+                              "host_slowdown": getattr(self.backend, "host_slowdown", 1.0)}}
+
+    def _rerun(self, path: str) -> str:
+        """The command that replays this run: a simulated one names its calibration file when it is
+        not the committed one, its background load when it had one and its host slowdown when not 1 (review of the CPU model,
+        M4: a validate run replayed with neither gave another history)."""
+        cmd = f"pschaos run {path} --backend {self.backend_name} --seed {self.seed}"
+        cal = getattr(self.backend, "cal", None)
+        if cal is not None:
+            from pschaos.harness.backends.sim.calibration import DEFAULT_PATH
+
+            if cal.path != str(DEFAULT_PATH) and Path(cal.path).is_file():
+                cmd += f" --calibration {shlex.quote(os.path.abspath(cal.path))}"
+            bg = getattr(self.backend, "background_load", 0.0)
+            if bg:
+                cmd += f" --background {bg!r}"
+            slow = getattr(self.backend, "host_slowdown", 1.0)
+            if slow != 1.0:
+                cmd += f" --host-slowdown {slow!r}"
+        return cmd
+
+    def context(self) -> dict:
+        """What every checker may read (the workload, the schedule), then the system's own fields."""
+        w, e = self.sc.workload, self.sc.expect
+        return {"system": self.sc.system, "workers": [f"worker-{j}" for j in range(self.sc.cluster.workers)],
+                "steps": w.steps, "duration_s": w.duration_s, "failover_budget_ms": e.failover_budget_ms,
+                "scheduled_faults": len(self.schedule), **self.system.context(self.sc), **self.prepared}
+
+    def _judge(self, t_start: float) -> dict:
+        sources = sorted({*self.backend.event_files(), self.history.path})   # sorted: ties merge in one order
+        hist = merge(self.history.t0, sources, self.out / "history.jsonl")
+        j = judge(hist)
+        checks, m, verdict = j.checks, j.metrics, j.verdict
+        if m.get("first_step_s") is not None and isinstance(self.clock, WallClock):   # from this process's launch
+            import psutil
+
+            launched = psutil.Process().create_time()
+            m["first_step_from_launch_s"] = round(m["first_step_s"] + self.history.t0 - launched, 3)
+        path = self.sc.path or f"scenarios/{self.sc.name}.yaml"
+        rel = os.path.relpath(path)
+        path = path if rel.startswith("..") else rel      # relative when run from inside the repo
+        rerun = self._rerun(path)
+        for f in self.faults_done:
+            f["start_s"] = round(f["start_s"] - self.history.t0, 3)
+            f["end_s"] = round(f["end_s"] - self.history.t0, 3)
+        rep = report_json.build(self.sc.name, self.backend_name, self.seed, verdict, rerun,
+                                {k: v.to_json() for k, v in checks.items()}, m, self.faults_done,
+                                {"run_id": self.run_id, "wall_s": round(time.time() - t_start, 2),
+                                 "unknown_reasons": {k: v.details.get("reason") or v.details.get("error")
+                                                     for k, v in checks.items() if v.valid == "unknown"},
+                                 "failover_times": failover_times(hist),
+                                 "host_load": {**(hostload.summary(self.load_start, self.load_end)
+                                                  if self.load_end is not None
+                                                  else {"unknown": "the host's load could not be read at the end"}),
+                                               **(hostspeed.over_training(self.speed, hist, self.history.t0)
+                                                  if self.speed is not None else {})},
+                                 **self._simulated(),
+                                 "history": str(self.out / "history.jsonl"),
+                                 "scenario_spec": self.sc.model_dump()})
+        report_json.write(rep, self.out)
+        self.system.artifacts(hist, self.out)
+        junit.write(rep, self.out)
+        markdown.write(rep, self.out)
+        html.write(rep, hist, self.out)
+        return rep
+
+
+def default_out(scenario: Scenario, seed: int) -> Path:
+    return Path("out") / f"{scenario.name}-{seed}"
+
+
+__all__ = ["Runner", "default_out"]

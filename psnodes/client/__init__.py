@@ -1,0 +1,1 @@
+"""The PS client workers use, and its shared watch of shard records."""

@@ -1,0 +1,1 @@
+"""Elastic shards: the routing record, the migration coordinator, retired shard groups."""

@@ -1,0 +1,141 @@
+"""Atomic checkpoints: write aside, fsync, rename; the manifest is written last.
+
+A reader trusts only what the manifest names, so a crash at any point leaves either the old
+checkpoint or the new one, never a torn file.
+
+Several writers may share a folder: the shard's shared checkpoint is written by its primary, and
+a deposed primary that does not know it yet, its periodic writer and a Snapshot call can all
+write at once. So every writer writes under temporary names of its own (pid, thread, counter),
+and the replace of the manifest and the removal of old files happen under an exclusive lock on
+the folder (flock; the kernel drops it if the writer dies). With `newer_only`, the manifest is
+replaced only by a newer checkpoint: higher (term, epoch, seq), where term is the epoch its
+writer served in and epoch that of its last entry. A file is removed only when no manifest names
+it, so a manifest never names a missing file.
+"""
+from __future__ import annotations
+
+import fcntl
+import itertools
+import json
+import os
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from pschaos.psnodes.core.checkpoints import keeps_current
+
+MANIFEST = "manifest.json"
+LOCK = ".lock"
+STALE_TMP_S = 60.0        # a temporary file this old belongs to a writer that died mid-write
+
+_names = itertools.count()
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}-{next(_names)}.tmp")
+
+
+def _write_aside(path: Path, data: bytes) -> Path:
+    """`data` in a new temporary file beside `path`, flushed to disk; returns the temporary path."""
+    tmp = _tmp(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _fsync_dir(d: Path) -> None:
+    fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def _locked(d: Path) -> Iterator[None]:
+    fd = os.open(d / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _current(directory: Path) -> dict | None:
+    try:
+        return json.loads((directory / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_checkpoint(directory: Path, blob: bytes, seq: int, epoch: int, node: str, term: int | None = None,
+                     newer_only: bool = True) -> tuple[dict, bool]:
+    """Write `blob` (the state at `seq`, whose last entry is of `epoch`, written by `node` serving in
+    `term`) as the folder's checkpoint. Returns the manifest in force afterwards and whether it is
+    ours: with `newer_only`, a checkpoint not newer than the folder's (pschaos.psnodes.core.checkpoints.order)
+    is dropped."""
+    directory.mkdir(parents=True, exist_ok=True)
+    term = epoch if term is None else term
+    name = f"state-t{term}-{seq:012d}-e{epoch}-{node.replace('/', '-')}.psb"
+    manifest = {"seq": seq, "epoch": epoch, "term": term, "file": name, "bytes": len(blob), "node": node}
+    state_tmp = _write_aside(directory / name, blob)     # the slow part, outside the lock
+    man_tmp: Path | None = None
+    try:
+        with _locked(directory):
+            cur = _current(directory)
+            if keeps_current(cur, manifest, newer_only,
+                             cur is not None and (directory / cur.get("file", "")).is_file()):
+                return cur, False
+            manifest["time"] = time.time()       # under the lock: manifests of a folder in write order
+            man_tmp = _write_aside(directory / MANIFEST, json.dumps(manifest).encode())
+            os.replace(state_tmp, directory / name)
+            os.replace(man_tmp, directory / MANIFEST)
+            _fsync_dir(directory)
+            _sweep(directory, keep=name)
+            return manifest, True
+    finally:
+        state_tmp.unlink(missing_ok=True)
+        if man_tmp is not None:
+            man_tmp.unlink(missing_ok=True)
+
+
+def _sweep(directory: Path, keep: str) -> None:
+    """Under the lock: drop state files the manifest does not name, and temporary files of dead
+    writers (a live writer's are young; it renames or removes them itself)."""
+    now = time.time()
+    for old in directory.glob("state-*.psb"):
+        if old.name != keep:
+            old.unlink(missing_ok=True)
+    for tmp in directory.glob("*.tmp"):
+        try:
+            if now - tmp.stat().st_mtime > STALE_TMP_S:
+                tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def read_checkpoint(directory: Path) -> tuple[dict, bytes] | None:
+    """The checkpoint the manifest names, or None when there is none (or it is incomplete).
+
+    Lock-free: a writer may replace the manifest and remove the file it named between our two
+    reads; then the manifest changed, and we read again."""
+    for _ in range(5):
+        manifest = _current(directory)
+        if manifest is None:
+            return None
+        try:
+            blob = (directory / manifest["file"]).read_bytes()
+        except (OSError, KeyError):
+            if _current(directory) != manifest:
+                continue
+            return None
+        return (manifest, blob) if len(blob) == manifest.get("bytes") else None
+    return None
