@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import runpy
 import sys
 from pathlib import Path
 
-PRELOAD = ["numpy", "torch", "simpy", "greenlet", "pschaos.harness.commands.cli", "pschaos.harness.run.runner", "pschaos.harness.run.judge",
+CLI_MODULE = "pschaos.harness.commands.cli"      # what `pschaos` runs (`python -m` of it, or forked)
+# what a run imports, once in the forkserver; not CLI_MODULE itself, which each run executes as
+# its __main__ (runpy warns when the module it runs was imported before)
+PRELOAD = ["numpy", "torch", "simpy", "greenlet", "pschaos.harness.run.runner", "pschaos.harness.run.judge",
            "pschaos.harness.backends.sim.backend", "pschaos.harness.backends.sim.workers", "pschaos.psnodes.worker", "pschaos.psnodes.client.client", "pschaos.reports.aggregate"]
 
 _ctx: multiprocessing.context.BaseContext | None = None
@@ -41,13 +45,15 @@ def _child(argv: list[str], log: str, in_session) -> None:
     os.close(fd)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
-    from pschaos.harness.commands.cli import main
-
     rc = 1
     try:
-        rc = main(argv)
-    except SystemExit as e:           # argparse's refusal: 2, as the command line's own would be
-        rc = e.code if isinstance(e.code, int) else 1
+        # the command line itself, as `python -m CLI_MODULE argv...` would run it (the module was
+        # imported once in the forkserver, so this costs no imports); the soak depends on the
+        # command line's words, not on the CLI's code
+        sys.argv = [CLI_MODULE, *argv]
+        runpy.run_module(CLI_MODULE, run_name="__main__", alter_sys=True)
+    except SystemExit as e:           # the CLI's exit code; argparse's refusal is 2, as on its own
+        rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -85,4 +91,4 @@ class ForkedRun:
         return self.proc.exitcode
 
 
-__all__ = ["ForkedRun", "PRELOAD"]
+__all__ = ["CLI_MODULE", "ForkedRun", "PRELOAD"]

@@ -28,7 +28,7 @@ from pathlib import Path
 from pschaos.reports.totals import figure, total, unknown_total, without
 
 from pschaos.harness.run.metrics import failover_stats
-from pschaos.harness.proof.soak.fork import ForkedRun
+from pschaos.harness.proof.soak.fork import CLI_MODULE, ForkedRun
 from pschaos.harness.machinery.tools import REPO
 
 SCHEMA = "pschaos.soak/1"
@@ -161,7 +161,7 @@ def _run_dir(out: Path, seed: int, repeat: int, repeats: int) -> Path:
 
 
 def _command(scenario: Path, seed: int, backend: str, d: Path) -> list[str]:
-    return [sys.executable, "-m", "pschaos.harness.commands.cli", "run", str(scenario), "--backend", backend,
+    return [sys.executable, "-m", CLI_MODULE, "run", str(scenario), "--backend", backend,
             "--seed", str(seed), "--out", str(d), "--quiet"]
 
 

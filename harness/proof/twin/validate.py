@@ -38,10 +38,11 @@ from pathlib import Path
 
 from pschaos.harness.errors import HarnessError
 from pschaos.harness.history.events import read_events
-from pschaos.harness.machinery.hostspeed import identity, slowdown, usable
+from pschaos.harness.machinery.hostspeed import identity, slowdown
 from pschaos.harness.run.scenario import load_scenario
 from pschaos.harness.machinery.tools import REPO
 from pschaos.harness.backends.sim.calibration import Calibration
+from pschaos.harness.proof.twin.measured import measured_background, measured_probe, probe_why
 from pschaos.harness.backends.sim.handoff_phases import PHASES, call_latency, handoff_phases, median_phases
 
 # each scenario and the targeted metrics it must produce on both backends (missing = the target fails)
@@ -150,27 +151,6 @@ def _auto_or(arg: str, flag: str, ok, want: str) -> float | None:
 def background_of(arg: str) -> float | None:
     """`--background`: None for auto (each real run's measured load), else a number of jobs >= 0."""
     return _auto_or(arg, "--background", lambda v: v >= 0, "a number of background jobs >= 0 (0: an idle host)")
-
-
-def _host_load(run_dir: Path) -> dict:
-    """A run's report.json `host_load` ({} when absent: a report from before it)."""
-    return json.loads((run_dir / "report.json").read_text()).get("host_load") or {}
-
-
-def measured_background(run_dir: Path) -> float:
-    """The cores other tenants used during a real run (its report's host_load), 0 when absent."""
-    return float(_host_load(run_dir).get("background_cores") or 0.0)
-
-
-def measured_probe(run_dir: Path) -> float | None:
-    """The host's speed probe during a real run (its report's host_load, hostspeed.py), None when absent."""
-    v = _host_load(run_dir).get("probe_ms")
-    return float(v) if usable(v) else None
-
-
-def probe_why(run_dir: Path) -> str:
-    """Why a real run's report has no probe_ms (report.json host_load.probe_unknown, or its absence)."""
-    return _host_load(run_dir).get("probe_unknown") or "its report has no host_load.probe_ms"
 
 
 def no_probe_reason(cal: Calibration) -> str | None:
@@ -330,5 +310,4 @@ def _print(result: dict) -> None:
     print(f"\nall targets hold: {result['all_targets_hold']}")
 
 
-__all__ = ["background_of", "measured_background", "measured_probe", "no_probe_reason", "observe", "probe_why",
-           "slowdown_of", "validate_main"]
+__all__ = ["background_of", "no_probe_reason", "observe", "slowdown_of", "validate_main"]

@@ -91,7 +91,7 @@ def test_a_worker_that_trained_too_briefly_is_refused() -> None:
 
 
 def test_the_share_of_the_extras_that_matches_the_real_step() -> None:
-    from pschaos.harness.proof.twin.calibrate import fit_share
+    from pschaos.harness.proof.twin.overheads import fit_share
 
     assert fit_share(real=0.030, without=0.020, full=0.029) == 1.0          # the full twin is not slower
     assert fit_share(real=0.030, without=0.020, full=0.040) == pytest.approx(0.5)

@@ -25,7 +25,8 @@ def test_background_is_auto_or_a_number_of_jobs_and_a_real_runs_load_is_read_fro
 
     import pytest
 
-    from pschaos.harness.proof.twin.validate import background_of, measured_background
+    from pschaos.harness.proof.twin.measured import measured_background
+    from pschaos.harness.proof.twin.validate import background_of
 
     assert background_of("auto") is None and background_of("0") == 0.0 and background_of("1.5") == 1.5
     for bad in ("-1", "lots", "inf", "nan"):
@@ -68,7 +69,8 @@ def test_host_slowdown_is_auto_or_a_factor_and_a_real_runs_probe_is_read_from_it
 
     import pytest
 
-    from pschaos.harness.proof.twin.validate import measured_probe, slowdown_of
+    from pschaos.harness.proof.twin.measured import measured_probe
+    from pschaos.harness.proof.twin.validate import slowdown_of
 
     assert slowdown_of("auto") is None and slowdown_of("1") == 1.0 and slowdown_of("1.25") == 1.25
     for bad in ("0", "-1", "fast", "inf", "nan"):

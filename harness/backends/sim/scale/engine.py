@@ -23,7 +23,6 @@ import itertools
 import math
 import resource
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,7 +32,10 @@ from pschaos.psnodes.core.promotion import Position
 
 from pschaos.harness.backends.sim.calibration import Calibration
 from pschaos.harness.backends.sim.scale.params import ScaleSpec, Timings, barrier_step, false_suspicion_rate, mean_step, step_rate, timings
+from pschaos.harness.backends.sim.scale import handlers
 from pschaos.harness.backends.sim.scale.shards import Shard
+from pschaos.harness.backends.sim.scale.state import Tally
+from pschaos.harness.backends.sim.scale.summary import summary
 
 H = 3600.0
 
@@ -48,28 +50,6 @@ def peak_rss_kb() -> int:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-
-
-@dataclass
-class Tally:
-    failovers: int = 0
-    spurious_failovers: int = 0
-    failover_ms: list[float] = field(default_factory=list)          # a primary's loss until acks resume
-    spurious_ms: list[float] = field(default_factory=list)          # the same after a live primary was suspected
-    lost_acked_updates: int = 0
-    data_loss_events: int = 0
-    shards_lost: set = field(default_factory=set)      # shards whose restore lost acked updates
-    orphaned: set = field(default_factory=set)         # shards that had no in-sync copy left at some moment
-    restores: int = 0
-    incidents: list = field(default_factory=list)      # [t, ms, what]: failovers and restores
-    worker_failures: int = 0
-    server_failures: int = 0
-    etcd_failures: int = 0
-    catchups: dict = field(default_factory=dict)
-    catchup_bytes: float = 0.0
-    stalled_s: float = 0.0
-    shard_down_s: float = 0.0
-    ticks: int = 0
 
 
 class ScaleRun:
@@ -296,7 +276,6 @@ class ScaleRun:
     # the run ----------------------------------------------------------------------------------
     def run(self) -> dict:
         wall0 = time.monotonic()
-        from pschaos.harness.backends.sim.scale import handlers
         self._first_failures()
         self.at(self.tick_s, "tick")
         self.at(self.end, "end")
@@ -315,5 +294,4 @@ class ScaleRun:
                 next_say = time.monotonic() + 2.0
                 self.say(f"scale: {self.now / H:.1f}/{self.spec.hours:g} simulated h, {self.events} events, "
                          f"{self.global_steps:.3g} steps")
-        from pschaos.harness.backends.sim.scale.summary import summary
         return summary(self, time.monotonic() - wall0, peak_rss_kb())

@@ -18,14 +18,14 @@ from pschaos.psnodes.core.promotion import Position
 from pschaos.harness.backends.sim.scale.params import retry_at
 
 if TYPE_CHECKING:
-    from pschaos.harness.backends.sim.scale.engine import ScaleRun
+    from pschaos.harness.backends.sim.scale.state import RunState
     from pschaos.harness.backends.sim.scale.shards import Shard
 
 H = 3600.0
 LOG_ENTRIES = ClusterConfig(cluster_id="scale", etcd="").log_entries
 
 
-def refresh(run: "ScaleRun", sh: "Shard") -> None:
+def refresh(run: "RunState", sh: "Shard") -> None:
     """Ack again once the core's ack rule holds; a failover in progress ends then, when the
     clients' retry schedule (pschaos.psnodes.client.client.call) reaches the new primary."""
     s = sh.index
@@ -46,14 +46,14 @@ def refresh(run: "ScaleRun", sh: "Shard") -> None:
     run.at(t0 + back, "resume", s, sh.token)
 
 
-def resume(run: "ScaleRun", s: int, token: int) -> None:
+def resume(run: "RunState", s: int, token: int) -> None:
     sh = run.shards[s]
     run.sync_copies(sh)
     if token == sh.token and sh.fail_t0 is None and run.lease_ok and sh.acks(run.head(s)):
         run.resume_acks(s)
 
 
-def _retry_refused(run: "ScaleRun", sh: "Shard") -> None:
+def _retry_refused(run: "RunState", sh: "Shard") -> None:
     """psnodes retries a refused ISR removal (isr.should_drop's not_before): once enough copies
     are back in sync, the dead member the primary waited for goes."""
     for name in sorted(sh.refused):
@@ -62,7 +62,7 @@ def _retry_refused(run: "ScaleRun", sh: "Shard") -> None:
 
 
 # servers ---------------------------------------------------------------------------------------
-def fail_server(run: "ScaleRun", s: int, r: int, repair_after: float | None) -> None:
+def fail_server(run: "RunState", s: int, r: int, repair_after: float | None) -> None:
     sh = run.shards[s]
     c = sh.copies[r]
     if not c.up:
@@ -86,12 +86,12 @@ def fail_server(run: "ScaleRun", s: int, r: int, repair_after: float | None) -> 
     refresh(run, sh)
 
 
-def server_fail(run: "ScaleRun", s: int, r: int, life: int) -> None:
+def server_fail(run: "RunState", s: int, r: int, life: int) -> None:
     if run.shards[s].copies[r].life == life:
         fail_server(run, s, r, run.draw_repair(server=True))
 
 
-def repair_server(run: "ScaleRun", s: int, r: int) -> None:
+def repair_server(run: "RunState", s: int, r: int) -> None:
     sh = run.shards[s]
     c = sh.copies[r]
     if c.up:
@@ -108,12 +108,12 @@ def repair_server(run: "ScaleRun", s: int, r: int) -> None:
         start_catchup(run, sh, r, run.t.restart_s)
 
 
-def server_repair(run: "ScaleRun", s: int, r: int, life: int) -> None:
+def server_repair(run: "RunState", s: int, r: int, life: int) -> None:
     if run.shards[s].copies[r].life == life:
         repair_server(run, s, r)
 
 
-def isr_drop(run: "ScaleRun", s: int, name: str, token: int, incarnation: int) -> None:
+def isr_drop(run: "RunState", s: int, name: str, token: int, incarnation: int) -> None:
     sh = run.shards[s]
     c = sh.copy(name)
     if token != sh.token or name not in sh.pending_drop or c.incarnation != incarnation or c.up:
@@ -126,7 +126,7 @@ def isr_drop(run: "ScaleRun", s: int, name: str, token: int, incarnation: int) -
     refresh(run, sh)
 
 
-def primary_lost(run: "ScaleRun", sh: "Shard", failed: str, spurious: bool) -> None:
+def primary_lost(run: "RunState", sh: "Shard", failed: str, spurious: bool) -> None:
     """The replicas suspect once the primary's calls were silent for their detector's silence
     (`detect_s`: pschaos.psnodes.core.detector over the calibrated stream) since the last call they got
     (up to a gap before the loss); their electors sleep until that moment. The phi detector's
@@ -146,7 +146,7 @@ def primary_lost(run: "ScaleRun", sh: "Shard", failed: str, spurious: bool) -> N
     run.at(run.now + detect + t.elect_s + window, "elect", sh.index, failed, sh.token, spurious)
 
 
-def elect(run: "ScaleRun", s: int, failed: str, token: int, spurious: bool) -> None:
+def elect(run: "RunState", s: int, failed: str, token: int, spurious: bool) -> None:
     sh = run.shards[s]
     if token != sh.token:
         return
@@ -181,7 +181,7 @@ def elect(run: "ScaleRun", s: int, failed: str, token: int, spurious: bool) -> N
     refresh(run, sh)
 
 
-def orphan(run: "ScaleRun", s: int, token: int) -> None:
+def orphan(run: "RunState", s: int, token: int) -> None:
     sh = run.shards[s]
     if token != sh.token or sh.primary is not None:
         return
@@ -208,7 +208,7 @@ def orphan(run: "ScaleRun", s: int, token: int) -> None:
     refresh(run, sh)
 
 
-def start_catchup(run: "ScaleRun", sh: "Shard", r: int, delay: float) -> None:
+def start_catchup(run: "RunState", sh: "Shard", r: int, delay: float) -> None:
     c = sh.copies[r]
     head = run.head(sh.index)
     kind = sh.catchup_kind(c, head, LOG_ENTRIES)
@@ -223,7 +223,7 @@ def start_catchup(run: "ScaleRun", sh: "Shard", r: int, delay: float) -> None:
     run.at(run.now + took, "caught-up", sh.index, r, c.incarnation, sh.token, kind.value, nbytes)
 
 
-def caught_up(run: "ScaleRun", s: int, r: int, inc: int, token: int, kind: str, nbytes: float) -> None:
+def caught_up(run: "RunState", s: int, r: int, inc: int, token: int, kind: str, nbytes: float) -> None:
     sh = run.shards[s]
     c = sh.copies[r]
     if c.incarnation != inc or not c.up or c.in_sync:
@@ -241,7 +241,7 @@ def caught_up(run: "ScaleRun", s: int, r: int, inc: int, token: int, kind: str, 
     refresh(run, sh)
 
 
-def suspect(run: "ScaleRun", s: int) -> None:
+def suspect(run: "RunState", s: int) -> None:
     """A replica missed enough heartbeats to suspect a primary that is alive. Drawn at the rate
     of every replica, kept for the live in-sync ones (only they suspect, and then stand)."""
     sh = run.shards[s]
@@ -257,7 +257,7 @@ def suspect(run: "ScaleRun", s: int) -> None:
 
 
 # etcd ------------------------------------------------------------------------------------------
-def fail_etcd(run: "ScaleRun", repair_after: float | None) -> None:
+def fail_etcd(run: "RunState", repair_after: float | None) -> None:
     if not run.etcd_up:
         return
     run.etcd_up, run.etcd_life = False, run.etcd_life + 1
@@ -268,12 +268,12 @@ def fail_etcd(run: "ScaleRun", repair_after: float | None) -> None:
         run.at(run.now + repair_after, "etcd-repair", run.etcd_life)
 
 
-def etcd_fail(run: "ScaleRun", life: int) -> None:
+def etcd_fail(run: "RunState", life: int) -> None:
     if run.etcd_life == life:
         fail_etcd(run, float(run.spec.failures.etcd_repair_s.draw(run.misc)))
 
 
-def lease_expire(run: "ScaleRun", life: int) -> None:
+def lease_expire(run: "RunState", life: int) -> None:
     """etcd has not confirmed a keepalive for a lease: every primary stops acking."""
     if run.etcd_life == life and not run.etcd_up:
         run.lease_ok = False
@@ -281,7 +281,7 @@ def lease_expire(run: "ScaleRun", life: int) -> None:
             refresh(run, sh)
 
 
-def repair_etcd(run: "ScaleRun") -> None:
+def repair_etcd(run: "RunState") -> None:
     if run.etcd_up:
         return
     run.etcd_up, run.lease_ok, run.etcd_life = True, True, run.etcd_life + 1
@@ -296,13 +296,13 @@ def repair_etcd(run: "ScaleRun") -> None:
             refresh(run, sh)
 
 
-def etcd_repair(run: "ScaleRun", life: int) -> None:
+def etcd_repair(run: "RunState", life: int) -> None:
     if run.etcd_life == life:
         repair_etcd(run)
 
 
 # workers ---------------------------------------------------------------------------------------
-def fail_worker(run: "ScaleRun", j: int, repair_after: float | None) -> None:
+def fail_worker(run: "RunState", j: int, repair_after: float | None) -> None:
     if not run.worker_up[j]:
         return
     run.worker_up[j] = False
@@ -312,12 +312,12 @@ def fail_worker(run: "ScaleRun", j: int, repair_after: float | None) -> None:
         run.at(run.now + repair_after, "worker-repair", j, int(run.worker_life[j]))
 
 
-def worker_fail(run: "ScaleRun", j: int, life: int) -> None:
+def worker_fail(run: "RunState", j: int, life: int) -> None:
     if run.worker_life[j] == life:
         fail_worker(run, j, run.draw_repair(server=False))
 
 
-def repair_worker(run: "ScaleRun", j: int) -> None:
+def repair_worker(run: "RunState", j: int) -> None:
     if run.worker_up[j]:
         return
     run.worker_up[j] = True
@@ -327,13 +327,13 @@ def repair_worker(run: "ScaleRun", j: int) -> None:
         run.at(run.now + nxt, "worker-fail", j, int(run.worker_life[j]))
 
 
-def worker_repair(run: "ScaleRun", j: int, life: int) -> None:
+def worker_repair(run: "RunState", j: int, life: int) -> None:
     if run.worker_life[j] == life:
         repair_worker(run, j)
 
 
 # an explicit schedule --------------------------------------------------------------------------
-def scheduled(run: "ScaleRun", f: dict) -> None:
+def scheduled(run: "RunState", f: dict) -> None:
     """{at_s, kind: kill|restart, target: primary(shard=i)|replica(shard=i)|shard-i/r|worker-j|etcd,
     restart_after_s (kill only; default: never)}; validated by params.check_schedule."""
     target, kind, after = str(f["target"]), f["kind"], f.get("restart_after_s")

@@ -8,7 +8,7 @@ import numpy as np
 from pschaos.harness.backends.sim.scale.params import mean_step
 
 if TYPE_CHECKING:
-    from pschaos.harness.backends.sim.scale.engine import ScaleRun
+    from pschaos.harness.backends.sim.scale.state import RunState
 
 SCHEMA = "pschaos.scale/1"
 INCIDENTS = 200         # failovers and restores kept for the report's plot, in time order
@@ -18,7 +18,7 @@ def _pct(xs: list[float], q: float) -> float | None:
     return None if not xs else round(float(np.percentile(np.asarray(xs), q * 100, method="nearest")), 1)
 
 
-def _series(run: "ScaleRun", points: int = 200) -> list[list[float]]:
+def _series(run: "RunState", points: int = 200) -> list[list[float]]:
     """The progress curve (simulated s, global steps), thinned to about `points` points."""
     s = run.series
     step = max(1, len(s) // points)
@@ -27,7 +27,7 @@ def _series(run: "ScaleRun", points: int = 200) -> list[list[float]]:
     return [[round(t, 3), round(g, 1)] for t, g in out]
 
 
-def rerun(run: "ScaleRun") -> str:
+def rerun(run: "RunState") -> str:
     """The exact command that gives this result again: every setting that differs from the
     defaults, the failure distributions spelled out, and the calibration file."""
     from pschaos.harness.backends.sim.scale.params import ScaleSpec
@@ -71,7 +71,7 @@ def _incidents(found: list) -> list:
     return sorted(keep, key=lambda i: i[0])
 
 
-def summary(run: "ScaleRun", wall_s: float, maxrss_kb: int) -> dict:
+def summary(run: "RunState", wall_s: float, maxrss_kb: int) -> dict:
     sp, t, ty = run.spec, run.t, run.tally
     sim_s = run.now
     shards_time = sim_s * sp.shards

@@ -1,0 +1,150 @@
+"""The real parts measured one at a time, each with its median over n tries: a gRPC call by payload size, a push's apply, etcd's operations, a node's start, a worker's training step, a checkpoint's write. Calibration turns them into the twin's costs."""
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+import numpy as np
+
+from pschaos.harness.proof.twin.calibrate_cpu import cpu_of, per_op
+
+
+SIZES = (0, 16 << 10, 256 << 10, 1 << 20)
+
+
+def _median(fn: Callable[[], None], n: int) -> float:
+    fn()                                            # warm-up
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return statistics.median(out)
+
+
+def network(be, say: Callable[[str], None], n: int = 40) -> dict:
+    from pschaos.psnodes.server.servicer import SERVICE
+
+    node = be.routing()[0].primary
+    ch = be.client.stub(node)._channel if hasattr(be.client.stub(node), "_channel") else None
+    from pschaos.psnodes.wire.channels import dial
+
+    ch = ch or dial(be.cfg.addresses[node], be.cfg.max_message_bytes)
+    echo = ch.unary_unary(f"/{SERVICE}/Echo", request_serializer=None, response_deserializer=None)
+    rtts = []
+    for size in SIZES:
+        blob = bytes(size)
+        rtts.append(_median(lambda: echo(blob, timeout=10, metadata=be.client.md), n))
+        say(f"  echo {size:>8} B: round trip {rtts[-1] * 1e3:.3f} ms")
+    slope = float(np.polyfit(np.array(SIZES, float), np.array(rtts), 1)[0])
+    return {"fixed_s": round(rtts[0] / 2, 7), "per_byte_s": max(0.0, slope / 2)}
+
+
+def apply_cost(be, net: dict, say: Callable[[str], None], n: int = 15) -> float:
+    from pschaos.psnodes.wire.codec import tensor_to_pb
+    from pschaos.psnodes.proto import ps_pb2
+
+    per_mb = []
+    for mb in (1, 4):
+        size = mb * (1 << 20) // 4
+        be.client.init_dense({f"cal{mb}": np.zeros(size, np.float32)})
+        push = ps_pb2.PushRequest(shard=0, update=ps_pb2.Update(
+            worker="calibrate", dense=[tensor_to_pb(f"cal{mb}", np.full(size, 1e-3, np.float32))]))
+        rid = iter(range(1, 1 << 40))
+
+        def once() -> None:
+            push.update.req_id = next(rid)
+            be.client.call(0, "Push", lambda ep: (push.__setattr__("epoch", ep), push)[1])
+        t = _median(once, n)
+        wire = 2 * net["fixed_s"] + mb * (1 << 20) * net["per_byte_s"]
+        per_mb.append(max(0.0, t - wire) / mb)
+        say(f"  push {mb} MiB: {t * 1e3:.2f} ms, apply {per_mb[-1] * 1e3:.2f} ms/MiB")
+    return round(statistics.mean(per_mb), 6)
+
+
+def etcd_ops(be, net: dict, say: Callable[[str], None], n: int = 40) -> tuple[float, float, float, float]:
+    """The real etcd's answer time for a read and for a write (a put: through the WAL and its
+    fsync), through psnodes' own client, less the modelled wire both ways; and the CPU per
+    operation of the etcd server and of this process (the client), over a burst of 4n reads
+    and writes alike (the twin charges those on the host's cores, the rest of the answer time
+    stays a wait)."""
+    import psutil
+
+    from pschaos.psnodes.etcd import Etcd
+
+    etcd = Etcd(be.cfg.etcd, timeout=5.0)
+    key = f"/pschaos-calibrate/{uuid.uuid4().hex[:8]}"
+    vals = iter(range(1 << 30))
+    write = _median(lambda: etcd.put(key, str(next(vals))), n)
+    read = _median(lambda: etcd.get(key), n)
+
+    def burst() -> None:
+        for _ in range(2 * n):
+            etcd.put(key, str(next(vals)))
+            etcd.get(key)
+    per = per_op({"server": cpu_of(psutil.Process(be.pids()["etcd"])), "client": cpu_of(psutil.Process())},
+                  burst, 4 * n)
+    etcd.delete(key)
+    wire = 2 * net["fixed_s"]
+    say(f"  etcd read {read * 1e3:.2f} ms, write {write * 1e3:.2f} ms (round trips, wire included); CPU an "
+        f"operation: server {per['server'] * 1e3:.3f} ms, client {per['client'] * 1e3:.3f} ms")
+    return (round(max(0.0, read - wire), 6), round(max(0.0, write - wire), 6), round(per["server"], 7),
+            round(per["client"], 7))
+
+
+def node_start(be, say: Callable[[str], None], n: int = 5) -> float:
+    """A copy's start: from the backend's restart (a fork from the zygote) until its gRPC server
+    answers a Status, the median of `n` kill-and-restart trials of the cluster's one copy."""
+    node = be.nodes()[0]
+    out = []
+    for _ in range(n):
+        be.kill(node)
+        t0 = time.perf_counter()
+        be.restart(node)
+        while be.status(node, timeout=0.2) is None and time.perf_counter() - t0 < 30:
+            time.sleep(0.002)
+        out.append(time.perf_counter() - t0)
+    s = statistics.median(out)
+    say(f"  node start: {s * 1e3:.0f} ms (median of {n}: {', '.join(f'{x * 1e3:.0f}' for x in out)})")
+    return round(s, 4)
+
+
+def worker_steps(say: Callable[[str], None], n: int = 30) -> dict[str, float]:
+    import torch
+
+    from pschaos.psnodes.models import make_task
+
+    torch.set_num_threads(1)
+    out = {}
+    for model in ("mlp", "widedeep"):
+        task = make_task(model, 1, torch.device("cpu"))
+        rng = np.random.default_rng(1)
+
+        def step() -> None:
+            b = task.batch(rng)
+            rows = {}
+            if task.tables:
+                uniq, inv = np.unique(b.ids, return_inverse=True)
+                for t, dim in task.tables.items():
+                    r = torch.zeros((uniq.size, dim), requires_grad=True)
+                    rows[t] = r[torch.from_numpy(inv.reshape(b.ids.shape))]
+            task.model.zero_grad(set_to_none=True)
+            task.loss(b, rows).backward()
+        out[model] = round(_median(step, n), 6)
+        say(f"  worker step {model}: {out[model] * 1e3:.2f} ms")
+    return out
+
+
+def checkpoint_rate(say: Callable[[str], None], n: int = 5) -> float:
+    from pschaos.psnodes.store.checkpoint import write_checkpoint
+
+    blob = bytes(4 << 20)
+    with tempfile.TemporaryDirectory() as d:
+        seq = iter(range(1, 1 << 30))
+        t = _median(lambda: write_checkpoint(Path(d), blob, next(seq), 1, "calibrate", term=1), n)
+    rate = round(4 * 1.048576 / t, 1)
+    say(f"  checkpoint 4 MiB: {t * 1e3:.1f} ms ({rate} MB/s)")
+    return rate
