@@ -1,33 +1,15 @@
-"""Observation code both backends share: a checkpoint judged from its manifest, the routing
-table read from the live copies while the control plane is down, and the lifecycle of elastic
-shard groups (started by a scale-out, their final states recorded as a scale-in retires them).
+"""Observation code both backends share: the routing table read from the live copies while the
+control plane is down, and the lifecycle of elastic shard groups (started by a scale-out, their final states recorded as a scale-in retires them).
 One place, so the process and the simulated backend cannot judge the same evidence two ways."""
 from __future__ import annotations
 
-import json
 from typing import Any, Callable, Iterable
 
 from pschaos.psnodes.elastic import retirement, routing
-from pschaos.psnodes.store.blob import unpack
 from pschaos.psnodes.config import ShardRecord
 from pschaos.psnodes.etcd import EtcdError
 
 from pschaos.harness.errors import HarnessError
-
-
-def scan_entry(d: str, stray_tmp: list[str], manifest: bytes | str, read: Callable[[str], bytes]) -> dict:
-    """One `checkpoint-scan` value: does the manifest name a whole, loadable file? `read(name)`
-    returns a file of the folder (raising what a missing file raises)."""
-    v: dict[str, Any] = {"dir": d, "stray_tmp": stray_tmp}
-    try:
-        m = json.loads(manifest)
-        blob = read(m["file"])
-        v.update(seq=m["seq"], file=m["file"], size_ok=len(blob) == m["bytes"])
-        unpack(blob)
-        v["loadable"] = True
-    except Exception as e:  # noqa: BLE001 - what is wrong is the finding
-        v.update(loadable=False, error=f"{e.__class__.__name__}: {e}")
-    return v
 
 
 def routes_from_copies(nodes: Iterable[str], alive: Callable[[str], bool],

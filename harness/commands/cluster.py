@@ -19,7 +19,7 @@ import psutil
 from pschaos.harness.backends.process.backend import ProcessBackend
 from pschaos.harness.errors import HarnessError
 from pschaos.harness.machinery.procs import stop_tagged, tagged_processes
-from pschaos.harness.run.scenario import ClusterSpec
+from pschaos.harness.backends.cluster import ClusterSpec
 
 DETACHED_OWNER = -1   # no owning process: reaped by `cluster down` or `pschaos clean --all`
 

@@ -18,7 +18,7 @@ import json
 import os
 import threading
 
-from pschaos.harness.backends.observe import scan_entry
+from pschaos.harness.checkers.scan import scan_entry
 from pschaos.harness.errors import HarnessError
 from pschaos.harness.faults.container import ContainerFault
 

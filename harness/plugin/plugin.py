@@ -194,7 +194,7 @@ def cluster(request: pytest.FixtureRequest, tmp_path: Path):
     import uuid
 
     from pschaos.harness.backends.process.backend import ProcessBackend
-    from pschaos.harness.run.scenario import ClusterSpec
+    from pschaos.harness.backends.cluster import ClusterSpec
 
     made = []
 

@@ -115,14 +115,18 @@ class Runner:
         self.progress.note(msg)
 
     # ------------------------------------------------------------------ main
+    def _run_another(self, sc: Scenario, out: Path) -> dict:
+        """Another scenario run as this one is (seed, backend, backend factory), quietly, for a
+        system that needs one before its run; the system gets this function, never a runner."""
+        return Runner(sc, self.seed, out, self.backend_name, quiet=True, make_backend=self.make_backend).run()
+
     def run(self) -> dict:
         self.out.mkdir(parents=True, exist_ok=True)
         self.history = History(self.backend.events_path("harness"), self.clock)
         t_start = time.time()       # wall_s: what the run cost in real time, whatever its clock
         self.load_start = hostload.sample()     # report.json host_load: what else ran meanwhile
         self.speed: hostspeed.SpeedProbe | None = None
-        self.prepared = self.system.prepare(self.sc, self.seed, self.out, self.backend_name, self.make_backend,
-                                            self.say)
+        self.prepared = self.system.prepare(self.sc, self.out, self._run_another, self.say)
         self.tearing_down = False
         trapped = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
         prev = {sig: signal.signal(sig, self._on_term) for sig in trapped}   # SIGINT too: a shell may have

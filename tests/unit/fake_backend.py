@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pschaos.harness.history.clock import WALL
-from pschaos.harness.run.scenario import ClusterSpec
+from pschaos.harness.backends.cluster import ClusterSpec
 
 
 class ManualClock:

@@ -11,7 +11,7 @@ from pschaos.harness.backends.base import Backend
 from pschaos.harness.backends.docker.backend import DockerBackend
 from pschaos.harness.backends.process.backend import ProcessBackend
 from pschaos.harness.history.clock import WALL, Clock, WallClock, clock_of
-from pschaos.harness.run.scenario import ClusterSpec
+from pschaos.harness.backends.cluster import ClusterSpec
 
 from .fake_backend import FakeBackend, ManualClock
 

@@ -354,7 +354,7 @@ def test_an_engine_with_a_bridge_breaks_the_network_rule(monkeypatch):
 
 
 def test_the_docker_backend_refuses_a_remote_engine(monkeypatch, tmp_path):
-    from pschaos.harness.run.scenario import ClusterSpec
+    from pschaos.harness.backends.cluster import ClusterSpec
 
     monkeypatch.setenv("DOCKER_HOST", "tcp://192.0.2.1:2375")
     with pytest.raises(HarnessError, match="DOCKER_HOST=tcp://192.0.2.1:2375 is not a local unix socket"):
@@ -429,7 +429,7 @@ def test_an_existing_run_folder_without_the_marker_is_kept(tmp_path):
 def test_gpus_that_request_no_gpu_are_refused(gpus):
     from pydantic import ValidationError
 
-    from pschaos.harness.run.scenario import ClusterSpec
+    from pschaos.harness.backends.cluster import ClusterSpec
 
     with pytest.raises(ValidationError, match="gpus="):
         ClusterSpec(gpus=gpus)

@@ -134,7 +134,7 @@ def test_device_auto_and_missing_cuda():
 def test_process_backend_implements_the_adapter(tmp_path):
     from pschaos.harness.backends.base import Backend
     from pschaos.harness.backends.process.backend import ProcessBackend
-    from pschaos.harness.run.scenario import ClusterSpec
+    from pschaos.harness.backends.cluster import ClusterSpec
 
     be = ProcessBackend(ClusterSpec(), tmp_path, "r", 1)
     be.cfg = be.net = None
@@ -186,7 +186,7 @@ def test_member_ttl_and_poll_are_checked_naming_the_field():
 
 
 def test_the_scenario_says_whether_nodes_keep_membership():
-    from pschaos.harness.run.scenario import ClusterSpec
+    from pschaos.harness.backends.cluster import ClusterSpec
 
     assert ClusterSpec(training="async").membership_config()["barrier"] is False
     cfg = ClusterSpec(training="ssp", member_join_grace_s=5, member_join_timeout_s=7).membership_config()

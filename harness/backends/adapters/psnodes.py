@@ -9,13 +9,11 @@ backends, checkpoints, audit tensors), so it implements the runner's System prot
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
 
 from pschaos.harness.backends.base import Backend
+from pschaos.harness.backends.adapters.system import Record, Rerun, Say
 from pschaos.harness.errors import HarnessError
 
-Record = Callable[..., dict]
-Say = Callable[[str], None]
 
 
 def process_backend(scenario, run_dir: Path, run_id: str, seed: int) -> Backend:
@@ -106,17 +104,15 @@ class PsnodesSystem:
         for v in be.checkpoint_scan():      # does each manifest name a whole, loadable file?
             record("checkpoint-scan", v)
 
-    def prepare(self, sc, seed: int, out: Path, backend: str, make_backend, say: Say) -> dict:
+    def prepare(self, sc, out: Path, rerun: Rerun, say: Say) -> dict:
         """converge-baseline: the same scenario without faults, same seed; its loss is the bound."""
         if "converge-baseline" not in sc.expect.checks:
             return {"baseline_loss": None}
-        from pschaos.harness.run.runner import Runner
-
-        say(f"{sc.name}: fault-free baseline run (seed {seed}) for converge-baseline")
+        say(f"{sc.name}: fault-free baseline run for converge-baseline")
         base = sc.model_copy(update={"faults": [], "nemesis": None, "name": sc.name,
                                      "expect": sc.expect.model_copy(update={"checks": ["converged"], "metrics": []})})
         base.path = sc.path
-        rep = Runner(base, seed, out / "baseline", backend, quiet=True, make_backend=make_backend).run()
+        rep = rerun(base, out / "baseline")
         return {"baseline_loss": rep["metrics"]["final_loss"]}
 
     def context(self, sc) -> dict:

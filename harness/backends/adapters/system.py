@@ -16,6 +16,7 @@ from pschaos.harness.backends.adapters.api import Adapter
 
 Record = Callable[..., dict]
 Say = Callable[[str], None]
+Rerun = Callable[[Any, Path], dict]       # (scenario, out folder) -> its report
 
 
 class System(Protocol):
@@ -37,10 +38,10 @@ class System(Protocol):
         """Record what the checkers judge the run by (final states, final reads)."""
         ...
 
-    def prepare(self, sc, seed: int, out: Path, backend: str, make_backend: Callable[..., Backend],
-                say: Say) -> dict:
+    def prepare(self, sc, out: Path, rerun: Rerun, say: Say) -> dict:
         """Before the run: what the checkers need from elsewhere (psnodes: a fault-free baseline
-        run's loss), as context fields."""
+        run's loss), as context fields. `rerun(scenario, folder)` runs another scenario as this
+        run would (same seed, backend and backend factory, quietly) and returns its report."""
         ...
 
     def context(self, sc) -> dict:
@@ -101,8 +102,7 @@ class AdaptedSystem:
         record("final-read", {"error": error})
         say(f"could not read the final state of {self.name}: {error}")
 
-    def prepare(self, sc, seed: int, out: Path, backend: str, make_backend: Callable[..., Backend],
-                say: Say) -> dict:
+    def prepare(self, sc, out: Path, rerun: Rerun, say: Say) -> dict:
         return {}
 
     def context(self, sc) -> dict:

@@ -29,7 +29,7 @@ from pschaos.harness.backends.docker.volumes import DataVolumes
 from pschaos.harness.errors import HarnessError
 from pschaos.harness.machinery.etcd_server import EtcdServer
 from pschaos.harness.faults.container import CONTAINER_KINDS
-from pschaos.harness.run.scenario import ClusterSpec
+from pschaos.harness.backends.cluster import ClusterSpec
 from pschaos.harness.machinery.toxiproxy_server import ToxiproxyServer
 
 

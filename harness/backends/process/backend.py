@@ -23,7 +23,8 @@ from pschaos.psnodes.config import ClusterConfig, ShardRecord
 from pschaos.psnodes.etcd import Etcd, EtcdError
 
 from pschaos.harness.machinery import registry
-from pschaos.harness.backends.observe import retire_groups, routes_from_copies, scan_entry, start_groups
+from pschaos.harness.backends.observe import retire_groups, routes_from_copies, start_groups
+from pschaos.harness.checkers.scan import scan_entry
 from pschaos.harness.errors import HarnessError
 from pschaos.netfaults.faults import LINK_FAULTS, NetContext
 from pschaos.netfaults.links import LinkTable
@@ -34,7 +35,7 @@ from pschaos.harness.machinery.etcd_server import EtcdServer
 from pschaos.harness.machinery.ports import free_ports
 from pschaos.harness.machinery.launcher import Launcher
 from pschaos.harness.machinery.procs import Signals, reap, start_time, stop_all, tagged_processes
-from pschaos.harness.run.scenario import ClusterSpec
+from pschaos.harness.backends.cluster import ClusterSpec
 from pschaos.harness.machinery.toxiproxy_server import ToxiproxyServer
 
 TASK_TABLES = {"mlp": {}, "widedeep": {"emb": 16, "wide": 1}}

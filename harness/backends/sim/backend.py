@@ -35,7 +35,7 @@ from pschaos.psnodes.runtime import Runtime
 
 from pschaos.harness.backends.observe import routes_from_copies
 from pschaos.harness.errors import HarnessError
-from pschaos.harness.run.scenario import ClusterSpec
+from pschaos.harness.backends.cluster import ClusterSpec
 from pschaos.harness.backends.sim.calibration import Calibration
 from pschaos.harness.backends.sim.clock import SimClock
 from pschaos.harness.backends.sim.cpu import SimCPU

@@ -31,7 +31,7 @@ from pschaos.psnodes.store.checkpoint import MANIFEST, STALE_TMP_S
 from pschaos.psnodes.core.checkpoints import keeps_current
 from pschaos.psnodes.placement import parse_node_name
 
-from pschaos.harness.backends.observe import scan_entry
+from pschaos.harness.checkers.scan import scan_entry
 from pschaos.harness.backends.sim.clock import SimClock
 from pschaos.harness.backends.sim.rpc import Gen
 

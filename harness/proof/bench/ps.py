@@ -28,7 +28,7 @@ from pschaos.psnodes.server.tuning import tune_malloc
 from pschaos.harness.backends.process.backend import ProcessBackend
 from pschaos.harness.proof.bench.torchrpc import TorchRpcPS
 from pschaos.harness.machinery.procs import wait_until
-from pschaos.harness.run.scenario import ClusterSpec
+from pschaos.harness.backends.cluster import ClusterSpec
 from pschaos.harness.run.metrics import failover_stats
 
 KILL_WAIT_S = 15.0      # a kill with no ack at a higher epoch within this is a failed failover

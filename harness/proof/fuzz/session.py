@@ -20,7 +20,7 @@ from pschaos.harness.proof.fuzz.runner import FuzzRun, prepare
 
 def fuzz_main(args: argparse.Namespace) -> int:
     from pschaos.harness.backends.process.backend import ProcessBackend
-    from pschaos.harness.run.scenario import ClusterSpec
+    from pschaos.harness.backends.cluster import ClusterSpec
     from pschaos.harness.machinery.tools import find
 
     if find("etcd") is None:

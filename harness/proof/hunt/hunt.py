@@ -24,7 +24,8 @@ from typing import Callable
 
 import yaml
 
-from pschaos.harness.run.scenario import ClusterSpec, Fault, Scenario, Workload
+from pschaos.harness.backends.cluster import ClusterSpec
+from pschaos.harness.run.scenario import Fault, Scenario, Workload
 from pschaos.harness.proof.hunt.shrink import Shrunk, shrink
 from pschaos.harness.proof.hunt.space import FaultSpace
 

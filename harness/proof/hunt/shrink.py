@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from pschaos.harness.run.scenario import ClusterSpec, Fault
+from pschaos.harness.backends.cluster import ClusterSpec
+from pschaos.harness.run.scenario import Fault
 
 Oracle = Callable[[list[Fault], ClusterSpec], bool]
 

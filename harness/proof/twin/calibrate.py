@@ -50,7 +50,7 @@ def _ms_a_s(rates: dict[str, float]) -> str:
 
 def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
     from pschaos.harness.backends.process.backend import ProcessBackend
-    from pschaos.harness.run.scenario import ClusterSpec
+    from pschaos.harness.backends.cluster import ClusterSpec
 
     t0 = time.time()
     say("pschaos sim calibrate: starting a 1-copy cluster of real processes")

@@ -3,7 +3,7 @@ as still fails, on the smallest cluster, within its budget, and never runs a can
 from __future__ import annotations
 
 from pschaos.harness.proof.hunt import FaultSpace, make_fault, shrink
-from pschaos.harness.run.scenario import ClusterSpec
+from pschaos.harness.backends.cluster import ClusterSpec
 
 
 def schedule():

@@ -12,7 +12,8 @@ import pschaos.harness.run.runner
 import pschaos.harness.run.scenario
 from pschaos.harness.errors import HarnessError
 from pschaos.harness.run.runner import Runner
-from pschaos.harness.run.scenario import ClusterSpec, load_scenario
+from pschaos.harness.backends.cluster import ClusterSpec
+from pschaos.harness.run.scenario import load_scenario
 from pschaos.harness.backends.sim.backend import SimBackend
 from pschaos.netfaults.faults import LINK_FAULTS
 from pschaos.psnodes.config import ShardRecord

@@ -13,7 +13,8 @@ import pytest
 
 from pschaos.harness.history.events import read_events
 from pschaos.harness.run.runner import Runner
-from pschaos.harness.run.scenario import ClusterSpec, load_scenario
+from pschaos.harness.backends.cluster import ClusterSpec
+from pschaos.harness.run.scenario import load_scenario
 from pschaos.harness.backends.sim.backend import SimBackend
 from pschaos.harness.backends.sim.elastic import MIGRATOR
 from pschaos.harness.backends.sim.transport import SimEtcdClient, SimPool, SimStatusError, SimStub

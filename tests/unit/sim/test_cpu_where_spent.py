@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from pschaos.harness.run.runner import Runner
-from pschaos.harness.run.scenario import ClusterSpec, load_scenario
+from pschaos.harness.backends.cluster import ClusterSpec
+from pschaos.harness.run.scenario import load_scenario
 from pschaos.harness.backends.sim.backend import SimBackend
 from pschaos.harness.proof.twin.calibrate_cpu import charged_between, twin_idle_rates
 from pschaos.harness.backends.sim.calibration import Calibration

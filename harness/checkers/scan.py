@@ -1,0 +1,24 @@
+"""A checkpoint folder turned into a `checkpoint-scan` event: the evidence `checkpoints-atomic`
+judges. The process backend, the twin's disk and the disk-full fault all record it through this
+one function, so the same folder cannot be judged two ways."""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from pschaos.psnodes.store.blob import unpack
+
+
+def scan_entry(d: str, stray_tmp: list[str], manifest: bytes | str, read: Callable[[str], bytes]) -> dict:
+    """One `checkpoint-scan` value: does the manifest name a whole, loadable file? `read(name)`
+    returns a file of the folder (raising what a missing file raises)."""
+    v: dict[str, Any] = {"dir": d, "stray_tmp": stray_tmp}
+    try:
+        m = json.loads(manifest)
+        blob = read(m["file"])
+        v.update(seq=m["seq"], file=m["file"], size_ok=len(blob) == m["bytes"])
+        unpack(blob)
+        v["loadable"] = True
+    except Exception as e:  # noqa: BLE001 - what is wrong is the finding
+        v.update(loadable=False, error=f"{e.__class__.__name__}: {e}")
+    return v
