@@ -84,7 +84,7 @@ class SimCPU:
         self.busy_s = 0.0           # CPU seconds handed out in all (for reports and tests)
         # when a list, every charge as (now, owner or "", CPU seconds): booked when submitted,
         # refunded (negative) when cancelled; `pschaos sim calibrate` reads a copy's CPU over a
-        # training window from it, against a real process's (calibrate_cpu.charged_between)
+        # training window from it, against a real process's (harness/proof/twin/run_cpu.py: charged_between)
         self.log: list[tuple[float, str, float]] | None = None
 
     def rate(self) -> float:

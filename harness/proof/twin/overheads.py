@@ -8,7 +8,8 @@ from typing import Callable
 import numpy as np
 
 from pschaos.harness.errors import HarnessError
-from pschaos.harness.proof.twin.calibrate_cpu import RunCpu, charged_between, copy_cpu_extras, per_call_workers, per_push_roles, training_window, worker_windows, WINDOW_TAIL_S
+from pschaos.harness.proof.twin.run_cpu import (RunCpu, charged_between, copy_cpu_extras, per_call_workers, per_push_roles,
+                                                training_window, worker_windows, WINDOW_TAIL_S)
 from pschaos.harness.backends.sim.calibration import Calibration
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pschaos.harness.errors import HarnessError
-from pschaos.harness.proof.twin.calibrate_cpu import (_at, charged_between, copy_cpu_extras, copy_idle_extra, per_call_workers,
-                                       per_push_roles, training_window, worker_windows)
+from pschaos.harness.proof.twin.calibrate_cpu import copy_idle_extra
+from pschaos.harness.proof.twin.run_cpu import (_at, charged_between, copy_cpu_extras, per_call_workers, per_push_roles,
+                                                training_window, worker_windows)
 
 
 def ev(t: float, f: str, type_: str = "info", **value) -> dict:

@@ -180,7 +180,7 @@ def test_a_job_ends_late_in_a_long_run_when_its_rest_is_below_the_clocks_resolut
 
 def test_cpu_is_booked_per_owner_and_a_cancelled_jobs_unserved_rest_is_taken_back() -> None:
     """SimCPU.log is the twin's per-process CPU, which calibration sets against a real run's."""
-    from pschaos.harness.proof.twin.calibrate_cpu import charged_between
+    from pschaos.harness.proof.twin.run_cpu import charged_between
 
     env = simpy.Environment()
     cpu = SimCPU(env, 1)

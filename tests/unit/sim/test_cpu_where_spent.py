@@ -14,7 +14,8 @@ from pschaos.harness.run.runner import Runner
 from pschaos.harness.backends.cluster import ClusterSpec
 from pschaos.harness.run.scenario import load_scenario
 from pschaos.harness.backends.sim.backend import SimBackend
-from pschaos.harness.proof.twin.calibrate_cpu import charged_between, twin_idle_rates
+from pschaos.harness.proof.twin.calibrate_cpu import twin_idle_rates
+from pschaos.harness.proof.twin.run_cpu import charged_between
 from pschaos.harness.backends.sim.calibration import Calibration
 from pschaos.harness.backends.sim.cpu import io_line
 
