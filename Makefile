@@ -59,11 +59,11 @@ test: install docker-engine
 	$(BIN)/pschaos doctor
 	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider --durations=30 tests scenarios
 	# the whole scenario library again, in the SimPy twin (virtual time, same checkers)
-	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider scenarios --backend sim
+	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider scenarios --pschaos-backend sim
 	# the library core and the container-only faults on --backend docker (real engine, real containers),
 	# one scenario at a time: two 9-container clusters on 2 cores starve heartbeats into false failovers,
 	# whose snapshot catch-ups then fail catch-up-by-delta (seen once in three runs)
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(DOCKER_SCENARIOS) --backend docker
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(DOCKER_SCENARIOS) --pschaos-backend docker
 
 unit: install
 	$(BIN)/python -m pytest -q tests/unit

@@ -27,7 +27,7 @@ MIN_STRUCTURED_SHARE = {"Push": 0.5, "Replicate": 0.5, "Pull": 0.5, "Snapshot": 
 def test_hostile_requests_change_nothing(make_cluster, pytestconfig):
     be = make_cluster(shards=1, copies=3, tables={"emb": 8})
     prepare(be)
-    seed = pytestconfig.getoption("seed")
+    seed = pytestconfig.getoption("pschaos_seed")
     run = FuzzRun(be, seed, REQUESTS, progress_every=10 ** 9)
     s = run.run()
     report = format_text(s)

@@ -1,4 +1,8 @@
-"""The pytest plugin, tested with pytester in subprocesses (real clusters, small workloads)."""
+"""The pytest plugin, tested with pytester in subprocesses: on the twin (`--pschaos-backend sim`)
+wherever a real cluster adds nothing, on real processes where the fixtures start one."""
+import json
+import textwrap
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -34,17 +38,58 @@ def test_collects_yaml_scenarios_as_items(pytester):
 
 def test_runs_and_passes_with_options(pytester):
     scenario(pytester, "tiny-pass")
-    r = pytester.runpytest_subprocess("scenarios", "--seed", "5", "--pschaos-out", str(pytester.path / "o"))
+    r = pytester.runpytest_subprocess("scenarios", "--pschaos-seed", "5", "--pschaos-backend", "sim",
+                                      "--pschaos-out", str(pytester.path / "o"))
     r.assert_outcomes(passed=1)
-    assert (pytester.path / "o" / "tiny-pass-5" / "report.json").exists()
+    rep = json.loads((pytester.path / "o" / "tiny-pass-5" / "report.json").read_text())
+    assert rep["seed"] == 5 and rep["backend"] == "sim"
+
+
+def test_unprefixed_options_are_not_ours(pytester):
+    """`--backend` and `--seed` belong to nobody here: another plugin or a user's conftest may
+    define them. pytest refuses them as unknown."""
+    scenario(pytester, "tiny-unprefixed")
+    r = pytester.runpytest_subprocess("scenarios", "--backend", "sim")
+    assert r.ret != 0
+    r.stderr.fnmatch_lines(["*unrecognized arguments: --backend*"])
+
+
+def test_a_conftest_implements_both_hooks(pytester):
+    """pytest registers a conftest's hooks only by `pytest_` names: the scenario hook changes the
+    scenario before it runs (its steps), the report hook sees every report, YAML and Python alike."""
+    scenario(pytester, "tiny-hooked", steps=200)
+    pytester.makeconftest(textwrap.dedent("""
+        import json
+
+        def pytest_pschaos_modify_scenario(scenario, config):
+            scenario.workload.steps = 30
+
+        def pytest_pschaos_report(report, item):
+            with open("seen.jsonl", "a") as f:
+                f.write(json.dumps({"item": item.name, "scenario": report["scenario"],
+                                    "steps": report["scenario_spec"]["workload"]["steps"]}) + chr(10))
+        """))
+    pytester.makepyfile(test_py_hooked="""
+        from pschaos.harness.run.scenario import Scenario
+
+        def test_py_hooked(pschaos_run_scenario):
+            pschaos_run_scenario(Scenario.model_validate({
+                "name": "py-hooked", "cluster": {"shards": 1, "copies": 2, "workers": 1},
+                "workload": {"steps": 20}, "faults": [], "expect": {"checks": ["exactly-once"]}}))
+    """)
+    r = pytester.runpytest_subprocess("scenarios", "test_py_hooked.py", "--pschaos-backend", "sim")
+    r.assert_outcomes(passed=2)
+    seen = [json.loads(line) for line in (pytester.path / "seen.jsonl").read_text().splitlines()]
+    assert sorted(s["scenario"] for s in seen) == ["py-hooked", "tiny-hooked"]
+    assert {s["scenario"]: s["steps"] for s in seen}["tiny-hooked"] == 30        # changed before it ran
 
 
 def test_failure_shows_checks_and_rerun(pytester):
     scenario(pytester, "tiny-fail", bound='"failovers >= 3"')
-    r = pytester.runpytest_subprocess("scenarios", "--seed", "9")
+    r = pytester.runpytest_subprocess("scenarios", "--pschaos-seed", "9", "--pschaos-backend", "sim")
     r.assert_outcomes(failed=1)
-    r.stdout.fnmatch_lines(["*scenario tiny-fail (seed 9, process): FAIL*", "*metric-bounds: False*",
-                            "*rerun: pschaos run *tiny-fail.yaml --backend process --seed 9*"])
+    r.stdout.fnmatch_lines(["*scenario tiny-fail (seed 9, sim): FAIL*", "*metric-bounds: False*",
+                            "*rerun: pschaos run *tiny-fail.yaml --backend sim --seed 9*"])
 
 
 def test_malformed_scenario_is_a_collection_error_with_line_and_field(pytester):
@@ -62,21 +107,21 @@ def test_python_scenario_with_fixture_and_marker(pytester):
         from pschaos.harness.run.scenario import Scenario
 
         @pytest.mark.pschaos(seed=11)
-        def test_kill_replica(run_scenario):
+        def test_kill_replica(pschaos_run_scenario):
             sc = Scenario.model_validate({
                 "name": "py-tiny", "cluster": {"shards": 1, "copies": 2, "workers": 1},
                 "workload": {"steps": 30},
                 "faults": [{"at": {"step": 5}, "kind": "kill", "target": "replica(shard=0)"}],
                 "expect": {"checks": ["no-lost-acks", "exactly-once"]}})
-            rep = run_scenario(sc)
+            rep = pschaos_run_scenario(sc)
             assert rep["seed"] == 11 and rep["verdict"] == "pass"
 
-        def test_cluster_and_nemesis(cluster, nemesis, history):
-            be = cluster(shards=1, copies=2, proxied=True)
-            f = nemesis.inject(be, "latency", "shard-0/0 -> shard-0/1", latency_ms=50)
+        def test_cluster_and_nemesis(pschaos_cluster, pschaos_nemesis, pschaos_history):
+            be = pschaos_cluster(shards=1, copies=2, proxied=True)
+            f = pschaos_nemesis.inject(be, "latency", "shard-0/0 -> shard-0/1", latency_ms=50)
             assert f.info["links"] == ["shard-0/0->shard-0/1"]
-            nemesis.heal(f)
-            assert [e["f"] for e in history.events()] == ["fault-start", "fault-stop"]
+            pschaos_nemesis.heal(f)
+            assert [e["f"] for e in pschaos_history.events()] == ["fault-start", "fault-stop"]
     """)
     r = pytester.runpytest_subprocess("test_py_scenario.py")
     r.assert_outcomes(passed=2)
@@ -86,5 +131,5 @@ def test_parallel_under_xdist(pytester):
     pytest.importorskip("xdist")
     scenario(pytester, "tiny-x1")
     scenario(pytester, "tiny-x2")
-    r = pytester.runpytest_subprocess("scenarios", "-n", "2", "-p", "xdist")
+    r = pytester.runpytest_subprocess("scenarios", "-n", "2", "-p", "xdist", "--pschaos-backend", "sim")
     r.assert_outcomes(passed=2)

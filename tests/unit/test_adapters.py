@@ -11,7 +11,7 @@ from pschaos.harness.backends.adapters import SYSTEMS, adapter_class, system_nam
 from pschaos.harness.backends.adapters.portcut import isolated
 from pschaos.harness.checkers.updates import counters_match, linearizable_reads, no_lost_updates
 from pschaos.harness.errors import HarnessError, ScenarioError
-from pschaos.harness.plugin.plugin import as_expected
+from pschaos.harness.plugin.outcome import as_expected
 from pschaos.harness.run.scenario import Scenario, load_scenario
 
 
@@ -452,7 +452,7 @@ def test_a_check_the_scenario_may_find_must_be_decided_either_way(tmp_path):
 
 
 def test_a_failing_item_says_what_it_may_find():
-    from pschaos.harness.plugin.plugin import explain
+    from pschaos.harness.plugin.outcome import explain
 
     rep = {"scenario": "k", "seed": 1, "backend": "process", "verdict": "unknown", "rerun": "pschaos run k",
            "scenario_spec": {"expect": {"finds": [], "may_find": ["no-lost-updates"]}},
