@@ -102,7 +102,7 @@ class ClusterConfig:
     member_join_timeout_s: float = 30.0
     # sync acks need this many in-sync copies; 0 = 2 if copies >= 3 else 1. With 2 copies an ack may
     # live on the primary alone: losing it then means a restore (a reported loss), and the lease
-    # bound (pschaos.psnodes.server.node) keeps that primary from acking once a restore may happen
+    # bound (pschaos.psnodes.server.primacy) keeps that primary from acking once a restore may happen
     min_isr: int = 0
     checkpoint_interval_s: float = 2.0
     max_message_bytes: int = 256 << 20

@@ -1,7 +1,7 @@
 """One shared reader of shard records for every call of a PS client (the deposed-primary watch).
 
 A call waiting on a primary past the detector's floor looks at its shard record now and then
-(psnodes/client/client.py `_call_primary`): a frozen primary is given up once the record names its
+(psnodes/client/shard_calls.py `_call_primary`): a frozen primary is given up once the record names its
 successor. One read per waiting call would load etcd with every call in flight (a push and a pull
 per shard per worker, and every BSP/SSP barrier pull the server holds for seconds), at the very
 moment the replicas' election needs etcd. So the reads are shared: per client (one per worker

@@ -18,6 +18,9 @@ any copy with `store`, `name` and `shard`) and the decisions of a Migrate step (
 `route_step`, `adoption`, `check_export`, `export_now`, `export_reply`, and `restore_routing`, what a
 copy that restored its shard appends before it serves) hold no lock, clock or I/O, so both shells decide alike; `sync_routing`, `adopt`, `append` and `migrate` are the real
 node's shell around them.
+
+A copy is typed by what is read of it (pschaos.psnodes.server.shells: ShardCopy for the checks,
+PrimaryShell for the real node's shell), so this module imports neither shell.
 """
 from __future__ import annotations
 
@@ -33,9 +36,9 @@ from pschaos.psnodes.wire.codec import ids_from_pb
 from pschaos.psnodes.core.routing import Epochs, Restored, Routing, after_restore, compare
 from pschaos.psnodes.errors import STALE_ROUTING, InvalidArgument, NotPrimary, StaleRouting
 from pschaos.psnodes.proto import ps_pb2
+from pschaos.psnodes.server.shells import PrimaryShell, ShardCopy
 
 if TYPE_CHECKING:
-    from pschaos.psnodes.server.node import ShardNode
     from pschaos.psnodes.store.store import ShardStore
 
 Op = ps_pb2.MigrateRequest
@@ -45,7 +48,7 @@ def _always() -> bool:
     return True
 
 
-def sync_routing(node: "ShardNode", caller_epoch: int, deadline: float, active: Callable[[], bool] = _always) -> None:
+def sync_routing(node: PrimaryShell, caller_epoch: int, deadline: float, active: Callable[[], bool] = _always) -> None:
     """A caller ahead of this shard's routing epoch: read the record and adopt it (primary only).
     `active` (grpc's context.is_active): the adoption's ack wait ends once the caller gave up."""
     if caller_epoch <= node.store.routing_epoch or node.etcd is None:
@@ -58,7 +61,7 @@ def sync_routing(node: "ShardNode", caller_epoch: int, deadline: float, active: 
     adopt(node, rec.epoch, rec.shards, deadline, active)
 
 
-def adopt(node: "ShardNode", epoch: int, shards, deadline: float, active: Callable[[], bool] = _always) -> int:
+def adopt(node: PrimaryShell, epoch: int, shards, deadline: float, active: Callable[[], bool] = _always) -> int:
     """Append a ROUTE entry for `epoch` (nothing when the store is there already)."""
     if epoch <= node.store.routing_epoch:
         return node.store.seq
@@ -66,7 +69,7 @@ def adopt(node: "ShardNode", epoch: int, shards, deadline: float, active: Callab
     return append(node, step.update, deadline, lambda: step.still(node.store), active)
 
 
-def append(node: "ShardNode", upd: ps_pb2.Update, deadline: float, still=lambda: True,
+def append(node: PrimaryShell, upd: ps_pb2.Update, deadline: float, still=lambda: True,
            active: Callable[[], bool] = _always) -> int:
     """Apply one of the shard's own entries as primary and wait until the mode's ack rule holds."""
     with node.cond:
@@ -86,7 +89,7 @@ def append(node: "ShardNode", upd: ps_pb2.Update, deadline: float, still=lambda:
         return seq
 
 
-def check_call(node: "ShardNode", caller_epoch: int) -> None:
+def check_call(node: ShardCopy, caller_epoch: int) -> None:
     """The caller's routing epoch against ours (lock held)."""
     verdict = compare(caller_epoch, node.store.routing_epoch)
     if verdict is Epochs.STALE:
@@ -96,7 +99,7 @@ def check_call(node: "ShardNode", caller_epoch: int) -> None:
         raise NotPrimary(f"{node.name}: routing epoch {caller_epoch} arrived while this shard adopts it; retry")
 
 
-def check_push(node: "ShardNode", caller_epoch: int, upd: ps_pb2.Update) -> None:
+def check_push(node: ShardCopy, caller_epoch: int, upd: ps_pb2.Update) -> None:
     """Every key of a push owned here at the caller's routing epoch, none fenced (lock held)."""
     check_call(node, caller_epoch)
     store = node.store
@@ -117,7 +120,7 @@ def check_push(node: "ShardNode", caller_epoch: int, upd: ps_pb2.Update) -> None
                                    f"routing epoch {store.routing_epoch} or are moving; re-route")
 
 
-def check_pull(node: "ShardNode", req: ps_pb2.PullRequest) -> None:
+def check_pull(node: ShardCopy, req: ps_pb2.PullRequest) -> None:
     """A pull's routing epoch, and that every row it asks for is owned here (lock held)."""
     check_call(node, req.routing_epoch)
     for r in req.sparse:
@@ -272,7 +275,7 @@ def export_reply(x: Exported, req: ps_pb2.MigrateRequest, name: str) -> ps_pb2.M
 
 
 # ---------------------------------------------------------------- Migrate RPC (the real node's shell)
-def migrate(node: "ShardNode", req: ps_pb2.MigrateRequest, deadline: float,
+def migrate(node: PrimaryShell, req: ps_pb2.MigrateRequest, deadline: float,
             active: Callable[[], bool] = _always) -> ps_pb2.MigrateReply:
     """One Migrate step; its waits end once the coordinator gave the call up (`active`)."""
     node._check_shard(req.shard, "Migrate")
@@ -288,7 +291,7 @@ def migrate(node: "ShardNode", req: ps_pb2.MigrateRequest, deadline: float,
     return step_reply(node.store, seq, node.name)
 
 
-def _export(node: "ShardNode", req, deadline: float, active: Callable[[], bool] = _always) -> ps_pb2.MigrateReply:
+def _export(node: PrimaryShell, req, deadline: float, active: Callable[[], bool] = _always) -> ps_pb2.MigrateReply:
     """The moving keys as of a replicated seq: in sync mode only what every ISR copy holds is
     exported, so a failover of the source never takes back a value the destination already has."""
     with node.cond:

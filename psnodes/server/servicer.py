@@ -11,7 +11,8 @@ import grpc
 from pschaos.psnodes.wire.bulkhead import Bulkhead, threads_problem
 from pschaos.psnodes.wire.channels import PEER_HEADER, TOKEN_HEADER, server_options
 from pschaos.psnodes.errors import ConfigError, PSError, abort_with
-from pschaos.psnodes.server.node import ShardNode, deadline_of
+from pschaos.psnodes.server.calls import deadline_of
+from pschaos.psnodes.server.node import ShardNode
 from pschaos.psnodes.proto import ps_pb2, ps_pb2_grpc
 from pschaos.psnodes.wire.wire import parse, split_push
 

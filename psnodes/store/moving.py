@@ -10,22 +10,22 @@ the optimizer state and the step counts of the moving keys, never anything else 
 Entries that remove keys (ROUTE drops what the shard no longer owns, UNFENCE drops what an
 aborted migration brought in) set `shape_seq`: a catch-up delta from before it cannot express the
 removal, so such a copy is caught up by a full snapshot instead (ShardStore.export_state).
+
+The functions take the store's fields (pschaos.psnodes.store.state.ShardState), not ShardStore:
+the store's checks, reads and mutations call them, so this module must not import the store back.
 """
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pschaos.psnodes.store.blob import pack, unpack
+from pschaos.psnodes.store.state import ShardState
 from pschaos.psnodes.core import migration as mig
 from pschaos.psnodes.errors import InvalidArgument
 from pschaos.psnodes.placement import AUDIT_SLOTS, audit_name, is_audit, owner, pinned_shard, row_owners
 from pschaos.psnodes.proto import ps_pb2
-
-if TYPE_CHECKING:
-    from pschaos.psnodes.store.store import ShardStore
 
 INTERNAL = (ps_pb2.Update.MIGRATE, ps_pb2.Update.FENCE, ps_pb2.Update.UNFENCE, ps_pb2.Update.ROUTE)
 KEEP_IMPORTED = 64          # import markers kept (a retried import of the same part is a no-op)
@@ -66,22 +66,22 @@ def lineage(idem: str, origin: int | None, shard: int, part: tuple[int, ...] = (
 
 
 # ------------------------------------------------------------------ ownership
-def owns(store: "ShardStore", name: str, shards: tuple[int, ...] | None = None) -> bool:
+def owns(store: ShardState, name: str, shards: tuple[int, ...] | None = None) -> bool:
     pin = pinned_shard(name)
     if pin is not None:
         return pin == store.spec.shard
     return owner(name, shards or store.shards) == store.spec.shard
 
 
-def owner_of(store: "ShardStore", name: str) -> int:
+def owner_of(store: ShardState, name: str) -> int:
     return owner(name, store.shards)
 
 
-def rows_owned(store: "ShardStore", table: str, ids: np.ndarray) -> np.ndarray:
+def rows_owned(store: ShardState, table: str, ids: np.ndarray) -> np.ndarray:
     return row_owners(table, ids, store.shards) == store.spec.shard
 
 
-def fenced_names(store: "ShardStore", names) -> list[str]:
+def fenced_names(store: ShardState, names) -> list[str]:
     """Of `names`, those the store's fence freezes (they are moving to another shard)."""
     f = store.fence
     if not f:
@@ -89,16 +89,16 @@ def fenced_names(store: "ShardStore", names) -> list[str]:
     return [n for n in names if mig.moving_out(n, store.spec.shard, f["src"], f["dst"])]
 
 
-def fenced_rows(store: "ShardStore", table: str, ids: np.ndarray) -> bool:
+def fenced_rows(store: ShardState, table: str, ids: np.ndarray) -> bool:
     f = store.fence
     return bool(f and ids.size and mig.rows_moving_out(table, ids, store.spec.shard, f["src"], f["dst"]).any())
 
 
-def owned_dense(store: "ShardStore") -> dict[str, np.ndarray]:
+def owned_dense(store: ShardState) -> dict[str, np.ndarray]:
     return {n: a for n, a in store.dense.items() if owns(store, n)}
 
 
-def bucket_counts(store: "ShardStore") -> dict[str, dict[str, int]]:
+def bucket_counts(store: ShardState) -> dict[str, dict[str, int]]:
     """{"__audit__/m<b>": {"worker-<j>": count}} for the migrating audit buckets this copy owns."""
     out = {}
     for n, a in store.dense.items():
@@ -108,7 +108,7 @@ def bucket_counts(store: "ShardStore") -> dict[str, dict[str, int]]:
 
 
 # --------------------------------------------------------------------- export
-def export_keys(store: "ShardStore", to: int, src, dst, since: int) -> tuple[bytes, int, int]:
+def export_keys(store: ShardState, to: int, src, dst, since: int) -> tuple[bytes, int, int]:
     """The keys moving from this shard to `to` and changed after `since` (all when 0), with their
     optimizer state and step counts, and this shard's dedup state; the blob, its raw key bytes,
     and how many dense tensors and rows it holds."""
@@ -151,7 +151,7 @@ def _union(a: list, b: list) -> list:
 
 
 # ----------------------------------------------------------------- decode
-def decode(store: "ShardStore", upd: ps_pb2.Update) -> tuple:
+def decode(store: ShardState, upd: ps_pb2.Update) -> tuple:
     """Check an internal entry before anything is applied; the plan `apply_internal` carries out."""
     kind = upd.kind
     if kind == ps_pb2.Update.MIGRATE:
@@ -177,7 +177,7 @@ def decode(store: "ShardStore", upd: ps_pb2.Update) -> tuple:
     return (ps_pb2.Update.Kind.Name(kind).lower(), meta, None)
 
 
-def _check_import(store: "ShardStore", meta: dict, arrays: dict) -> None:
+def _check_import(store: ShardState, meta: dict, arrays: dict) -> None:
     for k in ("from", "dense", "dense_steps", "applied", "clocks", "migration", "part"):
         if k not in meta:
             raise InvalidArgument(f"MIGRATE: state.meta.{k} is missing; send an EXPORT's state")
@@ -223,7 +223,7 @@ def routing_epoch_of(meta: dict, default: int) -> int:
 
 
 # ------------------------------------------------------------------ apply
-def apply_internal(store: "ShardStore", plan: tuple, seq: int) -> None:
+def apply_internal(store: ShardState, plan: tuple, seq: int) -> None:
     kind, meta, arrays = plan
     me = store.spec.shard
     if kind == "migrate":
@@ -250,7 +250,7 @@ def apply_internal(store: "ShardStore", plan: tuple, seq: int) -> None:
                 _ensure_audit(store, seq)
 
 
-def _import(store: "ShardStore", meta: dict, arrays: dict, seq: int) -> None:
+def _import(store: ShardState, meta: dict, arrays: dict, seq: int) -> None:
     for n in meta["dense"]:
         store.dense[n] = np.array(arrays[f"d/{n}"], dtype=np.float32, copy=True)
         store.dense_slots[n] = {} if is_audit(n) else {k: np.array(arrays[f"ds/{k}/{n}"], copy=True)
@@ -270,7 +270,7 @@ def _import(store: "ShardStore", meta: dict, arrays: dict, seq: int) -> None:
         store.clocks[w] = max(int(c), store.clocks.get(w, -1))
 
 
-def _ensure_audit(store: "ShardStore", seq: int) -> None:
+def _ensure_audit(store: ShardState, seq: int) -> None:
     """A shard that takes keys (a new one) gets its own pinned audit tensor, zeros, as INIT would."""
     name = audit_name(store.spec.shard)
     if name not in store.dense:
@@ -278,7 +278,7 @@ def _ensure_audit(store: "ShardStore", seq: int) -> None:
         store.dense_slots[name], store.dense_steps[name], store.dense_mod[name] = {}, 0, seq
 
 
-def _drop_unowned(store: "ShardStore") -> bool:
+def _drop_unowned(store: ShardState) -> bool:
     """Forget every key this shard does not own (in its routing) and is not fenced on: the keys a
     switch moved away, or those an aborted import brought. True when anything went."""
     gone = [n for n in store.dense if not owns(store, n)]
@@ -295,12 +295,12 @@ def _drop_unowned(store: "ShardStore") -> bool:
 
 
 # ------------------------------------------------------------------ state
-def state_meta(store: "ShardStore") -> dict:
+def state_meta(store: ShardState) -> dict:
     return {"routing": [store.routing_epoch, list(store.shards)], "fence": store.fence, "foreign": store.foreign,
             "imported": store.imported, "shape_seq": store.shape_seq}
 
 
-def take_meta(store: "ShardStore", meta: dict) -> None:
+def take_meta(store: ShardState, meta: dict) -> None:
     if "routing" in meta:
         store.routing_epoch, store.shards = int(meta["routing"][0]), tuple(int(s) for s in meta["routing"][1])
     store.fence = meta.get("fence")
@@ -309,5 +309,5 @@ def take_meta(store: "ShardStore", meta: dict) -> None:
     store.shape_seq = int(meta.get("shape_seq", 0))
 
 
-def digest(store: "ShardStore", h) -> None:
+def digest(store: ShardState, h) -> None:
     h.update(json.dumps(state_meta(store) | {"imported": None}, sort_keys=True).encode())

@@ -9,7 +9,7 @@ connection on an unanswered keepalive PING: a PING queued behind a slow upload (
 under a 100 kB/s cap) waits as long as the data ahead of it, so no ping timeout tells a frozen
 peer from a slow one, and a short one (250 ms, tried) killed every large push under a bandwidth
 cap, forever. Instead the PS client gives up a call when the shard record in etcd names the
-primary's successor (pschaos.psnodes.client.client.PSClient._call_primary): the replicas' detector is what knows
+primary's successor (pschaos.psnodes.client.shard_calls.ShardCalls._call_primary): the replicas' detector is what knows
 the primary is gone, and the worker follows it within DEPOSED_CHECK_S.
 
 `grpc.keepalive_timeout_ms` is not a ping timeout here (gRPC 1.5x reads that from

@@ -8,7 +8,7 @@ both: the call in flight failed 'Stream removed (ping timeout)' and the next one
 `make test` saw a replica 'stop answering Status' (the harness's be.status returns None on any
 error) and a failover: a replica's probe of its primary (psnodes/replication/probe.py) on a channel so broken
 fails at once, and the replica stands at the detector's floor instead of waiting out the probe.
-The replacement (pschaos.psnodes.client.client.PSClient._call_primary) gives up calls to a deposed primary only."""
+The replacement (pschaos.psnodes.client.shard_calls.ShardCalls._call_primary) gives up calls to a deposed primary only."""
 from __future__ import annotations
 
 import threading

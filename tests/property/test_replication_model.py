@@ -8,7 +8,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from pschaos.psnodes.store.optimizers import OptimizerConfig
 from pschaos.psnodes.proto import ps_pb2
 from pschaos.psnodes.wire.codec import rows_to_pb, tensor_to_pb
-from pschaos.psnodes.store.store import ShardSpec, ShardStore
+from pschaos.psnodes.store.state import ShardSpec
+from pschaos.psnodes.store.store import ShardStore
 
 COPIES = 3
 

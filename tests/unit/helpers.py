@@ -6,7 +6,8 @@ import numpy as np
 from pschaos.psnodes.wire.codec import rows_to_pb, tensor_to_pb
 from pschaos.psnodes.placement import dense_shard, row_shards
 from pschaos.psnodes.proto import ps_pb2
-from pschaos.psnodes.store.store import ShardSpec, ShardStore
+from pschaos.psnodes.store.state import ShardSpec
+from pschaos.psnodes.store.store import ShardStore
 
 
 def store(optimizer: str = "adam", shards: int = 1, shard: int = 0) -> ShardStore:

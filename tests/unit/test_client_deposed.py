@@ -3,7 +3,7 @@ is given up as soon as the shard record names the successor, not at the call's 2
 call to a slow but alive primary (a large push under a bandwidth cap) whose record does not move
 is never cut. The old design, a 250 ms HTTP/2 ping timeout on every client channel, killed the
 slow call too (tests/integration/test_faults.py::test_bandwidth_caps_throughput); these pin the
-replacement, pschaos.psnodes.client.client.PSClient._call_primary, with a fake stub, etcd and clock (a wait on a
+replacement, pschaos.psnodes.client.shard_calls.ShardCalls._call_primary, with a fake stub, etcd and clock (a wait on a
 call moves the clock by its timeout, so every figure here is exact).
 
 Also pinned (each failed on the code before): a reply that arrived while the record was read is
@@ -16,7 +16,8 @@ import time
 import grpc
 import pytest
 
-from pschaos.psnodes.client.client import BARRIER_CHECK_S, PSClient
+from pschaos.psnodes.client.client import PSClient
+from pschaos.psnodes.client.shard_calls import BARRIER_CHECK_S
 from pschaos.psnodes.config import ClusterConfig, ShardRecord
 from pschaos.psnodes.errors import StaleRouting
 from pschaos.psnodes.etcd import EtcdError

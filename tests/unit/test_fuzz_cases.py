@@ -21,7 +21,8 @@ from pschaos.psnodes.store.blob import pack, unpack
 from pschaos.psnodes.wire.channels import TOKEN_HEADER
 from pschaos.psnodes.store.optimizers import OptimizerConfig
 from pschaos.psnodes.proto import ps_pb2
-from pschaos.psnodes.store.store import ShardSpec, ShardStore
+from pschaos.psnodes.store.state import ShardSpec
+from pschaos.psnodes.store.store import ShardStore
 
 CTX = Ctx(epoch=3, primary="shard-0/0", target="shard-0/1", other="shard-0/2", seq=12, seq_epoch=3,
           token="0123456789abcdef0123456789abcdef")

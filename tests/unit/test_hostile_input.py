@@ -15,7 +15,8 @@ from pschaos.psnodes.events import EventLog
 from pschaos.psnodes.server.node import ShardNode
 from pschaos.psnodes.store.optimizers import OptimizerConfig
 from pschaos.psnodes.proto import ps_pb2
-from pschaos.psnodes.store.store import ShardSpec, ShardStore
+from pschaos.psnodes.store.state import ShardSpec
+from pschaos.psnodes.store.store import ShardStore
 from pschaos.psnodes.store.updatelog import Entry
 
 from .helpers import init, push, push_update, store
@@ -303,7 +304,7 @@ def test_only_one_snapshot_call_at_a_time(tmp_path):
 def test_server_waits_are_capped_whatever_deadline_the_client_asks():
     import time as _time
 
-    from pschaos.psnodes.server.node import MAX_WAIT_S, deadline_of
+    from pschaos.psnodes.server.calls import MAX_WAIT_S, deadline_of
 
     class Ctx:
         def time_remaining(self):

@@ -19,7 +19,8 @@ from pschaos.psnodes.core.routing import Routing
 from pschaos.psnodes.store.optimizers import OptimizerConfig
 from pschaos.psnodes.placement import owner
 from pschaos.psnodes.proto import ps_pb2
-from pschaos.psnodes.store.store import ShardSpec, ShardStore
+from pschaos.psnodes.store.state import ShardSpec
+from pschaos.psnodes.store.store import ShardStore
 from tests.unit.test_store_migration import internal
 
 TWO, THREE = (0, 1), (0, 1, 2)

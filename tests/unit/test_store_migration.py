@@ -13,7 +13,8 @@ from pschaos.psnodes.errors import InvalidArgument
 from pschaos.psnodes.store.optimizers import OptimizerConfig
 from pschaos.psnodes.placement import owner
 from pschaos.psnodes.proto import ps_pb2
-from pschaos.psnodes.store.store import ShardSpec, ShardStore
+from pschaos.psnodes.store.state import ShardSpec
+from pschaos.psnodes.store.store import ShardStore
 from pschaos.psnodes.store.updatelog import Entry
 
 SRC, DST = [0, 1], [0, 1, 2]

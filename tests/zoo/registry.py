@@ -8,9 +8,9 @@ checks it against the current tree), so a refactor that moves the code breaks th
 Where the decision lives in psnodes/core, or in a module both backends run (ShardStore,
 EmbeddingTable, the PS client and the worker: the twin runs them as they are), one patch
 mutates both backends (`sim="core"`). Where it lives in a shell (psnodes/replication/replication.py,
-node.py, checkpoint.py), the mutant carries the same edit of the twin's port
-(harness/backends/sim/shard_replication.py, shard_checkpoint.py, disk.py) so the two backends can be
-compared mutant by mutant (`sim="shell"`).
+psnodes/server/checkpointing.py, psnodes/store/checkpoint.py), the mutant carries the same edit of
+the twin's port (harness/backends/sim/shard_replication.py, shard_checkpoint.py, disk.py) so the
+two backends can be compared mutant by mutant (`sim="shell"`).
 """
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ RETRY_APPLIED_TWICE = Mutant(
     name="retry-applied-twice",
     description="a retried push is applied again: the idempotency key is never looked up",
     models="at-least-once delivery taken for exactly-once: a client retry after a lost reply doubles a gradient",
-    patch={"psnodes/store/store.py": [(
+    patch={"psnodes/store/checks.py": [(
         "            if self.applied.contains(local, upd.req_id):",
         "            if False:" + PLANTED)]},
     checker="exactly-once",
@@ -61,7 +61,7 @@ DELTA_GET_AND_CLEAR = Mutant(
     description="the keys a delta pull returns come from a changed-set read and cleared at every pull, "
                 "not from each key's change seq: keys changed before another worker's pull are lost",
     models="a dirty set tracked by get-and-clear, shared by every reader: one reader's sync empties it for all",
-    patch={"psnodes/store/store.py": [
+    patch={"psnodes/store/reads.py": [
         ("            if self.dense_mod[n] > since:",
          "            if self.dense_mod[n] > (max(since, getattr(self, \"_cleared\", 0)) if since else 0):" + PLANTED),
         ("        size = sum(a.nbytes for _, a in out)",
@@ -202,7 +202,7 @@ ADAM_STEP_NOT_PERSISTED = Mutant(
                 "per embedding row): a copy that loads one restarts its bias correction",
     models="optimizer state saved without its step count (the classic Adam resume bug): the moments are "
            "back, t is not, and the restored copy differs from the others",
-    patch={"psnodes/server/node.py": [("blob, _ = self.store.export_state(0)", _ZERO_STEPS)],
+    patch={"psnodes/server/checkpointing.py": [("blob, _ = self.store.export_state(0)", _ZERO_STEPS)],
            "harness/backends/sim/shard_checkpoint.py": [("blob, _ = self.store.export_state(0)", _ZERO_STEPS)]},
     checker="replicas-match",
     scenarios=("replica-restart-catchup", "kill-replica", "all-copies-lost"),

@@ -183,7 +183,7 @@ class SimBackend(ElasticShards):
             return None
         req = ps_pb2.StatusRequest(checksum=checksum, applied=applied, audit=audit)
         try:
-            # the server's deadline, 20 ms before the caller's, as every handler's (pschaos.psnodes.server.node.deadline_of)
+            # the server's deadline, 20 ms before the caller's, as every handler's (pschaos.psnodes.server.calls.deadline_of)
             return self.vt.run_process(c.serve_status(req, self.env.now + timeout - DEADLINE_MARGIN_S))
         except PSError:
             return None

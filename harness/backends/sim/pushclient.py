@@ -3,7 +3,7 @@
 The client does what psnodes/client/client.py does for one dense tensor on one shard: INIT (set-if-
 absent) of the tensor and the shard's audit tensor, then pushes, each with the worker's audit +1;
 a push goes to the primary the shard record names, and on a retryable failure the client waits
-(pschaos.psnodes.core.retry's schedule, as pschaos.psnodes.client.client), re-reads the record and sends the *same* idempotency key again, until
+(pschaos.psnodes.core.retry's schedule, as pschaos.psnodes.client.shard_calls), re-reads the record and sends the *same* idempotency key again, until
 its retry budget ends. Every push is an invoke/ok/fail/info operation in the history, with
 client.py's fields.
 """

@@ -31,7 +31,7 @@ Gen = Generator[simpy.Event, Any, Any]
 ETCD = "etcd"
 ETCD_MSG_BYTES = 256          # a small etcd request or answer
 ETCD_TIMEOUT_S = 1.0
-DEADLINE_MARGIN_S = 0.02      # pschaos.psnodes.server.node.deadline_of: a handler serves until 20 ms before the deadline
+DEADLINE_MARGIN_S = 0.02      # pschaos.psnodes.server.calls.deadline_of: a handler serves until 20 ms before the deadline
 
 
 class SimRpcError(PSError):

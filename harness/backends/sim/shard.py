@@ -22,12 +22,13 @@ from pschaos.psnodes.config import ClusterConfig, ShardRecord
 from pschaos.psnodes.core import ack, dedup, fencing, lease, membership
 from pschaos.psnodes.store.digest import dense_digest, wants_digest
 from pschaos.psnodes.store.moving import bucket_counts, owned_dense
-from pschaos.psnodes.server.node import promote_event
+from pschaos.psnodes.server.primacy import promote_event
 from pschaos.psnodes.errors import InvalidArgument, NotPrimary, ReplicationFailed, Timeout
 from pschaos.psnodes.membership.members import view_event
 from pschaos.psnodes.placement import parse_node_name
 from pschaos.psnodes.proto import ps_pb2
-from pschaos.psnodes.store.store import ShardSpec, ShardStore
+from pschaos.psnodes.store.state import ShardSpec
+from pschaos.psnodes.store.store import ShardStore
 from pschaos.psnodes.wire.wire import encode_pull_reply
 
 from pschaos.harness.backends.sim.clock import SimClock
@@ -252,7 +253,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
     def serve_status(self, req: ps_pb2.StatusRequest, deadline: float) -> Gen:
         """The Status call as a call: no answer while paused (until its deadline: no caller of
         Status watches the shard record), refused once down. `deadline` is the server's, as for
-        every handler: the caller's less DEADLINE_MARGIN_S (pschaos.psnodes.server.node.deadline_of); a paused
+        every handler: the caller's less DEADLINE_MARGIN_S (pschaos.psnodes.server.calls.deadline_of); a paused
         copy's call is given up at the caller's own deadline."""
         def instant() -> Gen:
             return self.status(req)

@@ -1,4 +1,4 @@
-"""A simulated copy's checkpoints and restore choice: psnodes/server/node.py's checkpoint, _may_publish,
+"""A simulated copy's checkpoints and restore choice: psnodes/server/checkpointing.py's checkpoint, _may_publish,
 load_local, plan_restore and adopt_restore, on the simulated disk (harness/backends/sim/disk.py).
 
 Same decisions from pschaos.psnodes.core.checkpoints and pschaos.psnodes.core.promotion, same events. Where the
@@ -17,7 +17,7 @@ from pschaos.psnodes.config import ShardRecord
 from pschaos.psnodes.core import checkpoints, promotion
 from pschaos.psnodes.core.routing import Routing
 from pschaos.psnodes.errors import InvalidArgument
-from pschaos.psnodes.server.node import VERIFIED
+from pschaos.psnodes.server.checkpointing import VERIFIED
 from pschaos.psnodes.store.store import ShardStore
 
 from pschaos.harness.backends.sim.disk import local_dir, shared_dir
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class RestorePlan:
-    """pschaos.psnodes.server.node.RestorePlan: the shared checkpoint loaded aside (`store`), or None to keep ours."""
+    """pschaos.psnodes.server.checkpointing.RestorePlan: the shared checkpoint loaded aside (`store`), or None to keep ours."""
 
     source: str          # "checkpoint@<seq>" or "local@<seq>"
     seq: int

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import simpy
 
 from pschaos.psnodes.elastic import routing
-from pschaos.psnodes.client.client import BARRIER_CHECK_S, DEPOSED_CHECK_S
+from pschaos.psnodes.client.shard_calls import BARRIER_CHECK_S, DEPOSED_CHECK_S
 from pschaos.psnodes.config import ShardRecord
 from pschaos.psnodes.core.deposed import Watch, verdict
 from pschaos.psnodes.errors import PSError
@@ -43,7 +43,7 @@ from pschaos.harness.backends.sim.shard_replication import SimReplication
 if TYPE_CHECKING:
     from pschaos.harness.backends.sim.shard import SimCopy
 
-DEADLINE_SLACK_S = 0.02      # pschaos.psnodes.server.node.deadline_of serves until 20 ms before the caller's deadline
+DEADLINE_SLACK_S = 0.02      # pschaos.psnodes.server.calls.deadline_of serves until 20 ms before the caller's deadline
 STOP_GRACE_S = 0.2           # serve.py: server.stop(grace=0.2)
 REGISTER_RETRY_S = 0.2       # serve.py: waiting for etcd
 IDLE_TICK_S = 0.2            # how often a copy's background CPU (copy_idle_cpu_s) is charged
@@ -51,7 +51,7 @@ IDLE_TICK_S = 0.2            # how often a copy's background CPU (copy_idle_cpu_
 
 @dataclass
 class ClientWatch:
-    """A PS client's call under the deposed-primary watch (pschaos.psnodes.client.client.PSClient._call_primary):
+    """A PS client's call under the deposed-primary watch (pschaos.psnodes.client.shard_calls.ShardCalls._call_primary):
     the caller (its link to etcd carries the watch's reads), the epoch its route named, and how
     often it looks at the record (DEPOSED_CHECK_S; BARRIER_CHECK_S for a BSP/SSP barrier pull)."""
 
@@ -129,7 +129,7 @@ class ProcessControl:
                 yield self._resumed
                 continue
             give_up = deadline + DEADLINE_SLACK_S
-            # a PS client's call (`watch`, pschaos.psnodes.client.client.PSClient._call_primary) is given up once
+            # a PS client's call (`watch`, pschaos.psnodes.client.shard_calls.ShardCalls._call_primary) is given up once
             # the shard record names another primary or a later epoch. Its calling thread first
             # looks at the record the detector's floor after the call began, then `period` after
             # each look returned (`fut.result(timeout=period)`): a look that reads (over the
@@ -175,7 +175,7 @@ class ProcessControl:
                                                "retired, the client cancelled and re-routes")
 
     def _watch_verdict(self: "SimCopy", watch: ClientWatch) -> Gen:
-        """The client's look at the shard record (pschaos.psnodes.client.client.PSClient._watch_read): a read over
+        """The client's look at the shard record (pschaos.psnodes.client.shard_calls.ShardCalls._watch_read): a read over
         the caller's link to etcd with the client's timeout (a frozen or down etcd, a cut link:
         EtcdError), and for a missing record a read of the routing record; judged by
         pschaos.psnodes.core.deposed.verdict against the call's epoch."""

@@ -27,7 +27,7 @@ from pschaos.harness.backends.sim.rpc import SimRpcError, call, etcd_call
 from pschaos.harness.backends.sim.vtime import Baton, Closed, VirtualTime
 
 REPLY_BYTES = 48          # a PushReply or StatusReply: small
-CLIENT_ETCD_TIMEOUT_S = 0.5     # pschaos.psnodes.client.client.PSClient: Etcd(..., timeout=0.5)
+CLIENT_ETCD_TIMEOUT_S = 0.5     # pschaos.psnodes.client.shard_calls.ShardCalls: Etcd(..., timeout=0.5)
 
 
 class SimStatusError(grpc.RpcError):

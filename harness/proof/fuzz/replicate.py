@@ -45,7 +45,8 @@ def empty_state() -> tuple[dict, dict]:
     """meta and arrays of a full snapshot of an empty shard 0 (tables {"emb": 8}, adam): the
     template of valid-looking blobs."""
     from pschaos.psnodes.store.optimizers import OptimizerConfig
-    from pschaos.psnodes.store.store import ShardSpec, ShardStore
+    from pschaos.psnodes.store.state import ShardSpec
+    from pschaos.psnodes.store.store import ShardStore
 
     blob, _ = ShardStore(ShardSpec(shard=0, num_shards=1, tables={"emb": 8},
                                    optimizer=OptimizerConfig("adam", 0.01))).export_state(0)

@@ -63,7 +63,7 @@ INDEFINITE = {"UNAVAILABLE", "DEADLINE_EXCEEDED"}
 STATEFUL = ("Push", "Replicate")
 FRESH_S = 0.25       # a state reading older than this is taken again before the next case
 #: the longest a server may hold a call whatever deadline the client sends (psnodes caps its
-#: waits at 10 s, pschaos.psnodes.server.node.MAX_WAIT_S): a day-long Pull must be answered by then
+#: waits at 10 s, pschaos.psnodes.server.calls.MAX_WAIT_S): a day-long Pull must be answered by then
 WAIT_CAP_S = 10.0
 #: what moves with a delayed effect of a request (role and epoch alone move with elections)
 LASTING = CONTENT + ("seq_epoch", "log_start", "restored_from")

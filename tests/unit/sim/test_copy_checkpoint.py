@@ -20,7 +20,8 @@ from pschaos.harness.backends.sim.clock import SimClock
 from pschaos.harness.backends.sim.disk import DiskCalibration, SimDisk, shared_dir
 from pschaos.harness.backends.sim.pushclient import SimShardCluster
 from pschaos.harness.backends.sim.rpc import Gen
-from pschaos.psnodes.store.store import ShardSpec, ShardStore
+from pschaos.psnodes.store.state import ShardSpec
+from pschaos.psnodes.store.store import ShardStore
 
 KILL_AFTER, END = 4.0, 12.0
 

@@ -6,7 +6,7 @@ resumed at t=7. While paused it makes no progress: its keepalives stop, so etcd 
 lease; calls to it get no answer: one whose deadline comes first gets DEADLINE_EXCEEDED, a
 Status with a long deadline hangs until the resume; the replicas elect a new primary, and the
 worker's push in flight is given up once the shard record names the successor (the PS client
-re-reads it while a call waits, pschaos.psnodes.client.client.PSClient._call_primary) and retried there. Resumed, the old primary finds its lease bound
+re-reads it while a call waits, pschaos.psnodes.client.shard_calls.ShardCalls._call_primary) and retried there. Resumed, the old primary finds its lease bound
 passed and steps down, and the new primary brings it back into the ISR.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from pschaos.harness.checkers.acks import exactly_once, no_lost_acks
 from pschaos.harness.checkers.primaries import single_primary
 from pschaos.harness.backends.sim.network import DEADLINE_EXCEEDED, UNAVAILABLE
-from pschaos.psnodes.client.client import DEPOSED_CHECK_S
+from pschaos.psnodes.client.shard_calls import DEPOSED_CHECK_S
 from pschaos.harness.backends.sim.pushclient import SimShardCluster
 from pschaos.harness.backends.sim.rpc import Gen, SimRpcError, call
 from pschaos.psnodes.proto import ps_pb2

@@ -1,5 +1,5 @@
 """The twin's deposed-primary watch (harness/backends/sim/shard_procs.py `_hold`) against the real one
-(pschaos.psnodes.client.client.PSClient._call_primary): a push in flight to a paused (SIGSTOPped) primary is
+(pschaos.psnodes.client.shard_calls.ShardCalls._call_primary): a push in flight to a paused (SIGSTOPped) primary is
 given up when the shard record names a later epoch, not only another primary; each look at the
 record is a read over the worker's own link to etcd, so a cut link or an etcd that is down is no
 news and the call waits out its deadline (DEADLINE_EXCEEDED), as the real worker's does, instead
@@ -13,7 +13,7 @@ from pschaos.harness.backends.sim.network import DEADLINE_EXCEEDED, UNAVAILABLE
 from pschaos.harness.backends.sim.pushclient import SimShardCluster
 from pschaos.harness.backends.sim.rpc import ETCD, Gen, SimRpcError, call
 from pschaos.harness.backends.sim.transport import CLIENT_ETCD_TIMEOUT_S
-from pschaos.psnodes.client.client import DEPOSED_CHECK_S
+from pschaos.psnodes.client.shard_calls import DEPOSED_CHECK_S
 from pschaos.psnodes.core.retry import FAST_CAP_S
 from pschaos.psnodes.config import ShardRecord
 from pschaos.psnodes.proto import ps_pb2

@@ -27,7 +27,7 @@ LOG_ENTRIES = ClusterConfig(cluster_id="scale", etcd="").log_entries
 
 def refresh(run: "RunState", sh: "Shard") -> None:
     """Ack again once the core's ack rule holds; a failover in progress ends then, when the
-    clients' retry schedule (pschaos.psnodes.client.client.call) reaches the new primary."""
+    clients' retry schedule (pschaos.psnodes.client.shard_calls.ShardCalls.call) reaches the new primary."""
     s = sh.index
     run.sync_copies(sh)          # in-sync members hold every acked entry (the rule waited for them)
     ok = run.lease_ok and sh.acks(run.head(s))

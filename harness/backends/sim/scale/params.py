@@ -236,7 +236,7 @@ def step_rate(t: Timings, up: int, bsp_step: float | None = None) -> float:
 
 
 def retry_at(elapsed: float, attempt_s: float) -> float:
-    """When a client that lost its primary `elapsed` ago gets through (pschaos.psnodes.client.client.call): it
+    """When a client that lost its primary `elapsed` ago gets through (pschaos.psnodes.client.shard_calls.ShardCalls.call): it
     retries on pschaos.psnodes.core.retry's schedule, each attempt costing `attempt_s`; the first attempt
     at or after `elapsed` (the moment the new primary serves) reaches it."""
     t, delay = 0.0, retry.FIRST_S
