@@ -9,8 +9,8 @@ from setuptools import find_packages, setup
 
 TOPS = ("harness", "psnodes", "netfaults", "reports")
 
-packages = ["pschaos"]
-package_dir = {"pschaos": "pschaos"}
+packages = ["pschaos", "pschaos.scenarios"]
+package_dir = {"pschaos": "pschaos", "pschaos.scenarios": "scenarios"}     # the library: data
 for top in TOPS:
     package_dir[f"pschaos.{top}"] = top
     packages += [f"pschaos.{p}" for p in find_packages(include=[top, f"{top}.*"])]
@@ -22,5 +22,6 @@ setup(
         "pschaos.psnodes.proto": ["*.proto", "*.pyi"],
         "pschaos.reports": ["schemas/*.xsd"],
         "pschaos.harness.backends.sim": ["calibration.json"],
+        "pschaos.scenarios": ["*.yaml", "gates/*.yaml", "sweeps/*.yaml"],
     },
 )

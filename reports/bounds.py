@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import re
 
-BOUND = re.compile(r"^\s*([a-z_][a-z0-9_.]*)\s*(<=|>=|==|<|>)\s*(-?[0-9.]+(?:e-?[0-9]+)?)\s*$")
+# a number as float() reads it: 800, 0.95, .5, 1e-3 (never 1.2.3, which float() refuses)
+BOUND = re.compile(r"^\s*([a-z_][a-z0-9_.]*)\s*(<=|>=|==|<|>)\s*(-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?)\s*$")
 OPS = {"<=": lambda a, b: a <= b, ">=": lambda a, b: a >= b, "==": lambda a, b: a == b,
        "<": lambda a, b: a < b, ">": lambda a, b: a > b}
 

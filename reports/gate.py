@@ -11,7 +11,9 @@ A gate file (YAML) names what must hold for every scenario (`all`) and per scena
 
 Metric bounds hold on every run of the scenario; `pass_rate` is the share of its runs that
 passed. Exit 0 when all hold, 1 with one line per violated bound (scenario, metric, bound, value,
-run), 2 when the gate file itself is malformed (file, line, field).
+run), 2 when the gate file is malformed (file, line, field) or evidence is missing (a report.json
+that cannot be read, a run folder without one: `gather`), 3 when nothing was violated but a run
+was `unknown`. The gate fails closed: it never passes over evidence it could not read.
 """
 from __future__ import annotations
 
@@ -23,7 +25,6 @@ import yaml
 
 from pschaos.reports.bounds import holds, parse, value_at
 from pschaos.reports.yamlpos import line_of
-
 
 
 class GateFileError(Exception):
@@ -90,18 +91,49 @@ def load_gate(path: str | Path) -> Gate:
     return Gate(rule(data.get("all"), ["all"]), {k: rule(v, ["scenarios", k]) for k, v in scen.items()})
 
 
-def find_reports(dirs: list[str | Path]) -> list[tuple[Path, dict]]:
-    """Every report.json under the given folders (a folder may itself be one run)."""
-    out = []
-    for d in dirs:
-        d = Path(d)
+RUN_MARKS = ("history.jsonl", "junit.xml", "soak-run.log", "run/events")   # what a started run leaves
+
+
+def gather(dirs: list[str | Path]) -> tuple[list[tuple[Path, dict]], list[str]]:
+    """Every report.json under the given folders (a folder, or a report.json, may be one run),
+    and the problems that leave evidence missing, one line each naming the path: a folder that
+    does not exist or holds no run, a report.json that cannot be read or is not a report, a run's
+    folder (its history, logs or events) without a report.json. A gate over missing evidence
+    never passes (fail closed)."""
+    out: list[tuple[Path, dict]] = []
+    problems: list[str] = []
+    for d in map(Path, dirs):
+        if not d.exists():
+            problems.append(f"{d}: no such file or folder")
+            continue
         paths = [d] if d.is_file() else sorted(d.rglob("report.json"))
         for p in paths:
             try:
-                out.append((p, json.loads(p.read_text())))
-            except (OSError, ValueError):
+                r = json.loads(p.read_text())
+            except (OSError, ValueError) as e:
+                problems.append(f"{p.parent}: its report.json cannot be read ({e.__class__.__name__}: {e}); "
+                                "rerun that run, or remove the folder if it is not one")
                 continue
-    return out
+            if not isinstance(r, dict) or "scenario" not in r or "verdict" not in r:
+                problems.append(f"{p.parent}: its report.json is not a run's report (no scenario or verdict)")
+                continue
+            out.append((p, r))
+        if d.is_dir():
+            reported = {p.parent for p in paths}
+            started = {(m.parent.parent if m.name == "events" else m.parent)
+                       for mark in RUN_MARKS for m in d.rglob(mark)}
+            for run in sorted(started - reported):
+                if not any(r in run.parents for r in reported):
+                    problems.append(f"{run}: a run started here and left no report.json (it crashed, was killed "
+                                    "or is still running); rerun it, or remove the folder")
+            if not paths and not started:
+                problems.append(f"{d}: no run's report.json in this folder")
+    return out, problems
+
+
+def find_reports(dirs: list[str | Path]) -> list[tuple[Path, dict]]:
+    """The readable reports under the given folders (what `gather` found, without its problems)."""
+    return gather(dirs)[0]
 
 
 def evaluate(gate: Gate, reports: list[tuple[Path, dict]]) -> list[str]:

@@ -17,134 +17,13 @@ if __name__ == "__main__" or sys.argv[0].rsplit("/", 1)[-1] == "pschaos":
     signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(130))
 
 import argparse  # noqa: E402 - after the handler above
-import json  # noqa: E402
-import math  # noqa: E402
 import threading  # noqa: E402
-from pathlib import Path  # noqa: E402
 
+import pschaos  # noqa: E402
 from pschaos.psnodes.errors import PSError  # noqa: E402
 
+from pschaos.harness.commands import reports, run  # noqa: E402
 from pschaos.harness.errors import HarnessError  # noqa: E402
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from pschaos.harness.run.judge import EXIT_CODES
-    from pschaos.harness.run.runner import Runner, default_out
-    from pschaos.harness.run.scenario import load_scenario
-
-    codes = []
-    make = None
-    if args.calibration is not None or args.background is not None or args.host_slowdown is not None:
-        if args.backend != "sim":
-            print("pschaos run: --calibration, --background and --host-slowdown are the twin's; add --backend sim",
-                  file=sys.stderr)
-            return 2
-        if args.background is not None and not (math.isfinite(args.background) and args.background >= 0):
-            print(f"pschaos run: --background={args.background}: give a number of jobs >= 0 (0: an idle host)",
-                  file=sys.stderr)
-            return 2
-        from pschaos.harness.backends.sim.backend import sim_factory
-
-        make = sim_factory(args.calibration, args.background or 0.0,
-                           1.0 if args.host_slowdown is None else args.host_slowdown)
-    scenarios = [load_scenario(p) for p in args.scenario]   # validate all before running any
-    for sc in scenarios:
-        out = Path(args.out) if args.out and len(scenarios) == 1 else (
-            Path(args.out) / sc.name if args.out else default_out(sc, args.seed))
-        rep = Runner(sc, args.seed, out, args.backend, quiet=args.quiet, keep_data=args.keep_data,
-                     make_backend=make).run()
-        print(summary_line(rep, out))
-        print_not_passed(rep["checks"])
-        if rep["verdict"] != "pass":
-            print(f"  rerun: {rep['rerun']}")
-        codes.append(EXIT_CODES[rep["verdict"]])
-    return worst_exit(codes)
-
-
-def slowdown_arg(text: str) -> float:
-    """`pschaos run --host-slowdown`: a factor > 0 (validate's `auto` reads each real run's probe;
-    a single run has none to read)."""
-    try:
-        f = float(text)
-    except ValueError:
-        f = float("nan")
-    if not (math.isfinite(f) and f > 0):
-        raise argparse.ArgumentTypeError(f"{text!r}: give a factor > 0 (1: the host as fast as when the calibration "
-                                         "was measured; auto is `pschaos sim validate`'s, which reads each real run)")
-    return f
-
-
-def worst_exit(codes: list[int]) -> int:
-    """1 when anything failed, else 3 when anything was unknown, else 0."""
-    return 1 if 1 in codes else 3 if 3 in codes else 0
-
-
-def print_not_passed(checks: dict) -> None:
-    for name, c in checks.items():
-        if c["valid"] is not True:
-            print(f"  {name}: {c['valid']}  {json.dumps(c['details'], default=str)[:600]}")
-
-
-def cmd_check(args: argparse.Namespace) -> int:
-    """Re-judge saved histories offline: the same checkers, the same verdicts as the run."""
-    from pschaos.harness.run.judge import EXIT_CODES, judge_file
-
-    codes = []
-    for p in args.history:
-        j = judge_file(Path(p))
-        checks = {k: v.to_json() for k, v in j.checks.items()}
-        if args.json:
-            print(json.dumps({"history": p, "verdict": j.verdict, "checks": checks, "metrics": j.metrics},
-                             default=str))
-        else:
-            print(f"{j.verdict.upper()} {p}: " + " ".join(f"{k}={v['valid']}" for k, v in checks.items()))
-            print_not_passed(checks)
-        codes.append(EXIT_CODES[j.verdict])
-    return worst_exit(codes)
-
-
-def summary_line(rep: dict, out: Path) -> str:
-    m = rep["metrics"]
-    fo = m["failover_ms"]
-    return (f"{rep['verdict'].upper()} {rep['scenario']} seed={rep['seed']} acked={m['acked_updates']} "
-            f"lost={m['lost_acked_updates']} failovers={m['failovers']} failover_ms p50={fo['p50']} "
-            f"p99={fo['p99']} final_loss={m['final_loss']} sync_bytes={m['sync_bytes']} -> {out / 'report.json'}")
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from pschaos.reports.aggregate import aggregate, write
-    from pschaos.reports.gate import find_reports
-
-    reports = [(p, r) for p, r in find_reports(args.dirs) if Path(args.out).resolve() not in p.resolve().parents]
-    if not reports:
-        print(f"pschaos report: no report.json under {', '.join(args.dirs)}", file=sys.stderr)
-        return 2
-    agg = aggregate(reports)
-    write(agg, Path(args.out))
-    print(f"pschaos report: {agg['passed']}/{agg['runs']} runs passed across {len(agg['scenarios'])} scenario(s); "
-          f"flaky: {', '.join(agg['flaky']) or 'none'} -> {Path(args.out) / 'report.html'}")
-    return 0
-
-
-def cmd_gate(args: argparse.Namespace) -> int:
-    from pschaos.reports.gate import GateFileError, evaluate, find_reports, load_gate
-
-    try:
-        gate = load_gate(args.gate)
-    except GateFileError as e:
-        print(f"pschaos gate: {e}", file=sys.stderr)
-        return 2
-    reports = find_reports(args.dirs)
-    if not reports:
-        print(f"pschaos gate: no report.json under {', '.join(args.dirs)}", file=sys.stderr)
-        return 2
-    violations = evaluate(gate, reports)
-    for v in violations:
-        print(f"GATE FAIL {v}")
-    scenarios = len({r.get("scenario") for _, r in reports})
-    print(f"pschaos gate: {len(reports)} run(s) of {scenarios} scenario(s); "
-          f"{'all bounds hold' if not violations else f'{len(violations)} violation(s)'}")
-    return 1 if violations else 0
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -213,38 +92,10 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="pschaos", description="Chaos harness for parameter-server training clusters")
+    ap.add_argument("--version", action="version", version=f"pschaos {pschaos.__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
-
-    r = sub.add_parser("run", help="run scenario files and judge them")
-    r.add_argument("scenario", nargs="+", help="scenario YAML file(s)")
-    r.add_argument("--backend", default="process", choices=["process", "docker", "sim"])
-    r.add_argument("--seed", type=int, default=1)
-    r.add_argument("--out", help="output folder (default out/<scenario>-<seed>)")
-    r.add_argument("--quiet", action="store_true", help="no progress lines")
-    r.add_argument("--keep-data", action="store_true", help="keep node data and checkpoints (run/work) after the run")
-    r.add_argument("--calibration", help="with --backend sim: the calibration file (default: the committed one)")
-    r.add_argument("--background", type=float,
-                   help="with --backend sim: other tenants' runnable jobs on the twin's cores (default 0)")
-    r.add_argument("--host-slowdown", type=slowdown_arg, metavar="FACTOR",
-                   help="with --backend sim: the host's cores this many times slower than when the calibration was "
-                        "measured (default 1; harness/machinery/hostspeed.py)")
-    r.set_defaults(fn=cmd_run)
-
-    ck = sub.add_parser("check", help="re-judge saved histories offline (exit 0 pass, 1 fail, 3 unknown)")
-    ck.add_argument("history", nargs="+", help="a run's history.jsonl, or its folder")
-    ck.add_argument("--json", action="store_true", help="one JSON object per history")
-    ck.set_defaults(fn=cmd_check)
-
-    rp = sub.add_parser("report", help="aggregate many runs into one report (HTML, JSON, Markdown)")
-    rp.add_argument("dirs", nargs="+", help="run folders (searched for report.json)")
-    rp.add_argument("--out", default="out/aggregate", help="where to write (default out/aggregate)")
-    rp.set_defaults(fn=cmd_report)
-
-    g = sub.add_parser("gate", help="check runs against a gate file (exit 0 holds, 1 violated, 2 malformed)")
-    g.add_argument("dirs", nargs="+", help="run folders (searched for report.json)")
-    g.add_argument("--gate", required=True, help="gate file (YAML)")
-    g.set_defaults(fn=cmd_gate)
-
+    run.add_parsers(sub)
+    reports.add_parsers(sub)
     d = sub.add_parser("doctor", help="list the real parts and their versions, or how to install them")
     d.add_argument("--json", action="store_true")
     d.set_defaults(fn=cmd_doctor)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from pschaos.harness.run.runner import Runner
 from pschaos.harness.run.scenario import load_scenario
-from pschaos.harness.machinery.tools import REPO
+from pschaos.harness.run import library
 
 
 def demo(args) -> int:
-    sc = load_scenario(REPO / "scenarios" / "kill-primary.yaml")
+    sc = load_scenario(library.path_of("kill-primary"))
     print(f"pschaos demo: {sc.description.strip()}\n")
     rep = Runner(sc, args.seed, Path(args.out)).run()
     m, c = rep["metrics"], rep["checks"]

@@ -86,3 +86,56 @@ def test_cli_exit_codes(tmp_path):
 def test_shipped_release_gate_is_valid():
     g = load_gate(REPO / "scenarios" / "gates" / "release.yaml")
     assert "kill-primary" in g.scenarios
+
+
+def gate_cli(*args: str) -> tuple[int, str]:
+    """`pschaos gate ...` in-process: its exit code and everything it printed."""
+    import contextlib
+    import io
+
+    from pschaos.harness.commands.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        rc = main(["gate", *args])
+    return rc, out.getvalue()
+
+
+def test_a_corrupt_report_fails_the_gate_closed(tmp_path):
+    """A report.json the gate cannot read is missing evidence: exit 2 naming the folder, never a
+    pass over the runs it could read (it used to skip the file and pass)."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    run_dir(runs, "kill-primary", 1)
+    bad = run_dir(runs, "kill-primary", 2)
+    (bad / "report.json").write_text('{"scenario": "kill-primary", "verd')
+    rc, out = gate_cli(str(runs), "--gate", str(gate_file(tmp_path, GATE)))
+    assert rc == 2 and str(bad) in out and "report.json" in out, out
+
+
+def test_a_run_that_left_no_report_fails_the_gate_closed(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    run_dir(runs, "kill-primary", 1)
+    crashed = runs / "kill-primary-2"
+    (crashed / "run" / "events").mkdir(parents=True)        # a run started here and never wrote its report
+    rc, out = gate_cli(str(runs), "--gate", str(gate_file(tmp_path, GATE)))
+    assert rc == 2 and str(crashed) in out, out
+    rc, out = gate_cli(str(tmp_path / "nowhere"), "--gate", str(gate_file(tmp_path, GATE)))
+    assert rc == 2 and "nowhere" in out, out
+
+
+def test_an_unknown_run_is_exit_3_not_a_pass(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    run_dir(runs, "kill-primary", 1)
+    run_dir(runs, "other", 2, verdict="unknown")
+    rc, out = gate_cli(str(runs), "--gate", str(gate_file(tmp_path, "all:\n  metrics: [\"lost_acked_updates == 0\"]\n")))
+    assert rc == 3 and "unknown" in out and "other" in out, out
+
+
+def test_a_malformed_number_in_a_bound_is_exit_2_with_its_line(tmp_path):
+    run_dir(tmp_path, "kill-primary", 1)
+    g = gate_file(tmp_path, "all:\n  metrics:\n    - \"failover_ms.p99 <= 1.2.3\"\n")
+    rc, out = gate_cli(str(tmp_path), "--gate", str(g))
+    assert rc == 2 and f"{g}:3" in out and "1.2.3" in out, out

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from pschaos.harness.machinery.tools import REPO
+from pschaos.harness.run import library
 
 RUNS = (("24 h", 24.0, 60.0), ("7 days", 168.0, 600.0))
 RSS_TARGET_MB = 2048
@@ -41,7 +42,7 @@ def _twin_steps_per_s() -> float:
     from pschaos.harness.run.scenario import load_scenario
 
     with tempfile.TemporaryDirectory(prefix="pschaos-bench-scale-") as tmp:
-        sc = load_scenario(REPO / "scenarios" / "kill-primary.yaml")
+        sc = load_scenario(library.path_of("kill-primary"))
         t0 = time.monotonic()
         Runner(sc, 1, Path(tmp) / "kp", "sim", quiet=True).run()
         return sc.cluster.workers * sc.workload.steps / (time.monotonic() - t0)

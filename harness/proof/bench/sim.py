@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pschaos.harness.machinery.tools import REPO
+from pschaos.harness.run import library
 
 DEFAULT = ("kill-primary", "pause-primary", "replica-restart-catchup", "partition-primary-replicas",
            "loss-5-worker-links", "nemesis-soak")
@@ -33,7 +33,7 @@ def _wall(scenario: str, backend: str, seed: int, out: Path) -> tuple[float, str
     from pschaos.harness.run.runner import Runner
     from pschaos.harness.run.scenario import load_scenario
 
-    sc = load_scenario(REPO / "scenarios" / f"{scenario}.yaml")
+    sc = load_scenario(library.path_of(scenario))
     t0 = time.monotonic()
     rep = Runner(sc, seed, out / f"{scenario}-{backend}", backend, quiet=True).run()
     return time.monotonic() - t0, rep.get("verdict", "unknown"), (rep.get("host_load") or {}).get("own_cpu_s")
@@ -45,7 +45,7 @@ def _soak_per_seed(seeds: int, out: Path) -> float:
 
     t0 = time.monotonic()
     plan = [(s, 1) for s in range(1, seeds + 1)]
-    runs = execute(REPO / "scenarios" / "nemesis-soak.yaml", plan, out / "soak", 1, "sim", 1, 900.0)
+    runs = execute(library.path_of("nemesis-soak"), plan, out / "soak", 1, "sim", 1, 900.0)
     if any(r.verdict != "pass" for r in runs):
         print(f"pschaos bench sim: a soak seed did not pass: {[(r.seed, r.verdict) for r in runs]}", file=sys.stderr)
     return (time.monotonic() - t0) / seeds
@@ -53,7 +53,7 @@ def _soak_per_seed(seeds: int, out: Path) -> float:
 
 def bench_sim(args) -> int:
     names = tuple(s.strip() for s in args.scenarios.split(",")) if args.scenarios else DEFAULT
-    missing = [n for n in names if not (REPO / "scenarios" / f"{n}.yaml").exists()]
+    missing = [n for n in names if n not in library.names()]
     if missing:
         print(f"pschaos bench sim: --scenarios: no library scenario {missing}; see scenarios/*.yaml", file=sys.stderr)
         return 2

@@ -32,6 +32,7 @@ from pathlib import Path
 from pschaos.harness.proof.selftest.mutation import Mutant, load_zoo, mutant_copy, patch_problems
 from pschaos.harness.proof.selftest.score import MutantResult, RunOutcome, baseline_verdict, exit_code, report, text, write
 from pschaos.harness.machinery.tools import REPO
+from pschaos.harness.run import library
 
 DEFAULT_SUITE = (
     "partition-primary-replicas", "kill-primary", "pause-primary", "kill-replica", "replica-restart-catchup",
@@ -87,9 +88,9 @@ def validate(args: argparse.Namespace, zoo: list[Mutant]) -> tuple[list[Mutant],
             raise BadInput(f"{flag} {val}: must be at least 1")
     if not args.timeout > 0:
         raise BadInput(f"--timeout {args.timeout}: must be positive (seconds per run)")
-    library = sorted(p.stem for p in (REPO / "scenarios").glob("*.yaml"))
-    suite = _names(args.scenarios, library, "scenarios") or list(DEFAULT_SUITE)
-    missing = [s for s in suite if s not in library]
+    names = library.names()
+    suite = _names(args.scenarios, names, "scenarios") or list(DEFAULT_SUITE)
+    missing = [s for s in suite if s not in names]
     if missing:
         raise BadInput(f"the default suite names scenarios the library lacks: {', '.join(missing)}")
     picked = _names(args.mutants, [m.name for m in zoo], "mutants")

@@ -30,6 +30,7 @@ from pschaos.reports.totals import figure, total, unknown_total, without
 from pschaos.harness.run.metrics import failover_stats
 from pschaos.harness.proof.soak.fork import CLI_MODULE, ForkedRun
 from pschaos.harness.machinery.tools import REPO
+from pschaos.harness.run import library
 
 SCHEMA = "pschaos.soak/1"
 INTERRUPT_GRACE_S = 60.0      # a run sent SIGINT gets this long to tear down before SIGKILL
@@ -225,13 +226,8 @@ def execute(scenario: Path, plan: list[tuple[int, int]], out: Path, par: int, ba
 
 
 def resolve_scenario(name: str) -> Path:
-    """A path, or a library name (`nemesis-soak` -> scenarios/nemesis-soak.yaml)."""
-    p = Path(name)
-    if not p.exists() and not p.suffix:
-        lib = REPO / "scenarios" / f"{name}.yaml"
-        if lib.exists():
-            return lib
-    return p
+    """A path, or a library name (`nemesis-soak` -> the library's nemesis-soak.yaml)."""
+    return library.resolve(name)
 
 
 def soak(args: argparse.Namespace) -> int:

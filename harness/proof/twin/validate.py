@@ -40,10 +40,10 @@ from pschaos.harness.errors import HarnessError
 from pschaos.harness.history.events import read_events
 from pschaos.harness.machinery.hostspeed import identity, slowdown
 from pschaos.harness.run.scenario import load_scenario
-from pschaos.harness.machinery.tools import REPO
 from pschaos.harness.backends.sim.calibration import Calibration
 from pschaos.harness.proof.twin.measured import measured_background, measured_probe, probe_why
 from pschaos.harness.backends.sim.handoff_phases import PHASES, call_latency, handoff_phases, median_phases
+from pschaos.harness.run import library
 
 # each scenario and the targeted metrics it must produce on both backends (missing = the target fails)
 SCENARIOS = {"kill-primary": ("failover_p50_ms", "failover_p99_ms", "acked_per_s", "catchup_bytes"),
@@ -233,7 +233,7 @@ def validate_main(args: argparse.Namespace) -> int:
     for name, targeted in SCENARIOS.items():
         if getattr(args, "scenario", None) and name not in args.scenario:
             continue
-        path = REPO / "scenarios" / f"{name}.yaml"
+        path = library.path_of(name)
         runs: dict[str, list[dict]] = {"process": [], "sim": []}
         backgrounds, slowdowns = [], []
         sc = load_scenario(path)
