@@ -3,7 +3,7 @@
 A call in flight to the primary its client's route names (`primary` at `epoch`) is given up when
 the shard record in etcd names a successor: a frozen primary (SIGSTOP, a hung host) keeps its TCP
 connection up and never answers, and only the record says it was replaced. The real client
-(psnodes/client/shard_calls.py with psnodes/client/record_watch.py) and the SimPy twin (harness/backends/sim/shard_procs.py)
+(psnodes/client/shard_calls.py with psnodes/client/record_watch.py) and the SimPy twin (harness/backends/sim/copy/process.py)
 both ask this function, so they agree on what a read of the record means.
 
 The record the watch holds may be older than the call's route (one read is shared by every call

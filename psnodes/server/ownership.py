@@ -13,7 +13,7 @@ the primary; every step that changes state is an entry of the shard's own log, a
 replicated (sync mode: acked by the ISR) before the call returns, so a failover keeps it.
 
 Two shells run this: the real node (psnodes/server/node.py: its lock, waits and etcd client) and the
-SimPy twin (harness/backends/sim/shard_migrate.py). The checks (`check_call`, `check_push`, `check_pull`:
+SimPy twin (harness/backends/sim/copy/migrate.py). The checks (`check_call`, `check_push`, `check_pull`:
 any copy with `store`, `name` and `shard`) and the decisions of a Migrate step (`plan_migrate`,
 `route_step`, `adoption`, `check_export`, `export_now`, `export_reply`, and `restore_routing`, what a
 copy that restored its shard appends before it serves) hold no lock, clock or I/O, so both shells decide alike; `sync_routing`, `adopt`, `append` and `migrate` are the real
@@ -132,7 +132,7 @@ def check_pull(node: ShardCopy, req: ps_pb2.PullRequest) -> None:
 
 
 # ------------------------------------------- decisions both shells take (no lock, clock or I/O)
-# psnodes/server/node.py (gRPC and threads) and the SimPy twin (harness/backends/sim/shard_migrate.py) each hold
+# psnodes/server/node.py (gRPC and threads) and the SimPy twin (harness/backends/sim/copy/migrate.py) each hold
 # their own lock and waits around these, so a Migrate step decides the same on both.
 def unreadable(name: str, caller_epoch: int, ours: int, err: Exception) -> NotPrimary:
     """The refusal of a call routed by a newer epoch while the record could not be read."""

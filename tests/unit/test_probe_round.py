@@ -1,5 +1,5 @@
 """detector.probe_round: the probe's bookkeeping both shells share (it was written twice, in
-psnodes/replication/election.py and harness/backends/sim/shard_election.py, and tested in neither: review of session 24, M3)."""
+psnodes/replication/election.py and harness/backends/sim/copy/election.py, and tested in neither: review of session 24, M3)."""
 from pschaos.psnodes.core.detector import ANSWERED_MISSES, probe_round
 
 

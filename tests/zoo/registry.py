@@ -8,9 +8,9 @@ checks it against the current tree), so a refactor that moves the code breaks th
 Where the decision lives in psnodes/core, or in a module both backends run (ShardStore,
 EmbeddingTable, the PS client and the worker: the twin runs them as they are), one patch
 mutates both backends (`sim="core"`). Where it lives in a shell (psnodes/replication/replication.py,
-psnodes/server/checkpointing.py, psnodes/store/checkpoint.py), the mutant carries the same edit of
-the twin's port (harness/backends/sim/shard_replication.py, shard_checkpoint.py, disk.py) so the
-two backends can be compared mutant by mutant (`sim="shell"`).
+psnodes/server/checkpointing.py, psnodes/store/checkpoint.py), the mutant carries the same edit of the twin's port
+(harness/backends/sim/copy/replication.py, copy/checkpoint.py, disk.py) so the two backends can be
+compared mutant by mutant (`sim="shell"`).
 """
 from __future__ import annotations
 
@@ -173,7 +173,7 @@ ISR_DROP_LOCAL_ONLY = Mutant(
             "                    node.cond.notify_all()\n"
             "                return True\n"
             "            if add and add not in node.isr:\n                return False")],
-        "harness/backends/sim/shard_replication.py": [(
+        "harness/backends/sim/copy/replication.py": [(
             "        if add and add not in c.isr:\n            return False\n        key = cfg.shard_key(c.shard)",
             "        if remove:" + PLANTED + "\n"
             "            if remove in c.isr:\n"
@@ -195,6 +195,8 @@ _ZERO_STEPS = ("_steps = (dict(self.store.dense_steps), {n: t.steps.copy() for n
                "            self.store.dense_steps.update(_steps[0])\n"
                "            for _n, _t in self.store.tables.items():\n"
                "                _t.steps = _steps[1][_n]")
+# the same edit of the twin's port, whose checkpoint side holds its copy as `c`
+_ZERO_STEPS_TWIN = _ZERO_STEPS.replace("self.store", "c.store")
 
 ADAM_STEP_NOT_PERSISTED = Mutant(
     name="adam-step-not-persisted",
@@ -203,7 +205,7 @@ ADAM_STEP_NOT_PERSISTED = Mutant(
     models="optimizer state saved without its step count (the classic Adam resume bug): the moments are "
            "back, t is not, and the restored copy differs from the others",
     patch={"psnodes/server/checkpointing.py": [("blob, _ = self.store.export_state(0)", _ZERO_STEPS)],
-           "harness/backends/sim/shard_checkpoint.py": [("blob, _ = self.store.export_state(0)", _ZERO_STEPS)]},
+           "harness/backends/sim/copy/checkpoint.py": [("blob, _ = c.store.export_state(0)", _ZERO_STEPS_TWIN)]},
     checker="replicas-match",
     scenarios=("replica-restart-catchup", "kill-replica", "all-copies-lost"),
     sim="shell",

@@ -38,6 +38,8 @@ from pschaos.harness.errors import HarnessError
 from pschaos.harness.backends.cluster import ClusterSpec
 from pschaos.harness.backends.sim.calibration import Calibration
 from pschaos.harness.backends.sim.clock import SimClock
+from pschaos.harness.backends.sim.copy.copy import SimCopy
+from pschaos.harness.backends.sim.copy.procs import CopyProcs
 from pschaos.harness.backends.sim.cpu import SimCPU
 from pschaos.harness.backends.sim.disk import SimDisk
 from pschaos.harness.backends.sim.elastic import ElasticShards
@@ -45,8 +47,6 @@ from pschaos.harness.backends.sim.etcd import SimEtcd
 from pschaos.harness.backends.sim.eventfiles import EventFiles
 from pschaos.harness.backends.sim.network import SimNetwork
 from pschaos.harness.backends.sim.rpc import DEADLINE_MARGIN_S, ETCD
-from pschaos.harness.backends.sim.shard import SimCopy
-from pschaos.harness.backends.sim.shard_procs import CopyProcs
 from pschaos.harness.backends.sim.threadclock import ThreadClock
 from pschaos.harness.backends.sim.transport import Killed, SimEtcdClient, SimPool, SimStub
 from pschaos.harness.backends.sim.vtime import Baton, VirtualTime

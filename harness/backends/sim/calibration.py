@@ -64,7 +64,7 @@ beyond what the twin charges it idle - its heartbeats' and keepalives' CPU -: a 
 cluster's copies' CPU over seconds with nothing asked of them less its twin's, the mean over
 copies; real copies spent 25-45 ms a second, their twins 10-20; charged outside the copy's GIL
 (cpu.py io_line) from its start until it is killed or begins its SIGTERM shutdown, nothing while
-it is paused, shard_procs.py `background`: so twelve copies leave the workers less of the host
+it is paused, copy/procs.py `background`: so twelve copies leave the workers less of the host
 than six and a killed one frees its share; absent, none). When the twin with all those extras
 steps slower than the real runs (widedeep: part of a real process's CPU runs side by side where
 the twin queues it), calibrate charges the share of the three extras that matches the real

@@ -8,7 +8,7 @@ is started when a scale-out adds its shard. The coordinator is pschaos.psnodes.e
 run in the calling simulated thread with the simulator's Runtime (virtual clock and sleep), its
 etcd client and its stubs over SimNetwork (harness/backends/sim/transport.py), as the worker's client is:
 every step is the real code, and the copies serve it with the real decisions
-(harness/backends/sim/shard_migrate.py). The coordinator calls from `migrator`, a node of its own on the
+(harness/backends/sim/copy/migrate.py). The coordinator calls from `migrator`, a node of its own on the
 network that no link fault names (the process backend's coordinator, in the harness's process,
 dials the nodes directly too).
 """

@@ -24,11 +24,11 @@ from pschaos.psnodes.placement import AUDIT_SLOTS, audit_name
 from pschaos.psnodes.proto import ps_pb2
 
 from pschaos.harness.backends.sim.clock import SimClock
+from pschaos.harness.backends.sim.copy.copy import SimCopy
+from pschaos.harness.backends.sim.copy.procs import CopyProcs
 from pschaos.harness.backends.sim.etcd import SimEtcd
 from pschaos.harness.backends.sim.network import SimNetwork
 from pschaos.harness.backends.sim.rpc import Gen, SimHistory, SimRpcError, call, etcd_call
-from pschaos.harness.backends.sim.shard import SimCopy
-from pschaos.harness.backends.sim.shard_procs import CopyProcs
 
 if TYPE_CHECKING:
     from pschaos.harness.backends.sim.cpu import SimCPU

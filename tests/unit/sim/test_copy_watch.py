@@ -1,4 +1,4 @@
-"""The twin's deposed-primary watch (harness/backends/sim/shard_procs.py `_hold`) against the real one
+"""The twin's deposed-primary watch (harness/backends/sim/copy/process.py `_hold`) against the real one
 (pschaos.psnodes.client.shard_calls.ShardCalls._call_primary): a push in flight to a paused (SIGSTOPped) primary is
 given up when the shard record names a later epoch, not only another primary; each look at the
 record is a read over the worker's own link to etcd, so a cut link or an etcd that is down is no

@@ -1,4 +1,4 @@
-"""The twin's probe of a primary (harness/backends/sim/shard_election.py `held_back`) against the real one
+"""The twin's probe of a primary (harness/backends/sim/copy/election.py `held_back`) against the real one
 (psnodes/replication/election.py Elector.held_back, psnodes/replication/probe.py PrimaryProbe.clears):
 
 - once one path answered, the paths still in flight are cancelled (the real code cancels their
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pschaos.harness.backends.sim import peer_probe
+from pschaos.harness.backends.sim.copy import probe
 from pschaos.harness.backends.sim.pushclient import SimShardCluster
 from pschaos.harness.backends.sim.rpc import Gen
 from pschaos.psnodes.config import ShardRecord
@@ -33,7 +33,7 @@ def settled(seed: int = 3) -> tuple[SimShardCluster, ShardRecord]:
 
 
 def run_held_back(cl: SimShardCluster, name: str, rec: ShardRecord, out: dict) -> None:
-    el = cl.procs[name]
+    el = cl.procs[name].election
 
     def go() -> Gen:
         out["start"] = cl.env.now
@@ -59,7 +59,7 @@ def test_once_a_path_answers_the_other_paths_are_cancelled(monkeypatch) -> None:
         except BaseException:
             ends.append("cancelled")
             raise
-    monkeypatch.setattr(peer_probe, "call", call)       # every path of harness/backends/sim/peer_probe.py's probe
+    monkeypatch.setattr(probe, "call", call)       # every path of harness/backends/sim/copy/probe.py's probe
     out: dict = {}
     run_held_back(cl, "shard-0/1", rec, out)
     cl.env.run(until=START_T + 0.5)
@@ -71,7 +71,7 @@ def test_once_a_path_answers_the_other_paths_are_cancelled(monkeypatch) -> None:
 
 def test_no_link_to_the_primary_marks_the_silence_probed_and_fails() -> None:
     cl, rec = settled()
-    el = cl.procs["shard-0/1"]
+    el = cl.procs["shard-0/1"].election
     el.peers = {n: c for n, c in el.peers.items() if n != rec.primary}
     out: dict = {}
     run_held_back(cl, "shard-0/1", rec, out)
@@ -83,7 +83,7 @@ def test_no_link_to_the_primary_marks_the_silence_probed_and_fails() -> None:
 def test_a_probe_of_a_frozen_primary_fails_at_its_deadline() -> None:
     cl, rec = settled()
     cl.copies[rec.primary].pause()
-    el = cl.procs["shard-0/1"]
+    el = cl.procs["shard-0/1"].election
     out: dict = {}
     run_held_back(cl, "shard-0/1", rec, out)
     cl.env.run(until=START_T + 1.0)

@@ -2,29 +2,29 @@
 (probe set) per path, the first good answer ends it and the paths still in flight are cancelled.
 
 Two callers, as in the real node: a suspecting replica asks its primary before it stands
-(shard_election.py: good = an answer as primary of the epoch it follows), and a primary asks a
-replica whose Replicate call is still in flight after suspect_s of silence (shard_replication.py:
+(election.py: good = an answer as primary of the epoch it follows), and a primary asks a
+replica whose Replicate call is still in flight after suspect_s of silence (replication.py:
 good = any answer; none drops the replica from the ISR). A path is one call on the caller's link
 to the target: the twin's network draws each message's fate on its own (loss, latency), so the
-paths fail independently as the real ones' separate connections do.
+paths fail independently as the real ones' separate connections do. The asking copy is
+state.py's CopyState (its link, its processes), the asked one only a Peer: alive or not, and
+its Status call.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from pschaos.psnodes.errors import PSError
 from pschaos.psnodes.proto import ps_pb2
 
 from pschaos.harness.backends.sim.rpc import DEADLINE_MARGIN_S, Gen, call
 from pschaos.harness.backends.sim.transport import REPLY_BYTES
-
-if TYPE_CHECKING:
-    from pschaos.harness.backends.sim.shard import SimCopy
+from pschaos.harness.backends.sim.copy.state import CopyState, Peer
 
 PROBE_BYTES = 16          # an empty StatusRequest with its metadata
 
 
-def probe(c: "SimCopy", target: str, dst: "SimCopy", deadline: float, good: Callable[[Any], bool]) -> Gen:
+def probe(c: CopyState, target: str, dst: Peer, deadline: float, good: Callable[[Any], bool]) -> Gen:
     """`answered = yield from probe(...)`: True once a path's answer is `good` by `deadline`."""
     answers: list[bool] = []          # one per path that finished (a spawned process returns no value)
 

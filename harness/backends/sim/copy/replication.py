@@ -5,16 +5,18 @@ Each sender ships whatever its peer lacks, one call in flight (log entries, a de
 snapshot, as pschaos.psnodes.core.logmatch chooses; heartbeats when there is nothing), over SimNetwork.
 A peer silent for suspect_s leaves the ISR in etcd before it leaves the primary's own (a call
 still in flight then is looked at, as PeerSender._await does: the peer is probed on its paths,
-peer_probe.py, and dropped only if none answers); a peer
+probe.py, and dropped only if none answers); a peer
 that caught up joins the primary's ISR at once and etcd's after, retried until it lands
 ("isr-deferred" once when etcd did not take it); what bringing it back cost is one "sync" event.
+
+The copy (copy.py) owns its ReplicaSide, procs.py (serve.py) its SimReplication; both see the
+copy as state.py's CopyState and the shard's other copies as Peers, so neither imports the class
+that defines them.
 """
 from __future__ import annotations
 
 import math
-
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Mapping
 
 import simpy
 
@@ -22,41 +24,14 @@ from pschaos.psnodes.config import ShardRecord
 from pschaos.psnodes.core import fencing, isr as isrs, logmatch
 from pschaos.psnodes.core.logmatch import SyncKind
 from pschaos.psnodes.errors import NotPrimary, PSError, StaleEpoch
-from pschaos.psnodes.store.updatelog import Entry
 
-from pschaos.harness.backends.sim.peer_probe import probe
 from pschaos.harness.backends.sim.rpc import DEADLINE_MARGIN_S, Gen, SimRpcError, call
-
-if TYPE_CHECKING:
-    from pschaos.harness.backends.sim.shard import SimCopy
+from pschaos.harness.backends.sim.copy.probe import probe
+from pschaos.harness.backends.sim.copy.state import CopyState, Peer
+from pschaos.harness.backends.sim.copy.values import ReplicateReply, ReplicateReq
 
 REPLY_BYTES = 32
 BATCH_BYTES = 16 << 20
-
-
-@dataclass
-class ReplicateReq:
-    """psnodes' ReplicateRequest as plain values (the sim sizes it instead of encoding it)."""
-
-    shard: int
-    epoch: int
-    primary: str
-    entries: list[Entry]
-    primary_seq: int
-    epoch_start: int
-    state: bytes
-    primary_seq_epoch: int
-
-    def nbytes(self) -> int:
-        return 64 + len(self.state) + sum(16 + len(e.payload) for e in self.entries)
-
-
-@dataclass
-class ReplicateReply:
-    applied_seq: int
-    epoch: int
-    suspecting: bool
-    seq_epoch: int
 
 
 def _outcome(gen: Gen) -> Gen:
@@ -69,29 +44,34 @@ def _outcome(gen: Gen) -> Gen:
 
 
 class ReplicaSide:
-    """Mixed into SimCopy: node.py's replicate handler."""
+    """node.py's replicate handler, for the copy `c` that owns it."""
 
-    def replicate(self: "SimCopy", req: ReplicateReq, deadline: float) -> Gen:
+    def __init__(self, c: CopyState) -> None:
+        self.c = c
+
+    def replicate(self, req: ReplicateReq, deadline: float) -> Gen:
         """`reply = yield from copy.replicate(req, deadline)`, as a call into the copy."""
+        c = self.c
         # the real replica's CPU beyond the call's, per Replicate with entries: per call, not per
         # entry (a catch-up batch of hundreds is one call's threads and switches)
-        work = self.replicate_work(req.nbytes()) + (self.replicate_extra_s if req.entries else 0.0)
+        work = c.replicate_work(req.nbytes()) + (c.replicate_extra_s if req.entries else 0.0)
         if req.entries:
-            self.replicate_load[0] += 1
-            self.replicate_load[1] += len(req.entries)
-        return (yield from self.serve(lambda: self._replicate(req), deadline, work=work, work_after=True))
+            c.replicate_load[0] += 1
+            c.replicate_load[1] += len(req.entries)
+        return (yield from c.serve(lambda: self._replicate(req), deadline, work=work, work_after=True))
 
-    def _replicate(self: "SimCopy", req: ReplicateReq) -> Gen:
+    def _replicate(self, req: ReplicateReq) -> Gen:
         """A new sender confirmed by etcd's record (remembered in `verified`), the fencing verdict,
         then ShardStore.take_replicated: everything checked before anything is taken."""
-        self._check_shard(req.shard, "Replicate")
-        why = fencing.self_refusal(self.name, req.primary)
+        c = self.c
+        c.check_shard(req.shard, "Replicate")
+        why = fencing.self_refusal(c.name, req.primary)
         if why:
             raise StaleEpoch(why)
-        verdict = fencing.on_replicate(self.epoch, self.role, self.primary, req.epoch, req.primary)
-        if verdict is fencing.Replicate.FOLLOW and (req.epoch, req.primary) not in self.verified:
+        verdict = fencing.on_replicate(c.epoch, c.role, c.primary, req.epoch, req.primary)
+        if verdict is fencing.Replicate.FOLLOW and (req.epoch, req.primary) not in c.verified:
             try:
-                kv = yield from self.ecall(lambda: self.etcd.get(self.cfg.shard_key(self.shard)))
+                kv = yield from c.ecall(lambda: c.etcd.get(c.cfg.shard_key(c.shard)))
             except Exception as e:  # noqa: BLE001 - no etcd, no proof of who leads that epoch
                 raise NotPrimary(f"replicate from {req.primary} at epoch {req.epoch}: etcd could not confirm "
                                  f"the shard record ({e}); retry") from None
@@ -99,33 +79,33 @@ class ReplicaSide:
             why = fencing.sender_refusal(rec.epoch if rec else None, rec.primary if rec else None,
                                          req.epoch, req.primary)
             if why:
-                raise StaleEpoch(f"replicate from {req.primary} at epoch {req.epoch} refused by {self.name}: {why}")
-            self.verified.add((req.epoch, req.primary))
-            verdict = fencing.on_replicate(self.epoch, self.role, self.primary, req.epoch, req.primary)
-        why = fencing.replicate_refusal(verdict, self.name, self.epoch, req.epoch, req.primary)
+                raise StaleEpoch(f"replicate from {req.primary} at epoch {req.epoch} refused by {c.name}: {why}")
+            c.verified.add((req.epoch, req.primary))
+            verdict = fencing.on_replicate(c.epoch, c.role, c.primary, req.epoch, req.primary)
+        why = fencing.replicate_refusal(verdict, c.name, c.epoch, req.epoch, req.primary)
         if why:
             raise StaleEpoch(why)
-        if verdict is fencing.Replicate.FOLLOW and (req.epoch, req.primary) not in self.verified:
+        if verdict is fencing.Replicate.FOLLOW and (req.epoch, req.primary) not in c.verified:
             raise NotPrimary(f"replicate from {req.primary} at epoch {req.epoch}: the shard record "
                              "changed while it was checked; retry")
         # as node.py: everything sent is checked before anything changes, the role included
-        plan = self.store.plan_replicated(req.state, req.entries, req.epoch)
+        plan = c.store.plan_replicated(req.state, req.entries, req.epoch)
         if verdict is fencing.Replicate.FOLLOW:
-            self.follow(req.epoch, req.primary, req.epoch_start)
-        self.last_heard = self.now()
-        self.detector.heard(self.last_heard)
-        self.in_sync = self.store.take_plan(plan, req.primary_seq, req.primary_seq_epoch, self.in_sync)
-        self.notify()
-        return ReplicateReply(self.store.seq, self.epoch, fencing.suspecting(self.suspecting, req.epoch),
-                              self.store.seq_epoch)
+            c.follow(req.epoch, req.primary, req.epoch_start)
+        c.last_heard = c.now()
+        c.detector.heard(c.last_heard)
+        c.in_sync = c.store.take_plan(plan, req.primary_seq, req.primary_seq_epoch, c.in_sync)
+        c.notify()
+        return ReplicateReply(c.store.seq, c.epoch, fencing.suspecting(c.suspecting, req.epoch),
+                              c.store.seq_epoch)
 
 
 class SimReplication:
-    """ReplicationManager for one copy `c`; `peers` maps names to every SimCopy of the shard."""
+    """ReplicationManager for one copy `c`; `peers` maps names to every copy of the shard."""
 
-    c: "SimCopy"
-    peers: dict[str, "SimCopy"]
-    deferred: set[tuple[str, int]]
+    def __init__(self, c: CopyState, peers: Mapping[str, Peer]) -> None:
+        self.c, self.peers = c, peers
+        self.deferred: set[tuple[str, int]] = set()   # (peer, epoch) adds "isr-deferred" was emitted for
 
     def start_senders(self) -> None:
         c = self.c

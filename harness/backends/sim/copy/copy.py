@@ -3,15 +3,18 @@
 This is psnodes/server/node.py's second shell. Where the real node holds a lock and a condition
 variable, a copy here is only touched by one SimPy process at a time, and "notify" is an event
 that waiting processes yield on (`_changed`). Every decision is the core's. Here: state, roles,
-the lease bound, and the Push, Pull and Status handlers. Mixed in: process control and the
-calls' server side (shard_procs.ProcessControl), the Replicate handler
-(shard_replication.ReplicaSide), checkpoints (shard_checkpoint.CopyCheckpoints), and elastic
-shards' routing epochs and Migrate handler (shard_migrate.MigrateSide). The
-processes that drive a copy are in shard_replication.py, shard_election.py and shard_procs.py.
+the lease bound, and the Push, Pull and Status handlers. Owned by the copy and reached through
+it: process control and the calls' server side (process.ProcessControl), the Replicate handler
+(replication.ReplicaSide), checkpoints (checkpoint.CopyCheckpoints), and elastic shards' routing
+epochs and Migrate handler (migrate.MigrateSide); the ack rule's waits are acks.py's. The
+processes that drive a copy (serve.py: procs.py, with replication.py's senders, election.py and
+members.py) hold it from outside.
+
+Composition runs one way: this module imports its sides, and they see the copy only as
+state.py's CopyState, so none of them imports this one.
 """
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, Callable
 
@@ -19,11 +22,12 @@ import simpy
 
 from pschaos.psnodes.server import ownership
 from pschaos.psnodes.config import ClusterConfig, ShardRecord
-from pschaos.psnodes.core import ack, dedup, fencing, lease, membership
+from pschaos.psnodes.core import dedup, fencing, lease, membership
+from pschaos.psnodes.core.routing import Routing
 from pschaos.psnodes.store.digest import dense_digest, wants_digest
-from pschaos.psnodes.store.moving import bucket_counts, owned_dense
+from pschaos.psnodes.store.moving import owned_dense
 from pschaos.psnodes.server.primacy import promote_event
-from pschaos.psnodes.errors import InvalidArgument, NotPrimary, ReplicationFailed, Timeout
+from pschaos.psnodes.errors import InvalidArgument, NotPrimary, Timeout
 from pschaos.psnodes.membership.members import view_event
 from pschaos.psnodes.placement import parse_node_name
 from pschaos.psnodes.proto import ps_pb2
@@ -37,15 +41,18 @@ from pschaos.harness.backends.sim.disk import SimDisk
 from pschaos.harness.backends.sim.etcd import SimEtcd
 from pschaos.harness.backends.sim.network import SimNetwork
 from pschaos.harness.backends.sim.rpc import Gen, SimHistory, etcd_call
-from pschaos.harness.backends.sim.shard_checkpoint import CopyCheckpoints
-from pschaos.harness.backends.sim.shard_migrate import MigrateSide
-from pschaos.harness.backends.sim.shard_procs import ProcessControl, client_watch
-from pschaos.harness.backends.sim.shard_replication import ReplicateReply, ReplicateReq, ReplicaSide
+from pschaos.harness.backends.sim.copy import acks
+from pschaos.harness.backends.sim.copy.checkpoint import CopyCheckpoints
+from pschaos.harness.backends.sim.copy.migrate import MigrateSide
+from pschaos.harness.backends.sim.copy.process import ProcessControl
+from pschaos.harness.backends.sim.copy.replication import ReplicaSide
+from pschaos.harness.backends.sim.copy.status import final_state_of, status_reply
+from pschaos.harness.backends.sim.copy.values import ClientWatch, ReplicateReq, RestorePlan, client_watch
 
 NODE_ETCD_TIMEOUT_S = 0.5     # psnodes/serve.py: Etcd(..., timeout=0.5)
 
 
-class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
+class SimCopy:
     """One copy `shard-<i>/<r>`: store, role, ISR and lease bound, its RPC handlers, its disk."""
 
     def __init__(self, env: simpy.Environment, clock: SimClock, etcd: SimEtcd, net: SimNetwork,
@@ -58,9 +65,8 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.session = 0
         self.alive = True
         self.paused = False
-        self._resumed = env.event()
         self.procs: list[simpy.Process] = []
-        self.on_promote: Callable[[], None] = lambda: None          # shard_procs: start senders
+        self.on_promote: Callable[[], None] = lambda: None          # procs.py: start senders
         self.start_delay_s = 0.0    # calibration node_start_s: a (re)start's time until it serves
         # the host's cores (harness/backends/sim/cpu.py; None: costs are not charged) and the calibration's
         # CPU per call served (server_request_s, plus apply_s_per_mb for the bytes it carries), per
@@ -78,11 +84,17 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.idle_cpu_s = 0.0
         self.replicate_load = [0, 0]    # Replicates served that carried entries, and their entries
         self.call_apply_cpu = True      # pushes charge apply_s_per_mb (False: a pre-CPU-model calibration)
-        self.on_start: Callable[[], None] = lambda: None            # shard_procs: serve.py's start
-        self.on_stop: Callable[[float], simpy.Process] | None = None  # shard_procs: serve.py's SIGTERM
-        self._fresh()
+        self.on_start: Callable[[], None] = lambda: None            # procs.py: serve.py's start
+        self.on_stop: Callable[[float], simpy.Event] | None = None    # procs.py: serve.py's SIGTERM
+        # its sides: each holds the copy (as state.py's CopyState) and no state of its own that
+        # a restart would have to renew, so they live as long as the copy
+        self.control = ProcessControl(self)
+        self.replica = ReplicaSide(self)
+        self.checkpoints = CopyCheckpoints(self)
+        self.migration = MigrateSide(self)
+        self.fresh()
 
-    def _fresh(self) -> None:
+    def fresh(self) -> None:
         """A new process's state, as ShardNode.__init__ sets it."""
         cfg = self.cfg
         self.store = ShardStore(ShardSpec(
@@ -98,7 +110,7 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.peer_heard: dict[str, float] = {}
         self.detector = cfg.failure_detector()      # as ShardNode: the replica's failure detector
         self.suspecting = 0
-        self.members: membership.Record | None = None      # the BSP/SSP gate's generation (shard_members.py)
+        self.members: membership.Record | None = None      # the BSP/SSP gate's generation (members.py)
         self.verified: set[tuple[int, str]] = set()   # (epoch, primary) pairs etcd's record confirmed
         self.lease = 0
         self.lease_until = math.inf
@@ -216,27 +228,74 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
         self.emit("lease-lost", {"shard": self.shard, "epoch": self.epoch, "reason": reason})
         return True
 
-    def _check_lease(self) -> None:
+    def check_lease(self) -> None:
         if not self.lease_valid():
             raise NotPrimary(f"{self.name} could not renew its etcd lease in time: it stopped serving shard "
                              f"{self.shard} so that no other copy is restored while it acks; retry")
 
-    def _check_shard(self, shard: int, method: str) -> None:
+    def check_shard(self, shard: int, method: str) -> None:
         if shard != self.shard:
             raise InvalidArgument(f"{method}: shard={shard} but {self.name} serves shard {self.shard}; "
                                   "route by the shard record in etcd")
 
-    def _check_primary(self, client_epoch: int) -> None:
+    def check_primary(self, client_epoch: int) -> None:
         why = fencing.serve_refusal_words(self.name, self.shard, self.role, self.epoch, self.primary, client_epoch)
         if why:
             raise NotPrimary(why)
-        self._check_lease()
+        self.check_lease()
 
-    def _replicas(self) -> ack.Replicas:
-        return ack.Replicas(self.name, self.isr, self.peer_seq, self.cfg.mode, self.cfg.min_isr)
+    # ------------------------------------------------------------ its sides, as its callers see them
+    # The backend, the faults, the senders, the elector and serve.py (procs.py) call these on the
+    # copy; each is its side's own method (the docstrings are there), so callers need not know
+    # which side holds it.
+    def spawn(self, gen: Gen) -> simpy.Process:
+        return self.control.spawn(gen)
 
-    def replicated(self, seq: int) -> bool:
-        return ack.replicated(self._replicas(), seq)
+    def serve(self, handler: Callable[[], Gen], deadline: float, watch: ClientWatch | None = None,
+              work: float = 0.0, work_after: bool = False) -> Gen:
+        return self.control.serve(handler, deadline, watch, work, work_after)
+
+    def kill(self) -> None:
+        self.control.kill()
+
+    def exit(self) -> None:
+        self.control.exit()
+
+    def stop(self, timeout: float = 5.0) -> simpy.Event | None:
+        return self.control.stop(timeout)
+
+    def restart(self) -> None:
+        self.control.restart()
+
+    def pause(self) -> None:
+        self.control.pause()
+
+    def resume(self) -> None:
+        self.control.resume()
+
+    def wipe_data(self) -> None:
+        self.control.wipe_data()
+
+    def checkpoint_writes(self) -> list[str]:
+        return self.control.checkpoint_writes()
+
+    def replicate(self, req: ReplicateReq, deadline: float) -> Gen:
+        return self.replica.replicate(req, deadline)
+
+    def migrate(self, req: ps_pb2.MigrateRequest, deadline: float) -> Gen:
+        return self.migration.migrate(req, deadline)
+
+    def checkpoint(self, shared: bool | None = None) -> Gen:
+        return self.checkpoints.checkpoint(shared)
+
+    def load_local(self) -> None:
+        self.checkpoints.load_local()
+
+    def plan_restore(self) -> RestorePlan:
+        return self.checkpoints.plan_restore()
+
+    def adopt_restore(self, plan: RestorePlan, routing_rec: Routing, epoch: int) -> None:
+        self.checkpoints.adopt_restore(plan, routing_rec, epoch)
 
     # ------------------------------------------------------------ RPCs (each through `serve`)
     def push(self, req: ps_pb2.PushRequest, deadline: float, caller: str | None = None) -> Gen:
@@ -262,36 +321,20 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
 
     def status(self, req: ps_pb2.StatusRequest) -> ps_pb2.StatusReply:
         """ShardNode.status, at this instant (whatever the copy's state: see `serve_status`)."""
-        if req.probe:               # ShardNode.probe_status: the probe's reduced answer
-            return ps_pb2.StatusReply(node=self.name, shard=self.shard, role=self.role, epoch=self.epoch)
-        reply = ps_pb2.StatusReply(
-            node=self.name, shard=self.shard, role=self.role, epoch=self.epoch, seq=self.store.seq,
-            isr=self.isr, log_start=self.store.log.base_seq, seq_epoch=self.store.seq_epoch,
-            restored_from=self.restored_from, pushes=self.store.pushes,
-            routing_epoch=self.store.routing_epoch, routing_shards=list(self.store.shards),
-            fence=(self.store.fence or {}).get("migration", ""))
-        if req.checksum:
-            reply.checksum = self.store.checksum()
-        if req.applied:
-            reply.applied_json = json.dumps(self.store.applied.ranges)
-        if req.audit:
-            counts = self.store.audit_counts()
-            reply.audit_json = "" if counts is None else json.dumps(counts, sort_keys=True)
-            reply.buckets_json = json.dumps(bucket_counts(self.store), sort_keys=True)
-        return reply
+        return status_reply(self, req)
 
     def _push(self, req: ps_pb2.PushRequest, deadline: float) -> Gen:
         upd = req.update
-        self._check_shard(req.shard, "Push")
+        self.check_shard(req.shard, "Push")
         if upd.kind not in (ps_pb2.Update.PUSH, ps_pb2.Update.INIT):
             raise InvalidArgument(f"update.kind={upd.kind}: clients send PUSH (0) or INIT (1)")
-        yield from self.sync_routing(req.routing_epoch, deadline)
-        self._check_primary(req.epoch)
+        yield from self.migration.sync_routing(req.routing_epoch, deadline)
+        self.check_primary(req.epoch)
         epoch = self.epoch
         ownership.check_push(self, req.routing_epoch, upd)
         routing_epoch = self.store.routing_epoch
         if self.cfg.mode == "async":
-            yield from self._wait_lag(epoch, deadline)
+            yield from acks.wait_lag(self, epoch, deadline)
         dec = self.store.validate(upd)                # a malformed retry is refused too, not "duplicate"
         dup_seq, applied_on, applied_as = self.store.duplicate_as(upd)
         noop = dup_seq is None and self.store.is_noop(dec)
@@ -307,18 +350,18 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
             # its senders' Replicates queue behind it as they do for real
             yield from use(self.cpu, self.push_extra_s, self.name)
         if self.cfg.mode == "sync":
-            yield from self._wait_replicated(seq, epoch, deadline)
+            yield from acks.wait_replicated(self, seq, epoch, deadline)
         else:
-            yield from self._wait_followers(epoch, deadline)
+            yield from acks.wait_followers(self, epoch, deadline)
         return ps_pb2.PushReply(epoch=epoch, seq=seq, duplicate=d.duplicate, node=self.name,
                                 routing_epoch=routing_epoch, applied_on=applied_on,
                                 applied_as=applied_as if d.duplicate else "")
 
     def _pull(self, req: ps_pb2.PullRequest, deadline: float) -> Gen:
-        self._check_shard(req.shard, "Pull")
+        self.check_shard(req.shard, "Pull")
         ids = self.store.check_pull(req)
-        yield from self.sync_routing(req.routing_epoch, deadline)
-        self._check_primary(req.epoch)
+        yield from self.migration.sync_routing(req.routing_epoch, deadline)
+        self.check_primary(req.epoch)
         epoch = self.epoch
         ownership.check_pull(self, req)
         refused = membership.no_barrier(req.min_clock, self.cfg.barrier)
@@ -330,10 +373,10 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
             if left <= 0:
                 raise Timeout(why)
             yield from self.wait_change(min(left, 0.05))
-            self._check_primary(req.epoch)
+            self.check_primary(req.epoch)
         if self.cfg.mode == "sync":
             # read only what is replicated, so no worker ever sees a state a failover undoes
-            yield from self._wait_replicated(self.store.seq, epoch, deadline)
+            yield from acks.wait_replicated(self, self.store.seq, epoch, deadline)
         dense = [] if req.no_dense else self.store.pull_dense(req.since_seq, list(req.names))
         rows = [self.store.pull_rows(r.table, i) for r, i in zip(req.sparse, ids)]
         crc = dense_digest(owned_dense(self.store)) if wants_digest(req) else None   # no yield since the reads above
@@ -343,63 +386,10 @@ class SimCopy(ProcessControl, ReplicaSide, CopyCheckpoints, MigrateSide):
                                   for r, (i, data, dim) in zip(req.sparse, rows)), crc,
                                  self.store.routing_epoch)
 
-    def _wait_replicated(self, seq: int, epoch: int, deadline: float) -> Gen:
-        """Until every ISR member applied `seq`; raise if primacy or the lease is lost."""
-        while True:
-            if not self.is_primary(epoch):
-                raise NotPrimary(f"{self.name} lost primacy of shard {self.shard} before seq {seq} "
-                                 "was replicated; retry with the same request id")
-            self._check_lease()
-            if self.replicated(seq):
-                return
-            left = deadline - self.now()
-            if left <= 0:
-                lagging = ack.lagging(self._replicas(), seq)
-                raise ReplicationFailed(f"seq {seq} not acknowledged by in-sync replicas {lagging} in time "
-                                        f"(ISR {self.isr}, min_isr {self.cfg.min_isr}); retry with the same request id")
-            yield from self.wait_change(min(left, 0.05))
-
-    def _followers_fresh(self) -> bool:
-        return ack.followers_fresh(self.name, self.isr, self.peer_heard, self.now(),
-                                   self.cfg.suspect_floor_s, self.cfg.follower_margin_s)
-
-    def _wait_followers(self, epoch: int, deadline: float) -> Gen:
-        """Async mode: ack only under the follower lease, and the etcd lease."""
-        while not self._followers_fresh():
-            if not self.is_primary(epoch):
-                raise NotPrimary(f"{self.name} lost primacy of shard {self.shard}; retry with the same request id")
-            self._check_lease()
-            left = deadline - self.now()
-            if left <= 0:
-                silent = ack.silent(self.name, self.isr, self.peer_heard)
-                raise ReplicationFailed(f"in-sync replicas have not answered recently ({silent or self.isr}); "
-                                        "retry with the same request id")
-            yield from self.wait_change(min(left, 0.02))
-        self._check_lease()
-
-    def _wait_lag(self, epoch: int, deadline: float) -> Gen:
-        """Async mode: pushes wait while a replica trails more than max_lag entries."""
-        while not ack.within_lag(self._replicas(), self.store.seq, self.cfg.max_lag):
-            if not self.is_primary(epoch):
-                raise NotPrimary(f"{self.name} lost primacy of shard {self.shard}")
-            self._check_lease()
-            left = deadline - self.now()
-            if left <= 0:
-                raise ReplicationFailed(f"replicas trail more than max_lag={self.cfg.max_lag} entries")
-            yield from self.wait_change(min(left, 0.05))
-
     # ------------------------------------------------------------ observation
     def final_state(self) -> dict:
-        """What the runner records as `final-state` for this copy (backend_process's fields)."""
-        st = {"node": self.name, "shard": self.shard, "alive": self.alive}
-        if not self.alive:
-            return st
-        return {**st, "role": self.role, "epoch": self.epoch, "seq": self.store.seq,
-                "checksum": self.store.checksum(), "pushes": self.store.pushes,
-                "applied": {k: [list(r) for r in v] for k, v in self.store.applied.ranges.items()},
-                "restored_from": self.restored_from, "audit": self.store.audit_counts(),
-                "buckets": bucket_counts(self.store), "routing_epoch": self.store.routing_epoch,
-                "routing_shards": list(self.store.shards), "fence": (self.store.fence or {}).get("migration", "")}
+        """What the runner records as `final-state` for this copy (status.py)."""
+        return final_state_of(self)
 
 
-__all__ = ["ReplicateReply", "ReplicateReq", "SimCopy"]
+__all__ = ["SimCopy"]

@@ -2,11 +2,14 @@
 etcd keys from pschaos.psnodes.config, same core calls, same order, same events), restore included: when
 no ISR copy is alive, the live copies post what they hold and, after every ISR copy's lease
 surely expired, the newest one restores from its own state or the shard's shared checkpoint.
+
+procs.py (serve.py) holds one SimElector per copy; it sees the copy as state.py's CopyState and
+the shard's other copies as Peers (probe.py asks them), never as the class that defines them.
 """
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import Mapping
 
 from pschaos.psnodes.elastic import retirement, routing
 from pschaos.psnodes.config import ShardRecord
@@ -15,27 +18,31 @@ from pschaos.psnodes.core.promotion import Position
 from pschaos.psnodes.replication.election import BOOTSTRAP_RETRY_S, CANDIDATE_POLL_S, DETECTOR_REPORT_S
 from pschaos.psnodes.etcd import EtcdError
 
-from pschaos.harness.backends.sim.peer_probe import probe
 from pschaos.harness.backends.sim.rpc import Gen
-
-if TYPE_CHECKING:
-    from pschaos.harness.backends.sim.shard import SimCopy
+from pschaos.harness.backends.sim.copy.probe import probe
+from pschaos.harness.backends.sim.copy.state import CopyState, Peer
 
 
 class SimElector:
     """Elector for one copy `c`: register and keep the lease, bootstrap, suspect, stand, restore."""
 
-    c: "SimCopy"
-    announced: tuple[str, bool] = ("", False)
-    orphan_since: float | None = None
-    posted: tuple[str, dict] | None = None     # our restore candidate: (key, value)
-    next_report: float = 0.0                   # when the next `detector` event is due
-    held_until: float = 0.0                    # a probe answered: no candidacy before this
-    credited: float | None = None              # the last_heard our last local-pause credit produced
-    probed: float | None = None                # the last_heard of the silence we last probed in
-    answered: float | None = None              # the last_heard of the silence the primary last answered in
-    missed: tuple = (None, 0)                  # (that silence, failed probe rounds in a row)
-    peers: dict[str, "SimCopy"]
+    def __init__(self, c: CopyState, peers: Mapping[str, Peer]) -> None:
+        self.c, self.peers = c, peers
+        self.fresh()
+        self.credited: float | None = None     # the last_heard our last local-pause credit produced
+        self.probed: float | None = None       # the last_heard of the silence we last probed in
+        self.answered: float | None = None     # the last_heard of the silence the primary last answered in
+        self.missed: tuple = (None, 0)         # (that silence, failed probe rounds in a row)
+
+    def fresh(self) -> None:
+        """What serve.py's start sets anew at every (re)start of the copy. The silences already
+        credited or probed (`credited`, `probed`, `answered`, `missed`, set once in __init__)
+        carry over a restart, as they always have in the twin."""
+        self.announced: tuple[str, bool] = ("", False)
+        self.orphan_since: float | None = None
+        self.posted: tuple[str, dict] | None = None     # our restore candidate: (key, value)
+        self.next_report = 0.0                          # when the next `detector` event is due
+        self.held_until = 0.0                           # a probe answered: no candidacy before this
 
     def register(self) -> Gen:
         c, cfg = self.c, self.c.cfg
