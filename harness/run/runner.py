@@ -185,7 +185,7 @@ class Runner(RunReport):
         collector closing an HTTP connection's socket) Python prints "Exception ignored" and drops
         it, and the run went on against nodes the same Ctrl-C had killed (the interrupt soak: exit
         1, 29.7 s later). So the signal is sent again RESEND_S later unless teardown began by then:
-        one lands in plain code (tests/unit/test_runner_sigint.py)."""
+        one lands in plain code (tests/unit/harness/run/test_runner_sigint.py)."""
         if self.tearing_down:
             self.backend.hurry = True
             return

@@ -10,5 +10,5 @@ One concept a module: `dedup` (apply or recognise a push), `ack` (when a push ma
 `lease` (the etcd lease bound and failure detection), `fencing` (epochs), `isr` (in-sync replica
 set changes), `promotion` (who is promoted, who restores), `logmatch` (what a peer lacks and how
 to send it), `checkpoints` (which checkpoint wins, when one may be published), `gating` (BSP/SSP
-clocks). tests/unit/core/test_purity.py keeps the imports here free of I/O, threads and clocks.
+clocks). tests/unit/psnodes/core/test_purity.py keeps the imports here free of I/O, threads and clocks.
 """

@@ -4,7 +4,7 @@ A nemesis scenario runs twice with the same seed on the real processes and once 
 simulator: the schedule drawn before the run (kinds, selectors, times, durations, params) is the
 same each time, the faults fire in that order at those times (within the wall clock's slack on
 real processes), and the report prints the exact command that replays it. On the simulator the
-whole history is the same, byte for byte (tests/unit/sim/test_determinism.py)."""
+whole history is the same, byte for byte (tests/unit/harness/backends/sim/test_determinism.py)."""
 from __future__ import annotations
 
 import json

@@ -2,7 +2,7 @@
 
 `pschaos selftest` runs the default suite against a temporary copy of the code with each patch
 applied and counts the mutants the checkers kill (the mutation score). Nothing in the product
-switches a bug on. Every `old` text must occur exactly once in its file (tests/unit/test_zoo.py
+switches a bug on. Every `old` text must occur exactly once in its file (tests/unit/harness/proof/selftest/test_zoo.py
 checks it against the current tree), so a refactor that moves the code breaks the zoo loudly.
 
 Where the decision lives in psnodes/core, or in a module both backends run (ShardStore,

@@ -8,7 +8,7 @@ with every copy up, is one minus the survival mass of exp(Q T) over the transien
 generator restricted to k < N. Q is tridiagonal with positive off-diagonal products, so it is
 similar to a symmetric matrix: `eigh` of the symmetrized form gives exp(Q T) exactly and stably,
 no scipy needed. The simulator's data-loss fraction over many groups must agree with this within
-the binomial error of the number of groups (tests/unit/test_scale_markov.py).
+the binomial error of the number of groups (tests/unit/harness/backends/sim/scale/test_scale_markov.py).
 """
 from __future__ import annotations
 
