@@ -23,5 +23,6 @@ setup(
         "pschaos.reports": ["schemas/*.xsd"],
         "pschaos.harness.backends.sim": ["calibration.json"],
         "pschaos.scenarios": ["*.yaml", "gates/*.yaml", "sweeps/*.yaml"],
+        "pschaos.harness.commands": ["templates/*"],
     },
 )

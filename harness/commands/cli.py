@@ -22,7 +22,7 @@ import threading  # noqa: E402
 import pschaos  # noqa: E402
 from pschaos.psnodes.errors import PSError  # noqa: E402
 
-from pschaos.harness.commands import reports, run  # noqa: E402
+from pschaos.harness.commands import init, reports, run  # noqa: E402
 from pschaos.harness.errors import HarnessError  # noqa: E402
 
 
@@ -96,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True)
     run.add_parsers(sub)
     reports.add_parsers(sub)
+    init.add_parsers(sub)
     d = sub.add_parser("doctor", help="list the real parts and their versions, or how to install them")
     d.add_argument("--json", action="store_true")
     d.set_defaults(fn=cmd_doctor)

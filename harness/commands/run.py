@@ -21,6 +21,7 @@ def add_parsers(sub) -> None:
     r.add_argument("--seed", type=int, default=1)
     r.add_argument("--out", help="output folder (default out/<scenario>-<seed>)")
     r.add_argument("--quiet", action="store_true", help="no progress lines")
+    r.add_argument("--json", action="store_true", help="one JSON object a run on stdout (verdict, exit code, report)")
     r.add_argument("--keep-data", action="store_true", help="keep node data and checkpoints (run/work) after the run")
     r.add_argument("--calibration", help="with --backend sim: the calibration file (default: the committed one)")
     r.add_argument("--background", type=float,
@@ -64,11 +65,19 @@ def cmd_run(args: argparse.Namespace) -> int:
             Path(args.out) / sc.name if args.out else default_out(sc, args.seed))
         rep = Runner(sc, args.seed, out, args.backend, quiet=args.quiet, keep_data=args.keep_data,
                      make_backend=make).run()
+        codes.append(EXIT_CODES[rep["verdict"]])
+        if args.json:      # one object a line, for a machine; the progress stays on stderr
+            print(json.dumps({"scenario": rep["scenario"], "seed": rep["seed"], "backend": rep["backend"],
+                              "verdict": rep["verdict"], "exit": codes[-1], "report": str(out / "report.json"),
+                              "rerun": rep["rerun"], "failed_checks": sorted(k for k, c in rep["checks"].items()
+                                                                             if c["valid"] is not True),
+                              "metrics": {k: rep["metrics"].get(k) for k in ("acked_updates", "lost_acked_updates",
+                                                                             "failovers", "final_loss")}}))
+            continue
         print(summary_line(rep, out))
         print_not_passed(rep["checks"])
         if rep["verdict"] != "pass":
             print(f"  rerun: {rep['rerun']}")
-        codes.append(EXIT_CODES[rep["verdict"]])
     return worst_exit(codes)
 
 
