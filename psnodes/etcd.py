@@ -1,4 +1,5 @@
-"""A small client for etcd's JSON gateway (etcd 3.3+: `/v3beta/`).
+"""A small client for etcd's JSON gateway, `/v3/` (etcd 3.4 serves it beside the deprecated
+`/v3beta/`; 3.5 and later serve only `/v3/`).
 
 Only what the cluster needs: get, put, delete, compare-and-swap transactions and leases, each
 with a short timeout, because failover time depends on how fast a dead control plane is noticed.
@@ -43,7 +44,7 @@ class KV:
 
 
 class Etcd:
-    def __init__(self, endpoint: str, timeout: float = 1.0, api: str = "/v3beta") -> None:
+    def __init__(self, endpoint: str, timeout: float = 1.0, api: str = "/v3") -> None:
         self.base = endpoint.rstrip("/") + api
         self.endpoint = endpoint
         self.timeout = timeout
@@ -54,7 +55,14 @@ class Etcd:
             r = self.http.post(self.base + path, data=json.dumps(body), timeout=timeout or self.timeout)
         except requests.RequestException as e:
             raise EtcdError(f"etcd at {self.endpoint} unreachable: {e.__class__.__name__}") from None
-        out = r.json()
+        try:
+            out = r.json()
+        except ValueError:          # not the gateway's JSON: another server, or an etcd without /v3/
+            raise EtcdError(f"etcd at {self.endpoint}: {self.base + path} answered HTTP {r.status_code} "
+                            f"{r.text[:120]!r}, not etcd's JSON gateway; pschaos needs etcd 3.4 or later "
+                            "(`pschaos doctor` checks the version)") from None
+        if not isinstance(out, dict):
+            raise EtcdError(f"etcd {path}: the reply is not a JSON object: {str(out)[:120]!r}")
         if "error" in out:
             raise EtcdError(f"etcd {path}: {out.get('message') or out['error']}")
         return out

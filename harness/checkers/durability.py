@@ -87,6 +87,8 @@ def stops_acking(history: list[dict], ctx: dict) -> Verdict:
 
 
 def converge_baseline(history: list[dict], ctx: dict) -> Verdict:
+    """The workers' mean final loss is within baseline_margin (default 0.05) of the same scenario's
+    fault-free run at the same seed: the faults cost no accuracy."""
     base = ctx.get("baseline_loss")
     done = [e["value"]["final_loss"] for e in by_f(history, "train-done")]
     if base is None or not done:

@@ -54,6 +54,8 @@ def failover_times(history: list[dict]) -> list[dict]:
 
 
 def failover_budget(history: list[dict], ctx: dict) -> Verdict:
+    """Every fault on a primary was followed by its successor's first ack within the budget
+    (failover_budget_ms, default 800); unknown when no fault hit a primary."""
     times = failover_times(history)
     budget = ctx.get("failover_budget_ms", 800)
     if not times:

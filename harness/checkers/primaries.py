@@ -81,6 +81,8 @@ def _alternations(acks: list[dict]) -> list[dict]:
 
 
 def single_primary(history: list[dict], ctx: dict) -> Verdict:
+    """One acking primary per shard over time: at one epoch one node acks, epochs only rise, no old
+    epoch acks a request sent after a newer one took over, and no two primaries alternate."""
     promotes = [(e["t"], e["value"]) for e in by_f(history, "promote")]
     acks = _acks(history)
     if not promotes and not acks:

@@ -33,6 +33,7 @@ def short_of_workload(history: list[dict], ctx: dict) -> tuple[list[str], list[d
 
 
 def converged(history: list[dict], ctx: dict) -> Verdict:
+    """Every worker the scenario gave a workload finished all of it, at or below the model's target loss."""
     done = last_runs(history)
     if not done:
         return unknown("no worker finished: there is no final loss to judge")

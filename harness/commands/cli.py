@@ -17,12 +17,13 @@ if __name__ == "__main__" or sys.argv[0].rsplit("/", 1)[-1] == "pschaos":
     signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(130))
 
 import argparse  # noqa: E402 - after the handler above
+import os  # noqa: E402
 import threading  # noqa: E402
 
 import pschaos  # noqa: E402
 from pschaos.psnodes.errors import PSError  # noqa: E402
 
-from pschaos.harness.commands import init, reports, run  # noqa: E402
+from pschaos.harness.commands import init, refdocs, reports, run, scenarios  # noqa: E402
 from pschaos.harness.errors import HarnessError  # noqa: E402
 
 
@@ -97,6 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_parsers(sub)
     reports.add_parsers(sub)
     init.add_parsers(sub)
+    scenarios.add_parsers(sub)
+    refdocs.add_parsers(sub)
     d = sub.add_parser("doctor", help="list the real parts and their versions, or how to install them")
     d.add_argument("--json", action="store_true")
     d.set_defaults(fn=cmd_doctor)
@@ -223,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pschaos: interrupted; everything started was stopped", file=sys.stderr)
         return 130
+    except BrokenPipeError:             # `pschaos list | head`: the reader left; nothing is wrong
+        sys.stdout = open(os.devnull, "w")
+        return 0
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """etcd as the store: a three-member Raft cluster (Debian etcd-server 3.4) on 127.0.0.1.
 
-An update is one transaction through etcd's JSON gateway (/v3beta): if the key's value is still
+An update is one transaction through etcd's JSON gateway (/v3): if the key's value is still
 at the mod revision the client read, put the new count and sum and record the op id under
 `ops/<key>/<op>`; a transaction whose compare failed did nothing (refused, read again). Reads
 are etcd's default, linearizable ones. Each worker talks to one member and moves to the next
@@ -51,7 +51,7 @@ class EtcdCluster(Adapter):
         return [self.peer_port[node]]
 
     def status(self, node: str) -> dict:
-        r = requests.post(self.url[node] + "/v3beta/maintenance/status", data="{}", timeout=0.5)
+        r = requests.post(self.url[node] + "/v3/maintenance/status", data="{}", timeout=0.5)
         return r.json()
 
     def _statuses(self) -> dict[str, dict]:
