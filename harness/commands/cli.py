@@ -42,6 +42,16 @@ def cmd_clean(args: argparse.Namespace) -> int:
 def cmd_cluster(args: argparse.Namespace) -> int:
     from pschaos.harness.commands import cluster as local_cluster
 
+    if args.replicas is not None:           # the old flag: replicas besides the primary
+        if args.copies is not None:
+            print("pschaos cluster: give --copies (copies per shard, the primary included), not --replicas too",
+                  file=sys.stderr)
+            return 2
+        print(f"pschaos cluster: --replicas {args.replicas} is --copies {args.replicas + 1} now (copies per shard, "
+              "the primary included, as scenarios say it)", file=sys.stderr)
+        args.copies = args.replicas + 1
+    args.copies = 3 if args.copies is None else args.copies
+    args.replication = args.replication or args.mode or "sync"
     if args.action == "up":
         return local_cluster.up(args)
     if args.action == "down":
@@ -120,9 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--fenced-hold-s", type=float, default=0.0,
                     help="scale: hold the fenced hand-off this long (0-10 s; the moving keys are unwritable "
                          "meanwhile), as a large delta would: to rehearse a coordinator stopped mid-migration")
-    cl.add_argument("--replicas", type=int, default=2, help="replicas per shard besides the primary")
+    cl.add_argument("--copies", type=int, default=None, help="copies per shard, the primary included, as "
+                                                                "scenarios say it (default 3)")
+    cl.add_argument("--replicas", type=int, default=None, help=argparse.SUPPRESS)   # before --copies: copies - 1
     cl.add_argument("--workers", type=int, default=2)
-    cl.add_argument("--mode", default="sync", choices=["sync", "async"])
+    cl.add_argument("--replication", default=None, choices=["sync", "async"],
+                    help="replication mode, as scenarios say it (default sync)")
+    cl.add_argument("--mode", default=None, choices=["sync", "async"], help=argparse.SUPPRESS)   # before --replication
     cl.add_argument("--model", default="mlp", choices=["mlp", "widedeep"])
     cl.add_argument("--steps", type=int, default=1000)
     cl.add_argument("--seed", type=int, default=1)
@@ -150,7 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     sk.add_argument("scenario", help="scenario YAML file, or a library name (nemesis-soak)")
     sk.add_argument("--seeds", type=int, required=True, help="how many seeds")
     sk.add_argument("--first-seed", type=int, default=1)
-    sk.add_argument("-n", dest="par", type=int, default=1, help="runs at a time (default 1)")
+    sk.add_argument("-j", "--jobs", dest="par", type=int, default=1, help="runs at a time (default 1)")
+    sk.add_argument("-n", dest="par", type=int, help=argparse.SUPPRESS)      # before -j: the same
     sk.add_argument("--repeat", type=int, default=1, help="runs per seed (flaky: a seed that passes and fails)")
     sk.add_argument("--backend", default="process", choices=["process", "docker", "sim"])
     sk.add_argument("--out", help="output folder (default out/soak-<scenario>)")

@@ -33,8 +33,8 @@ def up(args) -> int:
     if _state_path(d).exists():
         raise HarnessError(f"a cluster is already up in {d}; run `pschaos cluster down --dir {d}` first")
     shards = args.shards if args.shards is not None else 2
-    spec = ClusterSpec(shards=shards, copies=args.replicas + 1, workers=args.workers,
-                       replication=args.mode, model=args.model, max_shards=max(shards, args.max_shards or 0))
+    spec = ClusterSpec(shards=shards, copies=args.copies, workers=args.workers,
+                       replication=args.replication, model=args.model, max_shards=max(shards, args.max_shards or 0))
     run_id = f"cluster-{uuid.uuid4().hex[:6]}"
     backend = getattr(args, "backend", "process")
     if backend == "docker":           # containers outlive this command by nature; labels name the run

@@ -27,7 +27,7 @@ def test_doctor_json_lists_parts_with_versions():
 
 def test_cluster_up_status_down_leaves_nothing(tmp_path):
     d = tmp_path / "cl"
-    up = subprocess.run(CLI + ["cluster", "up", "--shards", "2", "--replicas", "1", "--workers", "1", "--steps", "30",
+    up = subprocess.run(CLI + ["cluster", "up", "--shards", "2", "--copies", "2", "--workers", "1", "--steps", "30",
                                "--dir", str(d)], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert up.returncode == 0, up.stderr
     state = json.loads((d / "state.json").read_text())

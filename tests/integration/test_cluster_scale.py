@@ -93,7 +93,7 @@ def test_cluster_scale_out_while_training_after_an_interrupted_scale_left_nothin
     t0 = time.monotonic()
     run_id = None
     try:
-        up = cli("cluster", "up", "--shards", "2", "--max-shards", "3", "--replicas", "1", "--workers", "1",
+        up = cli("cluster", "up", "--shards", "2", "--max-shards", "3", "--copies", "2", "--workers", "1",
                  "--steps", "100000", "--dir", str(d))
         assert up.returncode == 0, up.stdout + up.stderr
         state = json.loads((d / "state.json").read_text())

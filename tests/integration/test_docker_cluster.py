@@ -21,7 +21,7 @@ def test_cluster_up_status_down_as_containers(tmp_path):
     from pschaos.harness.backends.docker.containers import remove_run, run_containers
 
     d = tmp_path / "cl"
-    up = subprocess.run(CLI + ["cluster", "up", "--backend", "docker", "--shards", "1", "--replicas", "1",
+    up = subprocess.run(CLI + ["cluster", "up", "--backend", "docker", "--shards", "1", "--copies", "2",
                                "--workers", "1", "--steps", "30", "--dir", str(d)],
                         capture_output=True, text=True, timeout=180, cwd=REPO)
     assert up.returncode == 0, up.stderr

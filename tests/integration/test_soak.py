@@ -14,7 +14,7 @@ def test_soak_two_seeds_of_kill_primary(tmp_path):
     if find("etcd") is None:
         pytest.skip("etcd is not installed (apt-get install etcd-server, or make install)")
     out = tmp_path / "soak"
-    p = subprocess.run(CLI + ["soak", "kill-primary", "--seeds", "2", "--first-seed", "3", "-n", "2",
+    p = subprocess.run(CLI + ["soak", "kill-primary", "--seeds", "2", "--first-seed", "3", "-j", "2",
                               "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=REPO)
     a = json.loads((out / "soak.json").read_text())
     assert a["runs"] == 2 and a["seeds"] == 2 and set(a["per_seed"]) == {"3", "4"}
@@ -32,7 +32,7 @@ def test_sim_soak_forks_each_run_from_a_warm_process_and_keeps_its_isolation(tmp
     """On --backend sim each run is forked (harness/proof/soak/fork.py): it still writes its own report
     and log, runs in its own session, and a seed's run is the same as `pschaos run`'s."""
     out = tmp_path / "soak"
-    p = subprocess.run(CLI + ["soak", "kill-primary", "--backend", "sim", "--seeds", "2", "-n", "2",
+    p = subprocess.run(CLI + ["soak", "kill-primary", "--backend", "sim", "--seeds", "2", "-j", "2",
                               "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=REPO)
     a = json.loads((out / "soak.json").read_text())
     assert p.returncode == 0 and a["verdicts"]["pass"] == 2, p.stdout + p.stderr

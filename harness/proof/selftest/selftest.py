@@ -56,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     st.add_argument("--mutants", help="comma-separated mutant names (default: the whole zoo; --list names them)")
     st.add_argument("--scenarios", help="comma-separated library scenarios instead of the default suite")
     st.add_argument("--seeds", type=int, default=1, help="seeds per scenario, 1..N (default 1)")
-    st.add_argument("-j", dest="par", type=int, default=2, help="runs at a time (default 2)")
+    st.add_argument("-j", "--jobs", dest="par", type=int, default=2, help="runs at a time (default 2)")
     st.add_argument("--timeout", type=float, default=600.0, help="seconds per run before it is stopped and "
                                                                  "counted unknown (default 600)")
     st.add_argument("--min-score", type=float, default=0.9, help="the score below which selftest exits 1 "

@@ -236,7 +236,7 @@ def soak(args: argparse.Namespace) -> int:
 
     from pschaos.harness.run.scenario import load_scenario
 
-    for flag, val in (("--seeds", args.seeds), ("-n", args.par), ("--repeat", args.repeat)):
+    for flag, val in (("--seeds", args.seeds), ("-j", args.par), ("--repeat", args.repeat)):
         if val < 1:
             print(f"pschaos soak: {flag} {val}: must be at least 1", file=sys.stderr)
             return 2

@@ -127,7 +127,7 @@ def test_cli_writes_soak_json_and_html(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(soak, "execute", fake_execute)
     out = tmp_path / "soak"
-    rc = main(["soak", "kill-primary", "--seeds", "3", "-n", "2", "--out", str(out)])
+    rc = main(["soak", "kill-primary", "--seeds", "3", "-j", "2", "--out", str(out)])
     assert rc == 3                                       # seed 3 left no report: unknown, not a pass
     a = json.loads((out / "soak.json").read_text())
     assert a["verdicts"] == {"pass": 2, "fail": 0, "unknown": 1}
