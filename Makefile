@@ -63,7 +63,7 @@ proto: $(STAMP)
 
 # The docker tier changes the machine's Docker configuration (.ci/docker-engine: daemon.json with
 # no bridge, dockerd started): only in CI (CI=true, as .ci/run sets) or when asked (DOCKER=1).
-DOCKER_TIER := $(filter 1 true yes,$(CI) $(DOCKER))
+DOCKER_TIER := $(filter 1 true yes True TRUE Yes YES,$(CI) $(DOCKER))
 LIBRARY_SIM := out/library-sim
 
 test: install $(if $(DOCKER_TIER),docker-engine)

@@ -91,7 +91,7 @@ def load_gate(path: str | Path) -> Gate:
     return Gate(rule(data.get("all"), ["all"]), {k: rule(v, ["scenarios", k]) for k, v in scen.items()})
 
 
-RUN_MARKS = ("history.jsonl", "junit.xml", "soak-run.log", "run/events")   # what a started run leaves
+RUN_MARKS = ("history.jsonl", "junit.xml", "soak-run.log", "run/events", "run/.pschaos-run")   # what a started run leaves
 
 
 def gather(dirs: list[str | Path]) -> tuple[list[tuple[Path, dict]], list[str]]:
@@ -120,8 +120,7 @@ def gather(dirs: list[str | Path]) -> tuple[list[tuple[Path, dict]], list[str]]:
             out.append((p, r))
         if d.is_dir():
             reported = {p.parent for p in paths}
-            started = {(m.parent.parent if m.name == "events" else m.parent)
-                       for mark in RUN_MARKS for m in d.rglob(mark)}
+            started = {m.parents[mark.count("/")] for mark in RUN_MARKS for m in d.rglob(mark)}
             for run in sorted(started - reported):
                 if not any(r in run.parents for r in reported):
                     problems.append(f"{run}: a run started here and left no report.json (it crashed, was killed "
@@ -129,11 +128,6 @@ def gather(dirs: list[str | Path]) -> tuple[list[tuple[Path, dict]], list[str]]:
             if not paths and not started:
                 problems.append(f"{d}: no run's report.json in this folder")
     return out, problems
-
-
-def find_reports(dirs: list[str | Path]) -> list[tuple[Path, dict]]:
-    """The readable reports under the given folders (what `gather` found, without its problems)."""
-    return gather(dirs)[0]
 
 
 def evaluate(gate: Gate, reports: list[tuple[Path, dict]]) -> list[str]:

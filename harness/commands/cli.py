@@ -13,7 +13,7 @@ import sys
 # below and in build_parser take long enough on a loaded machine for one to land there, and
 # Python's default raised KeyboardInterrupt inside an import, a traceback instead of our line.
 # Nothing has started yet, so there is nothing to stop. Only in the main thread (tests import us).
-if __name__ == "__main__" or sys.argv[0].rsplit("/", 1)[-1] == "pschaos":
+if __name__ == "__main__" or sys.argv[0].rsplit("/", 1)[-1] in ("pschaos", "__main__.py"):
     signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(130))
 
 import argparse  # noqa: E402 - after the handler above
@@ -104,6 +104,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="pschaos", description="Chaos harness for parameter-server training clusters")
     ap.add_argument("--version", action="version", version=f"pschaos {pschaos.__version__}")
+    ap.set_defaults(parser=ap)           # `pschaos docs` documents this very parser
     sub = ap.add_subparsers(dest="cmd", required=True)
     run.add_parsers(sub)
     reports.add_parsers(sub)

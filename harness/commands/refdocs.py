@@ -87,14 +87,13 @@ def library_page(cat: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def pages() -> dict[str, str]:
-    from pschaos.harness.commands.cli import build_parser
+def pages(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Every reference page by file name; `parser` is the command line's (the CLI hands its own)."""
     from pschaos.harness.commands.scenarios import catalog
 
     cat = catalog()
     width, os.environ["COLUMNS"] = os.environ.get("COLUMNS"), "100"      # argparse wraps help at the terminal's width
     try:
-        parser = build_parser()
         cli = cli_page(parser)
     finally:
         if width is None:
@@ -108,7 +107,7 @@ def pages() -> dict[str, str]:
 
 def cmd_docs(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    want = pages()
+    want = pages(args.parser)
     if args.check:
         stale = [n for n, text in want.items() if not (out / n).is_file() or (out / n).read_text() != text]
         for n in stale:

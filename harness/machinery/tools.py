@@ -7,7 +7,9 @@ from pathlib import Path
 
 from pschaos.harness.errors import MissingDependency
 
-REPO = Path(__file__).resolve().parents[2]    # the checkout (or a mutant copy of it)
+REPO = Path(__file__).resolve().parents[2]    # the checkout (or a mutant copy of it); installed: site-packages/pschaos
+# a source checkout (or selftest's copy of one) holds pschaos/ beside harness/; an installed wheel does not
+CHECKOUT = (REPO / "pschaos" / "__init__.py").is_file() and (REPO / "harness" / "__init__.py").is_file()
 
 INSTALL = {
     "etcd": "apt-get install -y etcd-server   (or: make install)",

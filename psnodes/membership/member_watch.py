@@ -29,7 +29,7 @@ from pschaos.psnodes.errors import PSError
 from pschaos.psnodes.etcd import Etcd
 from pschaos.psnodes.membership.members import JoinGrace, change_event, encode, joined_still_registered, parse, plan, prefix, record_key
 
-log = logging.getLogger("pschaos.psnodes.membership.members")
+log = logging.getLogger("psnodes.members")    # under "psnodes", the logger server/logs.py sets up
 
 
 class MemberWatch(threading.Thread):

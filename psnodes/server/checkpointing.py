@@ -4,7 +4,7 @@ checkpoint writes, the load of its own checkpoint on start, and what a restore t
 The shared checkpoint is written only by the primary of the current epoch with a live lease, of a
 seq every in-sync copy holds (`_may_publish`), so no checkpoint is ahead of the shard's history
 and a deposed primary never overwrites its successor's. A layer of ShardNode over Primacy
-(primacy.py); the twin's port is harness/backends/sim/shard_checkpoint.py.
+(primacy.py); the twin's port is harness/backends/sim/copy/checkpoint.py.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from pschaos.psnodes.proto import ps_pb2
 from pschaos.psnodes.server.primacy import Primacy
 from pschaos.psnodes.store.store import ShardStore
 
-log = logging.getLogger("pschaos.psnodes.server.node")     # the node's logger: its lines keep their name
+log = logging.getLogger("psnodes.node")     # the node's logger, under "psnodes" (server/logs.py sets that one up)
 VERIFIED = "verified.json"      # beside the local checkpoint: primaries etcd confirmed to this copy
 
 

@@ -2,7 +2,7 @@
 
 Elastic shards' checks and Migrate decisions (ownership.py) run in two shells: the real node
 (psnodes/server/node.py, whose layer primacy.py holds what is named here) and the SimPy twin
-(harness/backends/sim/shard.py with shard_migrate.py). Typing a copy by what ownership reads of
+(harness/backends/sim/copy/ (copy.py with migrate.py)). Typing a copy by what ownership reads of
 it, not by either shell's class, keeps ownership.py below both: the node imports ownership,
 never the other way round.
 """

@@ -29,9 +29,13 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     """(the fresh environment's bin folder, a user's project folder with harness/ and reports/)."""
     base = tmp_path_factory.mktemp("user")
     assert REPO not in base.parents
-    wheels = base / "wheels"
+    wheels, src = base / "wheels", base / "src"
+    # built from a copy of the sources: a build in the checkout leaves build/ and egg-info there, and
+    # files deleted from the sources would live on in build/lib and in the wheel
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", ".venv", "tools", "build", "out", "*.egg-info",
+                                                             "__pycache__", ".pschaos", ".hypothesis", ".pytest_cache"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
-                    str(REPO)], check=True, capture_output=True, text=True, timeout=300)
+                    str(src)], check=True, capture_output=True, text=True, timeout=300)
     wheel = next(wheels.glob("pschaos-*.whl"))
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)

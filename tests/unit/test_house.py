@@ -112,6 +112,23 @@ def test_no_circle_between_rooms_and_harness_imports_point_down():
     assert up == [], "imports that run up (or across) harness' layers: " + "; ".join(sorted(up))
 
 
+def test_no_circle_between_the_rooms_of_any_folder():
+    """In each package, its modules and sub-packages are rooms: none may import another that
+    imports it back, however deep the imports that tie them."""
+    edges = imports(modules())
+    found = {}
+    for pkg in sorted({m.rpartition(".")[0] for m in edges if "." in m}):
+        rooms: dict[str, set[str]] = {}
+        for a, bs in edges.items():
+            if a.startswith(pkg + "."):
+                ra = a[len(pkg) + 1:].split(".")[0]
+                rooms.setdefault(ra, set()).update(rb for b in bs if b.startswith(pkg + ".")
+                                                   and (rb := b[len(pkg) + 1:].split(".")[0]) != ra)
+        if c := circles(rooms):
+            found[pkg] = c
+    assert found == {}
+
+
 def test_psnodes_never_imports_the_harness():
     bad = [f"{a} -> {b}" for a, bs in imports(modules()).items() if a.startswith("psnodes") for b in bs
            if not b.startswith("psnodes")]

@@ -44,6 +44,10 @@ def hunt_mutant(args: argparse.Namespace) -> int:
     from pschaos.harness.proof.selftest.mutation import load_zoo, mutant_copy
     from pschaos.harness.proof.soak.soak import resolve_scenario
 
+    if args.backend == "docker":     # a container runs the image's code, which a copy cannot change (as selftest says)
+        print("pschaos hunt: --mutant needs --backend process or sim: a container runs the image's code, which a "
+              "mutant's copy cannot change", file=sys.stderr)
+        return EXIT["bad-input"]
     zoo = {m.name: m for m in load_zoo()}
     if args.mutant not in zoo:
         print(f"pschaos hunt: --mutant {args.mutant!r} is not in the bug zoo; known: {', '.join(zoo)}",

@@ -29,7 +29,7 @@ from pschaos.reports.totals import figure, total, unknown_total, without
 
 from pschaos.harness.run.metrics import failover_stats
 from pschaos.harness.proof.soak.fork import CLI_MODULE, ForkedRun
-from pschaos.harness.machinery.tools import REPO
+from pschaos.harness.machinery.tools import CHECKOUT
 from pschaos.harness.run import library
 
 SCHEMA = "pschaos.soak/1"
@@ -182,8 +182,8 @@ def execute(scenario: Path, plan: list[tuple[int, int]], out: Path, par: int, ba
             timeout_s: float, progress=lambda msg: None) -> list[RunResult]:
     """Run the plan PAR at a time; each run in its own session so a Ctrl-C here is forwarded once."""
     env = dict(os.environ)
-    root = str(REPO)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    if CHECKOUT:       # the runs import this same code (a mutant's copy included); an installed pschaos is found as is
+        env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     pending = list(plan)
     running: list[tuple[RunResult, subprocess.Popen | ForkedRun, float]] = []
     done: list[RunResult] = []

@@ -1,12 +1,13 @@
 """Release gates: pass, fail with named violations, malformed files with line and field."""
 import json
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from pschaos.harness.machinery.tools import REPO
-from pschaos.reports.gate import GateFileError, evaluate, find_reports, load_gate
+from pschaos.reports.gate import GateFileError, evaluate, gather, load_gate
 
 
 def run_dir(tmp_path, name, i, verdict="pass", p99=400.0, lost=0, checks=None):
@@ -37,13 +38,13 @@ scenarios:
 def test_gate_holds(tmp_path):
     for i in range(3):
         run_dir(tmp_path, "kill-primary", i)
-    assert evaluate(load_gate(gate_file(tmp_path, GATE)), find_reports([tmp_path])) == []
+    assert evaluate(load_gate(gate_file(tmp_path, GATE)), gather([tmp_path])[0]) == []
 
 
 def test_violations_name_scenario_metric_bound_and_value(tmp_path):
     run_dir(tmp_path, "kill-primary", 0, p99=912.5)
     run_dir(tmp_path, "kill-primary", 1, verdict="fail", lost=2)
-    out = evaluate(load_gate(gate_file(tmp_path, GATE)), find_reports([tmp_path]))
+    out = evaluate(load_gate(gate_file(tmp_path, GATE)), gather([tmp_path])[0])
     text = "\n".join(out)
     assert "kill-primary: failover_ms.p99 = 912.5 violates failover_ms.p99 <= 800" in text
     assert "kill-primary: lost_acked_updates = 2 violates lost_acked_updates == 0" in text
@@ -52,7 +53,7 @@ def test_violations_name_scenario_metric_bound_and_value(tmp_path):
 
 def test_missing_check_and_missing_scenario(tmp_path):
     run_dir(tmp_path, "other", 0, checks={"no-lost-acks": {"valid": True}})
-    out = evaluate(load_gate(gate_file(tmp_path, GATE)), find_reports([tmp_path]))
+    out = evaluate(load_gate(gate_file(tmp_path, GATE)), gather([tmp_path])[0])
     assert any("other: check single-primary is required but was not run" in o for o in out)
     assert any("kill-primary: the gate names this scenario but no run" in o for o in out)
 
@@ -121,6 +122,12 @@ def test_a_run_that_left_no_report_fails_the_gate_closed(tmp_path):
     (crashed / "run" / "events").mkdir(parents=True)        # a run started here and never wrote its report
     rc, out = gate_cli(str(runs), "--gate", str(gate_file(tmp_path, GATE)))
     assert rc == 2 and str(crashed) in out, out
+    shutil.rmtree(crashed)
+    died = runs / "kill-primary-3"                            # died in its backend's start: only the runner's marker
+    (died / "run").mkdir(parents=True)
+    (died / "run" / ".pschaos-run").write_text("run-id\n")
+    rc, out = gate_cli(str(runs), "--gate", str(gate_file(tmp_path, GATE)))
+    assert rc == 2 and str(died) in out, out
     rc, out = gate_cli(str(tmp_path / "nowhere"), "--gate", str(gate_file(tmp_path, GATE)))
     assert rc == 2 and "nowhere" in out, out
 

@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 import yaml
 
+from pschaos.harness.commands.cli import build_parser
 from pschaos.harness.commands.init import FILES, scaffold
 from pschaos.harness.commands.refdocs import cmd_docs
 from pschaos.harness.commands.scenarios import catalog
@@ -73,12 +74,12 @@ def test_init_writes_every_file_once_and_keeps_what_exists(tmp_path):
 def test_the_committed_reference_pages_are_the_code_s():
     """docs/reference is generated (`pschaos docs --out docs/reference`): a change to a parser, a
     fault kind, a checker's docstring or the library without regenerating it fails here."""
-    assert cmd_docs(argparse.Namespace(out=str(REPO / "docs" / "reference"), check=True)) == 0
+    assert cmd_docs(argparse.Namespace(out=str(REPO / "docs" / "reference"), check=True, parser=build_parser())) == 0
 
 
 def test_a_stale_reference_page_is_found(tmp_path):
     out = tmp_path / "ref"
-    assert cmd_docs(argparse.Namespace(out=str(out), check=False)) == 0
+    assert cmd_docs(argparse.Namespace(out=str(out), check=False, parser=build_parser())) == 0
     (out / "faults.md").write_text((out / "faults.md").read_text().replace("latency", "lateness", 1))
-    assert cmd_docs(argparse.Namespace(out=str(out), check=True)) == 1
+    assert cmd_docs(argparse.Namespace(out=str(out), check=True, parser=build_parser())) == 1
     assert json.loads(json.dumps(SCHEMA))["$defs"]["Fault"]["properties"]["kind"]["enum"]

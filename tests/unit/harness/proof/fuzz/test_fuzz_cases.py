@@ -291,11 +291,11 @@ def test_node_log_errors_are_found_once_each(tmp_path):
     assert len(got) == 1 and got[0][0] == "shard-0-1" and "unexpected error" in got[0][1]
     with open(log, "a") as f:                               # the rest of that traceback, then a new one
         f.write("RecursionError: maximum recursion depth exceeded\n" + debug + "Traceback (most recent call last):\n"
-                "  File \"y.py\", line 2\nValueError: boom\n2026-01-01 10:00:01,000 WARNING pschaos.psnodes.server.node [x] slow\n"
+                "  File \"y.py\", line 2\nValueError: boom\n2026-01-01 10:00:01,000 WARNING psnodes.node [x] slow\n"
                 "2026-01-01 10:00:01,5")                    # a partial line: read next time
     got = w.new_errors()
     assert len(got) == 1 and "ValueError: boom" in got[0][1]
     with open(log, "a") as f:
-        f.write("00 CRITICAL pschaos.psnodes.server.node [shard-0/1] gone\n")
-    assert [t for _, t in w.new_errors()] == ["2026-01-01 10:00:01,500 CRITICAL pschaos.psnodes.server.node [shard-0/1] gone"]
+        f.write("00 CRITICAL psnodes.node [shard-0/1] gone\n")
+    assert [t for _, t in w.new_errors()] == ["2026-01-01 10:00:01,500 CRITICAL psnodes.node [shard-0/1] gone"]
     assert w.new_errors() == [] and LogWatch(tmp_path / "missing").new_errors() == []
