@@ -112,7 +112,7 @@ def _manifest(be) -> dict | None:
         return None
 
 
-def test_stale_primary_never_regresses_the_shared_checkpoint(make_cluster, nemesis):
+def test_stale_primary_never_regresses_the_shared_checkpoint(make_cluster, pschaos_nemesis):
     """Issue 7 bug 4.3: a primary cut off from its replicas still believes it is primary for a
     while; a checkpoint it writes then (here by Snapshot) must not replace the shared checkpoint of
     the epoch that took over. Then every copy is lost: the restore takes the newest checkpoint.
@@ -140,8 +140,8 @@ def test_stale_primary_never_regresses_the_shared_checkpoint(make_cluster, nemes
     old = etcd_record(be)
     for i in range(1, 21):
         push(old.primary, old.epoch, i)
-    nemesis.inject(be, "partition", f"{old.primary} <-> replicas(shard=0)")
-    cut_etcd = nemesis.inject(be, "partition", f"{old.primary} -> etcd")   # so it cannot learn it is deposed
+    pschaos_nemesis.inject(be, "partition", f"{old.primary} <-> replicas(shard=0)")
+    cut_etcd = pschaos_nemesis.inject(be, "partition", f"{old.primary} -> etcd")   # so it cannot learn it is deposed
     assert wait_until(lambda: (r := etcd_record(be)) is not None and r.epoch > old.epoch, 10, 0.02)
     new = etcd_record(be)
     for i in range(21, 41):
@@ -151,7 +151,7 @@ def test_stale_primary_never_regresses_the_shared_checkpoint(make_cluster, nemes
     before = _manifest(be)
     st = be.status(old.primary)
     assert st.role == "primary" and st.epoch == old.epoch, "the cut-off primary already knows it is deposed"
-    nemesis.heal(cut_etcd)
+    pschaos_nemesis.heal(cut_etcd)
     be.client.stub(old.primary).Snapshot(ps_pb2.SnapshotRequest(shard=0), timeout=5, metadata=be.client.md)
     after = _manifest(be)
     assert (after["epoch"], after["seq"]) >= (before["epoch"], before["seq"]), \

@@ -113,7 +113,7 @@ def test_paused_replica_leaves_the_isr_while_the_call_waits(make_cluster):
     assert drops[0]["reason"].endswith("no answer to the call in flight or to a probe"), drops
 
 
-def test_slow_replica_is_held_in_the_isr_not_dropped(make_cluster, nemesis):
+def test_slow_replica_is_held_in_the_isr_not_dropped(make_cluster, pschaos_nemesis):
     """20% packet loss on the primary's links to its replicas: a Replicate call whose packet is
     lost waits for TCP's retransmission and runs past suspect_s of silence; the primary probes the
     replica on its own connections, one answers, and the replica is held ("isr-held"), not
@@ -124,11 +124,11 @@ def test_slow_replica_is_held_in_the_isr_not_dropped(make_cluster, nemesis):
     be = make_cluster(shards=1, copies=3, replication="sync", proxied=True)
     p = start_load(be, 0.5)
     prim = be.routing()[0].primary
-    f = nemesis.inject(be, "loss", f"{prim} -> replicas(shard=0)", percent=20)
+    f = pschaos_nemesis.inject(be, "loss", f"{prim} -> replicas(shard=0)", percent=20)
     try:
         time.sleep(8.0)
     finally:
-        nemesis.heal(f)
+        pschaos_nemesis.heal(f)
     p.stop()
     events = read_events(be.events_path(prim))
     held = [e for e in events if e["f"] == "isr-held"]
@@ -239,7 +239,7 @@ class StickyPusher(threading.Thread):
         self.join(10)
 
 
-def test_primary_cut_from_etcd_stops_acking_before_a_restore(make_cluster, nemesis):
+def test_primary_cut_from_etcd_stops_acking_before_a_restore(make_cluster, pschaos_nemesis):
     """Issue 7 bug 4.2, split brain through restore with 2 copies (min_isr 1). The primary shrinks
     the ISR to itself (its replica is cut off), then loses etcd past its lease: the replica restores
     and acks under a new epoch. The old primary must have stopped acking before that."""
@@ -252,14 +252,14 @@ def test_primary_cut_from_etcd_stops_acking_before_a_restore(make_cluster, nemes
     rep = next(n for n in be.cfg.shard_nodes(0) if n != prim)
     sticky = StickyPusher(be, prim, old.epoch)
     sticky.start()
-    cut = nemesis.inject(be, "partition", f"{prim} <-> {rep}")
-    rep_etcd = nemesis.inject(be, "partition", f"{rep} -> etcd")   # so the replica cannot win an election
+    cut = pschaos_nemesis.inject(be, "partition", f"{prim} <-> {rep}")
+    rep_etcd = pschaos_nemesis.inject(be, "partition", f"{rep} -> etcd")   # so the replica cannot win an election
     assert wait_until(lambda: (r := etcd_record(be)) is not None and r.isr == [prim], 15, 0.05), \
         f"the primary did not shrink the ISR to itself: {etcd_record(be)}"
-    nemesis.heal(rep_etcd)
+    pschaos_nemesis.heal(rep_etcd)
     n0 = len(sticky.acked)
     assert wait_until(lambda: len(sticky.acked) > n0 + 10, 10, 0.05), "the primary does not ack alone"
-    prim_etcd = nemesis.inject(be, "partition", f"{prim} -> etcd")
+    prim_etcd = pschaos_nemesis.inject(be, "partition", f"{prim} -> etcd")
     assert wait_until(lambda: (r := etcd_record(be)) is not None and r.epoch > old.epoch, 30, 0.1), \
         "the replica never restored the shard"
     new = etcd_record(be)
@@ -273,8 +273,8 @@ def test_primary_cut_from_etcd_stops_acking_before_a_restore(make_cluster, nemes
                       f"was promoted to epoch {new.epoch} (first {late[0][0] - promoted:.2f}s after, last "
                       f"{late[-1][0] - promoted:.2f}s after)")
     # healed, the old primary follows the restored one and takes its state
-    nemesis.heal(cut)
-    nemesis.heal(prim_etcd)
+    pschaos_nemesis.heal(cut)
+    pschaos_nemesis.heal(prim_etcd)
     assert wait_until(lambda: (s := be.status(prim)) is not None and s.role == "replica" and s.epoch == new.epoch,
                       15, 0.1), f"the old primary did not follow epoch {new.epoch}: {be.status(prim)}"
     sts = settle(be)

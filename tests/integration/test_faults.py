@@ -16,8 +16,8 @@ pytestmark = pytest.mark.skipif(find("toxiproxy-server") is None or find("nft") 
 
 
 @pytest.fixture
-def proxied(cluster):
-    be = cluster(shards=1, copies=2, workers=1, proxied=True)
+def proxied(pschaos_cluster):
+    be = pschaos_cluster(shards=1, copies=2, workers=1, proxied=True)
     client = PSClient(be.cfg, "worker-0", links=be.net.links.map_for("worker-0"), retry_budget=1.0)
     yield be, client
     client.close()
@@ -45,86 +45,86 @@ def echo(client, node, size, timeout=10.0, wait_for_ready=None):
                                   wait_for_ready=wait_for_ready)
 
 
-def test_latency_adds_delay_and_is_gone_after(proxied, nemesis):
+def test_latency_adds_delay_and_is_gone_after(proxied, pschaos_nemesis):
     be, c = proxied
     node = be.routing()[0].primary
     before = status_ms(c, node)
-    f = nemesis.inject(be, "latency", f"worker-0 -> {node}", latency_ms=100)
+    f = pschaos_nemesis.inject(be, "latency", f"worker-0 -> {node}", latency_ms=100)
     during = status_ms(c, node, n=5)
-    nemesis.heal(f)
+    pschaos_nemesis.heal(f)
     after = status_ms(c, node)
     assert during - before >= 90, (before, during)
     assert after - before < 30, (before, after)
     assert be.net.toxiproxy.toxics(be.net.links.links[("worker-0", node)].name) == []
 
 
-def test_bandwidth_caps_throughput(proxied, nemesis):
+def test_bandwidth_caps_throughput(proxied, pschaos_nemesis):
     be, c = proxied
     node = be.routing()[0].primary
-    f = nemesis.inject(be, "bandwidth", f"worker-0 -> {node}", rate_kbps=100)
+    f = pschaos_nemesis.inject(be, "bandwidth", f"worker-0 -> {node}", rate_kbps=100)
     t = time.perf_counter()
     echo(c, node, 200_000, timeout=30)
     slow = time.perf_counter() - t
-    nemesis.heal(f)
+    pschaos_nemesis.heal(f)
     t = time.perf_counter()
     echo(c, node, 200_000)
     fast = time.perf_counter() - t
     assert slow >= 1.5 and fast < slow / 5, (slow, fast)
 
 
-def test_bandwidth_cap_never_cuts_a_long_upload(proxied, nemesis):
+def test_bandwidth_cap_never_cuts_a_long_upload(proxied, pschaos_nemesis):
     """A cap slows an upload; it must never cut it. The proxy's window stays shut while it drains,
     and gRPC sets the client socket's TCP_USER_TIMEOUT to its keepalive timeout: at 500 ms the
     kernel closed this connection within 4 s in each of 4 runs (psnodes/wire/channels.py)."""
     be, c = proxied
     node = be.routing()[0].primary
-    f = nemesis.inject(be, "bandwidth", f"worker-0 -> {node}", rate_kbps=100)
+    f = pschaos_nemesis.inject(be, "bandwidth", f"worker-0 -> {node}", rate_kbps=100)
     t = time.perf_counter()
     assert len(echo(c, node, 800_000, timeout=60).data) == 800_000
     slow = time.perf_counter() - t
-    nemesis.heal(f)
+    pschaos_nemesis.heal(f)
     assert slow >= 6, slow
 
 
 @pytest.mark.parametrize("kind,params", [("timeout", {"timeout_ms": 0}), ("link-down", {}),
                                          ("reset_peer", {"timeout_ms": 0})])
-def test_cutting_faults_break_the_link_until_healed(proxied, nemesis, kind, params):
+def test_cutting_faults_break_the_link_until_healed(proxied, pschaos_nemesis, kind, params):
     be, c = proxied
     node = be.routing()[0].primary
     assert ok(c, node)
-    f = nemesis.inject(be, kind, f"worker-0 -> {node}", **params)
+    f = pschaos_nemesis.inject(be, kind, f"worker-0 -> {node}", **params)
     assert wait_until(lambda: not ok(c, node, 0.5), 5), f"{kind} did not cut the link"
-    nemesis.heal(f)
+    pschaos_nemesis.heal(f)
     assert wait_until(lambda: ok(c, node), 10), f"{kind} left the link broken"
 
 
-def test_limit_data_closes_after_n_bytes(proxied, nemesis):
+def test_limit_data_closes_after_n_bytes(proxied, pschaos_nemesis):
     be, c = proxied
     node = be.routing()[0].primary
-    f = nemesis.inject(be, "limit_data", f"worker-0 -> {node}", bytes=2000)
+    f = pschaos_nemesis.inject(be, "limit_data", f"worker-0 -> {node}", bytes=2000)
     with pytest.raises(grpc.RpcError):
         echo(c, node, 100_000, timeout=3)
-    nemesis.heal(f)
+    pschaos_nemesis.heal(f)
     assert wait_until(lambda: ok(c, node), 10)
     assert len(echo(c, node, 100_000).data) == 100_000
 
 
-def test_slicer_still_delivers(proxied, nemesis):
+def test_slicer_still_delivers(proxied, pschaos_nemesis):
     be, c = proxied
     node = be.routing()[0].primary
-    f = nemesis.inject(be, "slicer", f"worker-0 -> {node}", average_size=64, size_variation=16, delay_us=10,
+    f = pschaos_nemesis.inject(be, "slicer", f"worker-0 -> {node}", average_size=64, size_variation=16, delay_us=10,
                        stream="both")
     assert len(echo(c, node, 20_000).data) == 20_000
     assert len(be.net.toxiproxy.toxics(be.net.links.links[("worker-0", node)].name)) == 2
-    nemesis.heal(f)
+    pschaos_nemesis.heal(f)
     assert be.net.toxiproxy.toxics(be.net.links.links[("worker-0", node)].name) == []
 
 
-def test_loss_drops_packets_yet_tcp_delivers(proxied, nemesis):
+def test_loss_drops_packets_yet_tcp_delivers(proxied, pschaos_nemesis):
     be, c = proxied
     node = be.routing()[0].primary
     assert ok(c, node)                         # connected before the loss starts
-    f = nemesis.inject(be, "loss", f"worker-0 -> {node}", percent=20)
+    f = pschaos_nemesis.inject(be, "loss", f"worker-0 -> {node}", percent=20)
     delivered = 0
     # gRPC sets TCP_USER_TIMEOUT to the channels' keepalive timeout; at 500 ms (before it was 20 s,
     # psnodes/wire/channels.py) two losses in a row could close the connection ("Connection timed out",
@@ -137,29 +137,29 @@ def test_loss_drops_packets_yet_tcp_delivers(proxied, nemesis):
         except grpc.RpcError:
             pass
     dropped = f.impl.dropped()
-    nemesis.heal(f)
+    pschaos_nemesis.heal(f)
     assert dropped > 0 and delivered >= 15, (dropped, delivered)
     assert be.net.nft.rules() == []
     # heal reads the counter last: a keepalive or retransmission may be dropped after `dropped`
     assert f.info["packets_dropped"] >= dropped
 
 
-def test_partition_cuts_one_way_and_heals(proxied, nemesis):
+def test_partition_cuts_one_way_and_heals(proxied, pschaos_nemesis):
     be, c = proxied
     prim = be.routing()[0].primary
     rep = next(n for n in be.cfg.shard_nodes(0) if n != prim)
-    f = nemesis.inject(be, "partition", f"worker-0 -> {prim}")
+    f = pschaos_nemesis.inject(be, "partition", f"worker-0 -> {prim}")
     assert f.info["links"] == [f"worker-0->{prim}"]
     assert not ok(c, prim, 1.0)
     assert ok(c, rep)                          # other links untouched
-    nemesis.heal(f)
+    pschaos_nemesis.heal(f)
     assert wait_until(lambda: ok(c, prim), 10)
     assert be.net.nft.rules() == []
 
 
-def test_teardown_removes_proxies_and_table(cluster, nemesis):
-    be = cluster(shards=1, copies=2, workers=1, proxied=True)
-    nemesis.inject(be, "loss", "workers -> nodes", percent=10)
+def test_teardown_removes_proxies_and_table(pschaos_cluster, pschaos_nemesis):
+    be = pschaos_cluster(shards=1, copies=2, workers=1, proxied=True)
+    pschaos_nemesis.inject(be, "loss", "workers -> nodes", percent=10)
     table = be.net.nft.name
     assert table in tables()
     proxy_pid = be.toxiproxy.proc.pid
