@@ -9,6 +9,11 @@ TOXI_VERSION := 2.12.0
 TOXI    := $(TOOLS)/.toxiproxy-server-$(TOXI_VERSION)
 XDIST   ?= -n 2
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+# etcd 3.5, built from the Go module proxy (.ci/etcd-3.5 pins it): the etcd-facing tests run on it
+# too, beside Debian's etcd 3.4
+ETCD35  := $(TOOLS)/etcd-3.5
+# psnodes' control plane (routing, leases, membership) and the etcd adapter (etcd as the system under test)
+ETCD_TESTS := tests/integration/test_members.py $(addprefix scenarios/,$(addsuffix .yaml,kill-primary etcd-store-kill-leader))
 # the library core and the faults only containers have, run again as containers (issue 9), and
 # live shard migration with shard groups started and retired as containers (issue 13)
 DOCKER_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-primary replica-restart-catchup \
@@ -52,6 +57,10 @@ $(TOXI):
 	mv $(TOOLS)/server $(TOOLS)/toxiproxy-server
 	touch $@
 
+$(ETCD35): .ci/etcd-3.5/go.mod .ci/etcd-3.5/go.sum .ci/etcd-3.5/main.go
+	mkdir -p $(TOOLS)
+	cd .ci/etcd-3.5 && $(GO) build -trimpath -o $(abspath $@) .
+
 # A Docker engine for the docker backend's tests: installed from Debian and started when none answers.
 docker-engine:
 	.ci/docker-engine
@@ -66,7 +75,7 @@ proto: $(STAMP)
 DOCKER_TIER := $(filter 1 true yes True TRUE Yes YES,$(CI) $(DOCKER))
 LIBRARY_SIM := out/library-sim
 
-test: install $(if $(DOCKER_TIER),docker-engine)
+test: install $(ETCD35) $(if $(DOCKER_TIER),docker-engine)
 	$(BIN)/pschaos doctor
 	# the whole scenario library in the SimPy twin (virtual time, same checkers); the report-page
 	# tests below render these runs instead of making them again
@@ -74,6 +83,9 @@ test: install $(if $(DOCKER_TIER),docker-engine)
 	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider scenarios --pschaos-backend sim --pschaos-out $(LIBRARY_SIM)
 	PSCHAOS_LIBRARY_RUNS=$(abspath $(LIBRARY_SIM)) \
 	  $(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider --durations=30 tests scenarios
+	# the etcd-facing tests again on etcd 3.5, built from the Go module proxy (Debian ships 3.4)
+	PSCHAOS_ETCD=$(abspath $(ETCD35)) $(BIN)/pschaos doctor | grep -q "etcd Version: 3.5"
+	PSCHAOS_ETCD=$(abspath $(ETCD35)) $(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider $(ETCD_TESTS)
 ifneq ($(DOCKER_TIER),)
 	# the library core and the container-only faults on --pschaos-backend docker (real engine, real
 	# containers), one scenario at a time: two 9-container clusters on 2 cores starve heartbeats

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import json
+import re
 import sys
 
 from pschaos.harness.backends.docker.engine import network_status, server_version
@@ -14,12 +15,27 @@ PY = ["torch", "grpcio", "protobuf", "numpy", "pydantic", "prometheus-client", "
 REQUIRED = {"etcd", "torch", "grpcio", "protobuf", "numpy", "pydantic"}
 
 
+ETCD_MIN = (3, 4)      # the JSON gateway at /v3/ (psnodes/etcd.py)
+
+
+def etcd_problem(v: str | None) -> str | None:
+    """Why this etcd cannot serve pschaos (with the fix), or None: its version line must say 3.4+."""
+    m = re.search(r"(\d+)\.(\d+)\.\d+", v or "")
+    if m is None:
+        return f"cannot read etcd's version from {v!r}; install etcd 3.4 or later: {INSTALL['etcd']}"
+    if (int(m.group(1)), int(m.group(2))) < ETCD_MIN:
+        return (f"etcd {m.group(0)} is too old: pschaos uses the JSON gateway at /v3/, served from etcd 3.4 on; "
+                f"install a newer one: {INSTALL['etcd']}")
+    return None
+
+
 def collect() -> list[dict]:
     rows = []
     for name, tool in PARTS:
         v = version(tool)
-        rows.append({"part": name, "version": v, "ok": v is not None, "required": name in REQUIRED,
-                     "install": None if v else INSTALL[tool]})
+        bad = etcd_problem(v) if tool == "etcd" and v is not None else None
+        rows.append({"part": name, "version": v, "ok": v is not None and bad is None, "required": name in REQUIRED,
+                     "install": bad or (None if v else INSTALL[tool])})
     engine, why = server_version()      # the engine itself (its API), not only the client binary
     rows.append({"part": "docker-engine", "version": engine, "ok": engine is not None, "required": False,
                  "install": why})

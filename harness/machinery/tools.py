@@ -1,6 +1,7 @@
 """Where the real parts live and how to install each when it is missing."""
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -24,6 +25,11 @@ INSTALL = {
 
 
 def find(tool: str) -> str | None:
+    """The binary of a real part: PSCHAOS_<TOOL> when set (PSCHAOS_ETCD=tools/bin/etcd-3.5 runs
+    the etcd-facing tests on another etcd), else tools/bin of a checkout, else the PATH."""
+    chosen = os.environ.get("PSCHAOS_" + tool.upper().replace("-", "_"))
+    if chosen:
+        return chosen if Path(chosen).is_file() else None
     local = REPO / "tools" / "bin" / tool
     if local.exists():
         return str(local)
