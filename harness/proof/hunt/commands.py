@@ -44,7 +44,7 @@ def hunt_mutant(args: argparse.Namespace) -> int:
     from pschaos.harness.proof.selftest.mutation import load_zoo, mutant_copy
     from pschaos.harness.proof.soak.soak import resolve_scenario
 
-    if args.backend == "docker":     # a container runs the image's code, which a copy cannot change (as selftest says)
+    if getattr(args, "backend", None) == "docker":     # a container runs the image's code, which a copy cannot change
         print("pschaos hunt: --mutant needs --backend process or sim: a container runs the image's code, which a "
               "mutant's copy cannot change", file=sys.stderr)
         return EXIT["bad-input"]

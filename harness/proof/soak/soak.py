@@ -29,7 +29,7 @@ from pschaos.reports.totals import figure, total, unknown_total, without
 
 from pschaos.harness.run.metrics import failover_stats
 from pschaos.harness.proof.soak.fork import CLI_MODULE, ForkedRun
-from pschaos.harness.machinery.tools import CHECKOUT
+from pschaos.harness.machinery.tools import CHECKOUT, REPO
 from pschaos.harness.run import library
 
 SCHEMA = "pschaos.soak/1"
