@@ -168,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     sk.add_argument("-j", "--jobs", dest="par", type=int, default=1, help="runs at a time (default 1)")
     sk.add_argument("-n", dest="par", type=int, help=argparse.SUPPRESS)      # before -j: the same
     sk.add_argument("--repeat", type=int, default=1, help="runs per seed (flaky: a seed that passes and fails)")
+    sk.add_argument("--json", action="store_true", help="print the aggregate (soak.json) and its exit code as JSON")
     sk.add_argument("--backend", default="process", choices=["process", "docker", "sim"])
     sk.add_argument("--out", help="output folder (default out/soak-<scenario>)")
     sk.add_argument("--timeout", type=float, default=900.0, help="seconds per run before it is interrupted "

@@ -86,8 +86,15 @@ def apply_patch(root: Path, patch: Patches) -> None:
 
 
 def mutant_copy(dest: Path, patch: Patches, src: Path = REPO) -> Path:
-    """Copy the packages of `src` to `dest` and apply `patch` there; returns `dest`."""
+    """Copy the packages of `src` to `dest` and apply `patch` there; returns `dest`, the folder a
+    run of the mutant takes as its PYTHONPATH and working folder. `src` is a checkout (harness/,
+    psnodes/ ... beside pschaos/), or an installed pschaos package (site-packages/pschaos, which
+    holds them inside): a patch's paths are relative to the folder that holds harness/ either way."""
     dest.mkdir(parents=True, exist_ok=True)
+    if not (src / "pschaos" / "__init__.py").is_file():          # installed: the whole package, as one
+        shutil.copytree(src, dest / "pschaos", ignore=shutil.ignore_patterns("__pycache__"))
+        apply_patch(dest / "pschaos", patch)
+        return dest
     for pkg in PACKAGES:
         shutil.copytree(src / pkg, dest / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     if (src / "tools").exists() and not (dest / "tools").exists():
@@ -99,8 +106,9 @@ def mutant_copy(dest: Path, patch: Patches, src: Path = REPO) -> Path:
 def load_zoo(path: Path = ZOO) -> list[Mutant]:
     """The zoo's mutants, from the source checkout's tests/zoo/registry.py (`MUTANTS`)."""
     if not path.is_file():
-        raise HarnessError(f"the bug zoo is not here: {path} is missing (selftest runs from a source "
-                           "checkout of pschaos)")
+        raise HarnessError(f"the bug zoo is not here: {path} is missing (the built-in zoo comes with a source "
+                           "checkout of pschaos; give your own with --zoo FILE, a Python file whose MUTANTS "
+                           "lists pschaos.harness.proof.selftest.mutation.Mutant objects)")
     spec = importlib.util.spec_from_file_location("pschaos_zoo_registry", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -63,6 +63,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                                                  "(default 0.9)")
     st.add_argument("--out", help="run folders and selftest.json (default out/selftest-<backend>)")
     st.add_argument("--list", action="store_true", help="list the zoo's mutants and exit")
+    st.add_argument("--zoo", help="a zoo of your own: a Python file whose MUTANTS lists Mutant objects "
+                                  "(default: the built-in zoo, tests/zoo/registry.py of a source checkout)")
     st.set_defaults(fn=selftest)
 
 
@@ -156,7 +158,7 @@ def run_mutants(mutants: list[Mutant], suite: list[str], seeds: list[int], backe
 
 def selftest(args: argparse.Namespace) -> int:
     try:
-        zoo = load_zoo()
+        zoo = load_zoo(Path(args.zoo)) if args.zoo else load_zoo()
         if args.list:
             for m in zoo:
                 print(f"{m.name}: {m.description} [checker: {m.checker}; sim: {m.sim}]")

@@ -262,5 +262,8 @@ def soak(args: argparse.Namespace) -> int:
     write_runs(runs_aggregate([(r.dir / "report.json", r.report or {**stand_in, "seed": r.seed,
                                                                       "rerun": " ".join(_command(path, r.seed, args.backend, r.dir))})
                                for r in runs]), out)
-    print(summary(agg, out))
+    if getattr(args, "json", False):        # the aggregate soak.json holds, with its exit code, for a machine
+        print(json.dumps({"exit": exit_code(agg), "soak": str(out / "soak.json"), **agg}, default=str))
+    else:
+        print(summary(agg, out))
     return exit_code(agg)

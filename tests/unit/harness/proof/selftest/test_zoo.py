@@ -82,3 +82,16 @@ def test_mutant_copy_patches_the_copy_not_the_source(tmp_path: Path):
     root = mutant_copy(tmp_path / "copy", {"psnodes/__init__.py": [("flag = False", "flag = True")]}, src=src)
     assert (root / "psnodes" / "__init__.py").read_text() == "flag = True\n"
     assert (src / "psnodes" / "__init__.py").read_text() == "flag = False\n"
+
+
+def test_mutant_copy_of_an_installed_pschaos(tmp_path: Path):
+    """From a wheel install (site-packages/pschaos holds harness/, psnodes/ ... inside it) the copy
+    is the whole package, patched at the same relative paths as in a checkout."""
+    src = tmp_path / "site-packages" / "pschaos"
+    for pkg in ("harness", "psnodes"):
+        (src / pkg).mkdir(parents=True)
+        (src / pkg / "__init__.py").write_text("flag = False\n")
+    (src / "__init__.py").write_text("")
+    root = mutant_copy(tmp_path / "copy", {"psnodes/__init__.py": [("flag = False", "flag = True")]}, src=src)
+    assert (root / "pschaos" / "psnodes" / "__init__.py").read_text() == "flag = True\n"
+    assert (src / "psnodes" / "__init__.py").read_text() == "flag = False\n"
