@@ -7,7 +7,7 @@ proxy it held, which is how teardown (and `pschaos clean`) undo them all at once
 The package (0.1.1) is the HTTP layer and the models here: `APIConsumer` sends each request and
 maps 400/404/409 to its exceptions, `Proxy` and `Toxic` parse what the server returns. What it
 lacks for this use and for Toxiproxy 2.12, the wrapper does (measured against toxiproxy-server
-2.12.0; docs/client-libraries.md has the evidence):
+2.12.0; docs/internals/client-libraries.md has the evidence):
 
 - Its API is global per process (`APIConsumer.host`/`.port`, set by `update_api_consumer`): two
   runs in one process would send each other's calls to the wrong server. Every call here binds

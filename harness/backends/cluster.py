@@ -21,7 +21,7 @@ class Strict(BaseModel):
 class ClusterSpec(Strict):
     shards: int = Field(2, ge=1, le=64)
     # shard groups given addresses (and links) at start, so shards can be added while training;
-    # 0 = shards, raised by the schedule's scale-out-shards faults (docs/elastic-shards.md)
+    # 0 = shards, raised by the schedule's scale-out-shards faults (docs/internals/elastic-shards.md)
     max_shards: int = Field(0, ge=0, le=64)
     copies: int = Field(3, ge=1, le=9)
     workers: int = Field(2, ge=0, le=64)

@@ -3,7 +3,7 @@
     cluster:
       detector: {kind: phi, threshold: 8, floor_s: 0.15}
 
-Fields left out keep psnodes' defaults (pschaos.psnodes.config.ClusterConfig, documented in the README's
+Fields left out keep psnodes' defaults (pschaos.psnodes.config.ClusterConfig, documented in docs/internals/notebook.md's
 failure detector section); `kind: fixed` brings back the old fixed timeout (`suspect_s`) for
 comparison. The whole block is checked here by psnodes' own config rules, so a floor shorter
 than a heartbeat is refused when the scenario loads, not when the nodes start.

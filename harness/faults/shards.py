@@ -60,7 +60,7 @@ def shard_counts(start: int, faults) -> list[int] | str:
 
 def schedule_problem(replication: str, faults, nemesis_kinds=()) -> str | None:
     """Why a schedule's scale-*-shards faults cannot run (None when they can): async replication
-    (docs/elastic-shards.md), or two of them at one moment (one migration at a time: a second
+    (docs/internals/elastic-shards.md), or two of them at one moment (one migration at a time: a second
     coordinator would race the first for the routing record)."""
     kinds = [f.kind for f in faults if f.kind in KINDS] + [k for k in nemesis_kinds if k in KINDS]
     if kinds and replication == "async":

@@ -260,7 +260,7 @@ class Scenario(Strict):
             try:
                 adapter_class(v)             # an adapter of one's own, by its import path
             except HarnessError as e:
-                raise ValueError(str(e).removeprefix("system: ") + " (README, 'Bring your own system')") from None
+                raise ValueError(str(e).removeprefix("system: ") + " (docs/adapters.md)") from None
         return v
 
     @field_validator("system_options")

@@ -1,4 +1,4 @@
-"""Adapted systems on real parts: the README's complete adapter example, run as written against
+"""Adapted systems on real parts: the complete adapter example of docs/adapters.md, run as written against
 real redis-server processes, and a SIGKILLed harness whose Redis and Sentinel processes and
 nftables table `pschaos clean` reaps. (The library's redis-* and etcd-store-* scenarios run as
 scenario items in `make test`.)"""
@@ -26,15 +26,14 @@ needs_redis = pytest.mark.skipif(find("redis-server") is None or find("redis-sen
 
 
 def readme_example() -> tuple[str, str]:
-    """The adapter and the scenario of the README's 'Bring your own system' section."""
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("### Bring your own system"):]
+    """The adapter and the scenario of docs/adapters.md, the user's page on their own systems."""
+    section = (REPO / "docs" / "adapters.md").read_text()
     return (re.search(r"```python\n(.*?)```", section, re.S).group(1),
             re.search(r"```yaml\n(.*?)```", section, re.S).group(1))
 
 
 @needs_redis
-def test_the_readme_adapter_runs_as_written_and_finds_the_empty_master_wiping_its_replicas(tmp_path, monkeypatch):
+def test_the_documented_adapter_runs_as_written_and_finds_the_empty_master_wiping_its_replicas(tmp_path, monkeypatch):
     code, scenario = readme_example()
     (tmp_path / "mymodule.py").write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path))

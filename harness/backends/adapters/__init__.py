@@ -1,6 +1,6 @@
 """Systems under test, by the name a scenario gives in `system:` (default psnodes).
 
-Adding a system: write an Adapter (api.py; the README has a whole example) and either name it
+Adding a system: write an Adapter (api.py; docs/adapters.md has a whole example) and either name it
 in a scenario by its import path (`system: mypkg.mymodule:MyAdapter`) or add it to ADAPTERS.
 Each is imported only when named, so a run of psnodes needs no Redis client.
 """

@@ -22,7 +22,7 @@ history, checkers, reports):
 - **checks**: `checks`, the checkers that apply (`default_checks` when a scenario names none),
   and `options`, the scenario's `system_options` with their types and defaults.
 
-The README has a complete example; `redis_sentinel.py` and `etcd_cluster.py` are two more.
+docs/adapters.md has a complete example; `redis_sentinel.py` and `etcd_cluster.py` are two more.
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ def add_parsers(smsub) -> None:
     sc.add_argument("--param-mb", type=float, help="model size in MB (default: the calibrated model's own)")
     sc.add_argument("--shards-per-step", type=int,
                     help="shards one step pulls from and pushes to (default: all, a dense model)")
-    sc.add_argument("--failures", default="llama3", help="preset: llama3 | osdi14 | none (docs/scale.md)")
+    sc.add_argument("--failures", default="llama3", help="preset: llama3 | osdi14 | none (docs/internals/scale.md)")
     for k, unit in (("worker-mtbf", "hours"), ("worker-repair", "seconds"), ("server-mtbf", "hours"),
                     ("server-repair", "seconds"), ("etcd-mtbf", "hours"), ("etcd-repair", "seconds")):
         sc.add_argument(f"--{k}", help=f"override the preset: exp:MEAN | fixed:V | lognormal:MEDIAN:SIGMA ({unit})")

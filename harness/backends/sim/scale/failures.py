@@ -2,7 +2,7 @@
 taken from published fleet data.
 
 A distribution is written `exp:MEAN`, `fixed:VALUE` or `lognormal:MEDIAN:SIGMA`, in hours for
-MTBF and seconds for repair (the units people quote them in). Presets (docs/scale.md cites them):
+MTBF and seconds for repair (the units people quote them in). Presets (docs/internals/scale.md cites them):
 
 - `llama3`: Meta's Llama 3 405B pre-training ("The Llama 3 Herd of Models", 2024):
   419 unexpected interruptions in 54 days on 16,384 H100 GPUs in 2,048 servers of 8. A worker is

@@ -481,7 +481,7 @@ def test_docs_and_hints_point_at_what_exists():
     import pschaos.netfaults.toxiproxy as tp
     from pschaos.harness.machinery.tools import INSTALL, REPO
 
-    for ref in __import__("re").findall(r"docs/[\w.-]+\.md", tp.__doc__):
+    for ref in __import__("re").findall(r"docs/[\w/.-]+\.md", tp.__doc__):
         assert (REPO / ref).exists(), ref
     assert "-ldflags" in INSTALL["toxiproxy-server"] and "v2.Version=2.12.0" in INSTALL["toxiproxy-server"]
 
