@@ -3,7 +3,7 @@
 Placement is rendezvous (highest-random-weight) hashing: a key goes to the shard whose weight
 `h(key, shard)` is highest. Adding a shard moves exactly the keys whose new highest weight is the
 new shard (1/(n+1) of them in expectation, the optimum), and removing one moves only its own keys;
-no ring, no virtual nodes to tune, nothing to store but the shard set (docs/elastic-shards.md has
+no ring, no virtual nodes to tune, nothing to store but the shard set (docs/internals/elastic-shards.md has
 the choice and the measured fractions). Hashes are stable across processes and machines (never
 Python's salted `hash`), so every worker and node agrees on placement from the shard set alone;
 `dense_shard(name, n)` is placement over shards 0..n-1, the static cluster's.
