@@ -11,10 +11,13 @@ from pschaos.netfaults import nft
 
 from pschaos.harness.machinery import registry
 from pschaos.harness.backends.docker.reap import reap_engine
-from pschaos.harness.machinery.procs import orphaned, owner_alive, reap, tagged_processes
+from pschaos.harness.machinery.procs import RUN_ENV, orphaned, owner_alive, reap, tagged_processes
 
 
-def _owner_alive(r: dict) -> bool:
+def _owner_alive(r: dict, tagged: set[str] | None = None) -> bool:
+    """A run whose owner lives; a detached cluster (owner -1) lives while any of its processes does."""
+    if r["owner"] == -1 and tagged is not None:
+        return r["run_id"] in tagged
     return owner_alive(r["owner"], r.get("owner_start"))
 
 
@@ -36,11 +39,18 @@ def remove_folders(run: dict) -> list[str]:
 
 
 def clean(all_runs: bool = False) -> int:
-    procs = [p for p in tagged_processes() if all_runs or orphaned(p)]
+    found = tagged_processes()
+    procs = [p for p in found if all_runs or orphaned(p)]
+    tagged = set()
+    for p in found:
+        try:
+            tagged.add(p.environ().get(RUN_ENV))
+        except Exception:  # noqa: BLE001 - gone meanwhile: not alive
+            continue
     done = reap(procs)
     for d in done:
         print(f"reaped {d}")
-    live_tables = {r["nft_table"] for r in registry.runs() if not all_runs and _owner_alive(r)}
+    live_tables = {r["nft_table"] for r in registry.runs() if not all_runs and _owner_alive(r, tagged)}
     dropped = []
     for t in nft.tables():
         if t not in live_tables:
@@ -59,7 +69,7 @@ def clean(all_runs: bool = False) -> int:
         print(f"could not remove: {line}")
     removed = []
     for r in registry.runs():
-        if all_runs or not _owner_alive(r):
+        if all_runs or not _owner_alive(r, tagged):
             for d in remove_folders(r):
                 removed.append(d)
                 print(f"removed {d}")

@@ -18,7 +18,9 @@ import psutil
 
 from pschaos.harness.backends.process.backend import ProcessBackend
 from pschaos.harness.errors import HarnessError
+from pschaos.harness.machinery import registry
 from pschaos.harness.machinery.procs import stop_tagged, tagged_processes
+from pschaos.netfaults.nft import NftTable
 from pschaos.harness.backends.cluster import ClusterSpec
 
 DETACHED_OWNER = -1   # no owning process: reaped by `cluster down` or `pschaos clean --all`
@@ -128,9 +130,18 @@ def down(args) -> int:
     # every process of the run: the state file's, and any it lacks (one started as a scale was interrupted)
     pids = {**state["pids"], **{f"tagged-{p.pid}": p.pid for p in tagged_processes(state["run_id"])}}
     n = stop_tagged(pids, state["run_id"])     # graceful first: nodes write their checkpoints
+    _forget(state["run_id"])
     shutil.rmtree(d, ignore_errors=True)
     print(f"cluster {state['run_id']} down: {n} process(es) stopped, {d} removed")
     return 0
+
+
+def _forget(run_id: str) -> None:
+    """What `cluster up` registered beside its processes: its nftables table (a proxied cluster's
+    rules) and its registry entry, which `pschaos clean` would otherwise find forever (a detached
+    cluster's owner never dies)."""
+    NftTable(run_id).destroy(force=True)
+    registry.unregister(run_id)
 
 
 def _down_containers(d: Path, state: dict) -> int:
@@ -148,6 +159,7 @@ def _down_containers(d: Path, state: dict) -> int:
         remove_run(client, state["run_id"], cs)
     finally:
         client.close()
+    _forget(state["run_id"])
     shutil.rmtree(d, ignore_errors=True)
     print(f"cluster {state['run_id']} down: {len(cs)} container(s) removed, {d} removed")
     return 0

@@ -7,6 +7,7 @@ import time
 
 import psutil
 
+from pschaos.harness.machinery import registry
 from pschaos.harness.machinery.procs import RUN_ENV, tagged_processes
 from pschaos.harness.machinery.tools import REPO
 
@@ -33,6 +34,7 @@ def test_cluster_up_status_down_leaves_nothing(tmp_path):
     state = json.loads((d / "state.json").read_text())
     assert "shard-1/1" in up.stdout and "primary" in up.stdout
     assert all(psutil.pid_exists(p) for n, p in state["pids"].items() if not n.startswith("worker"))
+    assert state["run_id"] in {r["run_id"] for r in registry.runs()}      # what `pschaos clean` reads
     st = subprocess.run(CLI + ["cluster", "status", "--dir", str(d)], capture_output=True, text=True, timeout=60,
                         cwd=REPO)
     assert "shard-0/0" in st.stdout
@@ -41,6 +43,7 @@ def test_cluster_up_status_down_leaves_nothing(tmp_path):
     assert down.returncode == 0
     assert not d.exists()
     assert not tagged_processes(state["run_id"])
+    assert state["run_id"] not in {r["run_id"] for r in registry.runs()}  # down left no registry entry
 
 
 def test_clean_reaps_processes_of_a_dead_owner():

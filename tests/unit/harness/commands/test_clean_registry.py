@@ -1,0 +1,36 @@
+"""`pschaos clean` and the run registry: a detached cluster (owner -1) whose processes are all
+gone leaves an entry that no owner's death would ever clear; clean drops it, and keeps the entry of
+one still running."""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+from pschaos.harness.commands import clean as clean_cmd
+from pschaos.harness.machinery import registry
+from pschaos.harness.machinery.procs import OWNER_ENV, RUN_ENV
+
+
+def test_clean_drops_a_dead_detached_cluster_and_keeps_a_live_one(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(registry, "DIR", tmp_path / "runs")
+    monkeypatch.setattr(clean_cmd, "reap_engine", lambda all_runs: ([], [], None))   # no engine here
+    # the registry here is the test's own: every real run's table would look dead, so none is listed
+    monkeypatch.setattr(clean_cmd.nft, "tables", lambda: [])
+    # and only this test's processes are clean's to see: another test's orphans are that test's to reap
+    ours = ("cluster-dead01", "cluster-live01")
+    real = clean_cmd.tagged_processes
+    monkeypatch.setattr(clean_cmd, "tagged_processes", lambda run_id=None: [
+        p for p in real(run_id) if p.environ().get(RUN_ENV) in ours])
+    registry.register("cluster-dead01", -1, "pschaos_cluster_dead01")
+    registry.register("cluster-live01", -1, "pschaos_cluster_live01")
+    live = subprocess.Popen(["sleep", "60"], env=dict(os.environ, **{RUN_ENV: "cluster-live01", OWNER_ENV: "-1"}))
+    try:
+        time.sleep(0.2)
+        assert clean_cmd.clean() == 0
+        assert {r["run_id"] for r in registry.runs()} == {"cluster-live01"}
+        assert live.poll() is None                      # a detached cluster is only `cluster down`'s to stop
+    finally:
+        live.kill()
+        live.wait()
+    assert "reaped" not in capsys.readouterr().out.split("pschaos clean:")[0]
