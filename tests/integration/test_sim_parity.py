@@ -32,6 +32,5 @@ def test_a_planted_ack_bug_fails_the_scenario_on_both_backends(tmp_path, backend
     assert lost["valid"] is False and rep["metrics"]["lost_acked_updates"] > 0, lost
 
 
-def test_the_same_scenario_passes_on_the_real_core_in_the_simulator(tmp_path):
-    code, rep, out = run_scenario(REPO, SCENARIO, tmp_path / "out", seed=1, backend="sim")
-    assert code == 0 and rep["verdict"] == "pass", out
+# Without the bug the same scenario passes in the simulator: `make test`'s library pass on the twin
+# runs scenarios/partition-primary-replicas.yaml at seed 1, the very run this module once made again.
