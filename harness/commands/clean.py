@@ -10,14 +10,15 @@ from pathlib import Path
 from pschaos.netfaults import nft
 
 from pschaos.harness.machinery import registry
-from pschaos.harness.backends.docker.reap import reap_engine
+from pschaos.harness.backends.docker.reap import engine_runs, reap_engine
 from pschaos.harness.machinery.procs import RUN_ENV, orphaned, owner_alive, reap, tagged_processes
 
 
-def _owner_alive(r: dict, tagged: set[str] | None = None) -> bool:
-    """A run whose owner lives; a detached cluster (owner -1) lives while any of its processes does."""
-    if r["owner"] == -1 and tagged is not None:
-        return r["run_id"] in tagged
+def _owner_alive(r: dict, alive: set[str] | None = None) -> bool:
+    """A run whose owner lives. A detached cluster (owner -1) has no owner to outlive: it lives
+    while one of its processes or containers does (`alive`: those run ids; None: unknown, kept)."""
+    if r["owner"] == -1 and alive is not None:
+        return r["run_id"] in alive
     return owner_alive(r["owner"], r.get("owner_start"))
 
 
@@ -47,10 +48,12 @@ def clean(all_runs: bool = False) -> int:
             tagged.add(p.environ().get(RUN_ENV))
         except Exception:  # noqa: BLE001 - gone meanwhile: not alive
             continue
+    in_engine = engine_runs()
+    alive = None if in_engine is None else tagged | in_engine
     done = reap(procs)
     for d in done:
         print(f"reaped {d}")
-    live_tables = {r["nft_table"] for r in registry.runs() if not all_runs and _owner_alive(r, tagged)}
+    live_tables = {r["nft_table"] for r in registry.runs() if not all_runs and _owner_alive(r, alive)}
     dropped = []
     for t in nft.tables():
         if t not in live_tables:
@@ -69,7 +72,7 @@ def clean(all_runs: bool = False) -> int:
         print(f"could not remove: {line}")
     removed = []
     for r in registry.runs():
-        if all_runs or not _owner_alive(r, tagged):
+        if all_runs or not _owner_alive(r, alive):
             for d in remove_folders(r):
                 removed.append(d)
                 print(f"removed {d}")

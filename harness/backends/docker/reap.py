@@ -56,3 +56,26 @@ def reap_engine(all_runs: bool = False) -> tuple[list[str], list[str], str | Non
         return gone, problems, None
     finally:
         client.close()
+
+
+def engine_runs() -> set[str] | None:
+    """The run ids that containers on the engine carry (running or not): a detached docker
+    cluster's processes live in them, untagged in the host's /proc. An empty set when there is no
+    SDK or no engine configured here (so no container can exist); None when an engine is configured
+    but does not answer (nothing can be said: the caller keeps what it cannot judge)."""
+    import os
+
+    try:
+        import docker
+    except ImportError:
+        return set()
+    try:
+        client: Any = docker.from_env(timeout=10)
+        client.ping()
+    except docker.errors.DockerException:
+        configured = os.environ.get("DOCKER_HOST") or os.path.exists("/var/run/docker.sock")
+        return None if configured else set()
+    try:
+        return {(c.labels or {}).get(LABEL_RUN) for c in run_containers(client)} - {None}
+    finally:
+        client.close()

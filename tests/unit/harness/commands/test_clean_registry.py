@@ -15,6 +15,7 @@ from pschaos.harness.machinery.procs import OWNER_ENV, RUN_ENV
 def test_clean_drops_a_dead_detached_cluster_and_keeps_a_live_one(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(registry, "DIR", tmp_path / "runs")
     monkeypatch.setattr(clean_cmd, "reap_engine", lambda all_runs: ([], [], None))   # no engine here
+    monkeypatch.setattr(clean_cmd, "engine_runs", lambda: {"cluster-box01"})       # one lives in containers
     # the registry here is the test's own: every real run's table would look dead, so none is listed
     monkeypatch.setattr(clean_cmd.nft, "tables", lambda: [])
     # and only this test's processes are clean's to see: another test's orphans are that test's to reap
@@ -24,13 +25,25 @@ def test_clean_drops_a_dead_detached_cluster_and_keeps_a_live_one(tmp_path, monk
         p for p in real(run_id) if p.environ().get(RUN_ENV) in ours])
     registry.register("cluster-dead01", -1, "pschaos_cluster_dead01")
     registry.register("cluster-live01", -1, "pschaos_cluster_live01")
+    registry.register("cluster-box01", -1, "pschaos_cluster_box01")
     live = subprocess.Popen(["sleep", "60"], env=dict(os.environ, **{RUN_ENV: "cluster-live01", OWNER_ENV: "-1"}))
     try:
         time.sleep(0.2)
         assert clean_cmd.clean() == 0
-        assert {r["run_id"] for r in registry.runs()} == {"cluster-live01"}
+        assert {r["run_id"] for r in registry.runs()} == {"cluster-live01", "cluster-box01"}
         assert live.poll() is None                      # a detached cluster is only `cluster down`'s to stop
     finally:
         live.kill()
         live.wait()
     assert "reaped" not in capsys.readouterr().out.split("pschaos clean:")[0]
+
+
+def test_clean_keeps_every_detached_cluster_when_the_engine_does_not_answer(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "DIR", tmp_path / "runs")
+    monkeypatch.setattr(clean_cmd, "reap_engine", lambda all_runs: ([], [], "no engine"))
+    monkeypatch.setattr(clean_cmd, "engine_runs", lambda: None)          # configured, not answering
+    monkeypatch.setattr(clean_cmd.nft, "tables", lambda: [])
+    monkeypatch.setattr(clean_cmd, "tagged_processes", lambda run_id=None: [])
+    registry.register("cluster-unknown01", -1, "pschaos_cluster_unknown01")
+    assert clean_cmd.clean() == 0
+    assert {r["run_id"] for r in registry.runs()} == {"cluster-unknown01"}   # its containers may well run
