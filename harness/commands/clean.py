@@ -3,8 +3,10 @@ with all its proxies) by their run tag, nftables tables by the run registry, and
 containers, volumes and run images by their labels (harness/backends/docker/reap.py)."""
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from pschaos.netfaults import nft
@@ -14,12 +16,45 @@ from pschaos.harness.backends.docker.reap import engine_runs, reap_engine
 from pschaos.harness.machinery.procs import RUN_ENV, orphaned, owner_alive, reap, tagged_processes
 
 
+STARTING_S = 180.0      # a detached cluster this young may not have started a process yet (cluster up: 120 s)
+
+
 def _owner_alive(r: dict, alive: set[str] | None = None) -> bool:
     """A run whose owner lives. A detached cluster (owner -1) has no owner to outlive: it lives
-    while one of its processes or containers does (`alive`: those run ids; None: unknown, kept)."""
-    if r["owner"] == -1 and alive is not None:
-        return r["run_id"] in alive
+    while one of its processes or containers does (`alive`: those run ids; None: unknown, kept),
+    and while it is young enough to be still starting."""
+    if r["owner"] == -1:
+        young = isinstance(r.get("registered"), (int, float)) and time.time() - r["registered"] < STARTING_S
+        return alive is None or young or r["run_id"] in alive
     return owner_alive(r["owner"], r.get("owner_start"))
+
+
+def _same_user(p) -> bool:
+    try:
+        return p.uids().real == os.getuid()
+    except Exception:  # noqa: BLE001 - unknowable: assume it could be ours
+        return True
+
+
+def _alive_runs() -> set[str] | None:
+    """Run ids some process or container carries now; None when that cannot be told (a process
+    whose environment we may not read, an engine that does not answer)."""
+    import psutil
+
+    ids: set[str] = set()
+    for p in psutil.process_iter(["pid"]):
+        try:
+            rid = p.environ().get(RUN_ENV)
+        except psutil.AccessDenied:
+            if p.pid != 1 and _same_user(p):      # one of ours we cannot read: could be a cluster's
+                return None
+            continue
+        except (psutil.Error, OSError):
+            continue
+        if rid:
+            ids.add(rid)
+    in_engine = engine_runs()
+    return None if in_engine is None else ids | in_engine
 
 
 def _ours(folder: str) -> bool:
@@ -40,20 +75,17 @@ def remove_folders(run: dict) -> list[str]:
 
 
 def clean(all_runs: bool = False) -> int:
-    found = tagged_processes()
-    procs = [p for p in found if all_runs or orphaned(p)]
-    tagged = set()
-    for p in found:
-        try:
-            tagged.add(p.environ().get(RUN_ENV))
-        except Exception:  # noqa: BLE001 - gone meanwhile: not alive
-            continue
-    in_engine = engine_runs()
-    alive = None if in_engine is None else tagged | in_engine
+    known = {r["run_id"] for r in registry.runs()}     # read first: a run registered later is not judged
+    alive = _alive_runs()
+    procs = [p for p in tagged_processes() if all_runs or orphaned(p)]
+
+    def dead(r: dict) -> bool:
+        return all_runs or (r["run_id"] in known and not _owner_alive(r, alive))
+
     done = reap(procs)
     for d in done:
         print(f"reaped {d}")
-    live_tables = {r["nft_table"] for r in registry.runs() if not all_runs and _owner_alive(r, alive)}
+    live_tables = {r["nft_table"] for r in registry.runs() if not dead(r)}
     dropped = []
     for t in nft.tables():
         if t not in live_tables:
@@ -72,11 +104,14 @@ def clean(all_runs: bool = False) -> int:
         print(f"could not remove: {line}")
     removed = []
     for r in registry.runs():
-        if all_runs or not _owner_alive(r, alive):
+        if dead(r):
             for d in remove_folders(r):
                 removed.append(d)
                 print(f"removed {d}")
-            registry.unregister(r["run_id"])
+            try:
+                registry.unregister(r["run_id"])
+            except OSError as e:        # another user's entry: said, and the rest goes on
+                print(f"could not remove the registry entry of {r['run_id']}: {e}")
     print(f"pschaos clean: {len(done)} process(es) reaped, {len(dropped)} nftables table(s) deleted, "
           f"{len(engine)} container(s), volume(s) and image(s) removed, {len(removed)} folder(s) removed"
           + (f", {len(problems)} run(s) left on the engine" if problems else ""))

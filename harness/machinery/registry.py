@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 
 DIR = Path(os.environ.get("PSCHAOS_RUNS_DIR", Path(tempfile.gettempdir()) / "pschaos-runs"))
@@ -19,7 +20,8 @@ def register(run_id: str, owner: int, nft_table: str, owner_start: float | None 
     `folders`: what the run made outside its --out (a socket folder under /tmp), for `clean`."""
     DIR.mkdir(parents=True, exist_ok=True)
     (DIR / f"{run_id}.json").write_text(json.dumps({"run_id": run_id, "owner": owner, "nft_table": nft_table,
-                                                    "owner_start": owner_start, "folders": folders or []}))
+                                                    "owner_start": owner_start, "folders": folders or [],
+                                                    "registered": time.time()}))
 
 
 def unregister(run_id: str) -> None:
