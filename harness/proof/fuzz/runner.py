@@ -273,10 +273,8 @@ class FuzzRun:
 
     def _judge_words(self, case: Case, results: list[tuple], add: Callable) -> None:
         """A refusal must say what was wrong: never gRPC's "Stream removed" (details too long to
-        send), and for a case with `expect`, naming one of its fields. "Stream removed (Deadline
-        Exceeded)" under DEADLINE_EXCEEDED is the caller's own deadline running out (a Snapshot
-        on a loaded machine: make test saw one in 1600 requests): a loaded machine explains it,
-        so it counts only when a replay shows it again (else it is listed as noise)."""
+        send), and for a case with `expect`, naming one of its fields. Under DEADLINE_EXCEEDED it is
+        the caller's deadline running out (a loaded machine explains it: replayed before it counts)."""
         for code, details, _, _, n in results:
             if "Stream removed" in details:
                 add("unclear-refusal", f"{code} {details[:80]!r} ({n} characters of details)",
