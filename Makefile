@@ -7,7 +7,7 @@ STAMP   := $(VENV)/.installed-stamp
 TOXI_VERSION := 2.12.0
 # the stamp names the version: a binary built without it (it printed `version git`) is rebuilt once
 TOXI    := $(TOOLS)/.toxiproxy-server-$(TOXI_VERSION)
-XDIST   ?= -n 2
+XDIST   ?= -n 2 --dist loadgroup
 GO      ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 # etcd 3.5, built from the Go module proxy (.ci/etcd-3.5 pins it): the etcd-facing tests run on it
 # too, beside Debian's etcd 3.4
@@ -20,7 +20,18 @@ DOCKER_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-
   loss-5-worker-links partition-primary-replicas all-copies-lost cpu-throttle-primary memory-limit-primary \
   disk-full-primary scale-out-shards scale-in-shards))
 
-.PHONY: install system-deps test-deps docker-engine test test-docker unit integration demo bench doctor clean proto
+# Library scenarios whose run on processes `make test` leaves to `make test-long`, each proved in
+# `make test` by a harsher twin of the same fault that runs there (and every one of them still
+# runs on the twin in the library's sim pass):
+#   latency-100-primary-replica -> latency-primary-replica (150 ms one way instead of 100 ms)
+#   loss-5-primary-replica      -> loss-20-primary-replica (20 % loss on the same links)
+LONG_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,latency-100-primary-replica loss-5-primary-replica))
+# When the docker tier runs, the library scenarios it runs as containers are not run again on
+# processes: the same checks on the same psnodes, in the main pass's place (locally, without the
+# docker tier, they run on processes as before)
+MAIN_SKIP = $(LONG_SCENARIOS) $(if $(DOCKER_TIER),$(DOCKER_SCENARIOS))
+
+.PHONY: install system-deps test-deps docker-engine test test-long test-docker unit integration demo bench doctor clean proto
 
 install: system-deps test-deps $(STAMP) $(TOXI)
 
@@ -81,8 +92,11 @@ test: install $(ETCD35) $(if $(DOCKER_TIER),docker-engine)
 	# tests below render these runs instead of making them again
 	rm -rf $(LIBRARY_SIM)
 	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider scenarios --pschaos-backend sim --pschaos-out $(LIBRARY_SIM)
+	# tests marked `long` and the scenarios in MAIN_SKIP run in `make test-long` (each names the
+	# faster test here that proves the same property)
 	PSCHAOS_LIBRARY_RUNS=$(abspath $(LIBRARY_SIM)) \
-	  $(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider --durations=30 tests scenarios
+	  $(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider --durations=30 -m "not long" \
+	  $(addprefix --deselect ,$(MAIN_SKIP)) tests scenarios
 	# the etcd-facing tests again on etcd 3.5, built from the Go module proxy (Debian ships 3.4)
 	PSCHAOS_ETCD=$(abspath $(ETCD35)) $(BIN)/pschaos doctor | grep -q "etcd Version: 3.5"
 	PSCHAOS_ETCD=$(abspath $(ETCD35)) $(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider $(ETCD_TESTS)
@@ -95,6 +109,12 @@ else
 	@echo "make test: the docker tier did not run (it configures this machine's Docker engine);"
 	@echo "  run it with: make test DOCKER=1   (CI runs it: .ci/run sets CI=1)"
 endif
+
+# What `make test` leaves out for time: the tests marked `long`, and the library scenarios it does
+# not run on processes (LONG_SCENARIOS always, DOCKER_SCENARIOS when its docker tier runs them)
+test-long: install $(ETCD35)
+	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider -m long tests
+	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider $(LONG_SCENARIOS) $(DOCKER_SCENARIOS)
 
 test-docker: install docker-engine
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(DOCKER_SCENARIOS) --pschaos-backend docker

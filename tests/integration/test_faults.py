@@ -15,10 +15,38 @@ pytestmark = pytest.mark.skipif(find("toxiproxy-server") is None or find("nft") 
                                 reason="toxiproxy-server (make install) and nft (apt-get install nftables) are needed")
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One proxied cluster for the module's fault tests (a start is about 5 s of a loaded machine's
+    CPU): each test heals what it injected, and the next one starts only once no toxic and no
+    nftables rule is left and every node answers, so a fault that did not heal fails the test that
+    follows it too, by name."""
+    import uuid
+
+    from pschaos.harness.backends.cluster import ClusterSpec
+    from pschaos.harness.backends.process.backend import ProcessBackend
+    be = ProcessBackend(ClusterSpec(shards=1, copies=2, workers=1), tmp_path_factory.mktemp("faults"),
+                        f"pt-{uuid.uuid4().hex[:8]}", 1, proxied=True)
+    try:
+        be.start()
+        yield be
+    finally:
+        be.teardown()
+
+
+# the module's tests share one cluster: keep them on one xdist worker
+pytestmark = [pytestmark, pytest.mark.xdist_group("faults")]
+
+
 @pytest.fixture
-def proxied(pschaos_cluster):
-    be = pschaos_cluster(shards=1, copies=2, workers=1, proxied=True)
+def proxied(shared):
+    be = shared
     client = PSClient(be.cfg, "worker-0", links=be.net.links.map_for("worker-0"), retry_budget=1.0)
+    left = {link.name: be.net.toxiproxy.toxics(link.name) for link in be.net.links.links.values()}
+    assert not any(left.values()), f"toxics left by an earlier test: {left}"
+    assert be.net.nft.rules() == [], f"nftables rules left by an earlier test: {be.net.nft.rules()}"
+    for node in be.cfg.shard_nodes(0):
+        assert wait_until(lambda: ok(client, node), 10), f"{node} does not answer after an earlier test"
     yield be, client
     client.close()
 

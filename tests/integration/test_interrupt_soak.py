@@ -15,6 +15,10 @@ from pschaos.harness.machinery.tools import find
 from .interrupts import soak, summary
 
 
+# `make test-long` only: in `make test`, test_clean_after_sigkill.py SIGKILLs a harness mid-run and
+# `pschaos clean` reaps all, Ctrl-C tears a run down by itself, and test_cli_early_interrupt.py
+# interrupts a run during its start
+@pytest.mark.long
 @pytest.mark.timeout(900)
 def test_interrupts_at_random_moments_leave_no_debris(tmp_path):
     if find("toxiproxy-server") is None or find("nft") is None or find("etcd") is None:

@@ -8,6 +8,8 @@ import shlex
 import subprocess
 import sys
 
+import pytest
+
 from pschaos.harness.machinery.tools import REPO
 
 SCENARIO = REPO / "scenarios" / "kill-primary.yaml"
@@ -18,7 +20,20 @@ def run(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-def test_the_rerun_line_of_a_loaded_twin_replays_its_history(tmp_path):
+# The plain twin run both tests compare against, made once (the group keeps both on one xdist worker)
+pytestmark = pytest.mark.xdist_group("sim-rerun")
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> dict:
+    """The run with neither option (seed 2): its history and its report."""
+    out = tmp_path_factory.mktemp("plain")
+    p = run(str(SCENARIO), "--backend", "sim", "--seed", "2", "--out", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr[-2000:]
+    return {"history": (out / "history.jsonl").read_bytes(), "report": json.loads((out / "report.json").read_text())}
+
+
+def test_the_rerun_line_of_a_loaded_twin_replays_its_history(tmp_path, plain):
     p = run(str(SCENARIO), "--backend", "sim", "--seed", "2", "--background", "0.75", "--out", str(tmp_path / "a"))
     assert p.returncode == 0, p.stdout + p.stderr[-2000:]
     rep = json.loads((tmp_path / "a" / "report.json").read_text())
@@ -28,12 +43,10 @@ def test_the_rerun_line_of_a_loaded_twin_replays_its_history(tmp_path):
     p = run(*again, "--out", str(tmp_path / "b"))
     assert p.returncode == 0, p.stdout + p.stderr[-2000:]
     assert (tmp_path / "a" / "history.jsonl").read_bytes() == (tmp_path / "b" / "history.jsonl").read_bytes()
-    idle = run(str(SCENARIO), "--backend", "sim", "--seed", "2", "--out", str(tmp_path / "c"))
-    assert idle.returncode == 0
-    assert (tmp_path / "c" / "history.jsonl").read_bytes() != (tmp_path / "a" / "history.jsonl").read_bytes()
+    assert plain["history"] != (tmp_path / "a" / "history.jsonl").read_bytes()
 
 
-def test_the_rerun_line_of_a_slowed_twin_replays_its_history(tmp_path):
+def test_the_rerun_line_of_a_slowed_twin_replays_its_history(tmp_path, plain):
     """--host-slowdown (harness/machinery/hostspeed.py: validate slows each twin by its real run's probe)
     is in the report and the rerun line, and a slower host gives another history."""
     p = run(str(SCENARIO), "--backend", "sim", "--seed", "2", "--host-slowdown", "1.3", "--out", str(tmp_path / "a"))
@@ -45,10 +58,8 @@ def test_the_rerun_line_of_a_slowed_twin_replays_its_history(tmp_path):
     p = run(*shlex.split(rep["rerun"])[2:], "--out", str(tmp_path / "b"))
     assert p.returncode == 0, p.stdout + p.stderr[-2000:]
     assert (tmp_path / "a" / "history.jsonl").read_bytes() == (tmp_path / "b" / "history.jsonl").read_bytes()
-    p = run(str(SCENARIO), "--backend", "sim", "--seed", "2", "--out", str(tmp_path / "c"))
-    assert p.returncode == 0
-    assert (tmp_path / "c" / "history.jsonl").read_bytes() != (tmp_path / "a" / "history.jsonl").read_bytes()
-    assert "--host-slowdown" not in json.loads((tmp_path / "c" / "report.json").read_text())["rerun"]
+    assert plain["history"] != (tmp_path / "a" / "history.jsonl").read_bytes()
+    assert "--host-slowdown" not in plain["report"]["rerun"] and "--background" not in plain["report"]["rerun"]
 
 
 def test_the_twins_options_are_refused_on_real_processes(tmp_path):
