@@ -20,16 +20,19 @@ DOCKER_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-
   loss-5-worker-links partition-primary-replicas all-copies-lost cpu-throttle-primary memory-limit-primary \
   disk-full-primary scale-out-shards scale-in-shards))
 
-# Library scenarios whose run on processes `make test` leaves to `make test-long`, each proved in
-# `make test` by a harsher twin of the same fault that runs there (and every one of them still
-# runs on the twin in the library's sim pass):
-#   latency-100-primary-replica -> latency-primary-replica (150 ms one way instead of 100 ms)
-#   loss-5-primary-replica      -> loss-20-primary-replica (20 % loss on the same links)
-LONG_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,latency-100-primary-replica loss-5-primary-replica))
-# When the docker tier runs, the library scenarios it runs as containers are not run again on
-# processes: the same checks on the same psnodes, in the main pass's place (locally, without the
-# docker tier, they run on processes as before)
-MAIN_SKIP = $(LONG_SCENARIOS) $(if $(DOCKER_TIER),$(DOCKER_SCENARIOS))
+# When the docker tier runs, these of its scenarios are not run again on processes: the docker
+# tier runs them on the same psnodes with the same checks, and the process backend's paths they
+# take stay proved on processes in `make test` by another test:
+#   kill-primary        -> the etcd 3.5 pass runs it on processes (ETCD_TESTS)
+#   pause-primary       -> pause-replica and async-pause-primary (SIGSTOP of a node)
+#   loss-5-worker-links -> loss-20-worker-links (nftables loss on the same links)
+#   all-copies-lost     -> stale-checkpoint-writer (kills with wiped disks, losses-accounted) and
+#                          test_catchup_checkpoint.py::test_all_copies_lost_restores_from_checkpoint_and_reports_it
+#   scale-out-shards    -> every migration-* scenario starts with the same scale-out on processes
+# Locally, without the docker tier, they run on processes as before. `make test-long` runs them there.
+DOCKER_ALSO := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-primary loss-5-worker-links all-copies-lost \
+  scale-out-shards))
+MAIN_SKIP = $(if $(DOCKER_TIER),$(DOCKER_ALSO))
 
 .PHONY: install system-deps test-deps docker-engine test test-long test-docker unit integration demo bench doctor clean proto
 
@@ -92,8 +95,7 @@ test: install $(ETCD35) $(if $(DOCKER_TIER),docker-engine)
 	# tests below render these runs instead of making them again
 	rm -rf $(LIBRARY_SIM)
 	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider scenarios --pschaos-backend sim --pschaos-out $(LIBRARY_SIM)
-	# tests marked `long` and the scenarios in MAIN_SKIP run in `make test-long` (each names the
-	# faster test here that proves the same property)
+	# the tests marked `long` run in `make test-long`, and so do the scenarios in MAIN_SKIP on processes
 	PSCHAOS_LIBRARY_RUNS=$(abspath $(LIBRARY_SIM)) \
 	  $(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider --durations=30 -m "not long" \
 	  $(addprefix --deselect ,$(MAIN_SKIP)) tests scenarios
@@ -110,11 +112,13 @@ else
 	@echo "  run it with: make test DOCKER=1   (CI runs it: .ci/run sets CI=1)"
 endif
 
-# What `make test` leaves out for time: the tests marked `long`, and the library scenarios it does
-# not run on processes (LONG_SCENARIOS always, DOCKER_SCENARIOS when its docker tier runs them)
-test-long: install $(ETCD35)
+# What `make test` leaves out for time: the tests marked `long` (each mark names the faster test in
+# `make test` that proves the same property), the interrupt soak's full three rounds of each kind,
+# and the docker tier's scenarios on processes
+test-long: install
 	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider -m long tests
-	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider $(LONG_SCENARIOS) $(DOCKER_SCENARIOS)
+	PSCHAOS_INTERRUPTS=3 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_interrupt_soak.py
+	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider $(DOCKER_ALSO)
 
 test-docker: install docker-engine
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(DOCKER_SCENARIOS) --pschaos-backend docker

@@ -1,6 +1,6 @@
 """Interrupt `pschaos run` at random moments and count what it leaves behind.
 
-Shared by tests/integration/test_interrupt_soak.py (a few rounds in `make test`) and
+Shared by tests/integration/test_interrupt_soak.py (one round of each kind in `make test`, three in `make test-long`) and
 benchmarks/interrupt_soak.py (the full 20 SIGINT + 20 SIGKILL-then-`pschaos clean`).
 
 A round starts a run of a scenario with a packet-loss fault (an nftables table), a latency fault
@@ -183,7 +183,7 @@ def soak(sigints: int, sigkills: int, seed: int | None = None, max_delay_s: floa
     rng = random.Random(seed)
     workdir = workdir or Path(os.environ.get("TMPDIR", "/tmp")) / f"pschaos-isoak-{os.getpid()}"
     workdir.mkdir(parents=True, exist_ok=True)
-    int_kinds = ["sigint", "sigint-group", "sigint-twice"]
+    int_kinds = ["sigint-group", "sigint", "sigint-twice"]     # a terminal's Ctrl-C first: one round has it
     plan = [int_kinds[i % 3] for i in range(sigints)] + ["sigkill+clean"] * sigkills
     rng.shuffle(plan)
     rounds = []

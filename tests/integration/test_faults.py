@@ -15,23 +15,56 @@ pytestmark = pytest.mark.skipif(find("toxiproxy-server") is None or find("nft") 
                                 reason="toxiproxy-server (make install) and nft (apt-get install nftables) are needed")
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory):
+class Shared:
     """One proxied cluster for the module's fault tests (a start is about 5 s of a loaded machine's
-    CPU): each test heals what it injected, and the next one starts only once no toxic and no
-    nftables rule is left and every node answers, so a fault that did not heal fails the test that
-    follows it too, by name."""
-    import uuid
+    CPU). Each test heals what it injected and checks that itself; a cluster an earlier test left
+    dirty (a toxic, a rule, a node that does not answer) is replaced before the next test, so no
+    test fails for another's leftovers."""
 
-    from pschaos.harness.backends.cluster import ClusterSpec
-    from pschaos.harness.backends.process.backend import ProcessBackend
-    be = ProcessBackend(ClusterSpec(shards=1, copies=2, workers=1), tmp_path_factory.mktemp("faults"),
-                        f"pt-{uuid.uuid4().hex[:8]}", 1, proxied=True)
+    def __init__(self, root, seed: int) -> None:
+        self.root, self.seed, self.be, self.made = root, seed, None, 0
+
+    def clean(self) -> bool:
+        be = self.be
+        try:
+            links = be.net.links.links.values()
+            if any(be.net.toxiproxy.toxics(link.name) for link in links) or be.net.nft.rules():
+                return False
+            client = PSClient(be.cfg, "worker-0", links=be.net.links.map_for("worker-0"), retry_budget=1.0)
+            try:
+                return all(wait_until(lambda: ok(client, n), 10) for n in be.cfg.shard_nodes(0))
+            finally:
+                client.close()
+        except Exception:                    # noqa: BLE001 - anything wrong means: start afresh
+            return False
+
+    def get(self):
+        import uuid
+
+        from pschaos.harness.backends.cluster import ClusterSpec
+        from pschaos.harness.backends.process.backend import ProcessBackend
+        if self.be is not None and not self.clean():
+            self.close()
+        if self.be is None:
+            self.made += 1
+            self.be = ProcessBackend(ClusterSpec(shards=1, copies=2, workers=1), self.root / f"cluster{self.made}",
+                                     f"pt-{uuid.uuid4().hex[:8]}", self.seed, proxied=True)
+            self.be.start()
+        return self.be
+
+    def close(self) -> None:
+        be, self.be = self.be, None
+        if be is not None:
+            be.teardown()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, pytestconfig):
+    s = Shared(tmp_path_factory.mktemp("faults"), pytestconfig.getoption("pschaos_seed"))
     try:
-        be.start()
-        yield be
+        yield s
     finally:
-        be.teardown()
+        s.close()
 
 
 # the module's tests share one cluster: keep them on one xdist worker
@@ -40,13 +73,8 @@ pytestmark = [pytestmark, pytest.mark.xdist_group("faults")]
 
 @pytest.fixture
 def proxied(shared):
-    be = shared
+    be = shared.get()
     client = PSClient(be.cfg, "worker-0", links=be.net.links.map_for("worker-0"), retry_budget=1.0)
-    left = {link.name: be.net.toxiproxy.toxics(link.name) for link in be.net.links.links.values()}
-    assert not any(left.values()), f"toxics left by an earlier test: {left}"
-    assert be.net.nft.rules() == [], f"nftables rules left by an earlier test: {be.net.nft.rules()}"
-    for node in be.cfg.shard_nodes(0):
-        assert wait_until(lambda: ok(client, node), 10), f"{node} does not answer after an earlier test"
     yield be, client
     client.close()
 

@@ -4,8 +4,6 @@ bytes that changed (the applied set no longer swells every delta header and chec
 import json
 import time
 
-import pytest
-
 from pschaos.harness.history.events import read_events
 from pschaos.harness.machinery.procs import wait_until
 
@@ -21,10 +19,6 @@ def steps_done(be, worker: str) -> int:
         return 0
 
 
-# `make test-long` only: in `make test`, scenarios/replica-restart-catchup.yaml restarts a replica
-# mid-run and holds its catch-up by delta to 1.1x of the bytes that changed (catch-up-by-delta),
-# and tests/unit/psnodes/store/test_parts.py proves the applied set keeps one interval per process
-@pytest.mark.long
 def test_long_mlp_run_keeps_applied_intervals_few_and_catchup_within_bound(make_cluster):
     be = make_cluster(shards=2, copies=2, workers=2, replication="sync", training="async", model="mlp")
     t0 = time.monotonic()
