@@ -30,8 +30,8 @@ def _hunt(root, out, *extra, seed: int = 1):
 def test_a_hunt_finds_and_shrinks_a_planted_bug_into_a_scenario_that_replays_it(tmp_path):
     root = mutant_copy(tmp_path / "code", EARLY_ACK)
     # the hunt stops at its first failing trial; which trial exposes the planted bug depends on
-    # the failure detector's timing. Seed 2's first trial does today (seed 1 needed five, 118 s of
-    # this test against 60), and the budget leaves room for more should the timing move
+    # the failure detector's timing. Seed 2's first trial does today (seed 1 needed five: 118 s of
+    # this test against 68 s in CI), and the budget leaves room for more should the timing move
     p = _hunt(root, tmp_path / "hunt", "--budget", "8", "--shrink-budget", "4", seed=2)
     assert p.returncode == 1, p.stderr[-3000:]
     doc = json.loads(p.stdout)

@@ -18,11 +18,11 @@ import pytest
 
 from pschaos.harness.machinery.tools import REPO
 
+from .page_checks import text_overlaps
+
 # one xdist worker for the module: its twin runs are made once, and no second worker sits blocked
 # on their lock (48 s of one worker in a CI run)
 pytestmark = pytest.mark.xdist_group("report-render")
-
-from .page_checks import text_overlaps
 
 SHOTS = REPO / "out" / "screenshots"
 SCENARIO = """name: render-me
