@@ -12,9 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import requests
-
 from pschaos.psnodes.errors import PSError
+from pschaos.psnodes.gateway_http import GatewayError, GatewayHTTP
 
 
 class EtcdError(PSError):
@@ -47,19 +46,24 @@ class Etcd:
     def __init__(self, endpoint: str, timeout: float = 1.0, api: str = "/v3") -> None:
         self.base = endpoint.rstrip("/") + api
         self.endpoint = endpoint
+        self.api = api
         self.timeout = timeout
-        self.http = requests.Session()
+        self.http = GatewayHTTP(endpoint)
+
+    def close(self) -> None:
+        """Close the idle connections (a later call opens a new one)."""
+        self.http.close()
 
     def _call(self, path: str, body: dict, timeout: float | None = None) -> dict:
         try:
-            r = self.http.post(self.base + path, data=json.dumps(body), timeout=timeout or self.timeout)
-        except requests.RequestException as e:
-            raise EtcdError(f"etcd at {self.endpoint} unreachable: {e.__class__.__name__}") from None
+            status, data = self.http.post(self.api + path, json.dumps(body).encode(), timeout or self.timeout)
+        except GatewayError as e:
+            raise EtcdError(f"etcd at {self.endpoint} unreachable: {e.kind}") from None
         try:
-            out = r.json()
+            out = json.loads(data)
         except ValueError:          # not the gateway's JSON: another server, or an etcd without /v3/
-            raise EtcdError(f"etcd at {self.endpoint}: {self.base + path} answered HTTP {r.status_code} "
-                            f"{r.text[:120]!r}, not etcd's JSON gateway; pschaos needs etcd 3.4 or later "
+            raise EtcdError(f"etcd at {self.endpoint}: {self.base + path} answered HTTP {status} "
+                            f"{data.decode(errors='replace')[:120]!r}, not etcd's JSON gateway; pschaos needs etcd 3.4 or later "
                             "(`pschaos doctor` checks the version)") from None
         if not isinstance(out, dict):
             raise EtcdError(f"etcd {path}: the reply is not a JSON object: {str(out)[:120]!r}")

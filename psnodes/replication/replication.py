@@ -21,6 +21,7 @@ import time
 
 import grpc
 
+from pschaos.psnodes.wire.calls import CallFuture, CallPool
 from pschaos.psnodes.wire.channels import auth, dial
 from pschaos.psnodes.config import ShardRecord
 from pschaos.psnodes.core import fencing, isr as isrs, logmatch
@@ -48,11 +49,13 @@ class PeerSender(threading.Thread):
         self.catchup: dict | None = None     # accounting while the peer is out of the ISR
         self.next_shrink = 0.0
         self.probe = PrimaryProbe(self.node)  # the look at a peer whose call is still in flight
+        self.calls = CallPool(f"call-{peer}")  # one call in flight at a time: one thread, kept
 
     def run(self) -> None:
         try:
             self._run()
         finally:
+            self.calls.close()
             self.channel.close()
             self.probe.close()
 
@@ -82,8 +85,8 @@ class PeerSender(threading.Thread):
             size = len(req)
             sent = last_sent = time.monotonic()
             try:
-                reply = self._await(self.replicate.future(req, timeout=cfg.rpc_timeout_s, metadata=self.md), last_ok,
-                                    call_s)
+                reply = self._await(self.calls.submit(self.replicate, req, timeout=cfg.rpc_timeout_s, metadata=self.md),
+                                    last_ok, call_s)
             except grpc.RpcError as e:
                 err = from_rpc_error(e)
                 if isinstance(err, StaleEpoch):
@@ -118,7 +121,7 @@ class PeerSender(threading.Thread):
                 self._finish_catchup(known)
                 self.mgr.request_add(self.peer, self.epoch)
 
-    def _await(self, fut: grpc.Future, last_ok: float, call_s: float) -> ps_pb2.ReplicateReply:
+    def _await(self, fut: CallFuture, last_ok: float, call_s: float) -> ps_pb2.ReplicateReply:
         """The call's reply (its grpc.RpcError raised). While it is in flight past suspect_s of
         silence, an in-sync peer is probed: any answer holds it for isr.probe_hold (a slow link; an
         "isr-held" event), none drops it from the ISR then (frozen or cut off), not at the call's

@@ -143,4 +143,4 @@ class EtcdClient:
         return json.loads(kv.value)["count"] if kv else 0
 
     def close(self) -> None:
-        self.etcd.http.close()
+        self.etcd.close()
