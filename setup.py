@@ -22,6 +22,7 @@ setup(
         "pschaos.psnodes.proto": ["*.proto", "*.pyi"],
         "pschaos.reports": ["schemas/*.xsd"],
         "pschaos.harness.backends.sim": ["calibration.json"],
+        "pschaos.harness.backends.docker": ["Dockerfile"],
         "pschaos.scenarios": ["*.yaml", "gates/*.yaml", "sweeps/*.yaml"],
         "pschaos.harness.commands": ["templates/*"],
     },

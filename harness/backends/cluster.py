@@ -49,6 +49,10 @@ class ClusterSpec(Strict):
     min_isr: int = Field(0, ge=0, le=9)          # 0: 2 when copies >= 3, else 1
     network: Literal["auto", "proxied", "direct"] = "auto"   # auto: proxied when a link fault is scheduled
     detector: DetectorSpec = Field(default_factory=DetectorSpec)   # how replicas suspect their primary
+    # --backend docker only: the image the containers run. Left out: the self-contained image
+    # pschaos builds from its wheel; "host": the host's paths bind-mounted (fast, for developing
+    # pschaos); any other name: the user's own image (harness/backends/docker/plan.py)
+    image: str | None = Field(None, min_length=1, max_length=255, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]*$")
 
     def membership_config(self) -> dict:
         """The ClusterConfig fields of worker membership, as every backend passes them: nodes keep

@@ -192,6 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from pschaos.harness.proof.hunt.commands import add_parser as add_hunt
     add_hunt(sub)
+    from pschaos.harness.commands.image import add_parser as add_image
+    add_image(sub)
     sm = sub.add_parser("sim", help="the SimPy twin: calibrate it on real clusters, validate it against them, "
                                      "simulate clusters at scale")
     smsub = sm.add_subparsers(dest="sim_cmd", required=True)

@@ -39,6 +39,8 @@ def test_compose_services_use_the_host_network_and_loopback_only():
     assert "0.0.0.0" not in text and "ports:" not in text
 
 
-def test_dockerfile_installs_the_project_with_pip():
+def test_dockerfile_installs_the_wheel_in_a_venv_with_etcd_and_toxiproxy():
+    """The recipe the docker backend builds its image with (harness/backends/docker/build.py) and users by hand."""
     text = (REPO / "docker" / "Dockerfile").read_text()
-    assert "pip install" in text and "FROM python:" in text and "toxiproxy/v2.Version=" in text
+    assert "FROM ${FROM}" in text and "python3 -m venv /opt/pschaos" in text and "pip install" in text
+    assert "etcd-server" in text and "/usr/local/bin/toxiproxy-server" in text

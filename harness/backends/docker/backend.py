@@ -24,7 +24,7 @@ from pschaos.harness.backends.process.backend import ProcessBackend
 from pschaos.harness.backends.docker import engine
 from pschaos.harness.backends.docker.containers import ContainerHandle, ContainerLauncher
 from pschaos.harness.backends.docker.gpu import worker_requests
-from pschaos.harness.backends.docker.image import ensure_image
+from pschaos.harness.backends.docker.plan import plan
 from pschaos.harness.backends.docker.volumes import DataVolumes
 from pschaos.harness.errors import HarnessError
 from pschaos.harness.machinery.etcd_server import EtcdServer
@@ -54,7 +54,8 @@ class DockerBackend(ProcessBackend):
         info = self.engine.info()
         self.device, self.device_requests = worker_requests(spec.device, spec.gpus, info)
         owner_pid = owner if owner is not None else os.getpid()
-        self.launcher = ContainerLauncher(self.engine, ensure_image(self.engine), run_dir, run_id, owner_pid,
+        self.image = plan(self.engine, spec.image)
+        self.launcher = ContainerLauncher(self.engine, self.image, run_dir, run_id, owner_pid,
                                           extra=self._create_options, before_remove=self._before_remove)
         self.etcd_server = EtcdServer(run_dir, run_id, owner, detach, spawn=self.launcher.run)
         if proxied:

@@ -28,7 +28,7 @@ from pschaos.harness.errors import HarnessError
 from pschaos.harness.machinery.launcher import Keeper
 from pschaos.harness.machinery.procs import ProcessRef, Signals, python_module, start_time, wait_until
 from pschaos.harness.backends.docker.engine import LABEL_KIND, LABEL_RUN, sdk
-from pschaos.harness.backends.docker.image import environment, mounts
+from pschaos.harness.backends.docker.plan import ImagePlan
 
 LABEL_NODE, LABEL_OWNER, LABEL_OWNER_START = "pschaos.node", "pschaos.owner", "pschaos.owner_start"
 # 409 answers that mean "already in the state asked for" (the engine's wording since 1.13)
@@ -156,7 +156,7 @@ class ContainerLauncher(Keeper):
     Python module, `run` for any program. It keeps every handle it gave out; `close` removes
     every container and volume carrying the run's label, whoever started it."""
 
-    def __init__(self, client: Any, image: str, run_dir: Path, run_id: str, owner: int,
+    def __init__(self, client: Any, image: ImagePlan, run_dir: Path, run_id: str, owner: int,
                  extra: Callable[[str], dict] | None = None, before_remove: Callable[[], None] | None = None) -> None:
         super().__init__()
         self.client, self.image, self.run_dir, self.run_id, self.owner = client, image, run_dir, run_id, owner
@@ -186,7 +186,8 @@ class ContainerLauncher(Keeper):
             if self.closing:
                 raise HarnessError(f"not starting {name}: the run is being torn down")
             old = self.by_name.get(name)
-        if old is not None and old.container.attrs["Config"]["Cmd"][4:] == argv:
+        command = self.image.command(argv)
+        if old is not None and old.container.attrs["Config"]["Cmd"][4:] == command:
             old.start()
             with self._lock:
                 return self._keep(old) if keep else old
@@ -194,13 +195,13 @@ class ContainerLauncher(Keeper):
             old.container.remove(force=True)
         log.parent.mkdir(parents=True, exist_ok=True)
         opts = dict(self.extra(name))
-        opts["volumes"] = {**mounts(self.run_dir), **opts.get("volumes", {})}
+        opts["volumes"] = {**self.image.mounts(self.run_dir), **opts.get("volumes", {})}
         # outside the lock: the engine creates containers in parallel (teardown removes by label,
         # so one created while it began is removed all the same)
         c = self.client.containers.run(
-            self.image, ["/bin/sh", "-c", 'exec "$@" >>"$PSCHAOS_LOG" 2>&1', "sh", *argv],
+            self.image.tag, ["/bin/sh", "-c", 'exec "$@" >>"$PSCHAOS_LOG" 2>&1', "sh", *command],
             name=container_name(self.run_id, name), labels=self.labels(name), network_mode="host",
-            pid_mode="host", environment={**environment(), "PSCHAOS_LOG": str(log)},
+            pid_mode="host", environment={**self.image.environment(), "PSCHAOS_LOG": str(log)},
             working_dir=str(self.run_dir), detach=True, stdin_open=False, **opts)
         h = ContainerHandle(name, c, log)
         with self._lock:

@@ -508,6 +508,7 @@ def test_the_volume_holder_outlives_the_nodes_at_teardown(tmp_path):
     """--keep-data: the holder is not among the handles stop_all stops (its tmpfs volumes would be
     empty before they are saved); close saves, then removes it by label."""
     from pschaos.harness.backends.docker.containers import ContainerLauncher
+    from pschaos.harness.backends.docker.plan import ImagePlan
 
     made = []
 
@@ -517,7 +518,7 @@ def test_the_volume_holder_outlives_the_nodes_at_teardown(tmp_path):
                                 reload=lambda: None, name=kw["name"])
             made.append(c)
             return c
-    la = ContainerLauncher(SimpleNamespace(containers=Containers()), "img", tmp_path, "r1", 0)
+    la = ContainerLauncher(SimpleNamespace(containers=Containers()), ImagePlan("img", True), tmp_path, "r1", 0)
     la.run("volumes", ["python"], tmp_path / "logs" / "volumes.log", keep=False)
     la.run("shard-0/0", ["python"], tmp_path / "logs" / "s.log")
     assert [h.name for h in la.handles] == ["shard-0/0"] and "volumes" in la.by_name
