@@ -10,6 +10,7 @@ from pschaos.harness.backends.docker.engine import network_status, server_versio
 from pschaos.harness.machinery.tools import INSTALL, version
 
 PARTS = [("etcd", "etcd"), ("toxiproxy-server", "toxiproxy-server"), ("nft", "nft"), ("docker-cli", "docker"),
+         ("debootstrap", "debootstrap"),        # the docker backend's default image base (harness/backends/docker/build.py)
          ("redis-server", "redis-server"), ("redis-sentinel", "redis-sentinel")]    # the redis-sentinel adapter's
 PY = ["torch", "grpcio", "protobuf", "numpy", "pydantic", "prometheus-client", "pytest", "hypothesis", "docker", "redis"]
 REQUIRED = {"etcd", "torch", "grpcio", "protobuf", "numpy", "pydantic"}

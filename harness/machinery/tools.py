@@ -19,6 +19,7 @@ INSTALL = {
                          "github.com/Shopify/toxiproxy/v2/cmd/server@v2.12.0, then mv tools/bin/server "
                          "tools/bin/toxiproxy-server; without -ldflags it reports version git)"),
     "docker": "apt-get install -y docker.io, then start dockerd",
+    "debootstrap": "apt-get install -y debootstrap   (the docker backend's image base; or PSCHAOS_DOCKER_BASE=python:3.11-slim-bookworm)",
     "redis-server": "apt-get install -y redis-server redis-sentinel   (or: make install)",
     "redis-sentinel": "apt-get install -y redis-server redis-sentinel   (or: make install)",
 }
@@ -47,7 +48,7 @@ def version(tool: str) -> str | None:
     path = find(tool)
     if path is None:
         return None
-    flag = {"toxiproxy-server": "-version", "etcd": "--version", "nft": "--version", "docker": "--version",
+    flag = {"toxiproxy-server": "-version", "etcd": "--version", "nft": "--version", "docker": "--version", "debootstrap": "--version",
             "redis-server": "--version", "redis-sentinel": "--version"}[tool]
     try:
         out = subprocess.run([path, flag], capture_output=True, text=True, timeout=10)

@@ -171,7 +171,7 @@ class DockerBackend(ProcessBackend):
             f.write("1000")
         h.container.update(mem_limit=limit, memswap_limit=limit)
         hog = f"b = []\nfor _ in range({2 * headroom_mb + 64}): b.append(bytearray(1 << 20))"
-        h.container.exec_run([sys.executable, "-c", hog], detach=True)
+        h.container.exec_run(self.image.command([sys.executable, "-c", hog]), detach=True)   # the image's python3
         if not h._wait_exit(timeout):
             raise HarnessError(f"memory-limit {name}: not OOM-killed within {timeout}s of a {limit >> 20} MiB limit")
         st = h.state()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 import signal
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
@@ -32,6 +33,7 @@ from pschaos.harness.backends.docker.plan import ImagePlan
 
 LABEL_NODE, LABEL_OWNER, LABEL_OWNER_START = "pschaos.node", "pschaos.owner", "pschaos.owner_start"
 # 409 answers that mean "already in the state asked for" (the engine's wording since 1.13)
+PAUSE_TRIES = 3
 _ALREADY = re.compile(r"is not running|is not paused|is already paused|is already in progress", re.I)
 
 
@@ -98,7 +100,7 @@ class ContainerHandle(Signals):
         if not self.alive():
             return
         if sig == signal.SIGSTOP:
-            self._engine(self.container.pause)
+            self._pause()
         elif sig == signal.SIGCONT:
             if self.paused:
                 self._engine(self.container.unpause)
@@ -107,6 +109,21 @@ class ContainerHandle(Signals):
                 self._wait_exit(10)
         else:
             self._engine(self.container.kill, signal=signal.Signals(sig).name)
+
+    def _pause(self) -> None:
+        """`docker pause`, tried again when the freezer gave up (runc's "unable to freeze": a task of
+        the container was in uninterruptible sleep, e.g. paging in its libraries, for the whole of
+        runc's wait; seen once, on the first runs of a freshly built image). Any other error, or a
+        third such refusal, propagates: the fault then fails and the run is unknown."""
+        docker = sdk()
+        for attempt in range(PAUSE_TRIES):
+            try:
+                self._engine(self.container.pause)
+                return
+            except docker.errors.APIError as e:
+                if "unable to freeze" not in str(e.explanation or e) or attempt == PAUSE_TRIES - 1:
+                    raise
+                time.sleep(0.05)
 
     def _wait_exit(self, timeout: float) -> bool:
         """Until the process is gone and the engine calls the container exited (a start before

@@ -91,3 +91,26 @@ def test_the_recipe_ships_with_the_package():
     assert DOCKERFILE.is_file() and "FROM ${FROM}" in DOCKERFILE.read_text()
     if tools.CHECKOUT:
         assert (tools.REPO / "docker" / "Dockerfile").resolve() == DOCKERFILE.resolve()
+
+
+def test_a_pause_the_freezer_gave_up_on_is_tried_again_and_other_errors_are_not(tmp_path):
+    import docker
+
+    from pschaos.harness.backends.docker.containers import PAUSE_TRIES, ContainerHandle
+
+    refusals = []
+
+    def pause():
+        if refusals:
+            raise docker.errors.APIError(refusals.pop(0))
+    c = SimpleNamespace(attrs={"State": {"Pid": 0, "Running": False}}, reload=lambda: None, pause=pause)
+    h = ContainerHandle("shard-0/0", c, tmp_path / "log")
+    refusals[:] = ["OCI runtime pause failed: unable to freeze: unknown"] * (PAUSE_TRIES - 1)
+    h._pause()
+    assert refusals == []
+    refusals[:] = ["OCI runtime pause failed: unable to freeze: unknown"] * PAUSE_TRIES
+    with pytest.raises(docker.errors.APIError, match="unable to freeze"):
+        h._pause()
+    refusals[:] = ["Internal Server Error: something else"]
+    with pytest.raises(docker.errors.APIError, match="something else"):
+        h._pause()
