@@ -91,6 +91,9 @@ LIBRARY_SIM := out/library-sim
 
 test: install $(ETCD35) $(if $(DOCKER_TIER),docker-engine)
 	$(BIN)/pschaos doctor
+	# where an engine answers, the docker tests' self-contained image is built first, outside
+	# pytest's per-test timeout: minutes the first time on a machine (PyTorch), seconds after a change
+	if docker version >/dev/null 2>&1; then $(BIN)/pschaos image || echo "make test: pschaos image failed (above); the docker tests will say the same"; fi
 	# the whole scenario library in the SimPy twin (virtual time, same checkers); the report-page
 	# tests below render these runs instead of making them again
 	rm -rf $(LIBRARY_SIM)
@@ -121,6 +124,7 @@ test-long: install
 	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider $(DOCKER_ALSO)
 
 test-docker: install docker-engine
+	$(BIN)/pschaos image
 	$(BIN)/python -m pytest -q -p no:cacheprovider $(DOCKER_SCENARIOS) --pschaos-backend docker
 
 unit: install

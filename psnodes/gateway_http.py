@@ -33,9 +33,14 @@ class GatewayHTTP:
     def __init__(self, endpoint: str) -> None:
         u = urlsplit(endpoint)
         # an endpoint that is not http://HOST[:PORT] fails each call as unreachable (InvalidURL),
-        # as `requests` did: the caller's EtcdError names the endpoint
-        self.valid = u.scheme == "http" and bool(u.hostname)
-        self.host, self.port = u.hostname or "", u.port or 80
+        # as `requests` did: the caller's EtcdError names the endpoint (pschaos's etcd is plain
+        # HTTP on loopback: no TLS)
+        try:
+            port = u.port or 80
+        except ValueError:            # not a number, or out of range
+            port = 0
+        self.valid = u.scheme == "http" and bool(u.hostname) and port > 0
+        self.host, self.port = u.hostname or "", port
         self.prefix = u.path.rstrip("/")
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
@@ -46,16 +51,17 @@ class GatewayHTTP:
         if not self.valid:
             raise GatewayError("InvalidURL")
         conn = self._take()
+        connected = False
         try:
             if conn.sock is None:
                 conn.timeout = timeout
             else:
                 conn.sock.settimeout(timeout)
             conn.request("POST", self.prefix + path, body=body, headers=HEADERS)
+            connected = True          # sent: what fails from here on is the read
             reply = conn.getresponse()
             data = reply.read()
         except BaseException as e:
-            connected = conn.sock is not None
             conn.close()
             if isinstance(e, (socket.timeout, TimeoutError)):
                 raise GatewayError("ReadTimeout" if connected else "ConnectTimeout") from None
@@ -93,7 +99,9 @@ def _dropped(conn: http.client.HTTPConnection) -> bool:
     if conn.sock is None:
         return True
     try:
-        return bool(select.select([conn.sock], [], [], 0)[0])
+        poller = select.poll()            # not select(): a process may hold descriptors past 1024
+        poller.register(conn.sock, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
     except (OSError, ValueError):
         return True
 

@@ -1,6 +1,7 @@
 """`pschaos clean`: reap what killed runs left behind: processes (etcd, nodes, workers, Toxiproxy
 with all its proxies) by their run tag, nftables tables by the run registry, and a docker run's
-containers, volumes and run images by their labels (harness/backends/docker/reap.py)."""
+containers, volumes and run images by their labels (harness/backends/docker/reap.py), and the
+Debian rootfs a killed image build left in /var/tmp."""
 from __future__ import annotations
 
 import os
@@ -12,11 +13,13 @@ from pathlib import Path
 from pschaos.netfaults import nft
 
 from pschaos.harness.machinery import registry
+from pschaos.harness.backends.docker.debian import remove_rootfs, stale_rootfs
 from pschaos.harness.backends.docker.reap import engine_runs, reap_engine
 from pschaos.harness.machinery.procs import RUN_ENV, orphaned, owner_alive, reap, tagged_processes
 
 
 STARTING_S = 180.0      # a detached cluster this young may not have started a process yet (cluster up: 120 s)
+ROOTFS_STALE_S = 3600.0  # an image build's rootfs older than this is a killed build's (a build takes ~70 s)
 
 
 def _owner_alive(r: dict, alive: set[str] | None = None) -> bool:
@@ -103,6 +106,14 @@ def clean(all_runs: bool = False) -> int:
     for line in problems:
         print(f"could not remove: {line}")
     removed = []
+    for d in stale_rootfs():        # a killed image build's Debian rootfs (harness/backends/docker/debian.py)
+        if all_runs or time.time() - d.stat().st_mtime > ROOTFS_STALE_S:
+            try:
+                remove_rootfs(d)
+                removed.append(str(d))
+                print(f"removed {d}")
+            except Exception as e:  # noqa: BLE001 - still mounted: said, and the rest goes on
+                problems.append(f"{d}: {e}")
     for r in registry.runs():
         if dead(r):
             for d in remove_folders(r):

@@ -142,6 +142,7 @@ class Runner(RunReport):
                                               "expect": {"checks": list(self.sc.expect.checks),
                                                          "metrics": list(self.sc.expect.metrics)},
                                               "context": self.context(),
+                                              **getattr(self.backend, "run_facts", dict)(),
                                               **self._simulated()})
             self._drive()
             self.progress.update("healing")

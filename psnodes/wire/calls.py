@@ -77,7 +77,8 @@ class CallPool:
             else:
                 self._threads += 1
                 threading.Thread(target=self._serve, name=f"{self.name}-{self._threads}", daemon=True).start()
-        self._jobs.put((fut, fn, args, kwargs))
+            # under the lock: a close() cannot queue its ends ahead of a job it did not refuse
+            self._jobs.put((fut, fn, args, kwargs))
         return fut
 
     def close(self) -> None:
@@ -109,6 +110,7 @@ class CallPool:
             with self._lock:
                 self._idle += 1           # before the caller wakes: its next call finds this thread
             fut._finish(value, error)
+            del job, fut, fn, args, kwargs, value, error   # an idle thread holds no request nor reply
 
 
 __all__ = ["CallFuture", "CallPool"]

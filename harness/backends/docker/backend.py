@@ -3,7 +3,7 @@
 It is the process backend with containers for processes: the same config, argv, event files,
 link proxies and nftables rules (containers share the host's network namespace, loopback only:
 no bridge exists, every server binds 127.0.0.1), the same observation and the same teardown
-order. What differs lives in harness/backends/docker/: the engine connection, the locally built image, the
+order. What differs lives in harness/backends/docker/: the engine connection, the image (self-contained by default, plan.py), the
 container handles (signals map to the engine: kill, `docker stop -t`, pause through the cgroup
 freezer) and the data volumes. On top it offers what only containers have (CONTAINER_KINDS):
 CPU quota, memory limit with the kernel's OOM kill, and a full disk.
@@ -24,7 +24,7 @@ from pschaos.harness.backends.process.backend import ProcessBackend
 from pschaos.harness.backends.docker import engine
 from pschaos.harness.backends.docker.containers import ContainerHandle, ContainerLauncher
 from pschaos.harness.backends.docker.gpu import worker_requests
-from pschaos.harness.backends.docker.plan import plan
+from pschaos.harness.backends.docker.plan import chosen, plan
 from pschaos.harness.backends.docker.volumes import DataVolumes
 from pschaos.harness.errors import HarnessError
 from pschaos.harness.machinery.etcd_server import EtcdServer
@@ -80,6 +80,15 @@ class DockerBackend(ProcessBackend):
 
     def worker_device(self) -> str:
         return self.device
+
+    def run_facts(self) -> dict:
+        """What the run-start event records of this backend: the image every container ran."""
+        try:
+            image_id = self.engine.images.get(self.image.tag).id
+        except Exception:  # noqa: BLE001 - the record says it could not tell, the run goes on
+            image_id = None
+        mode = "host" if self.image.bind_host else (chosen(self.spec.image) or "self-contained")
+        return {"image": {"tag": self.image.tag, "id": image_id, "chosen": mode}}
 
     def start_nodes(self, names: list[str]) -> None:
         """All at once: creating a container costs the engine 0.2-0.5 s, and the copies wait for

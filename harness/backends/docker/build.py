@@ -2,92 +2,60 @@
 with etcd and Toxiproxy, and nothing of this machine bind-mounted but the run folder.
 
 Three images, each built only when the engine lacks its tag (a hash of everything that went in):
-- `pschaos-debian:<hash>`: Debian bookworm made here with Debian's `debootstrap` (minbase, with
-  python3, python3-venv, etcd-server and ca-certificates) and `docker import`: no registry is
-  reachable where pschaos runs its tests. `PSCHAOS_DOCKER_BASE` names another base instead, e.g. `python:3.11-slim-bookworm` on a machine that can pull: one
-  with `python3 -m venv`; etcd comes from its apt when it has none.
+- the base (harness/backends/docker/debian.py): Debian bookworm made here with debootstrap, or
+  a python:3.11 base where the engine can pull one;
 - `pschaos-deps:<hash>`: a venv at /opt/pschaos with pschaos's requirements, each pinned to the
-  version installed here, from the package index (the machine's pip settings passed on).
-- `pschaos:<hash>`: the deps image, the pschaos wheel (`--no-deps`) and the Toxiproxy server.
-  A changed wheel is a new tag, a few seconds to build; unchanged, nothing is built.
-The recipe is docker/Dockerfile; docs/docker.md tells how to build it by hand.
+  version installed here, from the package index the host's pip uses (its index URLs, trusted
+  hosts, proxies and CA bundle passed on). PyTorch makes this minutes, once per set of versions;
+- `pschaos:<hash>`: the deps image with this pschaos's wheel (`--no-deps`) and the host's own
+  etcd and Toxiproxy binaries (static Go programs: the etcd the host would run, 3.5 when
+  PSCHAOS_ETCD names it, is the one the containers run). A changed source is a new tag, seconds.
+The recipe is docker/Dockerfile (this package's Dockerfile); docs/docker.md tells how to build it
+by hand.
 """
 from __future__ import annotations
 
 import fcntl
 import hashlib
 import os
+import re
 import shutil
-import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Callable
 
-from pschaos.harness.errors import HarnessError, MissingDependency
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.backends.docker.debian import base_image, have
 from pschaos.harness.backends.docker.engine import LABEL_KIND
-from pschaos.harness.backends.docker.wheel import pinned_requirements, pschaos_wheel, source_digest
+from pschaos.harness.backends.docker.wheel import pinned_requirements, pschaos_wheel, source_digest, staged_sources
 from pschaos.harness.machinery import tools
 
-RECIPE = "pschaos-image/1"          # bump when a recipe below changes meaning
-BASE_REPO, DEPS_REPO, APP_REPO = "pschaos-debian", "pschaos-deps", "pschaos"
-SUITE, MIRROR = "bookworm", "http://deb.debian.org/debian"
-PACKAGES = ("python3", "python3-venv", "etcd-server", "ca-certificates")
+RECIPE = "pschaos-image/2"          # bump when the meaning of a step below changes
+DEPS_REPO, APP_REPO = "pschaos-deps", "pschaos"
 DOCKERFILE = Path(__file__).with_name("Dockerfile")     # docker/Dockerfile links to it
-KEEP_APP_IMAGES = 4                 # older app images are removed (unused ones)
-KEEP_DEPS_IMAGES = 2                # and older deps images (PyTorch: several GB each)
+KEEP = {APP_REPO: 4, DEPS_REPO: 2}  # newest images kept of each (deps: PyTorch, GB each)
+PRUNE_AFTER_S = 24 * 3600           # and none younger than this (another run may be about to use it)
+AUTO_TAG = re.compile(r"^[0-9a-f]{16}$")   # only the tags made here are pruned, never a user's pschaos:local
+PASSED_ON = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_DEFAULT_TIMEOUT",
+             "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 Say = Callable[[str], None]
 
 
 def _tag(repo: str, *parts: str | bytes) -> str:
-    h = hashlib.sha256(RECIPE.encode())
+    h = hashlib.sha256(RECIPE.encode() + DOCKERFILE.read_bytes())
     for p in parts:
         h.update(p if isinstance(p, bytes) else p.encode())
         h.update(b"\0")
     return f"{repo}:{h.hexdigest()[:16]}"
 
 
-def _have(client: Any, tag: str) -> bool:
-    docker = sys.modules["docker"]
-    try:
-        client.images.get(tag)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
-
-
-def debian_base(client: Any, say: Say) -> str:
-    """The debootstrap base's tag, made and imported when the engine lacks it (about 70 s)."""
-    tag = _tag(BASE_REPO, SUITE, MIRROR, *PACKAGES)
-    if _have(client, tag):
-        return tag
-    exe = shutil.which("debootstrap")
-    if exe is None:
-        raise MissingDependency("debootstrap is not installed (it makes the docker backend's Debian base); "
-                                "install it with: apt-get install -y debootstrap   (or name a base you can pull: "
-                                "PSCHAOS_DOCKER_BASE=python:3.11-slim-bookworm)")
-    say(f"making the Debian base {tag} with debootstrap ({SUITE}, minbase; about a minute)")
-    with tempfile.TemporaryDirectory(prefix="pschaos-rootfs-", dir="/var/tmp") as tmp:
-        root = Path(tmp) / "root"
-        out = subprocess.run([exe, "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(root), MIRROR],
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            raise HarnessError(f"debootstrap {SUITE} failed (exit {out.returncode}): "
-                               f"{(out.stderr or out.stdout).strip()[-400:]}; is {MIRROR} reachable?")
-        shutil.rmtree(root / "var" / "cache" / "apt" / "archives", ignore_errors=True)
-        tar = Path(tmp) / "root.tar"
-        subprocess.run(["tar", "-C", str(root), "--numeric-owner", "-cf", str(tar), "."], check=True)
-        repo, version = tag.split(":")
-        client.api.import_image_from_file(str(tar), repository=repo, tag=version,
-                                          changes=[f"LABEL {LABEL_KIND}=base-image", "CMD [\"/bin/sh\"]"])
-    return tag
-
-
 def _pip_settings(build: Path) -> dict[str, str]:
-    """The machine's pip settings a build needs to reach the same index: index URLs, trusted
-    hosts, timeout, and the CA bundle pip is told to trust (copied into the context's build/)."""
-    args = {k: v for k in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_DEFAULT_TIMEOUT")
-            if (v := os.environ.get(k))}
+    """Build args from the machine's pip and proxy settings, and the CA bundle pip is told to
+    trust (copied into the context's build/). Credentials in an index URL would be visible in
+    the image's history: docs/docker.md says to use a netrc-free index or a pip.conf instead."""
+    args = {k: v for k in PASSED_ON if (v := os.environ.get(k))}
     cert = os.environ.get("PIP_CERT") or os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("SSL_CERT_FILE")
     if cert and Path(cert).is_file():
         shutil.copyfile(cert, build / "pip-cert.pem")
@@ -109,15 +77,15 @@ def _build(client: Any, ctx: Path, tag: str, args: dict[str, str], say: Say) -> 
                 say(f"  {line[:120]}")
         if "error" in chunk:
             raise HarnessError(f"building {tag} failed: {chunk['error'].strip()}\n" + "\n".join(tail[-12:]))
-    if not _have(client, tag):
+    if not have(client, tag):
         raise HarnessError(f"building {tag} ended without the image; the build's last lines:\n" + "\n".join(tail[-12:]))
 
 
 def deps_image(client: Any, base: str, say: Say) -> str:
-    """pschaos's requirements in a venv on `base` (minutes the first time: PyTorch)."""
+    """pschaos's requirements in a venv on `base` (keyed by the base's content, not its name)."""
     reqs = pinned_requirements()
-    tag = _tag(DEPS_REPO, base, *reqs)
-    if _have(client, tag):
+    tag = _tag(DEPS_REPO, client.images.get(base).id, *reqs)
+    if have(client, tag):
         return tag
     say(f"building {tag}: pschaos's {len(reqs)} requirements, pinned, on {base} (PyTorch makes it minutes)")
     with tempfile.TemporaryDirectory(prefix="pschaos-deps-") as tmp:
@@ -125,38 +93,61 @@ def deps_image(client: Any, base: str, say: Say) -> str:
         build.mkdir()
         (build / "requirements.txt").write_text("\n".join(reqs) + "\n")
         _build(client, Path(tmp), tag, {"FROM": base, **_pip_settings(build)}, say)
-    _prune(client, DEPS_REPO, tag, KEEP_DEPS_IMAGES)     # several GB each
     return tag
 
 
 def app_image(client: Any, deps: str, say: Say) -> str:
-    """The deps image with this pschaos's wheel and the Toxiproxy server (seconds)."""
-    toxi = Path(tools.need("toxiproxy-server"))
-    tag = _tag(APP_REPO, deps, source_digest(), toxi.read_bytes())
-    if _have(client, tag):
-        return tag
+    """The deps image with this pschaos's wheel and the host's etcd and Toxiproxy (seconds).
+    The sources are staged once: the tag's digest and the wheel come from the same copy, so an
+    edit while this runs cannot put other code under the tag."""
+    toxi, etcd = Path(tools.need("toxiproxy-server")), Path(tools.need("etcd"))
     with tempfile.TemporaryDirectory(prefix="pschaos-app-") as tmp:
-        build = Path(tmp) / "build"
-        build.mkdir()
-        wheel = pschaos_wheel(build)
-        say(f"building {tag}: {wheel.name} on {deps}")
+        src = staged_sources(Path(tmp) / "src")
+        tag = _tag(APP_REPO, deps, source_digest(src), toxi.read_bytes(), etcd.read_bytes())
+        if have(client, tag):
+            return tag
+        build = Path(tmp) / "ctx" / "build"
+        build.mkdir(parents=True)
+        wheel = pschaos_wheel(build, src)
+        say(f"building {tag}: {wheel.name}, etcd and Toxiproxy on {deps}")
         shutil.copyfile(toxi, build / "toxiproxy-server")
-        _build(client, Path(tmp), tag, {"FROM": deps, "WHEEL_DEPS": "0"}, say)
-    _prune(client, APP_REPO, tag, KEEP_APP_IMAGES)
+        shutil.copyfile(etcd, build / "etcd")
+        _build(client, build.parent, tag, {"FROM": deps, "WHEEL_DEPS": "0"}, say)
     return tag
 
 
-def _prune(client: Any, repo: str, keep: str, newest: int) -> None:
-    """Remove all but the `newest` images of `repo` (`keep` among them); one a container or a
-    newer image still uses is refused by the engine and stays."""
-    docker = sys.modules["docker"]
-    images = [im for im in client.images.list(name=repo) if keep not in im.tags]
-    images.sort(key=lambda im: im.attrs.get("Created", ""), reverse=True)
-    for im in images[newest - 1:]:
-        try:
-            client.images.remove(im.id)
-        except docker.errors.APIError:
-            pass
+def prune(client: Any, keep: set[str]) -> list[str]:
+    """Remove the older images made here: beyond the newest KEEP of each repository, none younger
+    than PRUNE_AFTER_S, only tags of the form made here, never one in `keep`. Best effort: an image
+    a container uses is refused by the engine and stays, and no error fails the run."""
+    gone = []
+    try:
+        for repo, n in KEEP.items():
+            ims = [im for im in client.images.list(name=repo, filters={"label": f"{LABEL_KIND}=image"})
+                   if im.tags and all(t.split(":", 1)[0] == repo and AUTO_TAG.match(t.split(":", 1)[1]) for t in im.tags)
+                   and not keep & set(im.tags)]
+            ims.sort(key=lambda im: im.attrs.get("Created", ""), reverse=True)
+            for im in ims[max(0, n - 1):]:
+                if time.time() - _created(im) < PRUNE_AFTER_S:
+                    continue
+                try:
+                    client.images.remove(im.id)
+                    gone.append(im.tags[0])
+                except Exception:  # noqa: BLE001 - in use, or the engine slow: it stays
+                    pass
+    except Exception:  # noqa: BLE001 - pruning never fails a run
+        pass
+    return gone
+
+
+def _created(im: Any) -> float:
+    from datetime import datetime
+
+    raw = str(im.attrs.get("Created", ""))
+    try:
+        return datetime.fromisoformat(raw[:26].rstrip("Z") + "+00:00").timestamp()
+    except ValueError:
+        return time.time()
 
 
 def ensure_self_contained(client: Any, base: str | None = None, say: Say | None = None) -> str:
@@ -166,8 +157,10 @@ def ensure_self_contained(client: Any, base: str | None = None, say: Say | None 
     lock = Path(tempfile.gettempdir()) / "pschaos-image-build.lock"
     with open(lock, "a") as fd:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        base = base or os.environ.get("PSCHAOS_DOCKER_BASE") or debian_base(client, say)
-        return app_image(client, deps_image(client, base, say), say)
+        deps = deps_image(client, base or base_image(client, say), say)
+        app = app_image(client, deps, say)
+        prune(client, {app, deps})
+        return app
 
 
-__all__ = ["ensure_self_contained", "debian_base", "deps_image", "app_image"]
+__all__ = ["app_image", "deps_image", "ensure_self_contained", "prune"]

@@ -1,4 +1,6 @@
-"""The default image: built locally, with no pull, in well under a second, cached by content.
+"""The bind-mounted image (`cluster.image: host`): built locally, with no pull, in well under a
+second, cached by content. The default is the self-contained image (build.py); this one is the
+fast option while developing pschaos, and tests this machine in a cgroup, not an artifact.
 
 No registry is reachable where pschaos runs, and the code under test already lives on this
 machine, so the image carries nothing but a root skeleton (merged-/usr symlinks, empty mount
@@ -9,7 +11,7 @@ checkout (an editable install). The same paths inside and out mean the configs, 
 files the process backend writes work unchanged.
 
 The tag carries a hash of the tar and of this recipe, so a changed skeleton is a new image and an
-unchanged one is built once per engine. Users with a registry build docker/Dockerfile instead.
+unchanged one is built once per engine.
 """
 from __future__ import annotations
 

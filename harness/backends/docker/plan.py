@@ -14,6 +14,7 @@ name one (`PSCHAOS_DOCKER_IMAGE=host make test-docker`).
 from __future__ import annotations
 
 import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,15 +47,19 @@ class ImagePlan:
 
     def command(self, argv: list[str]) -> list[str]:
         """`argv` as it runs in the image: the host's Python is the image's `python3`, the host's
-        etcd and Toxiproxy binaries (wherever PSCHAOS_ETCD or tools/bin put them) the image's."""
+        etcd and Toxiproxy (wherever PSCHAOS_ETCD or tools/bin put them) the image's, which the
+        self-contained image copied from those very binaries (harness/backends/docker/build.py)."""
         if self.bind_host or not argv:
             return list(argv)
-        exe = argv[0]
-        if exe == sys.executable or Path(exe).name.startswith("python"):
+        exe, name = argv[0], Path(argv[0]).name
+        if exe == sys.executable or re.fullmatch(r"python(3(\.\d+)?)?", name):
             return ["python3", *argv[1:]]
         for tool in TOOLS:
-            if exe == tools.find(tool) or Path(exe).name.startswith(tool):
+            if exe == tools.find(tool) or name == tool or name.startswith(tool + "-"):   # etcd-3.5, not etcdctl
                 return [tool, *argv[1:]]
+        if Path(exe).is_absolute():
+            raise HarnessError(f"{exe}: a program of this machine, which the image {self.tag} does not have; "
+                               "the docker backend runs python3, etcd and toxiproxy-server from the image")
         return list(argv)
 
 
@@ -74,15 +79,15 @@ def plan(client: Any, name: str | None) -> ImagePlan:
         return ImagePlan(ensure_self_contained(client), False)
     docker = sys.modules["docker"]
     try:
-        client.images.get(name)
+        image = client.images.get(name)
     except docker.errors.ImageNotFound:
         try:
-            client.images.pull(name)
+            image = client.images.pull(name)
         except docker.errors.APIError as e:
             raise HarnessError(f"cluster.image {name!r}: the engine has no such image and could not pull it "
                                f"({e.explanation or e}); build it with docker/Dockerfile (docs/docker.md), or leave "
                                "cluster.image out for the image pschaos builds itself") from None
-    return ImagePlan(name, False)
+    return ImagePlan(image.id, False)      # by id: a tag moved during the run changes none of its containers
 
 
 __all__ = ["HOST", "ImagePlan", "chosen", "plan"]

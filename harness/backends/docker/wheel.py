@@ -13,7 +13,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -44,44 +43,56 @@ def pinned_requirements(dist_name: str = "pschaos") -> list[str]:
     return sorted(set(out))
 
 
-def source_digest(dist_name: str = "pschaos") -> bytes:
-    """A digest of what the wheel would hold, without building it (a build takes seconds, and
-    every docker run asks): a checkout's source files (names and bytes), else the installed
-    distribution's RECORD (each file's hash). The same code gives the same digest."""
+def staged_sources(dest: Path) -> Path | None:
+    """A copy of what the wheel is built from (a checkout's package folders and the files its
+    metadata reads), or None for an installed pschaos (its wheel is packed from its files)."""
+    if not CHECKOUT:
+        return None
+    dest.mkdir(parents=True)
+    for name in SOURCES:
+        p = REPO / name
+        if p.is_dir():
+            shutil.copytree(p, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        elif p.is_file():
+            shutil.copy2(p, dest / name)
+    return dest
+
+
+def source_digest(src: Path | None, dist_name: str = "pschaos") -> bytes:
+    """A digest of what the wheel holds, without building it (a build takes seconds, and every
+    docker run asks): the staged sources' names and bytes, else the installed distribution's
+    RECORD (each installed file's hash). The same code gives the same digest."""
     h = hashlib.sha256()
-    if CHECKOUT and dist_name == "pschaos":
-        for name in SOURCES:
-            p = REPO / name
-            files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file()
-                                                    and "__pycache__" not in f.parts and f.suffix != ".pyc")
-            for f in files:
-                h.update(str(f.relative_to(REPO)).encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    if src is not None:
+        for f in sorted(f for f in src.rglob("*") if f.is_file()):
+            h.update(str(f.relative_to(src)).encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
         return h.digest()
     dist = metadata.distribution(dist_name)
     h.update(f"{dist_name} {dist.version}\0".encode() + (dist.read_text("RECORD") or "").encode())
     return h.digest()
 
 
-def pschaos_wheel(out: Path) -> Path:
-    """This pschaos's wheel, written into `out`."""
-    if not CHECKOUT:
+def pschaos_wheel(out: Path, src: Path | None) -> Path:
+    """This pschaos's wheel, written into `out`: built from the staged sources `src` (without
+    build isolation when this venv has setuptools, else isolated), or packed from the installed
+    files when there are none."""
+    if src is None:
         return repack(out)
-    with tempfile.TemporaryDirectory(prefix="pschaos-src-") as tmp:
-        # built from a copy: setuptools writes build/ and *.egg-info beside the sources it builds
-        src = Path(tmp) / "src"
-        src.mkdir()
-        for name in SOURCES:
-            p = REPO / name
-            if p.is_dir():
-                shutil.copytree(p, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-            elif p.is_file():
-                shutil.copy2(p, src / name)
-        r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(out), str(src)], capture_output=True, text=True)
-    wheels = sorted(out.glob("pschaos-*.whl"))
-    if r.returncode != 0 or not wheels:
-        raise HarnessError(f"pip wheel {REPO} failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-600:]}")
-    return wheels[0]
+    tries = [["--no-build-isolation"], []] if _has_setuptools() else [[]]
+    for isolation in tries:
+        r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-q", "-w", str(out),
+                            str(src)], capture_output=True, text=True)
+        wheels = sorted(out.glob("pschaos-*.whl"))
+        if r.returncode == 0 and wheels:
+            return wheels[0]
+    raise HarnessError(f"pip wheel {REPO} failed (exit {r.returncode}): {(r.stderr or r.stdout).strip()[-600:]}")
+
+
+def _has_setuptools() -> bool:
+    try:
+        return int(metadata.version("setuptools").split(".")[0]) >= 61
+    except (metadata.PackageNotFoundError, ValueError):
+        return False
 
 
 def repack(out: Path, dist_name: str = "pschaos") -> Path:
@@ -108,4 +119,4 @@ def repack(out: Path, dist_name: str = "pschaos") -> Path:
     return path
 
 
-__all__ = ["pinned_requirements", "pschaos_wheel", "repack", "source_digest"]
+__all__ = ["pinned_requirements", "pschaos_wheel", "repack", "source_digest", "staged_sources"]

@@ -82,7 +82,7 @@ def _names(raw: str | None, known: list[str], what: str) -> list[str] | None:
 def validate(args: argparse.Namespace, zoo: list[Mutant]) -> tuple[list[Mutant], list[str]]:
     """The mutants and the suite to run, or BadInput naming the flag, the value and the fix."""
     if args.backend not in BACKENDS:
-        why = (" (a container runs the image built from the checkout: a mutant's copy cannot change it)"
+        why = (" (each mutant would need an image of its own: minutes of image build per mutant)"
                if args.backend == "docker" else "")
         raise BadInput(f"--backend {args.backend!r}: selftest runs on {' or '.join(BACKENDS)}{why}")
     for flag, val in (("--seeds", args.seeds), ("-j", args.par)):

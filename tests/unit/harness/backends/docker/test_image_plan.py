@@ -31,7 +31,9 @@ def test_host_programs_become_the_images_own(tmp_path, monkeypatch):
         ["python3", "-m", "pschaos.psnodes.serve", "--config", "c.json"]
     assert p.command([str(tmp_path / "etcd-3.5"), "--name", "etcd"]) == ["etcd", "--name", "etcd"]
     assert p.command(["/opt/x/tools/bin/toxiproxy-server", "-port", "1"]) == ["toxiproxy-server", "-port", "1"]
-    assert p.command(["/bin/true"]) == ["/bin/true"]
+    assert p.command(["sh", "-c", "true"]) == ["sh", "-c", "true"]
+    with pytest.raises(Exception, match="/usr/bin/etcdctl: a program of this machine"):
+        p.command(["/usr/bin/etcdctl", "get", "x"])
 
 
 def test_the_host_plan_keeps_the_host_paths(tmp_path):
@@ -83,7 +85,7 @@ def test_a_repacked_installed_distribution_is_a_wheel_with_its_record(tmp_path):
     assert any(n.endswith(".dist-info/METADATA") for n in names) and "simpy/__init__.py" in names
     assert not any("__pycache__" in n for n in names)
     assert "simpy/__init__.py,sha256=" in record
-    assert source_digest("simpy") == source_digest("simpy") and source_digest() == source_digest()
+    assert source_digest(None, "simpy") == source_digest(None, "simpy")
 
 
 def test_the_recipe_ships_with_the_package():
@@ -114,3 +116,49 @@ def test_a_pause_the_freezer_gave_up_on_is_tried_again_and_other_errors_are_not(
     refusals[:] = ["Internal Server Error: something else"]
     with pytest.raises(docker.errors.APIError, match="something else"):
         h._pause()
+
+
+def test_the_app_tag_follows_the_staged_sources_byte_for_byte(tmp_path):
+    from pschaos.harness.backends.docker.wheel import staged_sources
+    if not tools.CHECKOUT:
+        pytest.skip("needs a checkout of pschaos (an installed one digests its RECORD)")
+    src = staged_sources(tmp_path / "src")
+    first = source_digest(src)
+    assert source_digest(src) == first
+    (src / "harness" / "new_file.py").write_text("x = 1\n")
+    assert source_digest(src) != first
+
+
+def test_prune_spares_a_users_tag_and_young_images(monkeypatch):
+    from pschaos.harness.backends.docker import build
+
+    removed = []
+    old = "2000-01-01T00:00:00.000000000Z"
+    ims = [SimpleNamespace(id=f"id{i}", tags=[t], attrs={"Created": old}) for i, t in enumerate(
+        ["pschaos:0123456789abcdef", "pschaos:1123456789abcdef", "pschaos:2123456789abcdef",
+         "pschaos:3123456789abcdef", "pschaos:4123456789abcdef", "pschaos:local"])]
+    young = SimpleNamespace(id="young", tags=["pschaos:5123456789abcdef"], attrs={"Created": "2999-01-01T00:00:00Z"})
+    client = SimpleNamespace(images=SimpleNamespace(
+        list=lambda name, filters: [young, *ims] if name == "pschaos" else [],
+        remove=lambda i: removed.append(i)))
+    build.prune(client, keep={"pschaos:0123456789abcdef"})
+    assert "young" not in removed and "id5" not in removed and "id0" not in removed
+    assert removed and all(r in {"id1", "id2", "id3", "id4"} for r in removed)
+
+
+def test_a_killed_builds_rootfs_is_unmounted_before_it_is_removed(tmp_path):
+    """A debootstrap killed mid-way leaves its /proc mounted in the rootfs: the remove unmounts it
+    first, never reaching through a mount."""
+    import os
+    import subprocess
+
+    from pschaos.harness.backends.docker.debian import remove_rootfs
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    proc = tmp_path / "root" / "proc"
+    proc.mkdir(parents=True)
+    subprocess.run(["mount", "-t", "tmpfs", "none", str(proc)], check=True)
+    (proc / "inside").write_text("x")
+    remove_rootfs(tmp_path)
+    assert not tmp_path.exists()
+    assert str(proc) not in Path("/proc/mounts").read_text()
