@@ -157,10 +157,33 @@ def ensure_self_contained(client: Any, base: str | None = None, say: Say | None 
     lock = Path(tempfile.gettempdir()) / "pschaos-image-build.lock"
     with open(lock, "a") as fd:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        before = {t for im in client.images.list(name=APP_REPO) for t in im.tags}
         deps = deps_image(client, base or base_image(client, say), say)
         app = app_image(client, deps, say)
+        if app not in before:
+            settle(client, app, say)
         prune(client, {app, deps})
         return app
+
+
+def settle(client: Any, tag: str, say: Say) -> None:
+    """After a build: wait for the kernel to write the new layers out (gigabytes after the deps
+    step; until then every fsync on this disk, etcd's WAL first, waits behind them: the first
+    docker run after a fresh image once found no primary within 30 s), then start the image once
+    (the imports a node and a worker make, with their versions) so that a broken image fails here,
+    naming itself, and the first run finds its files in the page cache."""
+    t = time.monotonic()
+    os.sync()
+    probe = ("import pschaos, pschaos.psnodes.serve, pschaos.psnodes.worker, torch, grpc; "
+             "from importlib.metadata import version; print(version('pschaos'), torch.__version__)")
+    docker = sys.modules["docker"]
+    try:
+        out = client.containers.run(tag, ["python3", "-c", probe], network_mode="host", remove=True,
+                                    labels={LABEL_KIND: "image-check"})
+    except docker.errors.ContainerError as e:
+        raise HarnessError(f"the image {tag} was built but does not start pschaos: "
+                           f"{(e.stderr or b'').decode(errors='replace')[-600:]}") from None
+    say(f"{tag} checked (pschaos and torch {out.decode().strip()}) in {time.monotonic() - t:.0f} s")
 
 
 __all__ = ["app_image", "deps_image", "ensure_self_contained", "prune"]
