@@ -1,5 +1,6 @@
 """doctor, cluster up/down, clean: the commands a user types first, with real processes."""
 import json
+import re
 import os
 import subprocess
 import sys
@@ -67,6 +68,8 @@ def test_demo_prints_the_failover_and_the_outcome(tmp_path):
     p = subprocess.run(CLI + ["demo", "--seed", "2", "--out", str(tmp_path / "demo")], capture_output=True, text=True,
                        timeout=300, cwd=REPO)
     assert p.returncode == 0, p.stdout + p.stderr[-2000:]
-    assert "(primary of shard 0); shard 0 acked again at epoch 2 after" in p.stdout
+    # the epoch is 2 unless a loaded machine failed the shard over before the kill (a primary whose
+    # etcd lease could not be renewed in time steps down: seen in CI with etcd answering in 0.7 s)
+    assert re.search(r"\(primary of shard 0\); shard 0 acked again at epoch \d+ after [\d.]+ ms", p.stdout), p.stdout
     assert "lost: 0" in p.stdout and "verdict: PASS" in p.stdout
     assert {"report.json", "report.html", "junit.xml", "summary.md"} <= {f.name for f in (tmp_path / "demo").iterdir()}

@@ -69,6 +69,8 @@ def test_calls_reuse_one_connection_and_post_the_json(gw):
     assert [p for p, _, _ in gw.posts] == ["/v3/kv/range"] * 5
     assert len({port for _, _, port in gw.posts}) == 1
     assert gw.posts[0][1] == b'{"key": "L2s="}'
+    conn = e.http._idle[0]            # no Nagle: the body never waits for the ACK of the headers
+    assert conn.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
     e.close()
 
 
