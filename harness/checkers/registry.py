@@ -10,11 +10,13 @@ from pschaos.harness.checkers.spurious import no_spurious_failovers
 from pschaos.harness.checkers.training import converged
 from pschaos.harness.checkers.updates import counters_match, linearizable_reads, no_lost_updates
 from pschaos.harness.checkers.migration import single_owner
+from pschaos.harness.checkers.jobs import (for_jobs, job_exactly_once, job_no_lost_acks, lost_work_bounded,
+                                           no_silent_hang, restarts_bounded, resume_exact)
 
 CHECKERS = {
-    "no-lost-acks": no_lost_acks,
+    "no-lost-acks": for_jobs(no_lost_acks, job_no_lost_acks),
     "single-primary": single_primary,
-    "exactly-once": exactly_once,
+    "exactly-once": for_jobs(exactly_once, job_exactly_once),
     "replicas-match": replicas_match,
     "converged": converged,
     "catch-up-by-delta": catch_up_by_delta,
@@ -34,4 +36,8 @@ CHECKERS = {
     "linearizable-reads": linearizable_reads,
     "single-owner": single_owner,
     "no-spurious-failovers": no_spurious_failovers,
+    "resume-exact": resume_exact,
+    "lost-work-bounded": lost_work_bounded,
+    "no-silent-hang": no_silent_hang,
+    "restarts-bounded": restarts_bounded,
 }

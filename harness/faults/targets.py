@@ -14,7 +14,7 @@ import re
 
 from pschaos.harness.errors import HarnessError
 
-NODE = r"(shard-\d+/\d+|worker-\d+|etcd|nodes|workers|(primary|replica)\(shard=(\d+|any)\)|replicas\(shard=(\d+|any)\)|shard\((\d+|any)\)|worker\((\d+|any)\))"
+NODE = r"(shard-\d+/\d+|worker-\d+|rank-\d+|ps-\d+|agent|chief|coordinator|etcd|nodes|workers|(primary|replica)\(shard=(\d+|any)\)|replicas\(shard=(\d+|any)\)|shard\((\d+|any)\)|worker\((\d+|any)\))"
 NODE_RE = re.compile(f"^{NODE}$")
 LINK_RE = re.compile(f"^{NODE}(->|<->){NODE}$")
 # Jepsen's partition shapes over one shard's copies and etcd, drawn from the run's seed at fault time

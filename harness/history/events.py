@@ -62,7 +62,8 @@ def merge(t0: float, sources: list[Path], out: Path) -> list[dict]:
     return events
 
 
-STEP_EVENTS = ('"train-step"', '"workload-step"')    # a psnodes worker's, an adapted system's worker's
+# a psnodes worker's, an adapted system's worker's, a training job's shim's
+STEP_EVENTS = ('"train-step"', '"workload-step"', '"f": "step", "value"')
 
 
 class StepWatcher:

@@ -182,9 +182,9 @@ class Proc(Signals):
     """One named child process with its log file."""
 
     def __init__(self, name: str, argv: list[str], log: Path, run_id: str, owner: int | None = None,
-                 detach: bool = False) -> None:
+                 detach: bool = False, extra_env: dict[str, str] | None = None) -> None:
         self.name, self.argv, self.log_path = name, argv, log
-        env = dict(os.environ, **run_env(run_id, owner))
+        env = dict(os.environ, **(extra_env or {}), **run_env(run_id, owner))
         log.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log, "ab")
         self.popen = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=env,

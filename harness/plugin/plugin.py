@@ -78,7 +78,7 @@ class ScenarioItem(pytest.Item):
         self.add_marker(pytest.mark.pschaos_scenario)
 
     def runtest(self) -> None:
-        from pschaos.harness.backends.adapters import system_named
+        from pschaos.harness.backends.systems import system_named
         from pschaos.harness.errors import HarnessError
         from pschaos.harness.faults.container import container_kinds_of
         from pschaos.harness.run.runner import Runner

@@ -9,6 +9,8 @@ from pschaos.reports.bounds import holds, parse, value_at
 from pschaos.reports.percentiles import failover_stats  # one rule for a run's metrics and the aggregates
 
 from pschaos.harness.checkers.acks import no_lost_acks
+from pschaos.harness.checkers.goodput import job_goodput
+from pschaos.harness.checkers.jobs import job_no_lost_acks
 from pschaos.harness.checkers.base import by_f
 from pschaos.harness.checkers.failover import failover_times
 from pschaos.harness.checkers.migration import migration_metrics
@@ -58,13 +60,16 @@ def watch_reads(history: list[dict]) -> tuple[int | None, float | None]:
 def compute(history: list[dict], ctx: dict) -> dict:
     oks = by_f(history, "push", "ok")
     updates = by_f(history, "update", "ok")       # an adapted system's acknowledged updates
-    lost = no_lost_updates(history, ctx) if updates else no_lost_acks(history, ctx)
+    if "job" in ctx:            # a training job: its audit and its goodput (checkers/jobs.py, goodput.py)
+        lost = job_no_lost_acks(history, ctx)
+    else:
+        lost = no_lost_updates(history, ctx) if updates else no_lost_acks(history, ctx)
     fo = failover_times(history)
     done = [e["value"]["final_loss"] for e in by_f(history, "train-done") if e["value"].get("final_loss") is not None]
     syncs = [e["value"] for e in by_f(history, "sync")]
     pulls = [e["value"].get("pulled_bytes", 0) for e in by_f(history, "train-step")]
     return {
-        "acked_updates": len(oks) + len(updates),
+        "acked_updates": len(oks) + len(updates) + len({e["value"]["step"] for e in by_f(history, "step", "ok")}),
         "lost_acked_updates": lost.details.get("lost") if lost.valid != "unknown" else None,
         "failovers": failovers(history, adapted=ctx.get("system", "psnodes") != "psnodes"),
         "failover_ms": failover_stats([f["ms"] for f in fo]),
@@ -88,6 +93,7 @@ def compute(history: list[dict], ctx: dict) -> dict:
         "steps": sum(e["value"]["steps"] for e in by_f(history, "train-done")),
         "first_step_s": next((round(e["t"], 3) for e in by_f(history, "train-step")), None),
         **migration_metrics(history),
+        **(job_goodput(history) if "job" in ctx else {}),
     }
 
 

@@ -29,7 +29,7 @@ from pschaos.harness.run.progress import Progress
 from pschaos.harness.run.nemesis import schedule as nemesis_schedule
 from pschaos.harness.run.scenario import Scenario
 from pschaos.harness.faults.targets import resolve
-from pschaos.harness.backends.adapters import system_named
+from pschaos.harness.backends.systems import system_named
 
 
 @dataclass
@@ -126,8 +126,9 @@ class Runner(RunReport):
         trapped = (signal.SIGINT, signal.SIGTERM) if threading.current_thread() is threading.main_thread() else ()
         prev = {sig: signal.signal(sig, self._on_term) for sig in trapped}   # SIGINT too: a shell may have
         try:                                                               # left it ignored (a background job)
-            self.say(f"{self.sc.name}: seed {self.seed}, starting {self.sc.cluster.shards}x{self.sc.cluster.copies} "
-                     f"cluster and {self.sc.cluster.workers} workers ({self.backend_name})")
+            what = (f"{self.system.name}" if hasattr(self.system, "job") else
+                    f"{self.sc.cluster.shards}x{self.sc.cluster.copies} cluster and {self.sc.cluster.workers} workers")
+            self.say(f"{self.sc.name}: seed {self.seed}, starting {what} ({self.backend_name})")
             w = self.sc.workload
             # how fast the host's cores ran while the workers trained (real runs only: a sim run's
             # timings come from its calibration; hostspeed.py)

@@ -16,42 +16,21 @@ from pydantic import Field, ValidationError, ValidationInfo, field_validator, mo
 from pschaos.reports.bounds import parse
 from pschaos.reports.yamlpos import line_of
 
-from pschaos.harness.backends.adapters import SYSTEMS, adapter_class
+from pschaos.harness.backends.systems import SYSTEMS, is_job, system_class as adapter_class
 from pschaos.harness.backends.cluster import ClusterSpec, Strict
 from pschaos.harness.errors import HarnessError, ScenarioError
 
 from pschaos.harness.faults import ALL_KINDS, LINK_KINDS, params_error
 from pschaos.harness.faults.registry import NO_TARGET
 from pschaos.harness.faults.targets import is_link_target, valid_target
+from pschaos.harness.run.systems_fit import (ADAPTED_CLUSTER_FIELDS, ADAPTED_KINDS, adapted_target_error,
+                                              job_problem)
 
 CHECKS = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "converged", "catch-up-by-delta",
           "failover-budget", "delta-complete", "pulled-copy-matches", "monotone-reads", "staleness",
           "barrier-live", "checkpoints-atomic", "checkpoints-monotone", "stops-acking", "converge-baseline", "losses-accounted",
           "no-lost-updates", "counters-match", "linearizable-reads", "single-owner",
-          "no-spurious-failovers")
-# the fault kinds an adapted system takes (harness/backends/adapters/backend.py, portcut.py)
-ADAPTED_KINDS = ("kill", "stop", "restart", "pause", "partition", "loss")
-ADAPTED_CLUSTER_FIELDS = {"shards", "copies", "workers"}      # the rest of cluster is psnodes' own
-
-
-def adapted_target_error(target: str, params: dict, copies: int) -> str | None:
-    """What an adapted system cannot do with this fault, said with the fix; None if it can. Its
-    fault targets are its data nodes `shard-0/<r>` (or selectors of them); its workers are
-    threads of the harness, and it has no `etcd` or `toxiproxy` of pschaos'."""
-    if "during" in params:
-        return (f"params.during: {params['during']!r} times a kill to a psnodes protocol moment; an adapted "
-                "system has none; remove during and give the fault a time or step")
-    for n in re.findall(r"worker-\d+|\b(?:workers|etcd|toxiproxy)\b", target):
-        return (f"target: {target!r}: {n} is not a node of an adapted system (its workers run inside the "
-                f"harness); target its data nodes, shard-0/0 .. shard-0/{copies - 1}, or a selector such as "
-                "primary(shard=0)")
-    for m in re.finditer(r"shard-(\d+)/(\d+)", target):
-        if int(m.group(1)) != 0 or int(m.group(2)) >= copies:
-            return (f"target: {target!r}: {m.group(0)} is not a data node; an adapted system has shard-0/0 .. "
-                    f"shard-0/{copies - 1}")
-    return None
-
-
+          "no-spurious-failovers", "resume-exact", "lost-work-bounded", "no-silent-hang", "restarts-bounded")
 class Workload(Strict):
     steps: int = Field(300, ge=1, le=1_000_000)
     duration_s: float | None = Field(None, gt=0, le=3600)
@@ -297,6 +276,11 @@ class Scenario(Strict):
             self.cluster.max_shards = max(self.cluster.max_shards, *counts)
             return self
         a = adapter_class(self.system)
+        if is_job(self.system):
+            problem = job_problem(self, a)
+            if problem:
+                raise ValueError(problem)
+            return self
         if self.cluster.shards != 1:
             raise ValueError(f"cluster.shards: {self.system} runs one group; set shards: 1")
         if "checks" not in self.expect.model_fields_set:

@@ -27,11 +27,11 @@ docs/adapters.md has a complete example; `redis_sentinel.py` and `etcd_cluster.p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from difflib import get_close_matches
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from pschaos.harness.machinery.ports import free_ports
+from pschaos.harness.backends.options import OptionsMixin
 from pschaos.harness.backends.adapters.portcut import port_matches
 
 
@@ -74,7 +74,7 @@ class Client(Protocol):
         ...
 
 
-class Adapter:
+class Adapter(OptionsMixin):
     """Subclass and fill in; the methods below are the whole contract."""
 
     name: ClassVar[str] = ""
@@ -82,29 +82,6 @@ class Adapter:
     default_checks: ClassVar[tuple[str, ...]] = ("no-lost-updates", "counters-match")
     options: ClassVar[dict[str, tuple[type, Any]]] = {}
     settle_s: ClassVar[float] = 30.0     # how long `settled()` may take after the last heal
-
-    @classmethod
-    def check_options(cls, given: dict[str, Any]) -> dict[str, Any]:
-        """A scenario's `system_options` with defaults filled in; ValueError naming
-        `system_options.<name>`, what is wrong and the fix."""
-        unknown = sorted(set(given) - set(cls.options))
-        if unknown:
-            near = {u: get_close_matches(u, list(cls.options), 1) for u in unknown}
-            hint = "; ".join(f"{u}: did you mean {m[0]}?" for u, m in near.items() if m)
-            raise ValueError(f"system_options: {cls.name} has no option {', '.join(unknown)}"
-                             + (f" ({hint})" if hint else "") + f"; its options: {', '.join(sorted(cls.options)) or 'none'}")
-        out = {}
-        for name, (typ, default) in cls.options.items():
-            v = given.get(name, default)
-            if typ is float and isinstance(v, int) and not isinstance(v, bool):
-                v = float(v)
-            if not isinstance(v, typ) or (isinstance(v, bool) and typ is not bool):
-                raise ValueError(f"system_options.{name}: {v!r} is not a {typ.__name__}; give a {typ.__name__} "
-                                 f"(default {default!r})")
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
-                raise ValueError(f"system_options.{name}: {v!r} is negative; give a value >= 0")
-            out[name] = v
-        return out
 
     @classmethod
     def scenario_error(cls, copies: int, options: dict[str, Any]) -> str | None:

@@ -1,0 +1,104 @@
+"""The training-job API: what a user writes to put a training job of their own under pschaos.
+
+A job is processes the harness starts and supervises, not a store it drives: the job trains by
+itself, and its script records each logical update through the step shim (shim/pschaos_shim.py).
+A `TrainingJob` says:
+
+- **processes**: `launch()` gives the command line of every process the harness starts (a
+  torchrun agent; a coordinator, workers and parameter-server tasks), each tagged with the run
+  id so `pschaos clean` reaps them; `roles()` names every fault target, launched or not (the
+  ranks torchrun forks), and `pid(role)` finds a role's process now.
+- **supervision**: a launched process that exits non-zero before the job finished is started
+  again with the next incarnation (PSCHAOS_INCARNATION), as a cluster scheduler restarts a
+  failed job, at most `job_restarts` times; `done()` says the job finished.
+- **faults**: `kinds` the job takes (process faults: kill, stop, pause) and
+  `fault_error(kind, role)`, which refuses by name, when the scenario loads, a fault the job
+  cannot take.
+- **the plan**: `steps` (the logical updates asked for), `ckpt_every`, the collective timeout
+  and the hang bound the checkers judge by (`plan()`).
+
+docs/training-jobs.md has the whole contract and an example; torchrun_ddp.py is one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pschaos.harness.backends.options import OptionsMixin
+from pschaos.harness.machinery.ports import free_ports
+
+SHIM_DIR = Path(__file__).parent / "shim"        # on every job process's PYTHONPATH
+# the checks that judge a training job black-box (harness/checkers/jobs.py)
+JOB_CHECKS = ("no-lost-acks", "exactly-once", "resume-exact", "lost-work-bounded", "no-silent-hang",
+              "restarts-bounded")
+JOB_KINDS = ("kill", "stop", "pause")        # link faults on a job: not yet (docs/training-jobs.md)
+
+
+@dataclass
+class JobEnv:
+    """What the harness hands a job: its folder, the seed, the steps asked for, its options."""
+
+    run_dir: Path
+    seed: int
+    steps: int
+    step_delay_s: float = 0.0
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def ports(self, n: int) -> list[int]:
+        return free_ports(n)
+
+    def data(self, name: str) -> Path:
+        d = self.run_dir / "data" / name
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+
+class TrainingJob(OptionsMixin):
+    """Subclass and fill in; the methods below are the whole contract."""
+
+    name: ClassVar[str] = ""
+    checks: ClassVar[tuple[str, ...]] = JOB_CHECKS
+    default_checks: ClassVar[tuple[str, ...]] = JOB_CHECKS
+    kinds: ClassVar[tuple[str, ...]] = JOB_KINDS
+    options: ClassVar[dict[str, tuple[type, Any]]] = {}
+
+    def __init__(self, env: JobEnv) -> None:
+        self.env, self.opt = env, env.options
+
+    @classmethod
+    def role_names(cls, options: dict[str, Any]) -> list[str]:
+        """Every role a fault may target, from the options alone (checked when a scenario loads)."""
+        raise NotImplementedError
+
+    @classmethod
+    def fault_error(cls, kind: str, role: str, options: dict[str, Any]) -> str | None:
+        """Why this job cannot take fault `kind` on `role`, with the fix; None when it can."""
+        if kind not in cls.kinds:
+            return f"{cls.name} takes the fault kinds {', '.join(cls.kinds)}, not {kind}"
+        if role not in cls.role_names(options):
+            return f"{role!r} is not a role of {cls.name}; its roles: {', '.join(cls.role_names(options))}"
+        return None
+
+    def roles(self) -> list[str]:
+        return self.role_names(self.opt)
+
+    def launch(self) -> dict[str, list[str]]:
+        """The processes the harness starts and supervises, by name."""
+        raise NotImplementedError
+
+    def environment(self, name: str) -> dict[str, str]:
+        """Extra environment for a launched process (the shim's own is set by the harness)."""
+        return {}
+
+    def pid(self, role: str, launched: dict[str, int]) -> int | None:
+        """A role's process now (`launched`: the harness's processes by name), or None."""
+        return launched.get(role)
+
+    def done(self, exit_code: int) -> bool:
+        """The job finished (a launched process exited `exit_code`): no restart."""
+        return exit_code == 0
+
+    def plan(self) -> dict[str, Any]:
+        """What the checkers judge by: steps, ckpt_every, hang_bound_s, tolerance, ranks."""
+        raise NotImplementedError

@@ -1,0 +1,238 @@
+"""The Backend protocol over a training job: its processes on loopback, supervised like a scheduler.
+
+The runner, the faults and the target selectors reach a job only through these methods, as they
+reach psnodes. Launched processes carry the run tag (procs.Proc) and the run is registered with
+its nftables table, so teardown, Ctrl-C and `pschaos clean` reap them and what they forked. A
+supervisor thread restarts a launched process that exited before the job finished (a new
+incarnation, after reaping whatever of the old one is left, as a pod restart does), at most
+`job_restarts` times, and records each exit and restart in the history.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import psutil
+
+from pschaos.netfaults.nft import NftTable, table_name
+
+from pschaos.harness.backends.adapters.backend import Route, run_all
+from pschaos.harness.backends.jobs.api import SHIM_DIR, JobEnv, TrainingJob
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.history.clock import WALL, Clock
+from pschaos.harness.history.events import History
+from pschaos.harness.machinery import registry
+from pschaos.harness.machinery.procs import Proc, reap, start_time, tagged_processes, wait_until
+
+
+class JobBackend:
+    name = "job"
+    proxied = False
+    clock: Clock = WALL
+
+    def __init__(self, job_cls: type[TrainingJob], scenario, run_dir: Path, run_id: str, seed: int) -> None:
+        self.run_dir, self.run_id, self.seed = run_dir, run_id, seed
+        w = scenario.workload
+        self.job = job_cls(JobEnv(run_dir, seed, w.steps, w.step_delay_s, dict(scenario.system_options)))
+        self.procs: dict[str, Proc] = {}
+        self.argv: dict[str, list[str]] = {}
+        self.incarnation = 0
+        self.restarts_left = int(self.job.opt.get("job_restarts", 0))
+        self.finished = threading.Event()      # the job is over: done, out of restarts, or torn down
+        self.lock = threading.RLock()
+        self.nft = NftTable(run_id)
+        self.hurry = False
+        self.closing = False
+        self.log = History(self.events_path("supervisor"))
+        self.supervisor: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, timeout: float = 60.0, workers_steps: int | None = None, duration: float | None = None,
+              step_delay: float = 0.0) -> None:
+        registry.register(self.run_id, os.getpid(), table_name(self.run_id), start_time(os.getpid()))
+        self.argv = self.job.launch()
+        with self.lock:
+            for name in self.argv:
+                self._spawn(name)
+        self.supervisor = threading.Thread(target=self._supervise, name="pschaos-job-supervisor", daemon=True)
+        self.supervisor.start()
+        if not wait_until(lambda: self.finished.is_set() or self._trained(), timeout, 0.1):
+            raise HarnessError(f"{self.job.name}: no rank recorded a training step within {timeout:.0f}s; see "
+                               f"{self.run_dir / 'logs'}")
+
+    def _trained(self) -> bool:
+        return self.events_path("worker-0").exists()
+
+    def _env(self, name: str) -> dict[str, str]:
+        py = os.environ.get("PYTHONPATH")
+        return {**self.job.environment(name), "PSCHAOS_EVENTS_DIR": str(self.run_dir / "events"),
+                "PSCHAOS_INCARNATION": str(self.incarnation),
+                "PYTHONPATH": str(SHIM_DIR) + (os.pathsep + py if py else "")}
+
+    def _spawn(self, name: str) -> None:
+        (self.run_dir / "events").mkdir(parents=True, exist_ok=True)
+        log = self.run_dir / "logs" / f"{name}.log"
+        self.procs[name] = Proc(name, self.argv[name], log, self.run_id, extra_env=self._env(name))
+        self.log.record("job-launch", {"process": name, "incarnation": self.incarnation,
+                                       "pid": self.procs[name].pid}, node=name)
+
+    def _supervise(self) -> None:
+        """Wait for the launched processes; restart the job when one failed and restarts are left."""
+        while not self.closing:
+            with self.lock:
+                exited = {n: p.popen.poll() for n, p in self.procs.items() if p.popen.poll() is not None}
+                if exited and not self.closing:
+                    for n, rc in exited.items():
+                        self.log.record("job-exit", {"process": n, "exit_code": rc, "incarnation": self.incarnation},
+                                        node=n)
+                    if all(self.job.done(rc) for rc in exited.values()) and len(exited) == len(self.procs):
+                        break
+                    if any(not self.job.done(rc) for rc in exited.values()):
+                        if self.restarts_left <= 0:
+                            self.log.record("job-gave-up", {"incarnation": self.incarnation,
+                                                            "why": "a launched process failed and no job restart is left"})
+                            break
+                        self._relaunch()
+            time.sleep(0.1)
+        self.finished.set()
+
+    def _relaunch(self) -> None:
+        """A scheduler's restart: every process of the old incarnation goes, the job starts anew."""
+        for p in self.procs.values():
+            if p.alive():
+                p.kill()
+            p.release()
+        left = [p for p in tagged_processes(self.run_id) if p.pid != os.getpid()]
+        if left:
+            reap(left)
+        self.restarts_left -= 1
+        self.incarnation += 1
+        self.log.record("job-restart", {"incarnation": self.incarnation, "restarts_left": self.restarts_left})
+        for name in self.argv:
+            self._spawn(name)
+
+    def teardown(self) -> None:
+        self.closing = True
+
+        def stop_procs() -> None:
+            with self.lock:
+                for p in self.procs.values():
+                    if p.alive():
+                        p.signal(signal.SIGCONT)
+                        p.kill()
+                    p.release()
+
+        def reap_tagged() -> None:
+            left = [p for p in tagged_processes(self.run_id) if p.pid != os.getpid()]
+            if left:
+                reap(left)
+        run_all([lambda: self.nft.destroy(force=True), stop_procs, reap_tagged,
+                 lambda: self.supervisor.join(2.0) if self.supervisor else None, self.log.close,
+                 lambda: registry.unregister(self.run_id)])
+
+    def discard_data(self) -> None:
+        shutil.rmtree(self.run_dir / "data", ignore_errors=True)
+
+    # ------------------------------------------------------------------ observation
+    def nodes(self) -> list[str]:
+        return self.job.roles()
+
+    def shard_nodes(self, shard: int) -> list[str]:
+        return []
+
+    def workers(self) -> list[str]:
+        return []
+
+    def launched(self) -> dict[str, int]:
+        return {n: p.pid for n, p in self.procs.items() if p.alive()}
+
+    def _pid(self, role: str) -> int | None:
+        return self.job.pid(role, self.launched())
+
+    def alive(self, name: str) -> bool:
+        pid = self._pid(name)
+        return pid is not None and _running(pid)
+
+    def routing(self) -> dict[int, Route]:
+        return {}
+
+    def status(self, name: str, **_: object):
+        return SimpleNamespace(shard=0, role="job", epoch=self.incarnation, seq=0, isr=[]) if self.alive(name) else None
+
+    def settled(self) -> bool:
+        return self.finished.is_set()
+
+    def final_state(self, name: str) -> dict | None:
+        return None
+
+    def checkpoint_scan(self) -> list[dict]:
+        return []
+
+    def checkpoint_writes(self, name: str) -> list[str]:
+        return []
+
+    def events_path(self, name: str) -> Path:
+        name = "rank-0" if name == "worker-0" else name      # the runner follows worker-0's steps
+        return self.run_dir / "events" / (name.replace("/", "-") + ".jsonl")
+
+    def event_files(self) -> list[Path]:
+        own = self.events_path("harness")
+        return sorted(p for p in (self.run_dir / "events").glob("*.jsonl") if p != own)
+
+    def workers_running(self) -> bool:
+        return not self.finished.is_set()
+
+    # ------------------------------------------------------------------ faults
+    def _signal(self, name: str, sig: int) -> None:
+        if name not in self.job.roles():
+            raise HarnessError(f"{name}: no such role of {self.job.name}; roles: {', '.join(self.job.roles())}")
+        pid = self._pid(name)
+        if pid is None:
+            raise HarnessError(f"{name}: not running now (incarnation {self.incarnation})")
+        os.kill(pid, sig)
+
+    def kill(self, name: str) -> None:
+        pid = self._pid(name)
+        self._signal(name, signal.SIGKILL)
+        # gone, or a zombie its parent has not reaped yet: either way it runs no more
+        wait_until(lambda: not _running(pid), 2.0, 0.01)
+
+    def stop(self, name: str) -> None:
+        self._signal(name, signal.SIGTERM)
+
+    def restart(self, name: str) -> None:
+        """Nothing to do: torchrun restarts its ranks and the supervisor restarts a launched process."""
+
+    def pause(self, name: str) -> None:
+        self._paused = getattr(self, "_paused", {})
+        self._paused[name] = self._pid(name)
+        self._signal(name, signal.SIGSTOP)
+
+    def resume(self, name: str) -> None:
+        pid = getattr(self, "_paused", {}).pop(name, None)
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGCONT)      # the process paused, even if a restart replaced the role
+            except ProcessLookupError:
+                pass
+
+    def wipe_data(self, name: str) -> None:
+        raise HarnessError(f"{self.job.name}: wipe is not a fault a training job takes")
+
+    # ------------------------------------------------------------------ links
+    def links(self) -> list[tuple[str, str]]:
+        return []
+
+
+def _running(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
