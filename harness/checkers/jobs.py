@@ -121,7 +121,8 @@ def lost_work_bounded(history: list[dict], ctx: dict) -> Verdict:
 
 
 def no_silent_hang(history: list[dict], ctx: dict) -> Verdict:
-    """After every fault the job trains past where it was, or exits non-zero, within `hang_bound_s`;
+    """After every fault the job trains past where it was (beyond the step in flight), or exits
+    non-zero, within `hang_bound_s`;
     one that does neither (stuck in a collective) fails."""
     plan = _plan(ctx)
     if not plan or not plan.get("hang_bound_s"):
@@ -137,7 +138,9 @@ def no_silent_hang(history: list[dict], ctx: dict) -> Verdict:
     for f in faults:
         t0 = f["t"]
         at = max((s for t, s in oks if t <= t0), default=0)
-        nxt = next((t for t, s in oks if t > t0 and s > at), None)
+        # past the step in flight: a step whose all-reduce had all its parts when the fault
+        # landed completes just after it, and says nothing of the job coming back
+        nxt = next((t for t, s in oks if t > t0 and s > at + 1), None)
         end = next((t for t in ends if t > t0), None)
         back = min(x for x in (nxt, end, float("inf")) if x is not None)
         row = {"fault": f["value"].get("kind"), "target": f["value"].get("target"), "at_step": at,

@@ -1,0 +1,133 @@
+"""The training-job checks on histories written by hand: each one can fail, and fails closed."""
+from __future__ import annotations
+
+from pschaos.harness.checkers.goodput import job_goodput
+from pschaos.harness.checkers.jobs import (job_exactly_once, job_no_lost_acks, lost_work_bounded, no_silent_hang,
+                                           restarts_bounded, resume_exact)
+from pschaos.harness.checkers.registry import CHECKERS
+
+PLAN = {"job": {"steps": 6, "ckpt_every": 2, "hang_bound_s": 5.0, "tolerance": 0.0}}
+
+
+def ev(t, f, type_="info", node="rank-0", **v):
+    return {"t": t, "node": node, "type": type_, "f": f, "value": {"worker": node, **v}}
+
+
+def run(steps_by_inc, resumes, audit=None, digest="d", ckpts=(), faults=(), final=True, exits=()):
+    """A job history: per incarnation (its start time, the steps it acked), its resume step."""
+    h = []
+    for inc, (t0, steps) in steps_by_inc.items():
+        h.append(ev(t0, "job-start", incarnation=inc))
+        h.append(ev(t0 + 0.1, "job-resume", incarnation=inc, step=resumes[inc]))
+        for i, s in enumerate(steps):
+            h.append(ev(t0 + 0.2 + i, "step", "invoke", incarnation=inc, step=s))
+            h.append(ev(t0 + 0.7 + i, "step", "ok", incarnation=inc, step=s))
+    for t, s in ckpts:
+        h.append(ev(t, "checkpoint", incarnation="0.0", step=s, phase="done"))
+    for t, kind in faults:
+        h.append({"t": t, "node": "harness", "type": "info", "f": "fault-start", "value": {"kind": kind, "target": "rank-1"}})
+    for t, rc in exits:
+        h.append({"t": t, "node": "agent", "type": "info", "f": "job-exit", "value": {"exit_code": rc}})
+    if final:
+        last = max(steps_by_inc)
+        n = max(s for _, ss in steps_by_inc.values() for s in ss)
+        h.append(ev(100, "job-final", incarnation=last, steps=n, audit=float(n if audit is None else audit),
+                    digest=digest, values=[1.0, 2.0]))
+    return sorted(h, key=lambda e: e["t"])
+
+
+CLEAN = {"0.0": (0, [1, 2, 3]), "0.1": (10, [3, 4, 5, 6])}
+RESUMES = {"0.0": 0, "0.1": 2}
+
+
+def test_a_resumed_job_that_kept_every_update_passes_the_audit_checks():
+    h = run(CLEAN, RESUMES, ckpts=[(2.8, 2)], faults=[(4.0, "kill")])
+    assert job_no_lost_acks(h, PLAN).valid is True
+    assert job_exactly_once(h, PLAN).valid is True
+    assert lost_work_bounded(h, PLAN).valid is True
+    assert restarts_bounded(h, PLAN).valid is True
+
+
+def test_an_acknowledged_update_missing_from_the_audit_is_lost():
+    v = job_no_lost_acks(run(CLEAN, RESUMES, audit=5), PLAN)
+    assert v.valid is False and v.details["lost"] == 1
+
+
+def test_an_update_applied_twice_shows_in_the_audit():
+    v = job_exactly_once(run(CLEAN, RESUMES, audit=12), PLAN)
+    assert v.valid is False and v.details["doubled"] == 6
+
+
+def test_no_final_model_is_unknown_never_a_pass():
+    h = run(CLEAN, RESUMES, final=False)
+    for check in (job_no_lost_acks, job_exactly_once, resume_exact):
+        assert check(h, {**PLAN, "baseline": {"digest": "d"}}).valid == "unknown"
+
+
+def test_ranks_that_disagree_on_the_final_model_fail():
+    h = run(CLEAN, RESUMES)
+    h.append(ev(100, "job-final", node="rank-1", incarnation="0.1", steps=6, audit=7.0, digest="other"))
+    assert job_no_lost_acks(h, PLAN).valid is False
+
+
+def test_resume_exact_compares_with_the_fault_free_model():
+    h = run(CLEAN, RESUMES, digest="abc")
+    assert resume_exact(h, {**PLAN, "baseline": {"digest": "abc"}}).valid is True
+    assert resume_exact(h, {**PLAN, "baseline": {"digest": "xyz", "values": [1.0, 2.0000001]}}).valid is False
+    loose = {"job": {**PLAN["job"], "tolerance": 1e-3}, "baseline": {"digest": "xyz", "values": [1.0, 2.0000001]}}
+    v = resume_exact(h, loose)
+    assert v.valid is True and v.details["bit_identical"] is False
+    assert resume_exact(h, {**PLAN, "baseline_error": "the fault-free run crashed"}).details["reason"] == \
+        "the fault-free run crashed"
+
+
+def test_redoing_more_than_a_checkpoint_interval_fails_lost_work_bounded():
+    h = run({"0.0": (0, [1, 2, 3, 4, 5]), "0.1": (10, [1, 2, 3, 4, 5, 6])}, {"0.0": 0, "0.1": 0})
+    v = lost_work_bounded(h, PLAN)
+    assert v.valid is False and v.details["over"][0]["redone"] == 5
+
+
+def test_resuming_from_an_older_checkpoint_than_the_newest_fails():
+    h = run({"0.0": (0, [1, 2, 3, 4]), "0.1": (10, [3, 4, 5, 6])}, {"0.0": 0, "0.1": 2}, ckpts=[(2.8, 2), (4.8, 4)])
+    assert lost_work_bounded(h, PLAN).valid is False
+
+
+def test_a_job_silent_past_the_bound_after_a_fault_hangs():
+    h = run({"0.0": (0, [1, 2]), "0.1": (20, [3, 4, 5, 6])}, {"0.0": 0, "0.1": 2}, faults=[(2.0, "pause")])
+    v = no_silent_hang(h, PLAN)
+    assert v.valid is False and v.details["hung"][0]["after_s"] > 5
+    quick = run({"0.0": (0, [1, 2]), "0.1": (3, [3, 4, 5, 6])}, {"0.0": 0, "0.1": 2}, faults=[(2.0, "pause")])
+    assert no_silent_hang(quick, PLAN).valid is True
+
+
+def test_the_step_in_flight_at_the_fault_is_not_progress():
+    h = run({"0.0": (0, [1, 2, 3])}, {"0.0": 0}, faults=[(1.9, "pause")], final=False)   # step 3 in flight
+    v = no_silent_hang(h, PLAN)
+    assert v.valid is False and v.details["hung"][0] == {"fault": "pause", "target": "rank-1", "at_step": 2,
+                                                         "after_s": None}
+
+
+def test_exiting_non_zero_within_the_bound_is_not_a_hang():
+    h = run({"0.0": (0, [1, 2])}, {"0.0": 0}, faults=[(2.0, "kill")], exits=[(3.0, 1)], final=False)
+    assert no_silent_hang(h, PLAN).valid is True
+    assert no_silent_hang(run(CLEAN, RESUMES), PLAN).valid == "unknown"       # no fault: nothing judged
+
+
+def test_restarts_beyond_what_the_faults_explain_fail():
+    h = run({"0.0": (0, [1, 2]), "0.1": (5, []), "0.2": (8, []), "1.0": (12, [3, 4, 5, 6])},
+            {"0.0": 0, "0.1": 2, "0.2": 2, "1.0": 2}, faults=[(2.0, "kill")])
+    v = restarts_bounded(h, PLAN)
+    assert v.valid is False and v.details["restarts"] == 3
+
+
+def test_the_registry_judges_a_job_by_its_audit_and_psnodes_by_its_pushes():
+    h = run(CLEAN, RESUMES, audit=5)
+    assert CHECKERS["no-lost-acks"](h, PLAN).valid is False          # the job's audit: one lost
+    assert CHECKERS["no-lost-acks"](h, {}).valid == "unknown"        # psnodes' checker: no push to judge
+
+
+def test_goodput_counts_each_surviving_step_once():
+    g = job_goodput(run(CLEAN, RESUMES))
+    assert g["surviving_steps"] == 6 and g["restarts"] == 1
+    assert 0 < g["ettr"] < 1
+    assert job_goodput(run(CLEAN, RESUMES, final=False))["ettr"] is None
