@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from pschaos.harness.backends.adapters import ADAPTERS, NATIVE, Adapter, AdaptedSystem, System
+from pschaos.harness.backends.adapters import ADAPTERS, NATIVE, Adapter, AdaptedSystem, System, import_system
 from pschaos.harness.backends.jobs import JOBS
 from pschaos.harness.backends.jobs.api import TrainingJob
 from pschaos.harness.errors import HarnessError
@@ -18,14 +18,7 @@ SYSTEMS = (*NATIVE, *ADAPTERS, *JOBS)
 
 def system_class(name: str) -> type[Adapter] | type[TrainingJob]:
     """The Adapter or TrainingJob a name or an import path (`module:Class`) stands for."""
-    module, _, cls = {**ADAPTERS, **JOBS}.get(name, name).partition(":")
-    if not cls:
-        raise HarnessError(f"system: {name!r} is not a system pschaos knows; use one of {', '.join(SYSTEMS)} "
-                           "or an adapter's or training job's import path, module:Class")
-    try:
-        found = getattr(import_module(module), cls)
-    except (ImportError, AttributeError) as e:
-        raise HarnessError(f"system: {name!r}: cannot import {cls} from {module}: {e}") from None
+    found = import_system(name, {**ADAPTERS, **JOBS}, SYSTEMS)
     if not (isinstance(found, type) and issubclass(found, (Adapter, TrainingJob))):
         raise HarnessError(f"system: {name!r} is neither an Adapter (pschaos.harness.backends.adapters.Adapter) nor "
                            "a TrainingJob (pschaos.harness.backends.jobs.api.TrainingJob)")

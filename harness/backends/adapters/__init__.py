@@ -21,16 +21,21 @@ ADAPTERS: dict[str, str] = {
 SYSTEMS = (*NATIVE, *ADAPTERS)
 
 
-def adapter_class(name: str) -> type[Adapter]:
-    """The Adapter a name or an import path (`module:Class`) stands for; HarnessError naming the fix."""
-    module, _, cls = ADAPTERS.get(name, name).partition(":")
+def import_system(name: str, known: dict[str, str], names: tuple[str, ...]) -> type:
+    """The class a system's name (in `known`) or import path (`module:Class`) stands for."""
+    module, _, cls = known.get(name, name).partition(":")
     if not cls:
-        raise HarnessError(f"system: {name!r} is not a system pschaos knows; use one of {', '.join(SYSTEMS)} "
-                           "or an adapter's import path, module:Class")
+        raise HarnessError(f"system: {name!r} is not a system pschaos knows; use one of {', '.join(names)} "
+                           "or an import path, module:Class")
     try:
-        found = getattr(import_module(module), cls)
+        return getattr(import_module(module), cls)
     except (ImportError, AttributeError) as e:
         raise HarnessError(f"system: {name!r}: cannot import {cls} from {module}: {e}") from None
+
+
+def adapter_class(name: str) -> type[Adapter]:
+    """The Adapter a name or an import path (`module:Class`) stands for; HarnessError naming the fix."""
+    found = import_system(name, ADAPTERS, SYSTEMS)
     if not (isinstance(found, type) and issubclass(found, Adapter)):
         raise HarnessError(f"system: {name!r} is not an Adapter subclass (pschaos.harness.backends.adapters.Adapter)")
     return found
