@@ -50,6 +50,8 @@ class JobBackend:
         self.closing = False
         self.log = History(self.events_path("supervisor"))
         self.supervisor: threading.Thread | None = None
+        self.paused: dict[str, int] = {}        # role -> the pid its pause stopped
+        self.exits_seen: set[tuple[str, int]] = set()     # (process, incarnation) already recorded
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 60.0, workers_steps: int | None = None, duration: float | None = None,
@@ -62,7 +64,7 @@ class JobBackend:
         self.supervisor = threading.Thread(target=self._supervise, name="pschaos-job-supervisor", daemon=True)
         self.supervisor.start()
         if not wait_until(lambda: self.finished.is_set() or self._trained(), timeout, 0.1):
-            raise HarnessError(f"{self.job.name}: no rank recorded a training step within {timeout:.0f}s; see "
+            raise HarnessError(f"{self.job.name}: rank 0 did not start (no shim record) within {timeout:.0f}s; see "
                                f"{self.run_dir / 'logs'}")
 
     def _trained(self) -> bool:
@@ -87,9 +89,11 @@ class JobBackend:
             with self.lock:
                 exited = {n: p.popen.poll() for n, p in self.procs.items() if p.popen.poll() is not None}
                 if exited and not self.closing:
-                    for n, rc in exited.items():
-                        self.log.record("job-exit", {"process": n, "exit_code": rc, "incarnation": self.incarnation},
-                                        node=n)
+                    for n, rc in exited.items():      # each exit once, while the others still run
+                        if (n, self.incarnation) not in self.exits_seen:
+                            self.exits_seen.add((n, self.incarnation))
+                            self.log.record("job-exit", {"process": n, "exit_code": rc,
+                                                         "incarnation": self.incarnation}, node=n)
                     if all(self.job.done(rc) for rc in exited.values()) and len(exited) == len(self.procs):
                         break
                     if any(not self.job.done(rc) for rc in exited.values()):
@@ -209,12 +213,11 @@ class JobBackend:
         """Nothing to do: torchrun restarts its ranks and the supervisor restarts a launched process."""
 
     def pause(self, name: str) -> None:
-        self._paused = getattr(self, "_paused", {})
-        self._paused[name] = self._pid(name)
+        self.paused[name] = self._pid(name)
         self._signal(name, signal.SIGSTOP)
 
     def resume(self, name: str) -> None:
-        pid = getattr(self, "_paused", {}).pop(name, None)
+        pid = self.paused.pop(name, None)
         if pid is not None:
             try:
                 os.kill(pid, signal.SIGCONT)      # the process paused, even if a restart replaced the role
