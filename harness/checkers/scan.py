@@ -4,6 +4,7 @@ one function, so the same folder cannot be judged two ways."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Callable
 
 from pschaos.psnodes.store.blob import unpack
@@ -21,4 +22,20 @@ def scan_entry(d: str, stray_tmp: list[str], manifest: bytes | str, read: Callab
         v["loadable"] = True
     except Exception as e:  # noqa: BLE001 - what is wrong is the finding
         v.update(loadable=False, error=f"{e.__class__.__name__}: {e}")
+    return v
+
+
+def scan_folder(d: str, folder: Path, attempts: int = 5) -> dict:
+    """`scan_entry` of a real folder that a live copy may still write. Lock-free, as psnodes'
+    own reader: a writer may replace the manifest and remove the file it named between our two
+    reads, which tears nothing. So an unloadable reading whose manifest has changed since is
+    taken again (up to `attempts` times); one whose manifest stands is the finding."""
+    from pschaos.psnodes.store.checkpoint import MANIFEST
+
+    man = folder / MANIFEST
+    for _ in range(attempts):
+        text = man.read_text()
+        v = scan_entry(d, sorted(p.name for p in folder.glob("*.tmp")), text, lambda name: (folder / name).read_bytes())
+        if v.get("loadable") or man.read_text() == text:
+            return v
     return v

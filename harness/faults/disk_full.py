@@ -18,7 +18,7 @@ import json
 import os
 import threading
 
-from pschaos.harness.checkers.scan import scan_entry
+from pschaos.harness.checkers.scan import scan_folder
 from pschaos.harness.errors import HarnessError
 from pschaos.harness.faults.container import ContainerFault
 
@@ -106,5 +106,5 @@ class DiskFull(ContainerFault):
         man = d / MANIFEST
         if not man.exists():
             return None
-        v = scan_entry(".", [], man.read_text(), lambda name: (d / name).read_bytes())
+        v = scan_folder(".", d)
         return {k: v.get(k) for k in ("seq", "file", "loadable")}

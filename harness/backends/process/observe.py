@@ -15,7 +15,7 @@ from pschaos.psnodes.proto import ps_pb2, ps_pb2_grpc
 from pschaos.psnodes.wire.channels import dial
 
 from pschaos.harness.backends.observe import routes_from_copies
-from pschaos.harness.checkers.scan import scan_entry
+from pschaos.harness.checkers.scan import scan_folder
 
 
 class ProcessObservation:
@@ -97,9 +97,7 @@ class ProcessObservation:
         """`scan_entry` for every manifest below `root`, its folder named relative to `rel_to`."""
         from pschaos.psnodes.store.checkpoint import MANIFEST
 
-        return [scan_entry(str(man.parent.relative_to(rel_to)), sorted(p.name for p in man.parent.glob("*.tmp")),
-                           man.read_text(), lambda name, d=man.parent: (d / name).read_bytes())
-                for man in sorted(root.glob(f"**/{MANIFEST}"))]
+        return [scan_folder(str(man.parent.relative_to(rel_to)), man.parent) for man in sorted(root.glob(f"**/{MANIFEST}"))]
 
     def workers_running(self) -> bool:
         return any(self.procs[w].alive() for w in self.workers())
