@@ -5,6 +5,11 @@ BIN     := $(VENV)/bin
 TOOLS   := tools/bin
 STAMP   := $(VENV)/.installed-stamp
 TOXI_VERSION := 2.12.0
+TF_VERSION   := 2.21.0
+TF_VENV      := tools/tf-venv
+TF_STAMP     := $(TF_VENV)/.installed-tensorflow-cpu-$(TF_VERSION)
+PSCHAOS_TF_PYTHON ?= $(abspath $(TF_VENV))/bin/python
+export PSCHAOS_TF_PYTHON
 # the stamp names the version: a binary built without it (it printed `version git`) is rebuilt once
 TOXI    := $(TOOLS)/.toxiproxy-server-$(TOXI_VERSION)
 XDIST   ?= -n 2 --dist loadgroup
@@ -34,9 +39,17 @@ DOCKER_ALSO := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-prima
   scale-out-shards))
 MAIN_SKIP = $(if $(DOCKER_TIER),$(DOCKER_ALSO))
 
-.PHONY: install system-deps test-deps docker-engine test test-long test-docker unit integration demo bench doctor clean proto
+.PHONY: tf-venv install system-deps test-deps docker-engine test test-long test-docker unit integration demo bench doctor clean proto
 
-install: system-deps test-deps $(STAMP) $(TOXI)
+install: system-deps test-deps $(STAMP) $(TOXI) $(TF_STAMP)
+
+# TensorFlow for the tf-ps job (a system under test, never imported by the harness), in its own
+# environment: its pins are not ours. The tests find it through PSCHAOS_TF_PYTHON.
+tf-venv: $(TF_STAMP)
+$(TF_STAMP):
+	test -x $(TF_VENV)/bin/python || $(PY) -m venv $(TF_VENV)
+	$(TF_VENV)/bin/pip install -q tensorflow-cpu==$(TF_VERSION)
+	touch $@
 
 # what a run needs: etcd (Debian etcd-server, 3.4) and nftables; apt only when a part is missing
 system-deps:

@@ -25,5 +25,8 @@ setup(
         "pschaos.harness.backends.docker": ["Dockerfile"],
         "pschaos.scenarios": ["*.yaml", "gates/*.yaml", "sweeps/*.yaml"],
         "pschaos.harness.commands": ["templates/*"],
+        # not packages: the shim and example scripts run in the job's own Python, the C source is built on use
+        "pschaos.harness.backends.jobs": ["shim/*.py", "scripts/*.py"],
+        "pschaos.harness.backends.jobs.loopback": ["*.c"],
     },
 )

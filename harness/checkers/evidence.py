@@ -78,18 +78,29 @@ def scenario_ran(history: list[dict], ctx: dict) -> Verdict:
 PROCESS_FAULTS = ("kill", "stop", "pause", "restart", "memory-limit", "disk-full")   # memory-limit: OOM-killed, healed by a restart; disk-full: must keep serving
 
 
+class _AnyWorker:
+    """No worker list in the context (an old history): every `worker-` name is a worker."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
 def nodes_back(history: list[dict], ctx: dict) -> Verdict:
     """Every copy and worker a process fault took down is running again at the end: a copy answers
     its final status, a worker finished a run that began after its last heal. One that stays dead
     fails (the run healed it, so it must be back), whatever checks the scenario named."""
     if not by_f(history, "run-start"):
         return unknown("the history has no run-start: it is not a whole run")
+    if isinstance(ctx.get("job"), dict):
+        return _job_roles_back(history)
     hit: dict[str, float] = {}
+    # psnodes' workers by name; a training job's roles (a TF `worker-0` task) are judged just below
+    workers = set(ctx["workers"]) if isinstance(ctx.get("workers"), list) else _AnyWorker()
     for e in by_f(history, "fault-start"):
         v = e["value"]
         if v.get("kind") in PROCESS_FAULTS:
             for name in victims(v):
-                if name.startswith(("shard-", "worker-")):
+                if name.startswith("shard-") or (name.startswith("worker-") and name in workers):
                     hit.setdefault(name, e["t"])
     healed = {name: e["t"] for e in by_f(history, "fault-stop") for name in victims(e["value"]) if name in hit}
     alive = {s["node"]: s.get("alive") for s in (e["value"] for e in by_f(history, "final-state"))}
@@ -103,4 +114,31 @@ def nodes_back(history: list[dict], ctx: dict) -> Verdict:
                 dead.append({"node": name, "why": "no answer to its final status"})
         elif not any(t > healed.get(name, hit[name]) for t in done_at.get(name, [])):
             dead.append({"node": name, "why": "no run finished after its last heal"})
+    return Verdict(not dead, {"faulted": sorted(hit), "dead_at_end": dead})
+
+
+def _job_roles_back(history: list[dict]) -> Verdict:
+    """A training job's roles: one a kill or stop took down is back when it started again after
+    the fault (its scheduler's `job-launch`, or its shim's `job-start` for a rank torchrun forks);
+    a paused one, when its pause was healed (SIGCONT sent)."""
+    hit: dict[str, tuple[str, float]] = {}
+    for e in by_f(history, "fault-start"):
+        v = e["value"]
+        if v.get("kind") in PROCESS_FAULTS:
+            for name in victims(v):
+                hit[name] = (v["kind"], e["t"])           # the last fault on it is what must be undone
+    healed = {name: e["t"] for e in by_f(history, "fault-stop") if not e["value"].get("heal_error")
+              for name in victims(e["value"]) if name in hit}
+    started: dict[str, list[float]] = {}
+    for e in history:
+        if e.get("f") in ("job-launch", "job-start"):
+            name = e["value"].get("process") or e["value"].get("worker") or e.get("node")
+            started.setdefault(name, []).append(e["t"])
+    dead = []
+    for name, (kind, t) in sorted(hit.items()):
+        if kind == "pause":
+            if name not in healed:
+                dead.append({"node": name, "why": "its pause was never healed"})
+        elif not any(s > t for s in started.get(name, [])):
+            dead.append({"node": name, "why": f"not started again after the {kind}"})
     return Verdict(not dead, {"faulted": sorted(hit), "dead_at_end": dead})

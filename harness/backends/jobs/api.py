@@ -62,6 +62,8 @@ class TrainingJob(OptionsMixin):
     default_checks: ClassVar[tuple[str, ...]] = JOB_CHECKS
     kinds: ClassVar[tuple[str, ...]] = JOB_KINDS
     options: ClassVar[dict[str, tuple[type, Any]]] = {}
+    progress_role: ClassVar[str] = "rank-0"      # whose shim steps the runner's step triggers follow
+    loopback_only: ClassVar[bool] = False        # binds every interface: pschaos keeps it on loopback
 
     def __init__(self, env: JobEnv) -> None:
         self.env, self.opt = env, env.options
@@ -98,6 +100,17 @@ class TrainingJob(OptionsMixin):
     def done(self, exit_code: int) -> bool:
         """The job finished (a launched process exited `exit_code`): no restart."""
         return exit_code == 0
+
+    def restart_scope(self, name: str) -> str:
+        """What a scheduler restarts when launched process `name` fails: "job" (every process, a
+        new incarnation: torchrun's agent) or "process" (that one alone, as Kubernetes restarts
+        one pod of a TF cluster, whose coordinator is built to ride it out)."""
+        return "job"
+
+    def finished(self, exited: dict[str, int], launched: list[str]) -> bool:
+        """The job is over, given the launched processes (`launched`) that have exited and their
+        codes: by default when every one of them exited done."""
+        return set(exited) == set(launched) and all(self.done(rc) for rc in exited.values())
 
     def plan(self) -> dict[str, Any]:
         """What the checkers judge by: steps, ckpt_every, hang_bound_s, tolerance, ranks."""

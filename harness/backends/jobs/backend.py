@@ -23,6 +23,7 @@ from pschaos.netfaults.nft import NftTable, table_name
 
 from pschaos.harness.backends.adapters.backend import Route, run_all
 from pschaos.harness.backends.jobs.api import SHIM_DIR, JobEnv, TrainingJob
+from pschaos.harness.backends.jobs.loopback import preload
 from pschaos.harness.errors import HarnessError
 from pschaos.harness.history.clock import WALL, Clock
 from pschaos.harness.history.events import History
@@ -52,11 +53,14 @@ class JobBackend:
         self.supervisor: threading.Thread | None = None
         self.paused: dict[str, int] = {}        # role -> the pid its pause stopped
         self.exits_seen: set[tuple[str, int]] = set()     # (process, incarnation) already recorded
+        self.preload: Path | None = None                  # the loopback library, for a job that binds everything
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 60.0, workers_steps: int | None = None, duration: float | None = None,
               step_delay: float = 0.0) -> None:
         registry.register(self.run_id, os.getpid(), table_name(self.run_id), start_time(os.getpid()))
+        if self.job.loopback_only:
+            self.preload = preload()
         self.argv = self.job.launch()
         with self.lock:
             for name in self.argv:
@@ -64,7 +68,7 @@ class JobBackend:
         self.supervisor = threading.Thread(target=self._supervise, name="pschaos-job-supervisor", daemon=True)
         self.supervisor.start()
         if not wait_until(lambda: self.finished.is_set() or self._trained(), timeout, 0.1):
-            raise HarnessError(f"{self.job.name}: rank 0 did not start (no shim record) within {timeout:.0f}s; see "
+            raise HarnessError(f"{self.job.name}: {self.job.progress_role} did not start (no shim record) within {timeout:.0f}s; see "
                                f"{self.run_dir / 'logs'}")
 
     def _trained(self) -> bool:
@@ -72,7 +76,11 @@ class JobBackend:
 
     def _env(self, name: str) -> dict[str, str]:
         py = os.environ.get("PYTHONPATH")
-        return {**self.job.environment(name), "PSCHAOS_EVENTS_DIR": str(self.run_dir / "events"),
+        own = self.job.environment(name)
+        if self.job.loopback_only:
+            pre = [str(self.preload)] + ([own["LD_PRELOAD"]] if own.get("LD_PRELOAD") else [])
+            own = {**own, "LD_PRELOAD": " ".join(pre)}
+        return {**own, "PSCHAOS_EVENTS_DIR": str(self.run_dir / "events"),
                 "PSCHAOS_INCARNATION": str(self.incarnation),
                 "PYTHONPATH": str(SHIM_DIR) + (os.pathsep + py if py else "")}
 
@@ -94,30 +102,40 @@ class JobBackend:
                             self.exits_seen.add((n, self.incarnation))
                             self.log.record("job-exit", {"process": n, "exit_code": rc,
                                                          "incarnation": self.incarnation}, node=n)
-                    if all(self.job.done(rc) for rc in exited.values()) and len(exited) == len(self.procs):
+                    if self.job.finished(exited, list(self.procs)):
                         break
-                    if any(not self.job.done(rc) for rc in exited.values()):
+                    failed = [n for n, rc in exited.items() if not self.job.done(rc)]
+                    if failed:
                         if self.restarts_left <= 0:
                             self.log.record("job-gave-up", {"incarnation": self.incarnation,
                                                             "why": "a launched process failed and no job restart is left"})
                             break
-                        self._relaunch()
+                        if all(self.job.restart_scope(n) == "process" for n in failed):
+                            self._relaunch(failed)
+                        else:
+                            self._relaunch()
             time.sleep(0.1)
         self.finished.set()
 
-    def _relaunch(self) -> None:
-        """A scheduler's restart: every process of the old incarnation goes, the job starts anew."""
-        for p in self.procs.values():
-            if p.alive():
-                p.kill()
-            p.release()
-        left = [p for p in tagged_processes(self.run_id) if p.pid != os.getpid()]
-        if left:
-            reap(left)
+    def _relaunch(self, only: list[str] | None = None) -> None:
+        """A scheduler's restart: every process of the old incarnation goes and the job starts
+        anew, or (`only`) just those failed processes start again, the others untouched."""
+        if only is None:
+            for p in self.procs.values():
+                if p.alive():
+                    p.kill()
+                p.release()
+            left = [p for p in tagged_processes(self.run_id) if p.pid != os.getpid()]
+            if left:
+                reap(left)
+        else:
+            for n in only:
+                self.procs[n].release()
         self.restarts_left -= 1
         self.incarnation += 1
-        self.log.record("job-restart", {"incarnation": self.incarnation, "restarts_left": self.restarts_left})
-        for name in self.argv:
+        self.log.record("job-restart", {"incarnation": self.incarnation, "restarts_left": self.restarts_left,
+                                        **({"processes": only} if only is not None else {})})
+        for name in only if only is not None else self.argv:
             self._spawn(name)
 
     def teardown(self) -> None:
@@ -181,7 +199,7 @@ class JobBackend:
         return []
 
     def events_path(self, name: str) -> Path:
-        name = "rank-0" if name == "worker-0" else name      # the runner follows worker-0's steps
+        name = self.job.progress_role if name == "worker-0" else name      # the runner follows worker-0's steps
         return self.run_dir / "events" / (name.replace("/", "-") + ".jsonl")
 
     def event_files(self) -> list[Path]:
