@@ -46,8 +46,7 @@ def job_problem(sc, job) -> str | None:
     if sc.nemesis is not None:
         return "nemesis: a training job takes scheduled faults only (faults:); remove nemesis"
     for i, f in enumerate(sc.faults):
-        roles = [f.target] if f.kind not in ("loss", "partition") else \
-            [r for r in re.split(r"<->|->", f.target) if r]
+        roles = [r.strip() for r in re.split(r"<->|->", f.target) if r.strip()] if "->" in f.target else [f.target]
         for role in roles:
             err = job.fault_error(f.kind, role, sc.system_options)
             if err:

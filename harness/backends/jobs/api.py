@@ -11,9 +11,11 @@ A `TrainingJob` says:
 - **supervision**: a launched process that exits non-zero before the job finished is started
   again with the next incarnation (PSCHAOS_INCARNATION), as a cluster scheduler restarts a
   failed job, at most `job_restarts` times; `done()` says the job finished.
-- **faults**: `kinds` the job takes (process faults: kill, stop, pause) and
-  `fault_error(kind, role)`, which refuses by name, when the scenario loads, a fault the job
-  cannot take.
+- **faults**: `kinds` the job takes (process faults: kill, stop, pause; with `links()` and
+  `ports_of(role)`, link faults: loss and partition as nftables drops on the ports of the one
+  role every cut link touches; with `proxied_roles()`, latency and bandwidth on a Toxiproxy proxy
+  its clients dial instead of it) and `fault_error(kind, role)`, which refuses by name, when the
+  scenario loads, a fault the job cannot take.
 - **the plan**: `steps` (the logical updates asked for), `ckpt_every`, the collective timeout
   and the hang bound the checkers judge by (`plan()`).
 
@@ -32,7 +34,10 @@ SHIM_DIR = Path(__file__).parent / "shim"        # on every job process's PYTHON
 # the checks that judge a training job black-box (harness/checkers/jobs.py)
 JOB_CHECKS = ("no-lost-acks", "exactly-once", "resume-exact", "lost-work-bounded", "no-silent-hang",
               "restarts-bounded")
-JOB_KINDS = ("kill", "stop", "pause")        # link faults on a job: not yet (docs/training-jobs.md)
+JOB_KINDS = ("kill", "stop", "pause")
+LINK_KINDS = ("loss", "partition")            # nftables drops on one role's ports (adapters/portcut.py)
+TOXIC_KINDS = ("latency", "bandwidth")        # Toxiproxy toxics on the proxies of `proxied_roles()`
+LINK_GROUPS = ("workers", "nodes")            # groups a link target may name besides roles
 
 
 @dataclass
@@ -67,6 +72,7 @@ class TrainingJob(OptionsMixin):
 
     def __init__(self, env: JobEnv) -> None:
         self.env, self.opt = env, env.options
+        self.via: dict[str, str] = {}      # role -> the proxy address its clients dial (latency, bandwidth)
 
     @classmethod
     def role_names(cls, options: dict[str, Any]) -> list[str]:
@@ -78,6 +84,8 @@ class TrainingJob(OptionsMixin):
         """Why this job cannot take fault `kind` on `role`, with the fix; None when it can."""
         if kind not in cls.kinds:
             return f"{cls.name} takes the fault kinds {', '.join(cls.kinds)}, not {kind}"
+        if kind in LINK_KINDS + TOXIC_KINDS and role in LINK_GROUPS:
+            return None
         if role not in cls.role_names(options):
             return f"{role!r} is not a role of {cls.name}; its roles: {', '.join(cls.role_names(options))}"
         return None
@@ -92,6 +100,22 @@ class TrainingJob(OptionsMixin):
     def environment(self, name: str) -> dict[str, str]:
         """Extra environment for a launched process (the shim's own is set by the harness)."""
         return {}
+
+    def links(self) -> list[tuple[str, str]]:
+        """The directed links (client role, serving role) a link fault may be aimed at, once
+        launched; none by default (a job with links adds "loss" and "partition" to `kinds`)."""
+        return []
+
+    def ports_of(self, role: str) -> list[int]:
+        """The ports a role serves on: a link fault that isolates it drops their packets, both ways."""
+        return []
+
+    def proxied_roles(self) -> list[str]:
+        """Roles its clients can reach through a Toxiproxy proxy, for latency and bandwidth (add
+        "latency", "bandwidth" to `kinds`). When a scenario has such a fault the harness makes one
+        proxy per role, to its first port, after `launch()` and before `environment()`, and puts
+        its address in `self.via[role]`: the environment then points the clients at it."""
+        return []
 
     def pid(self, role: str, launched: dict[str, int]) -> int | None:
         """A role's process now (`launched`: the harness's processes by name), or None."""

@@ -19,16 +19,20 @@ from types import SimpleNamespace
 
 import psutil
 
+from pschaos.netfaults.faults import LINK_FAULTS, NetContext
+from pschaos.netfaults.links import LinkTable, proxy_name
 from pschaos.netfaults.nft import NftTable, table_name
 
 from pschaos.harness.backends.adapters.backend import Route, run_all
-from pschaos.harness.backends.jobs.api import SHIM_DIR, JobEnv, TrainingJob
+from pschaos.harness.backends.adapters.portcut import PortCut, isolated, port_matches
+from pschaos.harness.backends.jobs.api import SHIM_DIR, TOXIC_KINDS, JobEnv, TrainingJob
 from pschaos.harness.backends.jobs.loopback import preload
 from pschaos.harness.errors import HarnessError
 from pschaos.harness.history.clock import WALL, Clock
-from pschaos.harness.history.events import History
+from pschaos.harness.history.events import History, read_events
 from pschaos.harness.machinery import registry
 from pschaos.harness.machinery.procs import Proc, reap, start_time, tagged_processes, wait_until
+from pschaos.harness.machinery.toxiproxy_server import ToxiproxyServer
 
 
 class JobBackend:
@@ -54,6 +58,10 @@ class JobBackend:
         self.paused: dict[str, int] = {}        # role -> the pid its pause stopped
         self.exits_seen: set[tuple[str, int]] = set()     # (process, incarnation) already recorded
         self.preload: Path | None = None                  # the loopback library, for a job that binds everything
+        # a Toxiproxy server only when the scenario has a fault that needs one (latency, bandwidth)
+        toxic = any(f.kind in TOXIC_KINDS for f in getattr(scenario, "faults", []))
+        self.toxiproxy = ToxiproxyServer(run_dir, run_id, seed) if toxic else None
+        self.net: NetContext | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 60.0, workers_steps: int | None = None, duration: float | None = None,
@@ -62,6 +70,8 @@ class JobBackend:
         if self.job.loopback_only:
             self.preload = preload()
         self.argv = self.job.launch()
+        if self.toxiproxy is not None:
+            self._proxies()
         with self.lock:
             for name in self.argv:
                 self._spawn(name)
@@ -70,6 +80,21 @@ class JobBackend:
         if not wait_until(lambda: self.finished.is_set() or self._trained(), timeout, 0.1):
             raise HarnessError(f"{self.job.name}: {self.job.progress_role} did not start (no shim record) within {timeout:.0f}s; see "
                                f"{self.run_dir / 'logs'}")
+
+    def _proxies(self) -> None:
+        """One proxy in front of each proxied role, before any process starts (their environment
+        names it); every link into the role is that proxy (its clients share it)."""
+        client = self.toxiproxy.start()
+        self.net = NetContext(client, LinkTable(self.run_id), self.nft)
+        for role in self.job.proxied_roles():
+            ports = self.job.ports_of(role)
+            if not ports:
+                raise HarnessError(f"{self.job.name}: proxied role {role} serves on no port (ports_of)")
+            p = client.create(proxy_name(self.run_id, "clients", role), "127.0.0.1:0", f"127.0.0.1:{ports[0]}")
+            self.job.via[role] = p.listen
+            for src, dst in self.job.links():
+                if dst == role:
+                    self.net.links.links[(src, dst)] = p
 
     def _trained(self) -> bool:
         return self.events_path("worker-0").exists()
@@ -153,7 +178,8 @@ class JobBackend:
             left = [p for p in tagged_processes(self.run_id) if p.pid != os.getpid()]
             if left:
                 reap(left)
-        run_all([lambda: self.nft.destroy(force=True), stop_procs, reap_tagged,
+        run_all([lambda: self.nft.destroy(force=True),
+                 lambda: self.toxiproxy.stop(timeout=2.0) if self.toxiproxy else None, stop_procs, reap_tagged,
                  lambda: self.supervisor.join(2.0) if self.supervisor else None, self.log.close,
                  lambda: registry.unregister(self.run_id)])
 
@@ -247,7 +273,34 @@ class JobBackend:
 
     # ------------------------------------------------------------------ links
     def links(self) -> list[tuple[str, str]]:
-        return []
+        return self.job.links()
+
+    def link_fault(self, kind: str, links: list[tuple[str, str]], params: dict):
+        """Drop packets on the ports of the one role every link touches (its clients' traffic to
+        it, all of it: on loopback no rule tells one client's connections from another's), or for
+        latency and bandwidth a toxic on the one proxy in front of it, which its clients share."""
+        try:
+            node = isolated(links)
+        except HarnessError:
+            raise HarnessError(f"{kind}: a link fault on {self.job.name} cuts one role from its peers; the links "
+                               f"{sorted(links)[:4]} share no one role. Write the target as 'workers <-> ps-0'") from None
+        if kind in TOXIC_KINDS:
+            into = sorted(link for link in links if link[1] == node and self.net and link in self.net.links.links)
+            if not into:
+                raise HarnessError(f"{kind}: no proxy leads to {node}; {self.job.name} proxies "
+                                   f"{', '.join(self.job.proxied_roles()) or 'no role'}: aim it at one of those")
+            return LINK_FAULTS[kind](self.net, into[:1], params)     # one toxic on the shared proxy
+        ports = self.job.ports_of(node)
+        if not ports:
+            raise HarnessError(f"{kind}: {node} serves on no port of {self.job.name}'s; cut a role that serves "
+                               f"(the links: {', '.join(sorted({b for _, b in self.job.links()}))})")
+        return PortCut(self.nft, kind, port_matches(ports), params, probe=lambda: self._progress(node, ports))
+
+    def _progress(self, node: str, ports: list[int]) -> dict:
+        """The job's progress when the cut starts and before it heals: its last acknowledged step."""
+        steps = [e["value"]["step"] for e in read_events(self.events_path("worker-0"))
+                 if e.get("f") == "step" and e.get("type") == "ok"]
+        return {"node": node, "ports": ports, "acked_step": max(steps, default=0)}
 
 
 def _running(pid: int | None) -> bool:

@@ -11,7 +11,12 @@ Restarts are a scheduler's, one task at a time: a task that exits is started aga
 Kubernetes restarts one pod of a TF cluster, and the coordinator is what must ride it out. TF
 documents that it reschedules a failed worker's closures on another worker, and that a failed
 parameter server fails the step (the coordinator raises, exits, and its restart resumes from
-the checkpoint). TF's gRPC servers bind every interface whatever TF_CONFIG says, so the tasks
+the checkpoint). Link faults (loss, partition) drop packets on a parameter server's port: every
+task's traffic to it, the workers' and the coordinator's (one port on loopback serves them all).
+Latency and bandwidth are Toxiproxy toxics on a proxy in front of each parameter server, which
+every other task's TF_CONFIG names instead of it (the coordinator hands its cluster to the
+workers, so their closures' traffic takes the proxy too).
+TF's gRPC servers bind every interface whatever TF_CONFIG says, so the tasks
 run with pschaos' loopback preload (jobs/loopback).
 """
 from __future__ import annotations
@@ -21,7 +26,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pschaos.harness.backends.jobs.api import TrainingJob
+from pschaos.harness.backends.jobs.api import JOB_KINDS, LINK_KINDS, TOXIC_KINDS, TrainingJob
 
 SCRIPT = Path(__file__).parent / "scripts" / "tf_ps_train.py"
 
@@ -33,9 +38,11 @@ def tf_python(options: dict[str, Any]) -> str:
 class TFParameterServer(TrainingJob):
     name = "tf-ps"
     options = {"workers": (int, 2), "ps": (int, 2), "ckpt_every": (int, 20), "hang_bound_s": (float, 60.0),
-               "job_restarts": (int, 4), "tolerance": (float, 0.0), "python": (str, ""), "script": (str, "")}
+               "step_timeout_s": (float, 30.0), "job_restarts": (int, 4), "tolerance": (float, 0.0),
+               "python": (str, ""), "script": (str, "")}
     progress_role = "chief"
     loopback_only = True
+    kinds = JOB_KINDS + LINK_KINDS + TOXIC_KINDS
 
     @classmethod
     def scenario_error(cls, copies: int, options: dict[str, Any]) -> str | None:
@@ -64,14 +71,33 @@ class TFParameterServer(TrainingJob):
                         "ps": [f"127.0.0.1:{next(ports)}" for _ in range(o["ps"])]}
         argv = [tf_python(o), o["script"] or str(SCRIPT), "--steps", str(self.env.steps), "--ckpt-every",
                 str(o["ckpt_every"]), "--dir", str(self.env.data("job")), "--seed", str(self.env.seed),
-                "--step-delay-s", str(self.env.step_delay_s)]
+                "--step-delay-s", str(self.env.step_delay_s), "--step-timeout-s", str(o["step_timeout_s"])]
         return {role: argv for role in self.roles()}
 
     def environment(self, name: str) -> dict[str, str]:
         kind, _, index = name.partition("-")
         task = {"type": kind, "index": int(index or 0)}
-        return {"TF_CONFIG": json.dumps({"cluster": self.cluster, "task": task}), "PSCHAOS_NODE": name,
+        # through the proxies where there are (a task's own entry stays its real address, which it binds)
+        ps = [self.via.get(f"ps-{j}", a) if name != f"ps-{j}" else a for j, a in enumerate(self.cluster["ps"])]
+        cluster = {**self.cluster, "ps": ps}
+        return {"TF_CONFIG": json.dumps({"cluster": cluster, "task": task}), "PSCHAOS_NODE": name,
                 "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+
+    def links(self) -> list[tuple[str, str]]:
+        """Every task dials the parameter servers (workers run the closures' reads and updates, the
+        coordinator creates, saves and reads the variables): a cut of `ps-<j>` drops them all."""
+        clients = ["chief"] + [f"worker-{i}" for i in range(self.opt["workers"])]
+        return [link for c in clients for j in range(self.opt["ps"]) for link in ((c, f"ps-{j}"), (f"ps-{j}", c))]
+
+    def ports_of(self, role: str) -> list[int]:
+        """A parameter server's port (the servers the links lead to; the others are dialled by the
+        coordinator alone, which a cut of theirs would not isolate)."""
+        kind, _, index = role.partition("-")
+        addrs = self.cluster.get("ps", []) if kind == "ps" and index.isdigit() else []
+        return [int(addrs[int(index)].rsplit(":", 1)[1])] if addrs and int(index) < len(addrs) else []
+
+    def proxied_roles(self) -> list[str]:
+        return [f"ps-{j}" for j in range(self.opt["ps"])]
 
     def restart_scope(self, name: str) -> str:
         return "process"

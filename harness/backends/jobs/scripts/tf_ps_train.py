@@ -10,6 +10,10 @@ runs. Every `--ckpt-every` steps the chief saves a checkpoint (tf.train.Checkpoi
 a restarted chief resumes from the newest. The model carries an audit variable on a parameter
 server, raised by one inside every closure with the update, through the same path.
 
+TF puts no time limit on a closure: one waiting on a paused parameter server waits as long as
+the pause lasts, in silence. So the chief keeps a watchdog: a step (or the setup) that takes
+longer than `--step-timeout-s` ends the process with exit code 3, for the scheduler to restart.
+
 Run it yourself: one process per task, each with its TF_CONFIG, e.g. task {"type": "ps", "index": 0}.
 """
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -38,8 +43,25 @@ def serve() -> None:
     server.join()
 
 
+def watchdog(timeout_s: float) -> dict:
+    """Exit 3 when the work in hand (`busy`, since `t`) has taken longer than `timeout_s`."""
+    state = {"t": time.monotonic(), "busy": True}
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.25)
+            if state["busy"] and time.monotonic() - state["t"] > timeout_s:
+                sys.stderr.write(f"tf_ps_train: no progress in {timeout_s:.0f}s; exiting for a restart\n")
+                sys.stderr.flush()
+                os._exit(3)
+    if timeout_s > 0:
+        threading.Thread(target=watch, name="watchdog", daemon=True).start()
+    return state
+
+
 def coordinate(a: argparse.Namespace) -> None:
     shim = pschaos_shim.Shim("chief")      # first: a start whose setup fails is on record too
+    dog = watchdog(a.step_timeout_s)
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     coord = tf.distribute.coordinator.ClusterCoordinator(strategy)
@@ -77,6 +99,7 @@ def coordinate(a: argparse.Namespace) -> None:
 
     loss = None
     for step in range(start + 1, a.steps + 1):
+        dog["t"] = time.monotonic()
         with shim.step(step) as rec:
             result = coord.schedule(train_step, args=(tf.constant(step, tf.int64),))
             coord.join()
@@ -105,6 +128,7 @@ def main() -> None:
     p.add_argument("--dir", type=Path, required=True)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--step-delay-s", type=float, default=0.0)
+    p.add_argument("--step-timeout-s", type=float, default=30.0, help="the watchdog's bound; 0: none")
     a = p.parse_args()
     task = json.loads(os.environ["TF_CONFIG"])["task"]
     if task["type"] in ("ps", "worker"):

@@ -75,3 +75,34 @@ def test_sizes_and_intervals_out_of_range_are_refused(monkeypatch):
     assert "is not a role of tf-ps" in error(faults=[{"at": {"step": 5}, "kind": "kill", "target": "ps-3"}])
     sc = Scenario.model_validate({**BASE, "faults": [{"at": {"step": 5}, "kind": "pause", "target": "ps-1"}]})
     assert sc.system_options["workers"] == 2
+
+
+def test_link_faults_aim_at_a_parameter_server_and_others_are_refused(monkeypatch):
+    monkeypatch.setenv("PSCHAOS_TF_PYTHON", sys.executable)
+    loss = {"at": {"step": 5}, "kind": "loss", "target": "workers <-> ps-0", "params": {"percent": 20}, "duration_s": 2}
+    assert Scenario.model_validate({**BASE, "faults": [loss]}).faults[0].kind == "loss"
+    lat = {**loss, "kind": "latency", "target": "workers -> ps-1", "params": {"latency_ms": 50}}
+    assert Scenario.model_validate({**BASE, "faults": [lat]}).faults[0].kind == "latency"
+    assert "not slicer" in error(faults=[{**loss, "kind": "slicer", "params": {"average_size": 10}}])
+    assert "is not a role of tf-ps" in error(faults=[{**loss, "target": "workers <-> ps-7"}])
+
+
+def test_a_parameter_servers_cut_is_its_port_for_every_client(tmp_path):
+    j = job(tmp_path, workers=2, ps=2)
+    j.launch()
+    links = j.links()
+    assert ("worker-1", "ps-0") in links and ("ps-0", "worker-1") in links and ("chief", "ps-1") in links
+    assert all("ps-" in a + b for a, b in links)          # worker->PS links; no worker<->worker
+    port = int(j.cluster["ps"][1].rsplit(":", 1)[1])
+    assert j.ports_of("ps-1") == [port] and j.ports_of("ps-5") == []
+
+
+def test_with_proxies_every_task_dials_them_but_a_server_keeps_its_own_address(tmp_path):
+    j = job(tmp_path, ps=2)
+    j.launch()
+    real = list(j.cluster["ps"])
+    j.via = {"ps-0": "127.0.0.1:1111", "ps-1": "127.0.0.1:2222"}
+    ps_of = {n: json.loads(j.environment(n)["TF_CONFIG"])["cluster"]["ps"] for n in j.roles()}
+    assert ps_of["chief"] == ps_of["worker-0"] == ["127.0.0.1:1111", "127.0.0.1:2222"]
+    assert ps_of["ps-0"] == [real[0], "127.0.0.1:2222"] and ps_of["ps-1"] == ["127.0.0.1:1111", real[1]]
+    assert j.proxied_roles() == ["ps-0", "ps-1"]
