@@ -39,7 +39,8 @@ def aggregate(reports: list[tuple[Path, dict]]) -> dict:
     for path, r in reports:
         ok = r.get("verdict") == "pass"
         s = scen.setdefault(r["scenario"], {"runs": 0, "passed": 0, "failover_ms": [], "lost": [],
-                                            "failing_runs": [], "lost_by_run": [], "all": [], "spurious": []})
+                                            "failing_runs": [], "lost_by_run": [], "all": [], "spurious": [],
+                                            "ettr": []})
         s["runs"] += 1
         s["passed"] += ok
         s["all"].append(r.get("verdict"))           # every run, also two of one seed (a baseline, a --repeat)
@@ -49,6 +50,7 @@ def aggregate(reports: list[tuple[Path, dict]]) -> dict:
         lost = r.get("metrics", {}).get("lost_acked_updates")
         s["lost"].append(lost)
         s["spurious"].append(r.get("metrics", {}).get("spurious_failovers"))
+        s["ettr"].append(r.get("metrics", {}).get("ettr"))
         repeat = 1 + sum(1 for x in s["lost_by_run"] if (x["seed"], x["backend"]) == (r.get("seed"), r.get("backend")))
         s["lost_by_run"].append({"seed": r.get("seed"), "backend": r.get("backend"), "repeat": repeat, "lost": lost})
         run_rows.append(_run_row(path, r, fo, repeat))
@@ -70,6 +72,8 @@ def aggregate(reports: list[tuple[Path, dict]]) -> dict:
                                   "lost_by_run": s["lost_by_run"],
                                   "spurious_failovers": total(s["spurious"]),
                                   "spurious_without_figure": without(s["spurious"]),
+                                  # the worst run's effective training time ratio (None: no run had one)
+                                  "ettr_min": min((x for x in s["ettr"] if x is not None), default=None),
                                   "verdict_counts": _counts(s["all"]), "failing_runs": s["failing_runs"]}
     for k, vs in sorted(kinds.items()):
         out["fault_kinds"][k] = _rate(vs)
@@ -100,6 +104,7 @@ def _run_row(path: Path, r: dict, fo: list[float | None], repeat: int) -> dict:
             "verdict": r.get("verdict"), "lost_acked_updates": m.get("lost_acked_updates"),
             "failovers": m.get("failovers"), "spurious_failovers": m.get("spurious_failovers"),
             "failover_ms_max": failover_stats(fo)["max"],   # "inf": one never completed
+            "ettr": m.get("ettr"), "goodput": m.get("goodput"),
             "report": str(page) if (page := path.parent / "report.html").is_file() else None}   # none: a run that crashed
 
 

@@ -106,7 +106,8 @@ def _run_tr(r: dict, out_dir: Path | None) -> str:
     return (f"<tr><td>{escape(r['scenario'])}</td><td>{escape(str(r['seed']) + again)}</td>"
             f"<td>{escape(str(r['backend']))}</td><td class=\"{verdict}\">{verdict}</td>"
             f"<td>{_em(r['lost_acked_updates'], ticks.count)}</td><td>{_em(r['failovers'], ticks.count)}</td>"
-            f"<td>{_em(r['failover_ms_max'], ticks.millis)}</td><td>{_link(r['report'], out_dir)}</td></tr>")
+            f"<td>{_em(r['failover_ms_max'], ticks.millis)}</td><td>{_em(r.get('ettr'), ticks.percent)}</td>"
+            f"<td>{_link(r['report'], out_dir)}</td></tr>")
 
 
 def render(a: dict, out_dir: Path | None = None) -> str:
@@ -117,6 +118,7 @@ def render(a: dict, out_dir: Path | None = None) -> str:
         f"<td class=\"{'fail' if s['flaky'] else ''}\">{'flaky' if s['flaky'] else ''}</td>"
         f"<td>{_em(s['failover_ms']['p50'], ticks.millis)} / {_em(s['failover_ms']['p99'], ticks.millis)}</td>"
         f"<td>{_total(s, 'lost_acked_updates', 'lost_without_figure')}</td>"
+        f"<td>{_em(s.get('ettr_min'), ticks.percent)}</td>"
         f"<td>{'<br>'.join('<code>' + escape(f['rerun'] or ticks.DASH) + '</code>' for f in s['failing_runs'])}</td></tr>"
         for n, s in a["scenarios"].items())
     run_rows = "".join(_run_tr(r, out_dir) for r in a.get("run_list", []))
@@ -146,8 +148,8 @@ def render(a: dict, out_dir: Path | None = None) -> str:
 {f'· <strong>{escape(b)}</strong>' if b else ''}</p>
 {''.join(f'<h2>{escape(t)}</h2>{p}' for t, p in plots)}
 <h2>Scenarios</h2><table><tr><th>scenario</th><th>runs</th><th>pass rate</th><th></th><th>failover p50 / p99</th>
-<th>lost acks</th><th>rerun failing runs</th></tr>{scen_rows}</table>
+<th>lost acks</th><th>lowest ETTR</th><th>rerun failing runs</th></tr>{scen_rows}</table>
 <h2>Runs</h2><table><tr><th>scenario</th><th>seed</th><th>backend</th><th>verdict</th><th>lost acks</th>
-<th>failovers</th><th>slowest failover</th><th></th></tr>{run_rows}</table>
+<th>failovers</th><th>slowest failover</th><th>ETTR</th><th></th></tr>{run_rows}</table>
 </body></html>
 """

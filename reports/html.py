@@ -181,7 +181,8 @@ def render(report: dict, history: list[dict]) -> str:
 <h1>{escape(report['scenario'])}: <span class="{_verdict_class(verdict)}">{escape(verdict.upper())}</span></h1>
 <p>seed {escape(str(report['seed']))} · backend {escape(str(report['backend']))} · {dash(report.get('wall_s'), ticks.seconds)} ·
 lost acknowledged updates {dash(m.get('lost_acked_updates'), ticks.count)} · failovers {dash(m.get('failovers'), ticks.count)}
-(p50 {dash(fo.get('p50'), ticks.millis)}, p99 {dash(fo.get('p99'), ticks.millis)}) · final loss {dash(m.get('final_loss'))}</p>
+(p50 {dash(fo.get('p50'), ticks.millis)}, p99 {dash(fo.get('p99'), ticks.millis)}) · final loss {dash(m.get('final_loss'))} ·
+ETTR {dash(m.get('ettr'), ticks.percent)} · goodput {dash(m.get('goodput'))} steps/s</p>
 <p>rerun: <code>{escape(report['rerun'])}</code></p>
 {_simulated(report)}
 {body}

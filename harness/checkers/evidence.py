@@ -49,6 +49,12 @@ def _fault_reasons(history: list[dict], ctx: dict) -> tuple[list[str], int]:
         if during == "promotion" and not v.get("caught_promoting"):
             reasons.append(f"fault {v['index']} (kill during promotion on shard {v.get('shard', '?')}) saw no "
                            "successor named: only the primary was killed")
+    if isinstance(ctx.get("job"), dict):      # a job's cut that dropped nothing did not test the job
+        for e in by_f(history, "fault-stop"):
+            v = e["value"]
+            if v.get("kind") in ("loss", "partition") and v.get("packets_dropped") in (0, None):
+                reasons.append(f"fault {v.get('index', '?')} ({v['kind']} {v.get('target', '')}) dropped no packet "
+                               f"({v.get('packets_dropped')!r}): the rules matched no traffic of the job")
     scheduled = ctx.get("scheduled_faults")
     if scheduled is not None:
         fired = {v["index"] for v in starts}

@@ -7,7 +7,7 @@ fails closed: no final model, no plan, no fault-free run is `unknown`, with the 
 """
 from __future__ import annotations
 
-from pschaos.harness.checkers.base import Verdict, by_f, unknown
+from pschaos.harness.checkers.base import Verdict, by_f, unknown, victims
 
 RESTARTING_FAULTS = ("kill", "stop", "pause")
 
@@ -129,8 +129,12 @@ def no_silent_hang(history: list[dict], ctx: dict) -> Verdict:
         return unknown("the run names no hang bound (context job.hang_bound_s)")
     bound = plan["hang_bound_s"]
     oks = sorted((e["t"], e["value"]["step"]) for e in by_f(history, "step", "ok"))
-    ends = sorted([e["t"] for e in by_f(history, "job-exit") if e["value"].get("exit_code") not in (0, None)]
-                  + [e["t"] for e in by_f(history, "job-gave-up")] + [e["t"] for e in by_f(history, "job-final")])
+    # (time, process): a failed exit, giving up, or the final model; the fault's own victim's exit
+    # (a killed task's -9) is the fault landing, not the job answering it
+    ends = sorted([(e["t"], e["value"].get("process")) for e in by_f(history, "job-exit")
+                   if e["value"].get("exit_code") not in (0, None)]
+                  + [(e["t"], None) for e in by_f(history, "job-gave-up")]
+                  + [(e["t"], None) for e in by_f(history, "job-final")])
     faults = [e for e in by_f(history, "fault-start")]
     if not faults:
         return unknown("no fault fired: there is nothing the job had to come back from")
@@ -141,7 +145,8 @@ def no_silent_hang(history: list[dict], ctx: dict) -> Verdict:
         # past the step in flight: a step whose all-reduce had all its parts when the fault
         # landed completes just after it, and says nothing of the job coming back
         nxt = next((t for t, s in oks if t > t0 and s > at + 1), None)
-        end = next((t for t in ends if t > t0), None)
+        hit = set(victims(f["value"]))
+        end = next((t for t, proc in ends if t > t0 and proc not in hit), None)
         back = min(x for x in (nxt, end, float("inf")) if x is not None)
         row = {"fault": f["value"].get("kind"), "target": f["value"].get("target"), "at_step": at,
                "after_s": None if back == float("inf") else round(back - t0, 3)}
@@ -158,9 +163,10 @@ def restarts_bounded(history: list[dict], ctx: dict) -> Verdict:
         return unknown("no process of the job recorded its start (job-start): nothing ran")
     explained = sum(1 for e in by_f(history, "fault-start") if e["value"].get("kind") in RESTARTING_FAULTS)
     restarts = len(starts) - 1
-    return Verdict(restarts <= explained, {"restarts": restarts, "explained_by_faults": explained,
+    gave_up = bool(by_f(history, "job-gave-up"))       # restarts spent: a loop, whatever was counted
+    return Verdict(restarts <= explained and not gave_up, {"restarts": restarts, "explained_by_faults": explained,
                                            "incarnations": sorted(starts),
-                                           "gave_up": bool(by_f(history, "job-gave-up"))})
+                                           "gave_up": gave_up})
 
 
 def for_jobs(native, job_check):

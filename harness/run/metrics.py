@@ -9,7 +9,7 @@ from pschaos.reports.bounds import holds, parse, value_at
 from pschaos.reports.percentiles import failover_stats  # one rule for a run's metrics and the aggregates
 
 from pschaos.harness.checkers.acks import no_lost_acks
-from pschaos.harness.checkers.goodput import job_goodput
+from pschaos.harness.checkers.goodput import job_goodput, psnodes_goodput
 from pschaos.harness.checkers.jobs import job_no_lost_acks
 from pschaos.harness.checkers.base import by_f
 from pschaos.harness.checkers.failover import failover_times
@@ -93,7 +93,8 @@ def compute(history: list[dict], ctx: dict) -> dict:
         "steps": sum(e["value"]["steps"] for e in by_f(history, "train-done")),
         "first_step_s": next((round(e["t"], 3) for e in by_f(history, "train-step")), None),
         **migration_metrics(history),
-        **(job_goodput(history) if "job" in ctx else {}),
+        **(job_goodput(history) if "job" in ctx else
+           psnodes_goodput(history, lost.details.get("lost") if lost.valid != "unknown" else None, len(oks))),
     }
 
 

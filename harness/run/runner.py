@@ -233,8 +233,8 @@ class Runner(RunReport):
             self.clock.wait_until(lambda: not self.sampling, period, 0.05)
 
     def _loop(self, ctx: FaultContext, pending: list, watch: StepWatcher, t0: float, limit: float) -> None:
-        # a worker fault still open holds the loop for its heal (the restart of a psnodes worker
-        # the harness drives); a job's `worker-0` is a role its scheduler restarts, not one of these
+        # a worker fault still open holds the loop for its heal (the restart of a worker the
+        # harness drives); a job's `worker-0` is a role its scheduler restarts, not one of these
         hold = bool(self.backend.workers())
         while self.backend.workers_running() or (hold and any(o.target.startswith("worker-") for o in self.open)):
             now, step = self.clock.monotonic() - t0, watch.poll()

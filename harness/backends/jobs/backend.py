@@ -77,9 +77,9 @@ class JobBackend:
                 self._spawn(name)
         self.supervisor = threading.Thread(target=self._supervise, name="pschaos-job-supervisor", daemon=True)
         self.supervisor.start()
-        if not wait_until(lambda: self.finished.is_set() or self._trained(), timeout, 0.1):
-            raise HarnessError(f"{self.job.name}: {self.job.progress_role} did not start (no shim record) within {timeout:.0f}s; see "
-                               f"{self.run_dir / 'logs'}")
+        if not wait_until(lambda: self.finished.is_set() or self._trained(), timeout, 0.1) or not self._trained():
+            raise HarnessError(f"{self.job.name}: {self.job.progress_role} did not start (no shim record) within {timeout:.0f}s"
+                               f"{' and the job is over' if self.finished.is_set() else ''}; see {self.run_dir / 'logs'}")
 
     def _proxies(self) -> None:
         """One proxy in front of each proxied role, before any process starts (their environment
@@ -150,7 +150,8 @@ class JobBackend:
                 if p.alive():
                     p.kill()
                 p.release()
-            left = [p for p in tagged_processes(self.run_id) if p.pid != os.getpid()]
+            keep = {os.getpid()} | ({self.toxiproxy.proc.pid} if self.toxiproxy and self.toxiproxy.proc else set())
+            left = [p for p in tagged_processes(self.run_id) if p.pid not in keep]     # the proxies stay
             if left:
                 reap(left)
         else:
@@ -236,17 +237,20 @@ class JobBackend:
         return not self.finished.is_set()
 
     # ------------------------------------------------------------------ faults
-    def _signal(self, name: str, sig: int) -> None:
+    def _signal(self, name: str, sig: int) -> int:
+        """Signal the role's process now and return its pid: looked up and signalled under the
+        supervisor's lock, so a restart cannot slip between the two."""
         if name not in self.job.roles():
             raise HarnessError(f"{name}: no such role of {self.job.name}; roles: {', '.join(self.job.roles())}")
-        pid = self._pid(name)
-        if pid is None:
-            raise HarnessError(f"{name}: not running now (incarnation {self.incarnation})")
-        os.kill(pid, sig)
+        with self.lock:
+            pid = self._pid(name)
+            if pid is None:
+                raise HarnessError(f"{name}: not running now (incarnation {self.incarnation})")
+            os.kill(pid, sig)
+        return pid
 
     def kill(self, name: str) -> None:
-        pid = self._pid(name)
-        self._signal(name, signal.SIGKILL)
+        pid = self._signal(name, signal.SIGKILL)
         # gone, or a zombie its parent has not reaped yet: either way it runs no more
         wait_until(lambda: not _running(pid), 2.0, 0.01)
 
@@ -257,8 +261,7 @@ class JobBackend:
         """Nothing to do: torchrun restarts its ranks and the supervisor restarts a launched process."""
 
     def pause(self, name: str) -> None:
-        self.paused[name] = self._pid(name)
-        self._signal(name, signal.SIGSTOP)
+        self.paused[name] = self._signal(name, signal.SIGSTOP)     # the pid stopped is the one resumed
 
     def resume(self, name: str) -> None:
         pid = self.paused.pop(name, None)

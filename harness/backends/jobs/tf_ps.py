@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pschaos.harness.backends.jobs.api import JOB_KINDS, LINK_KINDS, TOXIC_KINDS, TrainingJob
+from pschaos.harness.errors import HarnessError
 
 SCRIPT = Path(__file__).parent / "scripts" / "tf_ps_train.py"
 
@@ -50,9 +51,8 @@ class TFParameterServer(TrainingJob):
             return "system_options.workers and .ps: give 1 to 4 of each (they share this machine's cores)"
         if options["ckpt_every"] < 1:
             return "system_options.ckpt_every: give a checkpoint interval of at least 1 step"
-        py = tf_python(options)
-        if not py or not Path(py).is_file():
-            return (f"system_options.python: {py or '(unset)'} is not a Python; give the interpreter of an "
+        if options["python"] and not Path(options["python"]).is_file():
+            return (f"system_options.python: {options['python']} is not a Python; give the interpreter of an "
                     "environment with tensorflow-cpu installed, or set PSCHAOS_TF_PYTHON (make tf-venv builds one)")
         if options["script"] and not Path(options["script"]).is_file():
             return f"system_options.script: {options['script']!r} is not a file; give the path of your training script"
@@ -65,6 +65,11 @@ class TFParameterServer(TrainingJob):
 
     def launch(self) -> dict[str, list[str]]:
         o = self.opt
+        py = tf_python(o)       # asked at the run, not when the scenario loads: listing needs no TensorFlow
+        if not py or not Path(py).is_file():
+            raise HarnessError(f"{self.name}: no TensorFlow Python ({py or 'PSCHAOS_TF_PYTHON unset'}); set "
+                               "system_options.python or PSCHAOS_TF_PYTHON to the interpreter of an environment "
+                               "with tensorflow-cpu installed (make tf-venv builds one)")
         ports = iter(self.env.ports(1 + o["workers"] + o["ps"]))
         self.cluster = {"chief": [f"127.0.0.1:{next(ports)}"],
                         "worker": [f"127.0.0.1:{next(ports)}" for _ in range(o["workers"])],

@@ -43,3 +43,12 @@ def test_a_pause_never_healed_fails_and_a_healed_one_passes():
 def test_a_heal_that_failed_is_no_heal():
     stop = fault(9, "fault-stop", "pause", "ps-0", heal_error="ProcessLookupError")
     assert nodes_back(h(fault(5, "fault-start", "pause", "ps-0"), stop), CTX).valid is False
+
+
+def test_a_cut_of_a_job_that_dropped_no_packet_makes_the_run_unknown():
+    from pschaos.harness.checkers.evidence import scenario_ran
+    start = fault(5, "fault-start", "loss", "workers<->ps-0", index=0)
+    stop = fault(9, "fault-stop", "loss", "workers<->ps-0", index=0, packets_dropped=0)
+    assert scenario_ran(h(start, stop), CTX).valid == "unknown"
+    stop["value"]["packets_dropped"] = 12
+    assert scenario_ran(h(start, stop), CTX).valid is True

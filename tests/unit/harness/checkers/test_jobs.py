@@ -131,3 +131,17 @@ def test_goodput_counts_each_surviving_step_once():
     assert g["surviving_steps"] == 6 and g["restarts"] == 1
     assert 0 < g["ettr"] < 1
     assert job_goodput(run(CLEAN, RESUMES, final=False))["ettr"] is None
+
+
+def test_the_killed_tasks_own_exit_is_not_the_job_answering_the_fault():
+    h = run({"0.0": (0, [1, 2, 3])}, {"0.0": 0}, faults=[(4.0, "kill")], final=False)
+    h.append({"t": 4.1, "node": "rank-1", "type": "info", "f": "job-exit", "value": {"process": "rank-1", "exit_code": -9}})
+    v = no_silent_hang(sorted(h, key=lambda e: e["t"]), PLAN)
+    assert v.valid is False and v.details["hung"][0]["after_s"] is None
+
+
+def test_a_job_that_spent_its_restarts_fails_restarts_bounded():
+    h = run(CLEAN, RESUMES, faults=[(4.0, "kill")])
+    assert restarts_bounded(h, PLAN).valid is True
+    h.append({"t": 50, "node": "harness", "type": "info", "f": "job-gave-up", "value": {"incarnation": 3}})
+    assert restarts_bounded(h, PLAN).valid is False

@@ -9,6 +9,7 @@ from pydantic import ValidationError
 
 from pschaos.harness.backends.jobs.api import JobEnv
 from pschaos.harness.backends.jobs.tf_ps import TFParameterServer
+from pschaos.harness.errors import HarnessError
 from pschaos.harness.run.scenario import Scenario
 
 
@@ -66,6 +67,13 @@ def test_a_missing_tensorflow_python_is_named_with_the_fix(monkeypatch):
     monkeypatch.delenv("PSCHAOS_TF_PYTHON", raising=False)
     msg = error(system_options={"python": "/nowhere/python"})
     assert "system_options.python" in msg and "make tf-venv" in msg
+    Scenario.model_validate(BASE)             # unset: the scenario loads (pschaos list needs no TensorFlow)...
+
+
+def test_no_tensorflow_python_stops_the_run_with_the_fix(tmp_path, monkeypatch):
+    monkeypatch.delenv("PSCHAOS_TF_PYTHON", raising=False)
+    with pytest.raises(HarnessError, match="PSCHAOS_TF_PYTHON"):    # ...and the run says what is missing
+        job(tmp_path, python="").launch()
 
 
 def test_sizes_and_intervals_out_of_range_are_refused(monkeypatch):
