@@ -94,8 +94,14 @@ def coordinate(a: argparse.Namespace) -> None:
         for k, grad in zip(shapes, grads):
             moms[k].assign(0.9 * moms[k] + tf.convert_to_tensor(grad))
             params[k].assign_sub(0.05 * moms[k])
-        audit.assign_add(1.0)           # one per logical update, on a parameter server, with it
-        return loss
+        done_update = audit.assign_add(1.0)      # one per logical update, on a parameter server, with it
+        if not a.tail_work:
+            return loss
+        with tf.control_dependencies([done_update]):     # work on the worker after the update landed
+            m = tf.random.stateless_normal([192, 192], seed) * 0.1
+            for _ in range(a.tail_work):
+                m = tf.tanh(m @ m)
+            return loss + 0.0 * tf.reduce_sum(m)
 
     loss = None
     for step in range(start + 1, a.steps + 1):
@@ -129,6 +135,7 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--step-delay-s", type=float, default=0.0)
     p.add_argument("--step-timeout-s", type=float, default=30.0, help="the watchdog's bound; 0: none")
+    p.add_argument("--tail-work", type=int, default=0, help="matmuls a closure does after its update")
     a = p.parse_args()
     task = json.loads(os.environ["TF_CONFIG"])["task"]
     if task["type"] in ("ps", "worker"):
