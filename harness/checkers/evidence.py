@@ -125,8 +125,8 @@ def nodes_back(history: list[dict], ctx: dict) -> Verdict:
 
 def _job_roles_back(history: list[dict]) -> Verdict:
     """A training job's roles: one a kill or stop took down is back when it started again after
-    the fault (its scheduler's `job-launch`, or its shim's `job-start` for a rank torchrun forks);
-    a paused one, when its pause was healed (SIGCONT sent)."""
+    the fault (its scheduler's `job-launch`, or its shim's `job-start` for a rank torchrun forks)
+    and did not fail after its last start; a paused one, when its pause was healed (SIGCONT sent)."""
     hit: dict[str, tuple[str, float]] = {}
     for e in by_f(history, "fault-start"):
         v = e["value"]
@@ -136,10 +136,13 @@ def _job_roles_back(history: list[dict]) -> Verdict:
     healed = {name: e["t"] for e in by_f(history, "fault-stop") if not e["value"].get("heal_error")
               for name in victims(e["value"]) if name in hit}
     started: dict[str, list[float]] = {}
+    failed: dict[str, list[float]] = {}           # a process's failed exits (the supervisor's record)
     for e in history:
         if e.get("f") in ("job-launch", "job-start"):
             name = e["value"].get("process") or e["value"].get("worker") or e.get("node")
             started.setdefault(name, []).append(e["t"])
+        elif e.get("f") == "job-exit" and e["value"].get("exit_code") not in (0, None):
+            failed.setdefault(e["value"].get("process") or e.get("node"), []).append(e["t"])
     dead = []
     for name, (kind, t) in sorted(hit.items()):
         if kind == "pause":
@@ -147,4 +150,6 @@ def _job_roles_back(history: list[dict]) -> Verdict:
                 dead.append({"node": name, "why": "its pause was never healed"})
         elif not any(s > t for s in started.get(name, [])):
             dead.append({"node": name, "why": f"not started again after the {kind}"})
+        elif any(x > max(started[name]) for x in failed.get(name, [])):
+            dead.append({"node": name, "why": f"started again after the {kind}, then failed (job-exit)"})
     return Verdict(not dead, {"faulted": sorted(hit), "dead_at_end": dead})

@@ -1,9 +1,8 @@
 """pschaos' step shim: the few calls a training script makes so pschaos can judge it black-box.
 
-Standard library only, one file: the harness puts its folder on the job's PYTHONPATH, so any
-Python that runs the job (its own virtual environment, another framework) imports it with
-`import pschaos_shim`. Outside a pschaos run (no PSCHAOS_EVENTS_DIR) every call does nothing,
-so the script runs as before.
+Standard library only, one file on the job's PYTHONPATH, so any Python that runs the job (its
+own virtual environment, another framework) imports it. Outside a pschaos run (no
+PSCHAOS_EVENTS_DIR) every call does nothing.
 
 What it records, one JSON line per event in the run's history: each logical update's invoke
 and its acknowledgement (`step`), with the process, its incarnation and the step; a resume
@@ -29,7 +28,10 @@ class Shim:
         self.node = node or os.environ.get("PSCHAOS_NODE") or f"rank-{os.environ.get('RANK', '0')}"
         # the harness's restarts of the whole job, then the launcher's own (torchrun's restart count)
         self.incarnation = f"{os.environ.get('PSCHAOS_INCARNATION', '0')}.{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
-        self.f = open(os.path.join(folder, self.node + ".jsonl"), "a", buffering=1) if folder else None
+        path = os.path.join(folder or "", self.node + ".jsonl")
+        self.f = open(path, "a", buffering=1) if folder else None
+        if self.f is not None and not _ends_clean(path):
+            self.f.write("\n")        # the last incarnation died mid-line: keep this one's lines whole
         self._write("info", "job-start", {"pid": os.getpid()})    # before setup: a start that never trains counts
 
     def _write(self, type_: str, f: str, value: dict, op_id: str | None = None) -> None:
@@ -37,9 +39,7 @@ class Shim:
             return
         ev = {"t": time.time(), "node": self.node, "type": type_, "f": f,
               "value": {"worker": self.node, "incarnation": self.incarnation, **value}}
-        if op_id is not None:
-            ev["op_id"] = op_id
-        self.f.write(json.dumps(ev) + "\n")
+        self.f.write(json.dumps({**ev, **({"op_id": op_id} if op_id is not None else {})}) + "\n")
 
     def started(self, resumed_from: int = 0, **facts: Any) -> None:
         """Call once the job is set up: `resumed_from` is the step its checkpoint holds (0: fresh)."""
@@ -76,9 +76,18 @@ class Shim:
                                           **({"values": [float(v) for v in values]} if values is not None else {})})
 
     def close(self) -> None:
-        if self.f is not None:
-            self.f.close()
-            self.f = None
+        f, self.f = self.f, None
+        if f is not None:
+            f.close()
+
+
+def _ends_clean(path: str) -> bool:
+    try:
+        with open(path, "rb") as g:
+            g.seek(-1, os.SEEK_END)
+            return g.read(1) == b"\n"
+    except OSError:
+        return True            # empty
 
 
 def digest(arrays: Iterable[Any]) -> str:

@@ -52,3 +52,9 @@ def test_a_cut_of_a_job_that_dropped_no_packet_makes_the_run_unknown():
     assert scenario_ran(h(start, stop), CTX).valid == "unknown"
     stop["value"]["packets_dropped"] = 12
     assert scenario_ran(h(start, stop), CTX).valid is True
+
+
+def test_a_task_started_again_that_then_failed_is_not_back():
+    died = {"t": 6, "node": "ps-0", "type": "info", "f": "job-exit", "value": {"process": "ps-0", "exit_code": 1}}
+    v = nodes_back(h(fault(5, "fault-start", "kill", "ps-0"), launch(5.2, "ps-0"), died), CTX)
+    assert v.valid is False and "then failed" in v.details["dead_at_end"][0]["why"]
