@@ -84,13 +84,6 @@ def scenario_ran(history: list[dict], ctx: dict) -> Verdict:
 PROCESS_FAULTS = ("kill", "stop", "pause", "restart", "memory-limit", "disk-full")   # memory-limit: OOM-killed, healed by a restart; disk-full: must keep serving
 
 
-class _AnyWorker:
-    """No worker list in the context (an old history): every `worker-` name is a worker."""
-
-    def __contains__(self, name: object) -> bool:
-        return True
-
-
 def nodes_back(history: list[dict], ctx: dict) -> Verdict:
     """Every copy and worker a process fault took down is running again at the end: a copy answers
     its final status, a worker finished a run that began after its last heal. One that stays dead
@@ -100,13 +93,11 @@ def nodes_back(history: list[dict], ctx: dict) -> Verdict:
     if isinstance(ctx.get("job"), dict):
         return _job_roles_back(history)
     hit: dict[str, float] = {}
-    # psnodes' workers by name; a training job's roles (a TF `worker-0` task) are judged just below
-    workers = set(ctx["workers"]) if isinstance(ctx.get("workers"), list) else _AnyWorker()
     for e in by_f(history, "fault-start"):
         v = e["value"]
         if v.get("kind") in PROCESS_FAULTS:
             for name in victims(v):
-                if name.startswith("shard-") or (name.startswith("worker-") and name in workers):
+                if name.startswith(("shard-", "worker-")):
                     hit.setdefault(name, e["t"])
     healed = {name: e["t"] for e in by_f(history, "fault-stop") for name in victims(e["value"]) if name in hit}
     alive = {s["node"]: s.get("alive") for s in (e["value"] for e in by_f(history, "final-state"))}

@@ -64,13 +64,14 @@ def compute(history: list[dict], ctx: dict) -> dict:
         lost = job_no_lost_acks(history, ctx)
     else:
         lost = no_lost_updates(history, ctx) if updates else no_lost_acks(history, ctx)
+    lost_n = lost.details.get("lost") if lost.valid != "unknown" else None
     fo = failover_times(history)
     done = [e["value"]["final_loss"] for e in by_f(history, "train-done") if e["value"].get("final_loss") is not None]
     syncs = [e["value"] for e in by_f(history, "sync")]
     pulls = [e["value"].get("pulled_bytes", 0) for e in by_f(history, "train-step")]
     return {
         "acked_updates": len(oks) + len(updates) + len({e["value"]["step"] for e in by_f(history, "step", "ok")}),
-        "lost_acked_updates": lost.details.get("lost") if lost.valid != "unknown" else None,
+        "lost_acked_updates": lost_n,
         "failovers": failovers(history, adapted=ctx.get("system", "psnodes") != "psnodes"),
         "failover_ms": failover_stats([f["ms"] for f in fo]),
         "failover_failed": sum(1 for f in fo if f["ms"] is None),
@@ -94,7 +95,7 @@ def compute(history: list[dict], ctx: dict) -> dict:
         "first_step_s": next((round(e["t"], 3) for e in by_f(history, "train-step")), None),
         **migration_metrics(history),
         **(job_goodput(history) if "job" in ctx else
-           psnodes_goodput(history, lost.details.get("lost") if lost.valid != "unknown" else None, len(oks))),
+           psnodes_goodput(history, lost_n, len(oks))),
     }
 
 
