@@ -51,9 +51,10 @@ def job_problem(sc, job) -> str | None:
             err = job.fault_error(f.kind, role, sc.system_options)
             if err:
                 return f"faults[{i}]: {err}"
-        if f.params.get("during") or f.params.get("wipe"):
+        if f.params.get("wipe") or f.params.get("during") not in (None, "", "checkpoint"):
             return (f"faults[{i}].params: {sorted(k for k in ('during', 'wipe') if f.params.get(k))} time a kill to "
-                    "psnodes' protocol moments or wipe its disk; a training job takes a plain kill")
+                    "psnodes' protocol moments or wipe its disk; a training job takes a plain kill, or "
+                    "during: checkpoint (the kill lands while the role's shim says a checkpoint is being written)")
         if f.until is not None and f.until.step is None and f.until.time is None:
             return f"faults[{i}].until: give a time or a step"
     return job.scenario_error(1, sc.system_options)

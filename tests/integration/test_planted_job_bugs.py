@@ -1,5 +1,6 @@
 """The training-job checks catch the bugs they exist for, planted in a temporary copy of each
-example job (scripts/ddp_train.py, scripts/tf_ps_train.py), one per check: a resume that drops
+example job (scripts/ddp_train.py, scripts/tf_ps_train.py), one per check (and for
+scripts/accelerate_train.py a resume that drops the optimizer's momentum): a resume that drops
 the optimizer state (resume-exact), a checkpoint every 10×N steps (lost-work-bounded), a step
 that applies its update twice (exactly-once, from the audit), a step that never times out
 (no-silent-hang: DDP's collective; TF's coordinator without its watchdog). The real jobs pass the
@@ -21,6 +22,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 DDP = "harness/backends/jobs/scripts/ddp_train.py"
 TF = "harness/backends/jobs/scripts/tf_ps_train.py"
+ACC = "harness/backends/jobs/scripts/accelerate_train.py"
 PLANTED = {
     "ddp-drops-optimizer-state": ("resume-exact", "ddp-kill-rank", DDP,
                                   [('        opt.load_state_dict(state["optimizer"])\n', "")]),
@@ -31,6 +33,10 @@ PLANTED = {
                           [("            opt.step()\n", "            opt.step()\n            opt.step()\n")]),
     "ddp-never-times-out": ("no-silent-hang", "ddp-pause-past-bound", DDP,
                             [("timeout=datetime.timedelta(seconds=a.timeout_s)", "timeout=datetime.timedelta(hours=1)")]),
+    "accelerate-drops-optimizer-state": ("resume-exact", "accelerate-kill-rank", ACC,
+                                         [("        acc.load_state(str(a.dir / latest.read_text().strip()))\n",
+                                           "        acc.load_state(str(a.dir / latest.read_text().strip()))\n"
+                                           "        opt.optimizer.state.clear()\n")]),
     "tf-drops-optimizer-state": ("resume-exact", "tf-kill-chief", TF,
                                  [(', **{f"m_{k}": m for k, m in moms.items()})', ")")]),
     "tf-checkpoints-every-10n": ("lost-work-bounded", "tf-kill-chief", TF,

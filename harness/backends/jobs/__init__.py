@@ -5,4 +5,5 @@ A scenario names one in `system:` by name (JOBS) or by import path (`module:Clas
 from __future__ import annotations
 
 JOBS: dict[str, str] = {"torchrun-ddp": "pschaos.harness.backends.jobs.torchrun_ddp:TorchrunDDP",
-                        "tf-ps": "pschaos.harness.backends.jobs.tf_ps:TFParameterServer"}
+                        "tf-ps": "pschaos.harness.backends.jobs.tf_ps:TFParameterServer",
+                        "accelerate-ddp": "pschaos.harness.backends.jobs.accelerate_ddp:AccelerateDDP"}

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from pschaos.harness.backends.options import OptionsMixin
 from pschaos.harness.machinery.ports import free_ports
@@ -73,6 +73,9 @@ class TrainingJob(OptionsMixin):
     def __init__(self, env: JobEnv) -> None:
         self.env, self.opt = env, env.options
         self.via: dict[str, str] = {}      # role -> the proxy address its clients dial (latency, bandwidth)
+        # the harness's launched processes now, by name (set by the harness): for `ports_of` of a
+        # role whose ports are only known once it runs (a rank's gloo sockets)
+        self.running: Callable[[], dict[str, int]] = dict
 
     @classmethod
     def role_names(cls, options: dict[str, Any]) -> list[str]:

@@ -9,6 +9,7 @@ incarnation, after reaping whatever of the old one is left, as a pod restart doe
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -44,6 +45,7 @@ class JobBackend:
         self.run_dir, self.run_id, self.seed = run_dir, run_id, seed
         w = scenario.workload
         self.job = job_cls(JobEnv(run_dir, seed, w.steps, w.step_delay_s, dict(scenario.system_options)))
+        self.job.running = self.launched
         self.procs: dict[str, Proc] = {}
         self.argv: dict[str, list[str]] = {}
         self.incarnation = 0
@@ -62,6 +64,7 @@ class JobBackend:
         toxic = any(f.kind in TOXIC_KINDS for f in getattr(scenario, "faults", []))
         self.toxiproxy = ToxiproxyServer(run_dir, run_id, seed) if toxic else None
         self.net: NetContext | None = None
+        self._ckpt_seen: dict[str, tuple[int, str | None]] = {}     # role -> (events read, checkpoint open)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 60.0, workers_steps: int | None = None, duration: float | None = None,
@@ -223,7 +226,32 @@ class JobBackend:
         return []
 
     def checkpoint_writes(self, name: str) -> list[str]:
-        return []
+        """The checkpoint the role's shim says it is writing now (a `checkpoint` start with no done
+        after it), named by step and incarnation, or none: what a kill `during: checkpoint` waits
+        for. The role's events are read on from where the last look stopped, so a wait can poll
+        every half millisecond without rereading the file."""
+        path = self.events_path(name)
+        pos, open_ = self._ckpt_seen.get(name, (0, None))
+        try:
+            with open(path, "rb") as f:
+                f.seek(pos)
+                chunk = f.read()
+        except OSError:
+            return []
+        whole = chunk[:chunk.rfind(b"\n") + 1]           # a line still being written is read next time
+        for line in whole.splitlines():
+            if b'"checkpoint"' not in line and b'"job-start"' not in line:
+                continue
+            try:
+                e = json.loads(line)
+                v = e["value"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            # a new incarnation's start closes whatever write the dead one left open
+            open_ = (f"checkpoint of step {v.get('step')} ({v.get('incarnation')})"
+                     if e.get("f") == "checkpoint" and v.get("phase") == "start" else None)
+        self._ckpt_seen[name] = (pos + len(whole), open_)
+        return [open_] if open_ else []
 
     def events_path(self, name: str) -> Path:
         name = self.job.progress_role if name == "worker-0" else name      # the runner follows worker-0's steps
@@ -286,7 +314,8 @@ class JobBackend:
             node = isolated(links)
         except HarnessError:
             raise HarnessError(f"{kind}: a link fault on {self.job.name} cuts one role from its peers; the links "
-                               f"{sorted(links)[:4]} share no one role. Write the target as 'workers <-> ps-0'") from None
+                               f"{sorted(links)[:4]} share no one role. Write the target as a group <-> the one role "
+                               "('workers <-> ps-0', 'nodes <-> rank-1')") from None
         if kind in TOXIC_KINDS:
             into = sorted(link for link in links if link[1] == node and self.net and link in self.net.links.links)
             if not into:

@@ -28,6 +28,7 @@ SCRIPT = Path(__file__).parent / "scripts" / "ddp_train.py"
 
 class TorchrunDDP(TrainingJob):
     name = "torchrun-ddp"
+    kinds = ("kill", "stop", "pause", "loss", "partition")
     options = {"nproc": (int, 3), "ckpt_every": (int, 20), "max_restarts": (int, 3), "timeout_s": (float, 10.0),
                "hang_bound_s": (float, 60.0), "job_restarts": (int, 2), "shared_store": (bool, False),
                "warmup": (bool, True), "tolerance": (float, 0.0), "script": (str, "")}
@@ -75,6 +76,24 @@ class TorchrunDDP(TrainingJob):
         except psutil.Error:
             return None
         return None
+
+    def links(self) -> list[tuple[str, str]]:
+        """Every rank talks to every other (gloo's full mesh) and to the agent's store."""
+        ranks = [f"rank-{r}" for r in range(self.opt["nproc"])]
+        return [(a, b) for a in ranks + ["agent"] for b in ranks if a != b] + [(r, "agent") for r in ranks]
+
+    def ports_of(self, role: str) -> list[int]:
+        """A rank's own ends of its TCP sockets now: gloo's listener, its connections to the other
+        ranks and to the agent's store. A cut drops all of it; a rank torchrun starts again gets
+        new ports, which the cut does not follow (the agent's store port would: `agent`)."""
+        if role == "agent":
+            return [self.store_port] if getattr(self, "store_port", None) else []
+        pid = self.pid(role, self.running())
+        try:
+            conns = psutil.Process(pid).net_connections(kind="tcp") if pid else []
+        except psutil.Error:
+            return []
+        return sorted({c.laddr.port for c in conns if c.laddr and c.laddr.ip in ("127.0.0.1", "::ffff:127.0.0.1")})
 
     def plan(self) -> dict[str, Any]:
         o = self.opt

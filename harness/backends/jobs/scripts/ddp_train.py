@@ -3,7 +3,7 @@
 Run it yourself: `torchrun --nproc-per-node 3 ddp_train.py --steps 200 --ckpt-every 20 --dir out`.
 Every rank trains an MLP on its own slice of a synthetic regression set drawn from the seed;
 gloo on the CPU (NCCL when CUDA is there and --device cuda). Rank 0 writes a checkpoint every
-`--ckpt-every` steps (model, optimizer and step, written to a temporary file and renamed), and
+`--ckpt-every` steps (model, optimizer and step, written to a temporary file, synced and renamed), and
 every rank resumes from it when torchrun restarts the group. The model carries an audit
 parameter in its own SGD group (lr 1, no momentum) whose gradient is -1 on every rank: DDP's
 all-reduce averages it to -1, so each optimizer step raises it by exactly one.
@@ -95,7 +95,10 @@ def main() -> None:
         if step % a.ckpt_every == 0 and rank == 0:
             with shim.checkpoint(step):
                 tmp = ckpt.with_suffix(".tmp")
-                torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "step": step}, tmp)
+                with open(tmp, "wb") as f:       # on the disk before the rename makes it the one resumed
+                    torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "step": step}, f)
+                    f.flush()
+                    os.fsync(f.fileno())
                 os.replace(tmp, ckpt)
         if a.step_delay_s:
             import time

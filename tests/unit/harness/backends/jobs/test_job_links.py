@@ -34,3 +34,54 @@ def test_links_no_one_role_explains_are_refused_with_the_target_to_write(tmp_pat
         be.link_fault("loss", [("worker-0", "ps-0"), ("worker-1", "ps-1")], {"percent": 20})
     with pytest.raises(HarnessError, match="serves on no port"):
         be.link_fault("partition", [("worker-0", "chief"), ("worker-1", "chief")], {})
+
+
+def ddp_backend(tmp_path) -> JobBackend:
+    from pschaos.harness.backends.jobs.torchrun_ddp import TorchrunDDP
+
+    options = {k: v for k, (_, v) in TorchrunDDP.options.items()}
+    sc = SimpleNamespace(workload=SimpleNamespace(steps=50, step_delay_s=0.0), system_options=options)
+    return JobBackend(TorchrunDDP, sc, tmp_path, "ddp-links-test", 1)
+
+
+def test_a_rank_is_cut_on_its_own_ends_of_its_sockets_now(tmp_path):
+    import socket
+
+    be = ddp_backend(tmp_path)
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    peer, _ = server.accept()
+    try:
+        be.job.pid = lambda role, launched: __import__("os").getpid() if role == "rank-1" else None
+        ports = be.job.ports_of("rank-1")
+        assert server.getsockname()[1] in ports and client.getsockname()[1] in ports
+        assert be.job.ports_of("rank-2") == []          # not running: nothing to cut, refused below
+        cut = be.link_fault("loss", [("rank-0", "rank-1"), ("rank-1", "rank-0"), ("agent", "rank-1")], {"percent": 10})
+        assert f"tcp dport {client.getsockname()[1]}" in cut.matches
+        with pytest.raises(HarnessError, match="serves on no port"):
+            be.link_fault("partition", [("rank-0", "rank-2"), ("agent", "rank-2")], {})
+    finally:
+        for s in (client, peer, server):
+            s.close()
+
+
+def test_a_kill_during_checkpoint_sees_the_write_the_shim_has_open(tmp_path):
+    import json
+
+    be = ddp_backend(tmp_path)
+    path = be.events_path("rank-0")
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(*events, tail="", head=""):
+        with open(path, "a") as f:
+            f.write(head)
+            f.writelines(json.dumps({"f": e[0], "value": {"incarnation": "0.0", **e[1]}}) + "\n" for e in events)
+            f.write(tail)
+
+    write(("job-start", {}), ("checkpoint", {"step": 20, "phase": "start"}), ("checkpoint", {"step": 20, "phase": "done"}))
+    assert be.checkpoint_writes("rank-0") == []
+    write(("checkpoint", {"step": 40, "phase": "start"}), tail='{"f": "checkpoint", "value": {"st')   # torn: read later
+    assert be.checkpoint_writes("rank-0") == ["checkpoint of step 40 (0.0)"]
+    assert be.checkpoint_writes("rank-0") == ["checkpoint of step 40 (0.0)"]     # read on, not again
+    write(("job-start", {}), head="\n")     # the writer died mid-write; the shim's next start begins a fresh line
+    assert be.checkpoint_writes("rank-0") == []

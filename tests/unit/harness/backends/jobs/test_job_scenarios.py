@@ -54,3 +54,20 @@ def test_unknown_options_are_named_with_a_hint():
 def test_the_job_runs_on_processes_only():
     with pytest.raises(HarnessError, match="local processes only"):
         system_named("torchrun-ddp").backend_factory("docker")
+
+
+def test_a_kill_may_be_timed_to_a_checkpoint_write_but_not_to_psnodes_moments():
+    sc = load(faults=[{"at": {"step": 10}, "kind": "kill", "target": "rank-0", "params": {"during": "checkpoint"}}])
+    assert sc.faults[0].params["during"] == "checkpoint"
+    assert "promotion" in error(faults=[{"at": {"step": 10}, "kind": "kill", "target": "rank-0",
+                                         "params": {"during": "promotion"}}])
+    msg = error(faults=[{"at": {"step": 10}, "kind": "kill", "target": "rank-0", "params": {"during": "migration"}}])
+    assert "during: checkpoint" in msg
+
+
+def test_a_loss_on_a_rank_is_taken_and_a_toxic_is_refused_by_name():
+    sc = load(faults=[{"at": {"step": 10}, "kind": "loss", "target": "nodes <-> rank-1", "params": {"percent": 10},
+                       "duration_s": 2}])
+    assert sc.faults[0].kind == "loss"
+    assert "takes the fault kinds" in error(faults=[{"at": {"step": 10}, "kind": "latency", "target": "nodes -> rank-1",
+                                                     "params": {"latency_ms": 20}, "duration_s": 2}])
