@@ -14,6 +14,7 @@ from pschaos.harness.run import metrics as run_metrics
 from pschaos.harness.checkers import CHECKERS, Verdict, compose, run_check
 from pschaos.harness.checkers.base import History, by_f
 from pschaos.harness.checkers.evidence import nodes_back, scenario_ran
+from pschaos.harness.checkers.progress import workload_progress
 from pschaos.harness.errors import HarnessError
 from pschaos.harness.history.events import read_events
 
@@ -57,6 +58,7 @@ def judge(history: list[dict]) -> Judgement:
         checks["checks"] = Verdict("unknown", {"reason": "the scenario names no check: nothing was judged"})
     checks[EVIDENCE_CHECK] = run_check(scenario_ran, history, ctx)
     checks["nodes-back"] = run_check(nodes_back, history, ctx)
+    checks["progress"] = run_check(workload_progress, history, ctx)
     m = run_metrics.compute(history, ctx)
     m["baseline_loss"] = ctx.get("baseline_loss")
     bounds = run_metrics.check_bounds(m, expect.get("metrics", []))

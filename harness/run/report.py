@@ -53,6 +53,7 @@ class RunReport:
         w, e = self.sc.workload, self.sc.expect
         return {"system": self.sc.system, "workers": [f"worker-{j}" for j in range(self.sc.cluster.workers)],
                 "steps": w.steps, "duration_s": w.duration_s, "failover_budget_ms": e.failover_budget_ms,
+                "stall_s": w.stall_s,
                 "scheduled_faults": len(self.schedule), **self.system.context(self.sc), **self.prepared}
 
     def _judge(self, t_start: float) -> dict:

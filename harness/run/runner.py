@@ -28,6 +28,7 @@ from pschaos.harness.history.events import History, StepWatcher
 from pschaos.harness.run.progress import Progress
 from pschaos.harness.run.nemesis import schedule as nemesis_schedule
 from pschaos.harness.run.scenario import Scenario
+from pschaos.harness.run.stall import StallWatch
 from pschaos.harness.faults.targets import resolve
 from pschaos.harness.backends.systems import system_named
 
@@ -89,6 +90,7 @@ class Runner(RunReport):
         self.faults_done: list[dict] = []
         self.watch: StepWatcher | None = None
         self.t0_drive = self.clock.monotonic()
+        self.stalled = False
 
     def _fresh_out(self) -> None:
         """A reused --out starts clean, deleting only a run folder a run made (RUN_MARKER)."""
@@ -211,11 +213,13 @@ class Runner(RunReport):
         ctx = FaultContext(self.backend, self.rng, lambda f, v: self.history.record(f, v), w.steps, w.step_delay_s)
         self.sampling = True
         sampler = self.clock.spawn(self._sample, "sampler")      # a thread, or the simulator's turn-taker
+        stall = StallWatch(self.backend.event_files, w.stall_s, 0.0)
         try:
-            self._loop(ctx, pending, watch, t0, limit)
+            self._loop(ctx, pending, watch, t0, limit, stall)
         finally:
             self.sampling = False
             self.clock.join(sampler, 5)
+            self.history.record("progress-watch", stall.summary())
         for i, f in pending:
             self.history.record("fault-missed", {"index": i, "kind": f.kind, "selector": f.target,
                                                  "at": f.at.model_dump(), "why": "the workload ended first"})
@@ -232,7 +236,8 @@ class Runner(RunReport):
                 self.history.record("sample-error", {"tick": tick, "error": f"{e.__class__.__name__}: {e}"[:300]})
             self.clock.wait_until(lambda: not self.sampling, period, 0.05)
 
-    def _loop(self, ctx: FaultContext, pending: list, watch: StepWatcher, t0: float, limit: float) -> None:
+    def _loop(self, ctx: FaultContext, pending: list, watch: StepWatcher, t0: float, limit: float,
+              stall: StallWatch) -> None:
         # a worker fault still open holds the loop for its heal (the restart of a worker the
         # harness drives); a job's `worker-0` is a role its scheduler restarts, not one of these
         hold = bool(self.backend.workers())
@@ -252,6 +257,14 @@ class Runner(RunReport):
                     pending.remove(item)
                     self._inject(ctx, i, f, now, step)
             self.progress.update("training", step, len(self.faults_done) + len(self.open))
+            quiet = stall.tick(now, bool(self.open))
+            if quiet is not None:   # judged by `progress`, with who waited for what
+                self.history.record("workload-stall", {"bound_s": stall.bound, "quiet_s": round(quiet, 3),
+                                                       "step": step})
+                self.say(f"no step for {quiet:.0f}s (workload.stall_s {stall.bound:g}): the workload stalled; "
+                         "stopping the run")
+                self.stalled = True
+                return
             if now > limit:      # judged, not raised: the evidence check makes the run unknown
                 self.history.record("workload-timeout", {"limit_s": round(limit, 1), "step": step,
                                                          "running": [w for w in self.backend.workers()
@@ -345,7 +358,7 @@ class Runner(RunReport):
         """Workers a heal restarted at the end still owe their workload: wait for them (bounded)."""
         w = self.sc.workload
         limit = (w.duration_s or 0) + 120 + w.steps * 0.5
-        if self.backend.workers_running():
+        if self.backend.workers_running() and not self.stalled:     # a stalled one would wait it out
             self.progress.update("training")
             if not self.clock.wait_until(lambda: not self.backend.workers_running(), limit, 0.1):
                 self.say(f"workers still running {limit:.0f}s after the heal; the evidence check will say so")

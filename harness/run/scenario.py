@@ -36,6 +36,9 @@ class Workload(Strict):
     duration_s: float | None = Field(None, gt=0, le=3600)
     step_delay_s: float = Field(0.0, ge=0, le=10)
     read_every: int = Field(10, ge=0)     # adapted systems: a read after every N updates (0: none)
+    # no acknowledged step for this long after the last heal is a stall: the run ends with a
+    # failing `progress` check instead of waiting for a test's timeout (harness/run/stall.py)
+    stall_s: float = Field(90.0, gt=0, le=3600)
 
 
 def moment_target_error(kind: str, params: dict, target: str) -> str | None:

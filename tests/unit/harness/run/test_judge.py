@@ -16,7 +16,8 @@ def _history(expect_checks, audit="auto"):
     start = ev(0, "run-start", {"scenario": "s", "context": ctx,
                                 "expect": {"checks": expect_checks, "metrics": ["lost_acked_updates == 0"]}})
     return [start, promote(0.1, 0, 1, "shard-0/0"), *acked(0.2, 0.3, "worker-0", 1, 0, 1, 1),
-            done("worker-0"), final("shard-0/0", 0, "primary", 1, 1, {"worker-0#1": [[1, 1]]}, audit=audit)]
+            done("worker-0"), final("shard-0/0", 0, "primary", 1, 1, {"worker-0#1": [[1, 1]]}, audit=audit),
+            ev(0.4, "progress-watch", {"bound_s": 90.0, "polls": 1, "steps_seen": 1, "longest_quiet_s": 0.0})]
 
 
 def _write(tmp_path, h):
@@ -29,7 +30,7 @@ def test_judge_reads_everything_from_the_history():
     j = judge(_history(["no-lost-acks", "single-primary", "converged"]))
     assert j.verdict == "pass", {k: v.details for k, v in j.checks.items()}
     assert set(j.checks) == {"no-lost-acks", "single-primary", "converged", "scenario-ran", "nodes-back",
-                             "metric-bounds"}
+                             "progress", "metric-bounds"}
 
 
 def test_judge_refuses_a_history_without_run_start():

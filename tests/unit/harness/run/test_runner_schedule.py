@@ -99,7 +99,7 @@ def test_schedule_injects_heals_misses_and_cuts_short_in_virtual_time(tmp_path):
     # the verdict: every faulted copy came back and one primary led each epoch, but the schedule
     # did not happen as written (a fault missed, one cut short), so the run cannot pass
     assert rep["verdict"] == "unknown"
-    assert valid(rep) == {"single-primary": True, "scenario-ran": "unknown", "nodes-back": True}
+    assert valid(rep) == {"single-primary": True, "scenario-ran": "unknown", "nodes-back": True, "progress": True}
     assert rep["checks"]["single-primary"]["details"]["epochs"] == {"0": 2, "1": 1}
     assert rep["checks"]["nodes-back"]["details"]["faulted"] == \
         sorted({"shard-0/0", "shard-0/2", "shard-1/1", starts[3]["value"]["target"]})
@@ -131,7 +131,7 @@ def test_a_fault_that_cannot_be_injected_is_recorded_not_raised(tmp_path):
     assert be.calls == []
     # the fault did not happen: unknown, with the error as the reason; the rest ran as it should
     assert rep["verdict"] == "unknown"
-    assert valid(rep) == {"single-primary": True, "scenario-ran": "unknown", "nodes-back": True}
+    assert valid(rep) == {"single-primary": True, "scenario-ran": "unknown", "nodes-back": True, "progress": True}
     reason = rep["unknown_reasons"]["scenario-ran"]
     assert reason.startswith("fault 0 (latency workers->shard(0)) failed: HarnessError") and "link proxies" in reason
 
@@ -150,7 +150,7 @@ def test_a_worker_fault_keeps_the_drive_loop_going_until_it_heals(tmp_path):
     assert done[0]["pid"] != first_pid
     # everything happened as written and the worker is back: the run passes
     assert rep["verdict"] == "pass"
-    assert valid(rep) == {"single-primary": True, "scenario-ran": True, "nodes-back": True}
+    assert valid(rep) == {"single-primary": True, "scenario-ran": True, "nodes-back": True, "progress": True}
     assert rep["checks"]["nodes-back"]["details"] == {"faulted": ["worker-0"], "dead_at_end": []}
     assert rep["metrics"]["steps"] == 30
 
@@ -161,7 +161,7 @@ def test_a_worker_that_a_heal_does_not_bring_back_fails_the_run(tmp_path):
     assert ("restart", "worker-0") in {(c, n) for _, c, n in be.calls} and be.steps["worker-0"] == 10
     assert not [e for e in merged(tmp_path) if e["f"] == "train-done"]
     assert rep["verdict"] == "fail"
-    assert valid(rep) == {"single-primary": True, "scenario-ran": "unknown", "nodes-back": False}
+    assert valid(rep) == {"single-primary": True, "scenario-ran": "unknown", "nodes-back": False, "progress": True}
     assert rep["checks"]["nodes-back"]["details"]["dead_at_end"] == \
         [{"node": "worker-0", "why": "no run finished after its last heal"}]
     assert rep["unknown_reasons"]["scenario-ran"] == "worker-0 never finished its workload (no train-done)"
@@ -173,7 +173,7 @@ def test_a_stopped_worker_ends_its_run_and_the_data_stays_when_asked(tmp_path):
     # SIGTERM: the stopped run says how far it got; the restarted one does the whole workload
     assert [e["value"]["steps"] for e in merged(tmp_path) if e["f"] == "train-done"] == [10, 30]
     assert rep["verdict"] == "pass"
-    assert valid(rep) == {"single-primary": True, "scenario-ran": True, "nodes-back": True}
+    assert valid(rep) == {"single-primary": True, "scenario-ran": True, "nodes-back": True, "progress": True}
     assert not be.discarded and (tmp_path / "out" / "run" / "disks" / "shard-0-0" / "store").exists()
 
 
@@ -187,7 +187,7 @@ def test_flap_waits_on_the_backends_clock(tmp_path):
     assert [e["value"]["flap"] for e in hist if e["f"] == "fault-start" and "flap" in e["value"]] == [0, 1]
     assert not [e for e in hist if e["f"] == "fault-error"]
     assert rep["verdict"] == "pass"
-    assert valid(rep) == {"single-primary": True, "scenario-ran": True, "nodes-back": True}
+    assert valid(rep) == {"single-primary": True, "scenario-ran": True, "nodes-back": True, "progress": True}
     flapped = {e["value"]["target"] for e in hist if e["f"] == "fault-start" and "flap" in e["value"]}
     assert len(flapped) == 1 and rep["checks"]["nodes-back"]["details"] == {"faulted": sorted(flapped),
                                                                             "dead_at_end": []}

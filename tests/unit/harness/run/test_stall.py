@@ -1,0 +1,65 @@
+"""A workload that stops stepping ends its run with a failing `progress` check, in virtual time:
+never a test's timeout. An open fault's silence is the fault's, not a stall."""
+from __future__ import annotations
+
+from pschaos.harness.checkers.progress import who_waits, workload_progress
+from pschaos.harness.run.scenario import Scenario
+from pschaos.harness.run.stall import StallWatch
+
+from tests.unit.harness.run.test_runner_schedule import run, valid
+
+
+def scenario(faults: list[dict], stall_s: float, steps: int = 100) -> Scenario:
+    return Scenario.model_validate({
+        "name": "fake-stall", "cluster": {"shards": 1, "copies": 3, "workers": 1},
+        "workload": {"steps": steps, "stall_s": stall_s}, "faults": faults,
+        "expect": {"checks": ["single-primary"]}})
+
+
+def test_a_workload_that_never_steps_is_stopped_and_fails_progress(tmp_path):
+    rep, be, hist = run(tmp_path, scenario([], stall_s=5.0), step_s=1000.0)
+    stalls = [e for e in hist if e["f"] == "workload-stall"]
+    assert len(stalls) == 1 and 5.0 < stalls[0]["value"]["quiet_s"] <= 6.0
+    assert stalls[0]["t"] - hist[0]["t"] < 10          # stopped at the bound, not at the run's time limit
+    assert valid(rep)["progress"] is False and rep["verdict"] == "fail"
+    assert be.torn_down
+
+
+def test_a_long_open_fault_is_not_a_stall_and_the_watch_is_the_evidence(tmp_path):
+    sc = scenario([{"at": {"step": 10}, "kind": "pause", "target": "worker-0", "duration_s": 20.0}], stall_s=5.0)
+    rep, be, hist = run(tmp_path, sc)
+    assert not [e for e in hist if e["f"] == "workload-stall"]
+    p = rep["checks"]["progress"]
+    assert p["valid"] is True and p["details"]["steps_seen"] >= 100 and p["details"]["bound_s"] == 5.0
+    assert p["details"]["longest_quiet_s"] < 5.0
+
+
+def test_no_watch_on_record_is_unknown_and_a_stall_names_who_waits_for_what():
+    assert workload_progress([], {}).valid == "unknown"
+    h = [{"t": 1.0, "node": "worker-0", "type": "ok", "f": "train-step", "value": {"step": 7}},
+         {"t": 1.1, "node": "worker-0", "type": "invoke", "f": "pull", "op_id": "p1",
+          "value": {"shard": 0, "min_clock": 8}},
+         {"t": 1.2, "node": "worker-1", "type": "ok", "f": "train-step", "value": {"step": 3}},
+         {"t": 1.3, "node": "worker-1", "type": "invoke", "f": "pull", "op_id": "p2", "value": {"shard": 0}},
+         {"t": 1.4, "node": "worker-1", "type": "ok", "f": "pull", "op_id": "p2", "value": {}},
+         {"t": 9.0, "node": "harness", "type": "info", "f": "workload-stall", "value": {"bound_s": 5.0, "quiet_s": 7.8}}]
+    v = workload_progress(h, {})
+    assert v.valid is False and v.details["quiet_s"] == 7.8
+    assert v.details["waiting"]["worker-0"] == {"step": 7, "step_t": 1.0,
+                                               "in_flight": [{"f": "pull", "since_s": 7.9, "shard": 0, "min_clock": 8}]}
+    assert v.details["waiting"]["worker-1"]["in_flight"] == [] and who_waits(h, 1.15)["worker-0"]["step"] == 7
+
+
+def test_the_watch_counts_acknowledged_steps_only_and_reads_on(tmp_path):
+    f = tmp_path / "worker-0.jsonl"
+    f.write_text('{"f": "train-step", "type": "ok", "value": {"step": 1}}\n'
+                 '{"f": "step", "value": {"step": 2}, "type": "invoke"}\n{"f": "push", "type": "ok"}\n')
+    w = StallWatch(lambda: [f], 2.5, 0.0, period_s=0.5)
+    assert w.tick(0.0, False) is None and w.steps == 1
+    with open(f, "a") as g:
+        g.write('{"f": "step", "value": {"step": 2}, "type": "ok"}\n{"f": "train-st')      # torn: later
+    assert w.tick(0.6, False) is None and w.steps == 2
+    assert w.tick(1.2, False) is None and w.tick(2.9, False) is None      # quiet 2.3 s, from 0.6
+    assert w.tick(2.95, False) is None                                    # not due yet
+    assert w.tick(3.5, True) is None and w.tick(5.6, False) is None and round(w.tick(6.1, False), 6) == 2.6   # held until 3.5
+    assert w.summary()["longest_quiet_s"] == 2.6
