@@ -8,6 +8,8 @@ True or "unknown" with every reason.
 """
 from __future__ import annotations
 
+import re
+
 from pschaos.harness.checkers.base import Verdict, by_f, unknown, victims
 from pschaos.harness.checkers.training import short_of_workload
 
@@ -49,12 +51,8 @@ def _fault_reasons(history: list[dict], ctx: dict) -> tuple[list[str], int]:
         if during == "promotion" and not v.get("caught_promoting"):
             reasons.append(f"fault {v['index']} (kill during promotion on shard {v.get('shard', '?')}) saw no "
                            "successor named: only the primary was killed")
-    if isinstance(ctx.get("job"), dict):      # a job's cut that dropped nothing did not test the job
-        for e in by_f(history, "fault-stop"):
-            v = e["value"]
-            if v.get("kind") in ("loss", "partition") and v.get("packets_dropped") in (0, None):
-                reasons.append(f"fault {v.get('index', '?')} ({v['kind']} {v.get('target', '')}) dropped no packet "
-                               f"({v.get('packets_dropped')!r}): the rules matched no traffic of the job")
+    if isinstance(ctx.get("job"), dict):
+        reasons += _job_fault_reasons(history)
     scheduled = ctx.get("scheduled_faults")
     if scheduled is not None:
         fired = {v["index"] for v in starts}
@@ -144,3 +142,34 @@ def _job_roles_back(history: list[dict]) -> Verdict:
         elif any(x > max(started[name]) for x in failed.get(name, [])):
             dead.append({"node": name, "why": f"started again after the {kind}, then failed (job-exit)"})
     return Verdict(not dead, {"faulted": sorted(hit), "dead_at_end": dead})
+
+
+def _job_fault_reasons(history: list[dict]) -> list[str]:
+    """What a training job's faults did not do as written: a cut that dropped nothing, a cut
+    whose role was started again meanwhile (its new sockets were not cut), a kill timed to a
+    checkpoint write after which the job resumed from that very checkpoint (it was committed:
+    the kill came after the write, not in it)."""
+    out = []
+    for e in by_f(history, "fault-stop"):
+        v = e["value"]
+        if v.get("kind") not in ("loss", "partition"):
+            continue
+        where = f"fault {v.get('index', '?')} ({v['kind']} {v.get('target', '')})"
+        if v.get("packets_dropped") in (0, None):
+            out.append(f"{where} dropped no packet ({v.get('packets_dropped')!r}): the rules matched no traffic of the job")
+        ev = v.get("evidence") or {}
+        pids = [(ev.get(k) or {}).get("pid") for k in ("before", "after")]
+        if pids[0] != pids[1]:
+            out.append(f"{where}: the cut role's process changed during the cut (pid {pids[0]} -> {pids[1]}); "
+                       "its new sockets were not cut")
+    resumes = [(e["t"], e["value"].get("step")) for e in by_f(history, "job-resume")]
+    for e in by_f(history, "fault-start"):
+        v = e["value"]
+        m = re.match(r"checkpoint of step (\d+)", v.get("caught_writing") or "")
+        if not m:
+            continue
+        nxt = next((s for t, s in resumes if t > e["t"]), None)
+        if nxt is not None and nxt >= int(m.group(1)):
+            out.append(f"fault {v.get('index', '?')} (kill {v['target']} during checkpoint): the job resumed from "
+                       f"step {nxt}, the checkpoint the kill was timed to: it was committed before the kill landed")
+    return out

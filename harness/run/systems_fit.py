@@ -55,6 +55,10 @@ def job_problem(sc, job) -> str | None:
             return (f"faults[{i}].params: {sorted(k for k in ('during', 'wipe') if f.params.get(k))} time a kill to "
                     "psnodes' protocol moments or wipe its disk; a training job takes a plain kill, or "
                     "during: checkpoint (the kill lands while the role's shim says a checkpoint is being written)")
+        writers = job.checkpoint_roles(sc.system_options)
+        if f.params.get("during") == "checkpoint" and f.target not in writers:
+            return (f"faults[{i}].target: {f.target!r} writes no checkpoint in {sc.system}; a kill during "
+                    f"checkpoint targets a role that does: {', '.join(writers)}")
         if f.until is not None and f.until.step is None and f.until.time is None:
             return f"faults[{i}].until: give a time or a step"
     return job.scenario_error(1, sc.system_options)

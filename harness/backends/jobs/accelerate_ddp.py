@@ -47,4 +47,4 @@ class AccelerateDDP(TorchrunDDP):
         return {"agent": argv + (["--group-per-round"] if o["group_per_round"] else [])}
 
     def environment(self, name: str) -> dict[str, str]:
-        return {"HF_HOME": str(self.env.data("hf-home"))}
+        return {**super().environment(name), "HF_HOME": str(self.env.data("hf-home"))}

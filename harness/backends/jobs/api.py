@@ -93,6 +93,12 @@ class TrainingJob(OptionsMixin):
             return f"{role!r} is not a role of {cls.name}; its roles: {', '.join(cls.role_names(options))}"
         return None
 
+    @classmethod
+    def checkpoint_roles(cls, options: dict[str, Any]) -> list[str]:
+        """The roles that write checkpoints through the shim: a kill `during: checkpoint` may
+        target these only (every role by default)."""
+        return cls.role_names(options)
+
     def roles(self) -> list[str]:
         return self.role_names(self.opt)
 

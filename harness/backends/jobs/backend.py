@@ -36,6 +36,12 @@ from pschaos.harness.machinery.procs import Proc, reap, start_time, tagged_proce
 from pschaos.harness.machinery.toxiproxy_server import ToxiproxyServer
 
 
+# how long the shim holds a checkpoint's commit open when a kill is timed to it: the window the
+# harness must see the write in and land the kill (a failpoint, as etcd's gofail and FoundationDB's
+# buggify place them); only in a run whose scenario has such a kill
+CHECKPOINT_HOLD_S = 0.3
+
+
 class JobBackend:
     name = "job"
     proxied = False
@@ -64,6 +70,8 @@ class JobBackend:
         toxic = any(f.kind in TOXIC_KINDS for f in getattr(scenario, "faults", []))
         self.toxiproxy = ToxiproxyServer(run_dir, run_id, seed) if toxic else None
         self.net: NetContext | None = None
+        self.hold_checkpoints = any(f.kind == "kill" and (f.params or {}).get("during") == "checkpoint"
+                                    for f in getattr(scenario, "faults", []))
         self._ckpt_seen: dict[str, tuple[int, str | None]] = {}     # role -> (events read, checkpoint open)
 
     # ------------------------------------------------------------------ lifecycle
@@ -108,6 +116,8 @@ class JobBackend:
         if self.job.loopback_only:
             pre = [str(self.preload)] + ([own["LD_PRELOAD"]] if own.get("LD_PRELOAD") else [])
             own = {**own, "LD_PRELOAD": " ".join(pre)}
+        if self.hold_checkpoints:      # a kill is timed to a checkpoint write: hold each commit open
+            own = {**own, "PSCHAOS_CHECKPOINT_HOLD_S": str(CHECKPOINT_HOLD_S)}
         return {**own, "PSCHAOS_EVENTS_DIR": str(self.run_dir / "events"),
                 "PSCHAOS_INCARNATION": str(self.incarnation),
                 "PYTHONPATH": str(SHIM_DIR) + (os.pathsep + py if py else "")}
@@ -226,10 +236,12 @@ class JobBackend:
         return []
 
     def checkpoint_writes(self, name: str) -> list[str]:
-        """The checkpoint the role's shim says it is writing now (a `checkpoint` start with no done
-        after it), named by step and incarnation, or none: what a kill `during: checkpoint` waits
-        for. The role's events are read on from where the last look stopped, so a wait can poll
-        every half millisecond without rereading the file."""
+        """The checkpoint the role's shim says it is writing and has not committed (a `checkpoint`
+        start with no commit or done after it), named by step, incarnation and pid, or none: what
+        a kill `during: checkpoint` waits for. Only the writer's own: the role's process now, or
+        none running (killed just now, not yet started again); a write a dead incarnation left
+        open is not a new process's. The events are read on from where the last look stopped, so
+        a wait can poll every half millisecond."""
         path = self.events_path(name)
         pos, open_ = self._ckpt_seen.get(name, (0, None))
         try:
@@ -247,11 +259,15 @@ class JobBackend:
                 v = e["value"]
             except (ValueError, KeyError, TypeError):
                 continue
-            # a new incarnation's start closes whatever write the dead one left open
-            open_ = (f"checkpoint of step {v.get('step')} ({v.get('incarnation')})"
-                     if e.get("f") == "checkpoint" and v.get("phase") == "start" else None)
+            # a new incarnation's start, a commit or a done closes the write
+            open_ = v if e.get("f") == "checkpoint" and v.get("phase") == "start" else None
         self._ckpt_seen[name] = (pos + len(whole), open_)
-        return [open_] if open_ else []
+        if not open_:
+            return []
+        now = self._pid(name)
+        if now is not None and now != open_.get("pid"):
+            return []
+        return [f"checkpoint of step {open_.get('step')} ({open_.get('incarnation')}, pid {open_.get('pid')})"]
 
     def events_path(self, name: str) -> Path:
         name = self.job.progress_role if name == "worker-0" else name      # the runner follows worker-0's steps
@@ -332,7 +348,7 @@ class JobBackend:
         """The job's progress when the cut starts and before it heals: its last acknowledged step."""
         steps = [e["value"]["step"] for e in read_events(self.events_path("worker-0"))
                  if e.get("f") == "step" and e.get("type") == "ok"]
-        return {"node": node, "ports": ports, "acked_step": max(steps, default=0)}
+        return {"node": node, "ports": ports, "acked_step": max(steps, default=0), "pid": self._pid(node)}
 
 
 def _running(pid: int | None) -> bool:

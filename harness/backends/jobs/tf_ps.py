@@ -63,6 +63,10 @@ class TFParameterServer(TrainingJob):
         return (["chief"] + [f"worker-{i}" for i in range(options["workers"])]
                 + [f"ps-{i}" for i in range(options["ps"])])
 
+    @classmethod
+    def checkpoint_roles(cls, options: dict[str, Any]) -> list[str]:
+        return ["chief"]
+
     def launch(self) -> dict[str, list[str]]:
         o = self.opt
         py = tf_python(o)       # asked at the run, not when the scenario loads: listing needs no TensorFlow

@@ -29,6 +29,7 @@ SCRIPT = Path(__file__).parent / "scripts" / "ddp_train.py"
 class TorchrunDDP(TrainingJob):
     name = "torchrun-ddp"
     kinds = ("kill", "stop", "pause", "loss", "partition")
+    loopback_only = True          # torch's TCPStore servers bind every interface: kept on 127.0.0.1
     options = {"nproc": (int, 3), "ckpt_every": (int, 20), "max_restarts": (int, 3), "timeout_s": (float, 10.0),
                "hang_bound_s": (float, 60.0), "job_restarts": (int, 2), "shared_store": (bool, False),
                "warmup": (bool, True), "tolerance": (float, 0.0), "script": (str, "")}
@@ -59,23 +60,31 @@ class TorchrunDDP(TrainingJob):
         return {"agent": argv + ([] if o["warmup"] else ["--no-warmup"])}
 
     def environment(self, name: str) -> dict[str, str]:
-        return {} if self.opt["shared_store"] else {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+        # gloo and NCCL on the loopback device: by default they bind the address the hostname resolves to
+        lo = {"GLOO_SOCKET_IFNAME": "lo", "NCCL_SOCKET_IFNAME": "lo"}
+        return lo if self.opt.get("shared_store", True) else {**lo, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+
+    @classmethod
+    def checkpoint_roles(cls, options: dict[str, Any]) -> list[str]:
+        return ["rank-0"]
 
     def pid(self, role: str, launched: dict[str, int]) -> int | None:
         agent = launched.get("agent")
         if role == "agent" or agent is None:
             return agent
-        want = role.removeprefix("rank-")
-        try:
-            for c in psutil.Process(agent).children(recursive=True):
+        want, found = role.removeprefix("rank-"), []
+        try:          # the agent's own children: a rank's DataLoader workers inherit its RANK too
+            for c in psutil.Process(agent).children():
                 try:
-                    if c.environ().get("RANK") == want and c.environ().get("LOCAL_RANK") is not None:
-                        return c.pid
+                    env = c.environ()
+                    if env.get("RANK") == want and env.get("LOCAL_RANK") is not None and \
+                            c.status() != psutil.STATUS_ZOMBIE:
+                        found.append((c.create_time(), c.pid))
                 except psutil.Error:
                     continue
         except psutil.Error:
             return None
-        return None
+        return max(found)[1] if found else None      # the newest: a dying round's may linger
 
     def links(self) -> list[tuple[str, str]]:
         """Every rank talks to every other (gloo's full mesh) and to the agent's store."""

@@ -5,10 +5,10 @@ Run it yourself: `accelerate launch --multi_gpu --num_processes 3 accelerate_tra
 `accelerate launch --cpu` starts one process; `--multi_gpu` goes through torchrun, and the
 script's `Accelerator(cpu=True)` then trains on gloo). The same MLP and data as ddp_train.py;
 `accelerator.prepare` wraps the model in DDP, `accelerator.backward` reduces the gradients, and
-every `--ckpt-every` steps `accelerator.save_state` writes model, optimizer, random states and
-the step counter (registered with `register_for_checkpointing`) into a new folder; rank 0 then
-points `latest` at it (a temporary file renamed), so a kill mid-save leaves the last whole
-checkpoint current. On a restart every rank calls `accelerator.load_state(latest)`. The audit
+every `--ckpt-every` steps `accelerator.save_state` writes model, optimizer, each rank's random
+state and the step counter (registered with `register_for_checkpointing`) into a new folder;
+once every rank is past it, rank 0 points `latest` at it (a temporary file renamed), so a kill
+mid-save on any rank leaves the last whole checkpoint current. On a restart every rank calls `accelerator.load_state(latest)`. The audit
 parameter is in its own SGD group (lr 1, no momentum) with gradient -1 on every rank: the
 all-reduce averages it to -1 and each optimizer step raises it by exactly one.
 """
@@ -32,7 +32,9 @@ import pschaos_shim
 class Net(nn.Module):
     def __init__(self, dim: int) -> None:
         super().__init__()
-        self.body = nn.Sequential(nn.Linear(dim, 32), nn.Tanh(), nn.Linear(32, 1))
+        # dropout draws from the global torch RNG: a resume that did not restore each rank's
+        # random state (save_state/load_state do) would train on other masks, and resume-exact says so
+        self.body = nn.Sequential(nn.Linear(dim, 32), nn.Tanh(), nn.Dropout(0.1), nn.Linear(32, 1))
         self.audit = nn.Parameter(torch.zeros(1))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -66,8 +68,11 @@ def group_per_round(timeout_s: float, cpu: bool) -> None:
     rendezvous, whose store the agent shares across restarts with no per-round prefix: a
     restarted group reads the dead round's gloo addresses and never connects
     (docs/findings/accelerate-static-restart.md). Accelerate keeps a group that already exists."""
-    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True" or int(os.environ.get("WORLD_SIZE", "1")) < 2:
-        return
+    if int(os.environ.get("WORLD_SIZE", "1")) < 2:
+        return              # one process: no group to build
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        raise SystemExit("--group-per-round: no elastic agent's store (TORCHELASTIC_USE_AGENT_STORE is not True); "
+                         "launch with `accelerate launch --multi_gpu`, or drop --group-per-round")
     timeout = datetime.timedelta(seconds=timeout_s)
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), int(os.environ["WORLD_SIZE"]),
                           is_master=False, timeout=timeout)
@@ -107,10 +112,13 @@ def main() -> None:
         acc.load_state(str(a.dir / latest.read_text().strip()))
     start = progress.step
     # one backward of zeros before the first real step, as ddp_train.py does: DDP's first
-    # backward rounds through its initial buckets differently from every later one
+    # backward rounds through its initial buckets differently from every later one (in eval
+    # mode: dropout off, so it draws nothing from the RNG a resume restored)
+    model.eval()
     pred, audit = model(torch.zeros(1, 8, device=acc.device))
     acc.backward(0.0 * (pred.sum() + audit.sum()))
     opt.zero_grad(set_to_none=True)
+    model.train()
     shim.started(resumed_from=start, world=acc.num_processes)
     loss = None
     for step in range(start + 1, a.steps + 1):
@@ -124,12 +132,14 @@ def main() -> None:
             rec["loss"] = loss.item()
         progress.step = step
         if step % a.ckpt_every == 0:
-            with shim.checkpoint(step):
+            with shim.checkpoint(step) as commit:
                 name = f"step-{step:08d}"
-                acc.save_state(str(a.dir / name))       # every rank calls it; the main process writes
+                acc.save_state(str(a.dir / name))       # every rank writes its random state, the main one the rest
+                acc.wait_for_everyone()                 # every rank's part is on the disk before `latest` names it
                 if acc.is_main_process:
                     tmp = latest.with_suffix(".tmp")
                     tmp.write_text(name)
+                    commit()
                     os.replace(tmp, latest)
                 acc.wait_for_everyone()
         if a.step_delay_s:

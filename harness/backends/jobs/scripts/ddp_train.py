@@ -93,12 +93,13 @@ def main() -> None:
             opt.step()
             rec["loss"] = loss.item()
         if step % a.ckpt_every == 0 and rank == 0:
-            with shim.checkpoint(step):
+            with shim.checkpoint(step) as commit:
                 tmp = ckpt.with_suffix(".tmp")
-                with open(tmp, "wb") as f:       # on the disk before the rename makes it the one resumed
+                with open(tmp, "wb") as f:       # synced first: after a power cut the rename names whole data
                     torch.save({"model": net.state_dict(), "optimizer": opt.state_dict(), "step": step}, f)
                     f.flush()
                     os.fsync(f.fileno())
+                commit()                         # the shim: the write is about to become the one resumed
                 os.replace(tmp, ckpt)
         if a.step_delay_s:
             import time

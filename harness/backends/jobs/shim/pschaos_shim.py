@@ -1,16 +1,11 @@
 """pschaos' step shim: the few calls a training script makes so pschaos can judge it black-box.
 
-Standard library only, one file on the job's PYTHONPATH, so any Python that runs the job (its
-own virtual environment, another framework) imports it. Outside a pschaos run (no
-PSCHAOS_EVENTS_DIR) every call does nothing.
-
-What it records, one JSON line per event in the run's history: each logical update's invoke
-and its acknowledgement (`step`), with the process, its incarnation and the step; a resume
-from a checkpoint (`job-resume`); each checkpoint write (`checkpoint`, start and done); and the
-final model (`job-final`: its digest and the audit variable's value). The audit variable is
-the script's: a number kept in the model and raised by exactly one per logical update through
-the system's own update path, so lost and doubled updates are judged from the final model,
-never from the system's bookkeeping. docs/training-jobs.md has the whole contract.
+Standard library only, one file on the job's PYTHONPATH, so any Python that runs the job
+imports it; outside a pschaos run (no PSCHAOS_EVENTS_DIR) every call does nothing. It records,
+a JSON line each: every logical update's invoke and acknowledgement (`step`: process,
+incarnation, step), a resume (`job-resume`), each checkpoint write (start, commit, done) and
+the final model (`job-final`: its digest and the audit variable, which the script raises by one
+per update through the system's own update path). docs/training-jobs.md has the contract.
 """
 from __future__ import annotations
 
@@ -19,14 +14,14 @@ import hashlib
 import json
 import os
 import time
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 
 class Shim:
     def __init__(self, node: str | None = None) -> None:
         folder = os.environ.get("PSCHAOS_EVENTS_DIR")
         self.node = node or os.environ.get("PSCHAOS_NODE") or f"rank-{os.environ.get('RANK', '0')}"
-        # the harness's restarts of the whole job, then the launcher's own (torchrun's restart count)
+        # the harness's restarts of the whole job, then the launcher's own (torchrun's)
         self.incarnation = f"{os.environ.get('PSCHAOS_INCARNATION', '0')}.{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
         path = os.path.join(folder or "", self.node + ".jsonl")
         self.f = open(path, "a", buffering=1) if folder else None
@@ -61,16 +56,22 @@ class Shim:
         self._write("ok", "step", {"step": int(n), **({"loss": float(out["loss"])} if "loss" in out else {})}, oid)
 
     @contextlib.contextmanager
-    def checkpoint(self, n: int) -> Iterator[None]:
-        """Wrap the write of the checkpoint that holds step `n`: a kill can be timed to it."""
-        self._write("info", "checkpoint", {"step": int(n), "phase": "start"})
-        yield
+    def checkpoint(self, n: int) -> Iterator[Callable[[], None]]:
+        """Wrap the write of the checkpoint that holds step `n`, and call what it yields just before
+        the write becomes the one a restart loads (the rename): a kill timed to the checkpoint
+        lands between start and that commit (PSCHAOS_CHECKPOINT_HOLD_S, set by the harness for
+        such a kill only, holds the commit open that long)."""
+        self._write("info", "checkpoint", {"step": int(n), "phase": "start", "pid": os.getpid()})
+
+        def commit() -> None:
+            time.sleep(float(os.environ.get("PSCHAOS_CHECKPOINT_HOLD_S") or 0))
+            self._write("info", "checkpoint", {"step": int(n), "phase": "commit"})
+        yield commit
         self._write("info", "checkpoint", {"step": int(n), "phase": "done"})
 
     def final(self, steps: int, audit: float, digest: str, loss: float | None = None,
               values: list[float] | None = None) -> None:
-        """The trained model: the steps it holds, its audit variable, a digest of its values, and
-        (for a tolerance instead of bit-identity) its values flattened, for a small model."""
+        """The trained model: its steps, audit, digest, and (for a tolerance) its values flattened."""
         self._write("info", "job-final", {"steps": int(steps), "audit": float(audit), "digest": digest,
                                           **({"loss": float(loss)} if loss is not None else {}),
                                           **({"values": [float(v) for v in values]} if values is not None else {})})

@@ -25,7 +25,7 @@ def test_a_cut_of_a_parameter_server_drops_its_port_both_ways(tmp_path):
     cut = be.link_fault("loss", links, {"percent": 20})
     port = be.job.ports_of("ps-0")[0]
     assert cut.matches == [f"tcp dport {port}", f"tcp sport {port}"] and cut.percent == 20.0
-    assert be._progress("ps-0", [port]) == {"node": "ps-0", "ports": [port], "acked_step": 0}
+    assert be._progress("ps-0", [port]) == {"node": "ps-0", "ports": [port], "acked_step": 0, "pid": None}
 
 
 def test_links_no_one_role_explains_are_refused_with_the_target_to_write(tmp_path):
@@ -65,12 +65,14 @@ def test_a_rank_is_cut_on_its_own_ends_of_its_sockets_now(tmp_path):
             s.close()
 
 
-def test_a_kill_during_checkpoint_sees_the_write_the_shim_has_open(tmp_path):
+def test_a_kill_during_checkpoint_sees_the_write_the_shim_has_open_until_its_commit(tmp_path):
     import json
 
     be = ddp_backend(tmp_path)
     path = be.events_path("rank-0")
     path.parent.mkdir(parents=True, exist_ok=True)
+    running = {"pid": 41}
+    be._pid = lambda name: running["pid"]
 
     def write(*events, tail="", head=""):
         with open(path, "a") as f:
@@ -78,10 +80,18 @@ def test_a_kill_during_checkpoint_sees_the_write_the_shim_has_open(tmp_path):
             f.writelines(json.dumps({"f": e[0], "value": {"incarnation": "0.0", **e[1]}}) + "\n" for e in events)
             f.write(tail)
 
-    write(("job-start", {}), ("checkpoint", {"step": 20, "phase": "start"}), ("checkpoint", {"step": 20, "phase": "done"}))
+    write(("job-start", {}), ("checkpoint", {"step": 20, "phase": "start", "pid": 41}),
+          ("checkpoint", {"step": 20, "phase": "commit"}))
+    assert be.checkpoint_writes("rank-0") == []          # committed: the rename is under way or done
+    write(("checkpoint", {"step": 20, "phase": "done"}), ("checkpoint", {"step": 40, "phase": "start", "pid": 41}),
+          tail='{"f": "checkpoint", "value": {"st')       # torn: read later
+    open_40 = ["checkpoint of step 40 (0.0, pid 41)"]
+    assert be.checkpoint_writes("rank-0") == open_40
+    assert be.checkpoint_writes("rank-0") == open_40     # read on, not again
+    running["pid"] = None                                # killed mid-write: nobody runs the role yet
+    assert be.checkpoint_writes("rank-0") == open_40
+    running["pid"] = 57                                  # a new process, still importing: not its write
     assert be.checkpoint_writes("rank-0") == []
-    write(("checkpoint", {"step": 40, "phase": "start"}), tail='{"f": "checkpoint", "value": {"st')   # torn: read later
-    assert be.checkpoint_writes("rank-0") == ["checkpoint of step 40 (0.0)"]
-    assert be.checkpoint_writes("rank-0") == ["checkpoint of step 40 (0.0)"]     # read on, not again
-    write(("job-start", {}), head="\n")     # the writer died mid-write; the shim's next start begins a fresh line
+    write(("job-start", {}), head="\n")    # its shim's first line begins after the torn one
+    running["pid"] = None
     assert be.checkpoint_writes("rank-0") == []

@@ -71,3 +71,36 @@ def test_a_loss_on_a_rank_is_taken_and_a_toxic_is_refused_by_name():
     assert sc.faults[0].kind == "loss"
     assert "takes the fault kinds" in error(faults=[{"at": {"step": 10}, "kind": "latency", "target": "nodes -> rank-1",
                                                      "params": {"latency_ms": 20}, "duration_s": 2}])
+
+
+def test_a_kill_during_checkpoint_is_refused_on_a_role_that_writes_none():
+    msg = error(faults=[{"at": {"step": 10}, "kind": "kill", "target": "rank-1", "params": {"during": "checkpoint"}}])
+    assert "faults[0].target" in msg and "writes no checkpoint" in msg and "rank-0" in msg
+
+
+def _ran(*events):
+    from pschaos.harness.checkers.evidence import scenario_ran
+
+    ctx = {"job": {"steps": 10}, "scheduled_faults": 1}
+    events = ((0.0, "run-start", {"scenario": "j"}),) + events
+    return scenario_ran([{"t": t, "f": f, "type": "info", "value": v} for t, f, v in events], ctx)
+
+
+def test_a_kill_timed_to_a_write_that_had_committed_is_unknown_not_a_kill_mid_write():
+    start = {"index": 0, "kind": "kill", "target": "rank-0", "params": {"during": "checkpoint"},
+             "caught_writing": "checkpoint of step 40 (0.0, pid 9)"}
+    stop = {"index": 0, "kind": "kill", "target": "rank-0", "why": "scheduled"}
+    committed = _ran((1.0, "fault-start", start), (1.1, "fault-stop", stop), (3.0, "job-resume", {"step": 40}))
+    assert committed.valid == "unknown" and "committed before the kill" in str(committed.details)
+    torn = _ran((1.0, "fault-start", start), (1.1, "fault-stop", stop), (3.0, "job-resume", {"step": 20}))
+    assert torn.valid is True, torn.details
+
+
+def test_a_cut_whose_role_restarted_meanwhile_is_unknown():
+    start = {"index": 0, "kind": "loss", "target": "nodes<->rank-1", "params": {"percent": 10}}
+    stop = {"index": 0, "kind": "loss", "target": "nodes<->rank-1", "why": "scheduled", "packets_dropped": 40,
+            "evidence": {"before": {"pid": 10}, "after": {"pid": 11}}}
+    v = _ran((1.0, "fault-start", start), (9.0, "fault-stop", stop))
+    assert v.valid == "unknown" and "pid 10 -> 11" in str(v.details)
+    stop["evidence"]["after"]["pid"] = 10
+    assert _ran((1.0, "fault-start", start), (9.0, "fault-stop", stop)).valid is True
