@@ -182,4 +182,37 @@ def test_a_catch_up_moment_missed_after_the_restart_is_recorded_not_raised():
     be.status = lambda name, **_: None if name == "shard-0/1" else Status(0, "primary", 1, 100)   # never answers
     f.inject()
     assert f.info["caught_catching_up"] is None and f.info["down"] == [] and not f.info["was_primary"]
-    assert [c[1] for c in be.calls if c[0] == "kill"] == ["shard-0/1"] and be.alive("shard-0/0")
+    # it came back into the ISR unseen each time: tried again, never the primary killed
+    assert set(c[1] for c in be.calls if c[0] == "kill") == {"shard-0/1"} and be.alive("shard-0/0")
+
+
+def test_a_copy_back_in_the_isr_before_it_answered_is_killed_again_until_the_moment_is_caught():
+    """CI (kill-mid-protocol, a loaded machine): the restarted copy was back in the ISR before the
+    harness saw its first answer, and the run was unknown. The first start here rejoins at 0.05 s,
+    before its answer at 0.1 s; the second is the usual one, and is caught."""
+    be, f = make({"during": "catch-up"}, "shard-0/1")
+    fast = [0.05]
+    tick = be.tick
+
+    def quick_rejoin(now: float) -> None:
+        for n, t in list(be.started.items()):
+            if fast and now - t >= fast[0] and n not in be.route.isr:
+                be.route = Route(be.route.epoch, be.route.primary, [*be.route.isr, n])
+                del be.started[n]
+                fast.pop()
+        tick(now)
+    be.clock.listeners[:] = [quick_rejoin]
+    f.inject()
+    kills = [c[1] for c in be.calls if c[0] == "kill"]
+    assert kills == ["shard-0/1", "shard-0/1", "shard-0/0"] and f.info["attempts"] == 2
+    assert f.info["caught_catching_up"]["copy"] == "shard-0/1" and f.target == "shard-0/0"
+    assert be.alive("shard-0/1") and not be.alive("shard-0/0")
+
+
+def test_a_moment_missed_on_every_try_is_recorded_after_the_last():
+    be, f = make({"during": "catch-up", "wait_s": 1.0}, "shard-0/1")
+    be.status = lambda name, **_: (Status(0, "replica", 1, 100) if name in be.route.isr and name not in be.down
+                                   else None)      # the copy answers only once back in the ISR
+    f.inject()
+    assert f.info["caught_catching_up"] is None and f.info["attempts"] == 3
+    assert [c[1] for c in be.calls if c[0] == "kill"] == ["shard-0/1"] * 3 and be.alive("shard-0/1")
