@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pschaos.harness.plugin.outcome import explain, out_dir
+from pschaos.harness.plugin.outcome import baselines, explain, out_dir
 
 
 def _setting(request: pytest.FixtureRequest, key: str):
@@ -27,7 +27,8 @@ def pschaos_run_scenario(request: pytest.FixtureRequest):
     def run(scenario, expect_pass: bool = True) -> dict:
         sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         seed = _setting(request, "seed")
-        rep = Runner(sc, seed, out_dir(request.config, sc.name, seed), _setting(request, "backend"), quiet=True).run()
+        rep = Runner(sc, seed, out_dir(request.config, sc.name, seed), _setting(request, "backend"), quiet=True,
+                     baselines=baselines(request.config)).run()
         request.config.hook.pytest_pschaos_report(report=rep, item=request.node)
         if expect_pass and rep["verdict"] != "pass":
             pytest.fail(explain(rep), pytrace=False)

@@ -9,10 +9,23 @@ from pathlib import Path
 import pytest
 
 
+BASELINES_DIR = ".baselines"      # under --pschaos-out: the session's shared fault-free runs
+
+
 def out_dir(config: pytest.Config, name: str, seed: int) -> Path:
     worker = getattr(config, "workerinput", {}).get("workerid")   # set only inside an xdist worker
     base = Path(config.getoption("pschaos_out"))
     return base / (f"{name}-{seed}" + (f"-{worker}" if worker else ""))
+
+
+def baselines(config: pytest.Config):
+    """The session's store of fault-free runs (harness/run/baselines.py), or None with
+    --pschaos-fresh-baselines: every run that needs one makes its own."""
+    from pschaos.harness.run.baselines import BaselineStore
+
+    if config.getoption("pschaos_fresh_baselines"):
+        return None
+    return BaselineStore(Path(config.getoption("pschaos_out")) / BASELINES_DIR)
 
 
 def as_expected(scenario, report: dict) -> bool:

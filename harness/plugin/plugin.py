@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pschaos.harness.plugin.outcome import ScenarioFailed, as_expected, explain, out_dir
+from pschaos.harness.plugin.outcome import BASELINES_DIR, ScenarioFailed, as_expected, baselines, explain, out_dir
 
 # the fixtures: a module of their own, registered with this plugin by name
 pytest_plugins = ["pschaos.harness.plugin.fixtures"]
@@ -29,6 +29,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="backend that runs scenarios (default: process)")
     g.addoption("--pschaos-seed", type=int, default=1, help="seed of every scenario run (default: 1)")
     g.addoption("--pschaos-out", default="out/pytest", help="where runs write reports (default: out/pytest)")
+    g.addoption("--pschaos-fresh-baselines", action="store_true",
+                help="every run that compares with a fault-free run makes its own (by default scenarios that "
+                     "ask for the same one in a session share it: same scenario less its faults, seed, backend)")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -40,6 +43,10 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "pschaos(seed=None, backend=None): settings of a Python scenario test")
     config.addinivalue_line("markers", "pschaos_scenario: a test item collected from a scenario YAML file")
+    if not hasattr(config, "workerinput"):      # the session's start (not an xdist worker's): nothing older is reused
+        from pschaos.harness.run.baselines import reset
+
+        reset(Path(config.getoption("pschaos_out")) / BASELINES_DIR)
 
 
 def _looks_like_scenario(path: Path) -> bool:
@@ -95,7 +102,7 @@ class ScenarioItem(pytest.Item):
             system_named(sc.system).backend_factory(backend)
         except HarnessError as e:
             pytest.skip(f"{sc.name}: {e}")
-        rep = Runner(sc, seed, out_dir(cfg, sc.name, seed), backend, quiet=True).run()
+        rep = Runner(sc, seed, out_dir(cfg, sc.name, seed), backend, quiet=True, baselines=baselines(cfg)).run()
         self.user_properties.append(("report", str(out_dir(cfg, sc.name, seed) / "report.json")))
         cfg.hook.pytest_pschaos_report(report=rep, item=self)
         if not as_expected(sc, rep):

@@ -25,6 +25,7 @@ from pschaos.harness.errors import HarnessError
 from pschaos.harness.faults import LINK_KINDS, Fault, FaultContext, build
 from pschaos.harness.faults.registry import NO_TARGET
 from pschaos.harness.history.events import History, StepWatcher
+from pschaos.harness.run.baselines import NOTE, BaselineStore, key_of
 from pschaos.harness.run.progress import Progress
 from pschaos.harness.run.nemesis import schedule as nemesis_schedule
 from pschaos.harness.run.scenario import Scenario
@@ -69,7 +70,8 @@ class Runner(RunReport):
     the observation and the judging are the same code whatever the backend is."""
 
     def __init__(self, scenario: Scenario, seed: int, out_dir: Path, backend: str = "process",
-                 quiet: bool = False, keep_data: bool = False, make_backend: BackendFactory | None = None) -> None:
+                 quiet: bool = False, keep_data: bool = False, make_backend: BackendFactory | None = None,
+                 baselines: BaselineStore | None = None) -> None:
         self.system = system_named(scenario.system)      # what runs, and how it is observed
         factory = make_backend or self.system.backend_factory(backend)    # refuses a backend it has not
         refuse_out(out_dir)
@@ -81,6 +83,7 @@ class Runner(RunReport):
         # a simulated run touches nothing shared, so its id comes from the seed alone (byte-identical replays)
         self.run_id = f"{scenario.name}-{seed}-" + ("sim" if backend == "sim" else uuid.uuid4().hex[:6])
         self.make_backend = factory
+        self.baselines = baselines      # fault-free runs this session already made (run/baselines.py)
         self._fresh_out()      # before the backend exists: a backend may create its run folder at once
         self.backend = self.make_backend(scenario, out_dir / "run", self.run_id, seed)
         self.clock = clock_of(self.backend)
@@ -95,7 +98,7 @@ class Runner(RunReport):
     def _fresh_out(self) -> None:
         """A reused --out starts clean, deleting only a run folder a run made (RUN_MARKER)."""
         self.out.mkdir(parents=True, exist_ok=True)
-        for stale in ("run", "history.jsonl", "report.json"):   # a reused --out starts clean
+        for stale in ("run", "history.jsonl", "report.json", NOTE):   # a reused --out starts clean
             p = self.out / stale
             if p.is_dir():
                 # only a folder a run made (its marker; before markers, its events/ folder): never someone's /run
@@ -114,8 +117,14 @@ class Runner(RunReport):
     # ------------------------------------------------------------------ main
     def _run_another(self, sc: Scenario, out: Path) -> dict:
         """Another scenario run as this one is (seed, backend, backend factory), quietly, for a
-        system that needs one before its run; the system gets this function, never a runner."""
-        return Runner(sc, self.seed, out, self.backend_name, quiet=True, make_backend=self.make_backend).run()
+        system that needs one before its run; the system gets this function, never a runner. With
+        a store, a run the session already made is copied instead of made again."""
+        def make(folder: Path) -> dict:
+            return Runner(sc, self.seed, folder, self.backend_name, quiet=True, make_backend=self.make_backend).run()
+
+        if self.baselines is None:
+            return make(out)
+        return self.baselines.run(key_of(sc, self.seed, self.backend_name, self.system), out, make)
 
     def run(self) -> dict:
         self.out.mkdir(parents=True, exist_ok=True)

@@ -133,3 +133,26 @@ def test_parallel_under_xdist(pytester):
     scenario(pytester, "tiny-x2")
     r = pytester.runpytest_subprocess("scenarios", "-n", "2", "-p", "xdist", "--pschaos-backend", "sim")
     r.assert_outcomes(passed=2)
+
+
+def test_scenarios_that_ask_for_the_same_fault_free_run_share_it_in_a_session(pytester):
+    """converge-baseline runs the scenario without its faults first: two scenarios that differ only
+    in their faults (and name) ask for the same run, made once per session unless asked not to."""
+    for name, at in (("base-a", 10), ("base-b", 20)):
+        text = TINY.format(name=name, steps=40, bound='"lost_acked_updates == 0"').replace("step: 10", f"step: {at}")
+        (pytester.path / "scenarios").mkdir(exist_ok=True)
+        (pytester.path / "scenarios" / f"{name}.yaml").write_text(
+            text.replace("checks: [", "checks: [converge-baseline, "))
+    out = pytester.path / "o"
+    r = pytester.runpytest_subprocess("scenarios", "--pschaos-backend", "sim", "--pschaos-out", str(out))
+    r.assert_outcomes(passed=2)
+    note = json.loads((out / "base-b-1" / "baseline" / "reused-from.json").read_text())
+    assert note["made_in"] == str((out / "base-a-1" / "baseline").resolve())
+    assert not (out / "base-a-1" / "baseline" / "reused-from.json").exists()
+    a, b = (json.loads((out / n / "report.json").read_text()) for n in ("base-a-1", "base-b-1"))
+    assert a["checks"]["converge-baseline"]["details"]["baseline_loss"] == \
+        b["checks"]["converge-baseline"]["details"]["baseline_loss"]
+    r = pytester.runpytest_subprocess("scenarios", "--pschaos-backend", "sim", "--pschaos-out", str(out),
+                                      "--pschaos-fresh-baselines")
+    r.assert_outcomes(passed=2)
+    assert not (out / "base-b-1" / "baseline" / "reused-from.json").exists()

@@ -55,13 +55,14 @@ class JobSystem:
                                                                              "may_find": [], "metrics": []})})
         say(f"{self.name}: a fault-free run first, for the model every resume must reproduce")
         folder = out / "baseline"
-        rerun(quiet, folder)
+        made = rerun(quiet, folder)
         finals = [e["value"] for e in read_events(folder / "history.jsonl") if e.get("f") == "job-final"]
         if not finals:
             return {"baseline": None, "baseline_error": f"the fault-free run reported no final model ({folder})"}
         v = finals[0]
+        made_in = (made or {}).get("reused_from") or str(folder)    # made earlier in the session, for the same run
         return {"baseline": {"digest": v["digest"], "values": v.get("values"), "loss": v.get("loss"),
-                             "steps": v["steps"], "audit": v["audit"]}}
+                             "steps": v["steps"], "audit": v["audit"], "made_in": made_in}}
 
     def context(self, sc) -> dict:
         job = self.job(_env_for(sc))

@@ -1,0 +1,100 @@
+"""Fault-free runs shared by the scenarios of one session that ask for the same one.
+
+A training job's resume-exact compares the faulted run's final model with the model of the same
+job run without faults (same seed, same options); psnodes' converge-baseline compares losses with
+such a run. The library's TensorFlow scenarios differ only in their faults, so in one pytest
+session six of them asked for the same fault-free run, and each made it again (a third of their
+time). Here such a run is made once, under a lock every xdist worker shares, and copied into
+each asking run's folder with a note naming where it was made.
+
+Reuse is narrow on purpose: within the session that made it (the pytest plugin empties the store
+when the session starts, so code changed between sessions is never judged by an old run), only
+a run judged on evidence (pass or fail: converge-baseline's short fault-free runs may fail
+`converged` and still give their loss; an unknown one is made again), and only for the same scenario less its name and description, the same seed
+and backend, the same job interpreter and the same code of the system (its class's source file).
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import inspect
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+COPIED = ("report.json", "history.jsonl", "summary.md")   # what a reused run's folder gets (logs stay put)
+NOTE = "reused-from.json"
+
+
+def _code_of(system: object) -> str:
+    """A digest of the system's own source file (a job class, an adapter, psnodes' system)."""
+    cls = getattr(system, "job", None) or getattr(system, "adapter", None) or type(system)
+    try:
+        return hashlib.sha256(Path(inspect.getsourcefile(cls) or "").read_bytes()).hexdigest()[:16]
+    except (OSError, TypeError):
+        return "unknown-source"
+
+
+def key_of(sc, seed: int, backend: str, system: object) -> str:
+    """What makes two fault-free runs the same run."""
+    what = {"scenario": sc.model_dump(mode="json", exclude={"name", "description"}), "seed": seed,
+            "backend": backend, "code": _code_of(system),
+            "tf_python": os.environ.get("PSCHAOS_TF_PYTHON", "")}
+    return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+class BaselineStore:
+    """Fault-free runs by key, in `root` (one folder per run that made one, and a lock each)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def run(self, key: str, folder: Path, make: Callable[[Path], dict]) -> dict:
+        """The report of the fault-free run `key`, in `folder`: made there by `make(folder)` the
+        first time (and kept when it was judged: pass or fail, not unknown), copied there from where it was made after that.
+        Two workers that ask at once: the second waits for the first's run, then copies it."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        entry = self.root / f"{key}.json"
+        with open(self.root / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)      # released when the file closes, also on a crash
+            made = self._made(entry)
+            if made is not None and self._copy(Path(made["folder"]), folder, key):
+                rep = json.loads((folder / "report.json").read_text())
+                return {**rep, "reused_from": made["folder"]}
+            rep = make(folder)
+            if rep.get("verdict") in ("pass", "fail"):     # judged on evidence; an unknown one is made again
+                entry.write_text(json.dumps({"folder": str(Path(folder).resolve()), "key": key}))
+            return rep
+
+    @staticmethod
+    def _made(entry: Path) -> dict | None:
+        try:
+            return json.loads(entry.read_text())
+        except (OSError, ValueError):
+            return None
+
+    @staticmethod
+    def _copy(src: Path, dst: Path, key: str) -> bool:
+        """Copy a made run's evidence into `dst`; False when any of it is gone (then it is made again)."""
+        if not all((src / name).is_file() for name in COPIED[:2]):
+            return False
+        if src.resolve() == Path(dst).resolve():      # the same scenario again, into the same folder
+            return True
+        if dst.exists():
+            shutil.rmtree(dst)
+        dst.mkdir(parents=True)
+        for name in COPIED:
+            if (src / name).is_file():
+                shutil.copy2(src / name, dst / name)
+        (dst / NOTE).write_text(json.dumps({"made_in": str(src), "key": key,
+                                            "why": "the same fault-free run (scenario less its name, seed, "
+                                                   "backend, system code) was made earlier in this session"},
+                                           indent=1) + "\n")
+        return True
+
+
+def reset(root: Path) -> None:
+    """Empty the store at a session's start: nothing made by older code is reused."""
+    shutil.rmtree(root, ignore_errors=True)
