@@ -117,6 +117,8 @@ def gather(dirs: list[str | Path]) -> tuple[list[tuple[Path, dict]], list[str]]:
             if not isinstance(r, dict) or "scenario" not in r or "verdict" not in r:
                 problems.append(f"{p.parent}: its report.json is not a run's report (no scenario or verdict)")
                 continue
+            if r.get("made_for"):      # another run's fault-free run (its baseline/ folder): not a run of the suite
+                continue
             out.append((p, r))
         if d.is_dir():
             reported = {p.parent for p in paths}

@@ -7,6 +7,8 @@ fails closed: no final model, no plan, no fault-free run is `unknown`, with the 
 """
 from __future__ import annotations
 
+import math
+
 from pschaos.harness.checkers.base import Verdict, by_f, unknown, victims
 
 RESTARTING_FAULTS = ("kill", "stop", "pause")
@@ -21,12 +23,20 @@ def final_model(history: list[dict]) -> tuple[dict | None, str | None]:
     finals = [e["value"] for e in by_f(history, "job-final")]
     if not finals:
         return None, None
-    last = max(f["incarnation"] for f in finals)
+    last = max((f["incarnation"] for f in finals), key=incarnation_order)
     mine = [f for f in finals if f["incarnation"] == last]
     if len({(f["digest"], f["audit"], f["steps"]) for f in mine}) > 1:
         return mine[0], "the ranks of incarnation " + last + " report different final models: " + \
             ", ".join(f"{f['worker']}: audit {f['audit']}, digest {f['digest'][:12]}" for f in mine)
     return mine[0], None
+
+
+def incarnation_order(inc: str) -> tuple:
+    """"H.T" (the harness's restarts, then the launcher's) as numbers: "10.0" comes after "9.0"."""
+    try:
+        return tuple(int(x) for x in str(inc).split("."))
+    except ValueError:
+        return (float("inf"), str(inc))
 
 
 def _acked(history: list[dict]) -> set[int]:
@@ -84,17 +94,21 @@ def resume_exact(history: list[dict], ctx: dict) -> Verdict:
         return unknown("no rank reported a final model (job-final): nothing to compare")
     rs = [{"incarnation": r["incarnation"], "resumed_from": r["step"]} for r in resumes(history)]
     details = {"digest": final["digest"], "baseline_digest": base["digest"], "resumes": rs,
+               "resumed": any(r["resumed_from"] > 0 for r in rs),
                "tolerance": (_plan(ctx) or {}).get("tolerance", 0.0)}
     if err:
         return Verdict(False, {**details, "error": err})
     if final["digest"] == base["digest"]:
         return Verdict(True, {**details, "bit_identical": True})
     tol, a, b = details["tolerance"], final.get("values"), base.get("values")
+    if not tol:       # bit-identity asked: another digest is another model, whatever the values say
+        return Verdict(False, {**details, "bit_identical": False})
     if not a or not b or len(a) != len(b):
-        return Verdict(False, {**details, "bit_identical": False,
-                               **({} if tol == 0 else {"why": "no values recorded to apply the tolerance to"})})
-    diff = max(abs(x - y) for x, y in zip(a, b))
-    return Verdict(diff <= tol, {**details, "bit_identical": False, "max_abs_diff": diff})
+        return Verdict(False, {**details, "bit_identical": False, "why": "no values recorded to apply the tolerance to"})
+    diffs = [abs(x - y) for x, y in zip(a, b)]
+    if not all(math.isfinite(d) for d in diffs):     # a NaN or inf never compares as close
+        return Verdict(False, {**details, "bit_identical": False, "why": "a value is not finite"})
+    return Verdict(max(diffs) <= tol, {**details, "bit_identical": False, "max_abs_diff": max(diffs)})
 
 
 def lost_work_bounded(history: list[dict], ctx: dict) -> Verdict:

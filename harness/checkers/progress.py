@@ -61,4 +61,7 @@ def workload_progress(history: list[dict], ctx: dict) -> Verdict:
         return Verdict("unknown", {"reason": "the run recorded no progress watch: nothing shows whether the "
                                              "workload kept going (a history from an older pschaos, or the run "
                                              "stopped before it trained)"})
+    if not watch[-1]["value"].get("steps_seen"):
+        return Verdict("unknown", {**watch[-1]["value"], "reason": "the watch saw no acknowledged step: the "
+                                                                    "workload never went, so nothing shows it kept going"})
     return Verdict(True, watch[-1]["value"])

@@ -28,7 +28,7 @@ def pschaos_run_scenario(request: pytest.FixtureRequest):
         sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         seed = _setting(request, "seed")
         rep = Runner(sc, seed, out_dir(request.config, sc.name, seed), _setting(request, "backend"), quiet=True,
-                     baselines=baselines(request.config)).run()
+                     shared=baselines(request.config)).run()
         request.config.hook.pytest_pschaos_report(report=rep, item=request.node)
         if expect_pass and rep["verdict"] != "pass":
             pytest.fail(explain(rep), pytrace=False)

@@ -19,13 +19,13 @@ def out_dir(config: pytest.Config, name: str, seed: int) -> Path:
 
 
 def baselines(config: pytest.Config):
-    """The session's store of fault-free runs (harness/run/baselines.py), or None with
+    """The session's store of fault-free runs (harness/run/shared_runs.py), or None with
     --pschaos-fresh-baselines: every run that needs one makes its own."""
-    from pschaos.harness.run.baselines import BaselineStore
+    from pschaos.harness.run.shared_runs import SharedRuns
 
     if config.getoption("pschaos_fresh_baselines"):
         return None
-    return BaselineStore(Path(config.getoption("pschaos_out")) / BASELINES_DIR)
+    return SharedRuns(Path(config.getoption("pschaos_out")) / BASELINES_DIR)
 
 
 def as_expected(scenario, report: dict) -> bool:

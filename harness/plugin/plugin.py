@@ -44,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "pschaos(seed=None, backend=None): settings of a Python scenario test")
     config.addinivalue_line("markers", "pschaos_scenario: a test item collected from a scenario YAML file")
     if not hasattr(config, "workerinput"):      # the session's start (not an xdist worker's): nothing older is reused
-        from pschaos.harness.run.baselines import reset
+        from pschaos.harness.run.shared_runs import reset
 
         reset(Path(config.getoption("pschaos_out")) / BASELINES_DIR)
 
@@ -102,7 +102,7 @@ class ScenarioItem(pytest.Item):
             system_named(sc.system).backend_factory(backend)
         except HarnessError as e:
             pytest.skip(f"{sc.name}: {e}")
-        rep = Runner(sc, seed, out_dir(cfg, sc.name, seed), backend, quiet=True, baselines=baselines(cfg)).run()
+        rep = Runner(sc, seed, out_dir(cfg, sc.name, seed), backend, quiet=True, shared=baselines(cfg)).run()
         self.user_properties.append(("report", str(out_dir(cfg, sc.name, seed) / "report.json")))
         cfg.hook.pytest_pschaos_report(report=rep, item=self)
         if not as_expected(sc, rep):

@@ -85,6 +85,7 @@ class RunReport:
                                                **(hostspeed.over_training(self.speed, hist, self.history.t0)
                                                   if self.speed is not None else {})},
                                  **self._simulated(),
+                                 **({"made_for": self.made_for} if getattr(self, "made_for", None) else {}),
                                  "history": str(self.out / "history.jsonl"),
                                  "scenario_spec": self.sc.model_dump()})
         report_json.write(rep, self.out)

@@ -25,7 +25,7 @@ from pschaos.harness.errors import HarnessError
 from pschaos.harness.faults import LINK_KINDS, Fault, FaultContext, build
 from pschaos.harness.faults.registry import NO_TARGET
 from pschaos.harness.history.events import History, StepWatcher
-from pschaos.harness.run.baselines import NOTE, BaselineStore, key_of
+from pschaos.harness.run.shared_runs import NOTE, SharedRuns, key_of
 from pschaos.harness.run.progress import Progress
 from pschaos.harness.run.nemesis import schedule as nemesis_schedule
 from pschaos.harness.run.scenario import Scenario
@@ -71,7 +71,7 @@ class Runner(RunReport):
 
     def __init__(self, scenario: Scenario, seed: int, out_dir: Path, backend: str = "process",
                  quiet: bool = False, keep_data: bool = False, make_backend: BackendFactory | None = None,
-                 baselines: BaselineStore | None = None) -> None:
+                 shared: SharedRuns | None = None, made_for: str | None = None) -> None:
         self.system = system_named(scenario.system)      # what runs, and how it is observed
         factory = make_backend or self.system.backend_factory(backend)    # refuses a backend it has not
         refuse_out(out_dir)
@@ -83,7 +83,8 @@ class Runner(RunReport):
         # a simulated run touches nothing shared, so its id comes from the seed alone (byte-identical replays)
         self.run_id = f"{scenario.name}-{seed}-" + ("sim" if backend == "sim" else uuid.uuid4().hex[:6])
         self.make_backend = factory
-        self.baselines = baselines      # fault-free runs this session already made (run/baselines.py)
+        self.shared = shared      # runs this session already made for others (run/shared_runs.py)
+        self.made_for = made_for  # the run this one was made for (its fault-free run): not a run of a suite
         self._fresh_out()      # before the backend exists: a backend may create its run folder at once
         self.backend = self.make_backend(scenario, out_dir / "run", self.run_id, seed)
         self.clock = clock_of(self.backend)
@@ -120,11 +121,12 @@ class Runner(RunReport):
         system that needs one before its run; the system gets this function, never a runner. With
         a store, a run the session already made is copied instead of made again."""
         def make(folder: Path) -> dict:
-            return Runner(sc, self.seed, folder, self.backend_name, quiet=True, make_backend=self.make_backend).run()
+            return Runner(sc, self.seed, folder, self.backend_name, quiet=True, make_backend=self.make_backend,
+                          made_for=self.sc.name).run()
 
-        if self.baselines is None:
+        if self.shared is None:
             return make(out)
-        return self.baselines.run(key_of(sc, self.seed, self.backend_name, self.system), out, make)
+        return self.shared.run(key_of(sc, self.seed, self.backend_name, self.system), out, make)
 
     def run(self) -> dict:
         self.out.mkdir(parents=True, exist_ok=True)

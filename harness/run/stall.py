@@ -17,6 +17,14 @@ from typing import Callable
 from pschaos.harness.history.events import STEP_EVENTS
 
 
+def progressed(line: str) -> bool:
+    """An acknowledged step: a shim `step` only when ok (its failed steps are `info` lines with
+    an error: a group failing its first step on every restart makes no progress)."""
+    if '"f": "step", "value"' in line:
+        return '"type": "ok"' in line
+    return any(s in line for s in STEP_EVENTS) and '"type": "invoke"' not in line
+
+
 class StallWatch:
     def __init__(self, files: Callable[[], list[Path]], bound_s: float, now: float, period_s: float = 0.5) -> None:
         self.files, self.bound, self.period = files, bound_s, period_s
@@ -54,7 +62,7 @@ class StallWatch:
             whole = chunk[:chunk.rfind(b"\n") + 1]        # a line still being written is read next time
             self.pos[p] = pos + len(whole)
             for line in whole.decode("utf-8", "replace").splitlines():
-                if any(s in line for s in STEP_EVENTS) and '"type": "invoke"' not in line:
+                if progressed(line):
                     n += 1
         self.steps += n
         return n

@@ -55,12 +55,20 @@ class JobSystem:
                                                                              "may_find": [], "metrics": []})})
         say(f"{self.name}: a fault-free run first, for the model every resume must reproduce")
         folder = out / "baseline"
-        made = rerun(quiet, folder)
-        finals = [e["value"] for e in read_events(folder / "history.jsonl") if e.get("f") == "job-final"]
-        if not finals:
-            return {"baseline": None, "baseline_error": f"the fault-free run reported no final model ({folder})"}
+        made = rerun(quiet, folder) or {}
+        events = read_events(folder / "history.jsonl")
+        finals = [e["value"] for e in events if e.get("f") == "job-final"]
+        # any restart: the harness's of a process (job-restart) or the launcher's of its ranks (incarnation x.y)
+        restarted = sorted({str((e.get("value") or {}).get("incarnation")) for e in events
+                            if e.get("f") == "job-restart" or (e.get("f") in ("job-start", "job-final")
+                                                              and str(e["value"].get("incarnation", "0.0")) != "0.0")})
+        why = ("reported no final model" if not finals else
+               f"restarted (incarnations {', '.join(restarted)}): it is no uninterrupted run" if restarted else
+               f"was judged {made.get('verdict')}, not pass" if made.get("verdict") != "pass" else None)
+        if why:     # a resume bug would be in both models: nothing to compare with (unknown)
+            return {"baseline": None, "baseline_error": f"the fault-free run {why} ({folder})"}
         v = finals[0]
-        made_in = (made or {}).get("reused_from") or str(folder)    # made earlier in the session, for the same run
+        made_in = made.get("reused_from") or str(folder)    # made earlier in the session, for the same run
         return {"baseline": {"digest": v["digest"], "values": v.get("values"), "loss": v.get("loss"),
                              "steps": v["steps"], "audit": v["audit"], "made_in": made_in}}
 

@@ -146,3 +146,16 @@ def test_a_malformed_number_in_a_bound_is_exit_2_with_its_line(tmp_path):
     g = gate_file(tmp_path, "all:\n  metrics:\n    - \"failover_ms.p99 <= 1.2.3\"\n")
     rc, out = gate_cli(str(tmp_path), "--gate", str(g))
     assert rc == 2 and f"{g}:3" in out and "1.2.3" in out, out
+
+
+def test_a_runs_fault_free_run_is_not_a_run_of_the_suite(tmp_path):
+    """Review: every baseline/report.json was gathered as a run of its scenario, so passing
+    fault-free copies could lift a failing scenario's pass rate."""
+    run_dir(tmp_path, "kill-primary", 0, verdict="fail", lost=2)
+    for i in range(3):
+        base = tmp_path / "kill-primary-0" / f"baseline{i}"
+        base.mkdir()
+        (base / "report.json").write_text(json.dumps({"scenario": "kill-primary", "seed": 0, "verdict": "pass",
+                                                      "made_for": "kill-primary", "checks": {}, "metrics": {}}))
+    runs, problems = gather([tmp_path])
+    assert [r["verdict"] for _, r in runs] == ["fail"] and problems == []

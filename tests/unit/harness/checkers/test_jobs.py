@@ -145,3 +145,47 @@ def test_a_job_that_spent_its_restarts_fails_restarts_bounded():
     assert restarts_bounded(h, PLAN).valid is True
     h.append({"t": 50, "node": "harness", "type": "info", "f": "job-gave-up", "value": {"incarnation": 3}})
     assert restarts_bounded(h, PLAN).valid is False
+
+
+def test_resume_exact_at_bit_identity_fails_another_digest_whatever_the_values_say():
+    """Review: at tolerance 0 a digest mismatch went on to the values, and -0.0 against 0.0 (or
+    equal rounded values) passed; a NaN compared as close under a tolerance."""
+    h = run(CLEAN, RESUMES, digest="abc")
+    v = resume_exact(h, {**PLAN, "baseline": {"digest": "xyz", "values": [1.0, 2.0]}})
+    assert v.valid is False and v.details["bit_identical"] is False and v.details["resumed"] is True
+    loose = {"job": {**PLAN["job"], "tolerance": 1.0}, "baseline": {"digest": "xyz", "values": [float("nan"), 2.0]}}
+    v = resume_exact(h, loose)
+    assert v.valid is False and v.details["why"] == "a value is not finite"
+
+
+def test_the_final_model_is_the_newest_incarnation_counted_as_numbers():
+    """Review: "9.0" sorted after "10.0" as a string, and an old incarnation's model was judged."""
+    h = [ev(1, "job-final", incarnation="9.0", steps=6, audit=6.0, digest="old"),
+         ev(2, "job-final", incarnation="10.0", steps=6, audit=6.0, digest="new")]
+    assert resume_exact(h, {**PLAN, "baseline": {"digest": "new"}}).valid is True
+
+
+def test_progress_without_a_single_step_seen_is_unknown():
+    from pschaos.harness.checkers.progress import workload_progress
+
+    watch = {"t": 1, "node": "harness", "type": "info", "f": "progress-watch",
+             "value": {"bound_s": 90.0, "polls": 3, "steps_seen": 0, "longest_quiet_s": 1.5}}
+    assert workload_progress([watch], {}).valid == "unknown"
+    watch["value"]["steps_seen"] = 4
+    assert workload_progress([watch], {}).valid is True
+
+
+def test_the_stall_watch_does_not_count_failed_steps_as_progress(tmp_path):
+    import json
+
+    from pschaos.harness.run.stall import StallWatch
+
+    f = tmp_path / "rank-0.jsonl"
+    failed = {"t": 1, "node": "rank-0", "type": "info", "f": "step", "value": {"worker": "rank-0", "step": 1,
+                                                                               "error": "RuntimeError: gloo"}}
+    f.write_text(json.dumps(failed) + "\n")
+    w = StallWatch(lambda: [f], 1.0, 0.0, period_s=0.1)
+    assert w.tick(0.5, False) is None and w.tick(2.0, False) == 2.0 and w.steps == 0
+    with f.open("a") as out:
+        out.write(json.dumps({**failed, "type": "ok", "value": {"worker": "rank-0", "step": 1}}) + "\n")
+    assert w.tick(2.5, False) is None and w.steps == 1

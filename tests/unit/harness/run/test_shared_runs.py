@@ -1,4 +1,4 @@
-"""The session's store of fault-free runs (harness/run/baselines.py): made once, copied after."""
+"""The session's store of fault-free runs (harness/run/shared_runs.py): made once, copied after."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import threading
 import time
 from pathlib import Path
 
-from pschaos.harness.run.baselines import NOTE, BaselineStore, key_of, reset
+from pschaos.harness.run.shared_runs import NOTE, SharedRuns, key_of, reset
 from pschaos.harness.run.scenario import Scenario
 
 
@@ -23,7 +23,7 @@ def maker(calls: list, verdict: str = "pass", pause: float = 0.0):
 
 
 def test_a_run_is_made_once_and_copied_with_a_note_naming_where(tmp_path):
-    store, calls = BaselineStore(tmp_path / "store"), []
+    store, calls = SharedRuns(tmp_path / "store"), []
     first = store.run("k", tmp_path / "a" / "baseline", maker(calls))
     second = store.run("k", tmp_path / "b" / "baseline", maker(calls))
     assert len(calls) == 1 and first["n"] == second["n"] == 1
@@ -34,25 +34,34 @@ def test_a_run_is_made_once_and_copied_with_a_note_naming_where(tmp_path):
     assert len(calls) == 2
 
 
-def test_a_run_that_did_not_pass_or_whose_files_are_gone_is_made_again(tmp_path):
-    store, calls = BaselineStore(tmp_path / "store"), []
+def test_an_unknown_run_or_a_store_copy_that_is_not_whole_is_made_again(tmp_path):
+    store, calls = SharedRuns(tmp_path / "store"), []
     store.run("k", tmp_path / "a", maker(calls, verdict="unknown"))
     store.run("k", tmp_path / "b", maker(calls))
     assert len(calls) == 2
-    (tmp_path / "b" / "history.jsonl").unlink()
+    (tmp_path / "store" / "k" / "history.jsonl").unlink()
     store.run("k", tmp_path / "c", maker(calls))
     assert len(calls) == 3
 
 
+def test_a_fail_is_kept_and_the_folder_it_was_made_in_may_change_after(tmp_path):
+    store, calls = SharedRuns(tmp_path / "store"), []
+    store.run("k", tmp_path / "a", maker(calls, verdict="fail"))
+    (tmp_path / "a" / "history.jsonl").write_text("another run of the same name\n")
+    rep = store.run("k", tmp_path / "b", maker(calls))
+    assert len(calls) == 1 and rep["verdict"] == "fail"
+    assert (tmp_path / "b" / "history.jsonl").read_text() == '{"f": "job-final"}\n'
+
+
 def test_the_same_folder_asked_again_keeps_its_run(tmp_path):
-    store, calls = BaselineStore(tmp_path / "store"), []
+    store, calls = SharedRuns(tmp_path / "store"), []
     store.run("k", tmp_path / "a", maker(calls))
     rep = store.run("k", tmp_path / "a", maker(calls))
     assert len(calls) == 1 and rep["verdict"] == "pass" and (tmp_path / "a" / "history.jsonl").is_file()
 
 
 def test_two_askers_at_once_make_one_run(tmp_path):
-    store, calls, out = BaselineStore(tmp_path / "store"), [], []
+    store, calls, out = SharedRuns(tmp_path / "store"), [], []
     threads = [threading.Thread(target=lambda i=i: out.append(store.run("k", tmp_path / str(i), maker(calls, pause=0.2))))
                for i in range(2)]
     for t in threads:
@@ -63,7 +72,7 @@ def test_two_askers_at_once_make_one_run(tmp_path):
 
 
 def test_reset_forgets_what_an_older_session_made(tmp_path):
-    store, calls = BaselineStore(tmp_path / "store"), []
+    store, calls = SharedRuns(tmp_path / "store"), []
     store.run("k", tmp_path / "a", maker(calls))
     reset(tmp_path / "store")
     store.run("k", tmp_path / "b", maker(calls))

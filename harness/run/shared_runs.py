@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Callable
 
 COPIED = ("report.json", "history.jsonl", "summary.md")   # what a reused run's folder gets (logs stay put)
-NOTE = "reused-from.json"
+NOTE = "reused-from.json"     # in a folder that got a copy: where the run was made
+MADE = "made.json"            # in the store's copy, written last
 
 
 def _code_of(system: object) -> str:
@@ -45,54 +46,51 @@ def key_of(sc, seed: int, backend: str, system: object) -> str:
     return hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-class BaselineStore:
-    """Fault-free runs by key, in `root` (one folder per run that made one, and a lock each)."""
+class SharedRuns:
+    """Runs by key, in `root`: a copy of each run's evidence in root/<key>/ (the folder it was made
+    in may be made again by another run of the same name), and a lock per key."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
 
     def run(self, key: str, folder: Path, make: Callable[[Path], dict]) -> dict:
-        """The report of the fault-free run `key`, in `folder`: made there by `make(folder)` the
-        first time (and kept when it was judged: pass or fail, not unknown), copied there from where it was made after that.
-        Two workers that ask at once: the second waits for the first's run, then copies it."""
+        """The report of the run `key`, in `folder`: made there by `make(folder)` the first time
+        (and kept when it was judged: pass or fail, not unknown), copied there after that. Two
+        workers that ask at once: the second waits for the first's run, then copies it."""
         self.root.mkdir(parents=True, exist_ok=True)
-        entry = self.root / f"{key}.json"
+        kept = self.root / key
         with open(self.root / f"{key}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)      # released when the file closes, also on a crash
-            made = self._made(entry)
-            if made is not None and self._copy(Path(made["folder"]), folder, key):
-                rep = json.loads((folder / "report.json").read_text())
-                return {**rep, "reused_from": made["folder"]}
+            made_in = _made_in(kept)
+            if made_in is not None:
+                _copy(kept, folder)
+                (folder / NOTE).write_text(json.dumps(
+                    {"made_in": made_in, "key": key, "why": "the same run (scenario less its name and description, "
+                     "seed, backend, system code) was made earlier in this session"}, indent=1) + "\n")
+                return {**json.loads((folder / "report.json").read_text()), "reused_from": made_in}
             rep = make(folder)
             if rep.get("verdict") in ("pass", "fail"):     # judged on evidence; an unknown one is made again
-                entry.write_text(json.dumps({"folder": str(Path(folder).resolve()), "key": key}))
+                _copy(folder, kept)
+                (kept / MADE).write_text(json.dumps({"made_in": str(Path(folder).resolve())}))
             return rep
 
-    @staticmethod
-    def _made(entry: Path) -> dict | None:
-        try:
-            return json.loads(entry.read_text())
-        except (OSError, ValueError):
-            return None
 
-    @staticmethod
-    def _copy(src: Path, dst: Path, key: str) -> bool:
-        """Copy a made run's evidence into `dst`; False when any of it is gone (then it is made again)."""
-        if not all((src / name).is_file() for name in COPIED[:2]):
-            return False
-        if src.resolve() == Path(dst).resolve():      # the same scenario again, into the same folder
-            return True
-        if dst.exists():
-            shutil.rmtree(dst)
-        dst.mkdir(parents=True)
-        for name in COPIED:
-            if (src / name).is_file():
-                shutil.copy2(src / name, dst / name)
-        (dst / NOTE).write_text(json.dumps({"made_in": str(src), "key": key,
-                                            "why": "the same fault-free run (scenario less its name, seed, "
-                                                   "backend, system code) was made earlier in this session"},
-                                           indent=1) + "\n")
-        return True
+def _made_in(kept: Path) -> str | None:
+    """Where the kept run was made, when its copy is whole (the note is written last)."""
+    try:
+        made = json.loads((kept / MADE).read_text())["made_in"]
+    except (OSError, ValueError, KeyError):
+        return None
+    return made if all((kept / name).is_file() for name in COPIED[:2]) else None
+
+
+def _copy(src: Path, dst: Path) -> None:
+    if dst.exists():
+        shutil.rmtree(dst)
+    dst.mkdir(parents=True)
+    for name in COPIED:
+        if (src / name).is_file():
+            shutil.copy2(src / name, dst / name)
 
 
 def reset(root: Path) -> None:
