@@ -21,10 +21,12 @@ class Kill(Fault):
     `wipe: true` also deletes the local data (a lost disk). Healing starts every copy it killed
     again with the same name, address and data folder. A timed kill records when its last kill
     landed (`in_place_after_s` into the inject): its duration counts from then, not from when it
-    came due, since the wait for the moment can take seconds."""
+    came due, since the wait for the moment can take seconds. `after_s` delays a plain kill by
+    that many seconds from when it came due: a step trigger fires as a step starts, and a kill
+    meant for the middle of that step (after its update landed) needs to wait for it."""
 
     kind = "kill"
-    params_spec = {"during": (str, ""), "wipe": (bool, False), "wait_s": (float, 10.0)}
+    params_spec = {"during": (str, ""), "wipe": (bool, False), "wait_s": (float, 10.0), "after_s": (float, 0.0)}
 
     @classmethod
     def params_problem(cls, params: dict) -> str | None:
@@ -35,6 +37,10 @@ class Kill(Fault):
             return "kill: params.wait_s must be > 0 (seconds to wait for the moment)"
         if params["wait_s"] != 10.0 and not params["during"]:
             return "kill: params.wait_s times a wait for a moment; give params.during too, or leave wait_s out"
+        if params["after_s"] < 0:
+            return "kill: params.after_s must be >= 0 (seconds from when the kill came due)"
+        if params["after_s"] and params["during"]:
+            return "kill: params.after_s delays a plain kill; a kill with params.during waits for its moment instead"
         if params["wipe"] and params["during"] in ("catch-up", "promotion"):
             return f"kill: params.wipe cannot go with during: {params['during']}; wipe a plain kill instead"
         return None
@@ -60,8 +66,10 @@ class Kill(Fault):
             self.info["caught_writing"] = self._await_checkpoint_write(be, self.params.get("wait_s", 10.0))
         if during in MIGRATION_MOMENTS:
             self.info["caught_migrating"] = await_migration(self.ctx, during, self.params.get("wait_s", 10.0))
+        if self.params.get("after_s"):
+            self.ctx.clock.sleep(self.params["after_s"])
         be.kill(self.target)
-        if during:
+        if during or self.params.get("after_s"):
             self.info["in_place_after_s"] = round(self.ctx.clock.monotonic() - t0, 3)
         if be.alive(self.target):
             raise HarnessError(f"kill {self.target}: still alive after SIGKILL")

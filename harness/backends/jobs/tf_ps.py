@@ -39,7 +39,7 @@ def tf_python(options: dict[str, Any]) -> str:
 class TFParameterServer(TrainingJob):
     name = "tf-ps"
     options = {"workers": (int, 2), "ps": (int, 2), "ckpt_every": (int, 20), "hang_bound_s": (float, 60.0),
-               "step_timeout_s": (float, 30.0), "tail_work": (int, 0), "job_restarts": (int, 4),
+               "step_timeout_s": (float, 30.0), "tail_work": (int, 0), "tail_step": (int, 0), "job_restarts": (int, 4),
                "tolerance": (float, 0.0), "python": (str, ""), "script": (str, "")}
     progress_role = "chief"
     loopback_only = True
@@ -81,7 +81,7 @@ class TFParameterServer(TrainingJob):
         argv = [tf_python(o), o["script"] or str(SCRIPT), "--steps", str(self.env.steps), "--ckpt-every",
                 str(o["ckpt_every"]), "--dir", str(self.env.data("job")), "--seed", str(self.env.seed),
                 "--step-delay-s", str(self.env.step_delay_s), "--step-timeout-s", str(o["step_timeout_s"]),
-                "--tail-work", str(o["tail_work"])]
+                "--tail-work", str(o["tail_work"]), "--tail-step", str(o["tail_step"])]
         return {role: argv for role in self.roles()}
 
     def environment(self, name: str) -> dict[str, str]:

@@ -99,8 +99,8 @@ def coordinate(a: argparse.Namespace) -> None:
             return loss
         with tf.control_dependencies([done_update]):     # work on the worker after the update landed
             m = tf.random.stateless_normal([192, 192], seed) * 0.1
-            for _ in range(a.tail_work):
-                m = tf.tanh(m @ m)
+            n = tf.where((step == a.tail_step) | (a.tail_step == 0), a.tail_work, 0)   # every step, or one
+            _, m = tf.while_loop(lambda i, _m: i < n, lambda i, m: (i + 1, tf.tanh(m @ m)), (tf.constant(0), m))
             return loss + 0.0 * tf.reduce_sum(m)
 
     loss = None
@@ -136,6 +136,7 @@ def main() -> None:
     p.add_argument("--step-delay-s", type=float, default=0.0)
     p.add_argument("--step-timeout-s", type=float, default=30.0, help="the watchdog's bound; 0: none")
     p.add_argument("--tail-work", type=int, default=0, help="matmuls a closure does after its update")
+    p.add_argument("--tail-step", type=int, default=0, help="the one step whose closure does them (0: every step)")
     a = p.parse_args()
     task = json.loads(os.environ["TF_CONFIG"])["task"]
     if task["type"] in ("ps", "worker"):

@@ -111,6 +111,8 @@ def test_catch_up_needs_a_replica_target():
     ({"during": "checkpiont"}, "params.during='checkpiont' is not a moment"),
     ({"during": "promotion", "wipe": True}, "wipe cannot go with during: promotion"),
     ({"during": "catch-up", "wait_s": 0}, "wait_s must be > 0"),
+    ({"after_s": -1.0}, "after_s=-1.0 must be >= 0"),
+    ({"during": "promotion", "after_s": 0.5}, "after_s delays a plain kill"),
 ])
 def test_bad_kill_params_are_refused_by_name(params, words):
     assert words in (params_error("kill", params) or "")
@@ -216,3 +218,12 @@ def test_a_moment_missed_on_every_try_is_recorded_after_the_last():
     f.inject()
     assert f.info["caught_catching_up"] is None and f.info["attempts"] == 3
     assert [c[1] for c in be.calls if c[0] == "kill"] == ["shard-0/1"] * 3 and be.alive("shard-0/1")
+
+
+def test_a_kill_after_s_lands_that_long_after_it_came_due():
+    """tf-kill-worker-mid-closure: the step trigger fires as step 100 begins; the kill must land
+    in that step's closure after its update, not as it starts."""
+    be, f = make({"after_s": 0.5}, "shard-0/1")
+    t0 = be.clock.now()
+    f.inject()
+    assert be.calls == [("kill", "shard-0/1", t0 + 0.5)] and f.info["in_place_after_s"] == 0.5
