@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 
-BASELINES_DIR = ".baselines"      # under --pschaos-out: the session's shared fault-free runs
+BASELINES_DIR = ".baselines"      # under --pschaos-out: each session's shared fault-free runs
+SHARED_KEY = "pschaos_shared_runs"   # the session's store, handed to xdist workers in workerinput
 
 
 def out_dir(config: pytest.Config, name: str, seed: int) -> Path:
@@ -25,7 +26,8 @@ def baselines(config: pytest.Config):
 
     if config.getoption("pschaos_fresh_baselines"):
         return None
-    return SharedRuns(Path(config.getoption("pschaos_out")) / BASELINES_DIR)
+    root = getattr(config, "workerinput", {}).get(SHARED_KEY) or getattr(config, SHARED_KEY, None)
+    return SharedRuns(Path(root)) if root else None
 
 
 def as_expected(scenario, report: dict) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pschaos.harness.plugin.outcome import BASELINES_DIR, ScenarioFailed, as_expected, baselines, explain, out_dir
+from pschaos.harness.plugin.outcome import BASELINES_DIR, SHARED_KEY, ScenarioFailed, as_expected, baselines, explain, out_dir
 
 # the fixtures: a module of their own, registered with this plugin by name
 pytest_plugins = ["pschaos.harness.plugin.fixtures"]
@@ -43,10 +43,26 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "pschaos(seed=None, backend=None): settings of a Python scenario test")
     config.addinivalue_line("markers", "pschaos_scenario: a test item collected from a scenario YAML file")
-    if not hasattr(config, "workerinput"):      # the session's start (not an xdist worker's): nothing older is reused
-        from pschaos.harness.run.shared_runs import reset
+    if not hasattr(config, "workerinput") and not config.getoption("pschaos_fresh_baselines"):
+        from pschaos.harness.run.shared_runs import open_session      # the session's own store (not a worker's)
 
-        reset(Path(config.getoption("pschaos_out")) / BASELINES_DIR)
+        setattr(config, SHARED_KEY, str(open_session(Path(config.getoption("pschaos_out")) / BASELINES_DIR)))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    root = getattr(config, SHARED_KEY, None)
+    if root and not hasattr(config, "workerinput"):
+        from pschaos.harness.run.shared_runs import close_session
+
+        close_session(Path(root))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """pytest-xdist: each worker gets the session's store (the controller made it)."""
+    root = getattr(node.config, SHARED_KEY, None)
+    if root:
+        node.workerinput[SHARED_KEY] = root
 
 
 def _looks_like_scenario(path: Path) -> bool:

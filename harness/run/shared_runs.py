@@ -7,8 +7,9 @@ session six of them asked for the same fault-free run, and each made it again (a
 time). Here such a run is made once, under a lock every xdist worker shares, and copied into
 each asking run's folder with a note naming where it was made.
 
-Reuse is narrow on purpose: within the session that made it (the pytest plugin empties the store
-when the session starts, so code changed between sessions is never judged by an old run), only
+Reuse is narrow on purpose: within the session that made it (the pytest plugin opens a store of
+its own for each session and removes it at the end, so code changed between sessions is never
+judged by an old run, and two sessions at once never share or empty each other's), only
 a run judged on evidence (pass or fail: converge-baseline's short fault-free runs may fail
 `converged` and still give their loss; an unknown one is made again), and only for the same scenario less its name and description, the same seed
 and backend, the same job interpreter and the same code of the system (its class's source file).
@@ -21,6 +22,8 @@ import inspect
 import json
 import os
 import shutil
+import tempfile
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -93,6 +96,23 @@ def _copy(src: Path, dst: Path) -> None:
             shutil.copy2(src / name, dst / name)
 
 
-def reset(root: Path) -> None:
-    """Empty the store at a session's start: nothing made by older code is reused."""
+STALE_S = 86_400     # a session's store left by a killed session is swept by a later one after a day
+
+
+def open_session(parent: Path) -> Path:
+    """A new, empty store for one session under `parent` (two sessions at once in one folder each
+    have their own: neither empties the other's). Stores older than STALE_S are swept."""
+    parent.mkdir(parents=True, exist_ok=True)
+    now = time.time()
+    for old in parent.iterdir():
+        try:
+            if old.is_dir() and now - old.stat().st_mtime > STALE_S:
+                shutil.rmtree(old, ignore_errors=True)
+        except OSError:
+            continue
+    return Path(tempfile.mkdtemp(prefix=f"session-{os.getpid()}-", dir=parent))
+
+
+def close_session(root: Path) -> None:
+    """The session is over: its store goes (each run that used a run keeps its own copy)."""
     shutil.rmtree(root, ignore_errors=True)

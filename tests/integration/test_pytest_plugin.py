@@ -152,6 +152,12 @@ def test_scenarios_that_ask_for_the_same_fault_free_run_share_it_in_a_session(py
     a, b = (json.loads((out / n / "report.json").read_text()) for n in ("base-a-1", "base-b-1"))
     assert a["checks"]["converge-baseline"]["details"]["baseline_loss"] == \
         b["checks"]["converge-baseline"]["details"]["baseline_loss"]
+    assert list((out / ".baselines").iterdir()) == []       # the session's store went with it
+    # under xdist: the workers share the controller's store; one of the two made the run
+    r = pytester.runpytest_subprocess("scenarios", "--pschaos-backend", "sim", "--pschaos-out", str(out / "x"),
+                                      "-n", "2")
+    r.assert_outcomes(passed=2)
+    assert len(list((out / "x").glob("base-*/baseline/reused-from.json"))) == 1
     r = pytester.runpytest_subprocess("scenarios", "--pschaos-backend", "sim", "--pschaos-out", str(out),
                                       "--pschaos-fresh-baselines")
     r.assert_outcomes(passed=2)

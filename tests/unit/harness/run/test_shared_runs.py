@@ -6,7 +6,7 @@ import threading
 import time
 from pathlib import Path
 
-from pschaos.harness.run.shared_runs import NOTE, SharedRuns, key_of, reset
+from pschaos.harness.run.shared_runs import NOTE, SharedRuns, close_session, key_of, open_session
 from pschaos.harness.run.scenario import Scenario
 
 
@@ -71,12 +71,22 @@ def test_two_askers_at_once_make_one_run(tmp_path):
     assert len(calls) == 1 and sorted("reused_from" in r for r in out) == [False, True]
 
 
-def test_reset_forgets_what_an_older_session_made(tmp_path):
-    store, calls = SharedRuns(tmp_path / "store"), []
-    store.run("k", tmp_path / "a", maker(calls))
-    reset(tmp_path / "store")
-    store.run("k", tmp_path / "b", maker(calls))
+def test_each_session_has_its_own_store_and_an_old_one_is_swept(tmp_path):
+    """Two sessions at once in one --pschaos-out: a second session's start emptied the first's
+    store under it (the library pass lost a run it had just made)."""
+    import os
+
+    a, b = open_session(tmp_path), open_session(tmp_path)
+    assert a != b and a.parent == b.parent == tmp_path
+    calls = []
+    SharedRuns(a).run("k", tmp_path / "x", maker(calls))
+    SharedRuns(b).run("k", tmp_path / "y", maker(calls))
     assert len(calls) == 2
+    os.utime(a, (0, 0))                 # a killed session's store, days old
+    c = open_session(tmp_path)
+    assert not a.exists() and b.exists() and c.exists()
+    close_session(b)
+    assert not b.exists()
 
 
 def test_the_key_ignores_name_and_description_but_not_options_seed_or_backend():
