@@ -21,7 +21,9 @@ from pschaos.harness.machinery.tools import REPO
 from .page_checks import text_overlaps
 
 # one xdist worker for the module: its twin runs are made once, and no second worker sits blocked
-# on their lock (48 s of one worker in a CI run)
+# on their lock (48 s of one worker in a CI run). The fixtures are session-scoped: that worker
+# runs other modules' tests between these, and module-scoped ones were set up again after them
+# (a second setup of 26 s in one run, 38 s in CI)
 pytestmark = pytest.mark.xdist_group("report-render")
 
 SHOTS = REPO / "out" / "screenshots"
@@ -47,7 +49,7 @@ RUN_PLOTS = 7           # timeline, loss, primaries, failover, lag, catch-up byt
 AGGREGATE_PLOTS = 4     # pass rate per scenario and per fault kind, failover ECDFs, lost acks per seed
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
     if not (shutil.which("chromium") and shutil.which("chromedriver")):
         why = "chromium and chromium-driver are needed (apt-get install chromium chromium-driver, or make install)"
@@ -69,7 +71,7 @@ def browser():
     driver.quit()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def run_out(tmp_path_factory):
     d = tmp_path_factory.mktemp("render")
     (d / "render-me.yaml").write_text(SCENARIO)
@@ -115,7 +117,7 @@ def _make_sim_runs(d: Path) -> None:
         assert p.returncode != 2 and (d / f"kill-primary-seed{seed}" / "report.json").exists(), p.stderr[-2000:]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def sim_runs(tmp_path_factory):
     """Seventeen library scenarios on the twin, seed 1, one of them again under a long name, and
     kill-primary on two more seeds: DIR/<scenario>/report.json, DIR/kill-primary-seed<N>/.
