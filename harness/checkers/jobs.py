@@ -142,6 +142,18 @@ def no_silent_hang(history: list[dict], ctx: dict) -> Verdict:
     if not plan or not plan.get("hang_bound_s"):
         return unknown("the run names no hang bound (context job.hang_bound_s)")
     bound = plan["hang_bound_s"]
+    rows = answers(history)
+    if not rows:
+        return unknown("no fault fired: there is nothing the job had to come back from")
+    out = [{k: r[k] for k in ("fault", "target", "at_step", "after_s")} for r in rows]
+    bad = [r for r in out if r["after_s"] is None or r["after_s"] > bound]
+    return Verdict(not bad, {"bound_s": bound, "faults": out, "hung": bad})
+
+
+def answers(history: list[dict]) -> list[dict]:
+    """Per fault: how long until the job answered it (`after_s`: trained past the step in
+    flight, or exited non-zero; None: neither) and until it trained again (`back_s`, the
+    recovery time in report.json's metrics; None: it never did)."""
     oks = sorted((e["t"], e["value"]["step"]) for e in by_f(history, "step", "ok"))
     # (time, process): a failed exit, giving up, or the final model; the fault's own victim's exit
     # (a killed task's -9) is the fault landing, not the job answering it
@@ -149,11 +161,8 @@ def no_silent_hang(history: list[dict], ctx: dict) -> Verdict:
                    if e["value"].get("exit_code") not in (0, None)]
                   + [(e["t"], None) for e in by_f(history, "job-gave-up")]
                   + [(e["t"], None) for e in by_f(history, "job-final")])
-    faults = [e for e in by_f(history, "fault-start")]
-    if not faults:
-        return unknown("no fault fired: there is nothing the job had to come back from")
-    rows, bad = [], []
-    for f in faults:
+    rows = []
+    for f in by_f(history, "fault-start"):
         t0 = f["t"]
         at = max((s for t, s in oks if t <= t0), default=0)
         # past the step in flight: a step whose all-reduce had all its parts when the fault
@@ -162,12 +171,10 @@ def no_silent_hang(history: list[dict], ctx: dict) -> Verdict:
         hit = set(victims(f["value"]))
         end = next((t for t, proc in ends if t > t0 and proc not in hit), None)
         back = min(x for x in (nxt, end, float("inf")) if x is not None)
-        row = {"fault": f["value"].get("kind"), "target": f["value"].get("target"), "at_step": at,
-               "after_s": None if back == float("inf") else round(back - t0, 3)}
-        rows.append(row)
-        if row["after_s"] is None or row["after_s"] > bound:
-            bad.append(row)
-    return Verdict(not bad, {"bound_s": bound, "faults": rows, "hung": bad})
+        rows.append({"fault": f["value"].get("kind"), "target": f["value"].get("target"), "at_step": at,
+                     "after_s": None if back == float("inf") else round(back - t0, 3),
+                     "back_s": None if nxt is None else round(nxt - t0, 3)})
+    return rows
 
 
 def restarts_bounded(history: list[dict], ctx: dict) -> Verdict:

@@ -10,7 +10,7 @@ from pschaos.reports.percentiles import failover_stats  # one rule for a run's m
 
 from pschaos.harness.checkers.acks import no_lost_acks
 from pschaos.harness.checkers.goodput import job_goodput, psnodes_goodput
-from pschaos.harness.checkers.jobs import job_no_lost_acks
+from pschaos.harness.checkers.jobs import answers, job_no_lost_acks
 from pschaos.harness.checkers.base import by_f
 from pschaos.harness.checkers.failover import failover_times
 from pschaos.harness.checkers.migration import migration_metrics
@@ -96,6 +96,9 @@ def compute(history: list[dict], ctx: dict) -> dict:
         **migration_metrics(history),
         **(job_goodput(history) if "job" in ctx else
            psnodes_goodput(history, lost_n, len(oks))),
+        # a training job: seconds from each fault to its first acknowledged step past the one in
+        # flight (a job that never trained again counts as inf), gateable as recovery_s.max
+        **({"recovery_s": failover_stats([r["back_s"] for r in answers(history)])} if "job" in ctx else {}),
     }
 
 

@@ -189,3 +189,14 @@ def test_the_stall_watch_does_not_count_failed_steps_as_progress(tmp_path):
     with f.open("a") as out:
         out.write(json.dumps({**failed, "type": "ok", "value": {"worker": "rank-0", "step": 1}}) + "\n")
     assert w.tick(2.5, False) is None and w.steps == 1
+
+
+def test_recovery_is_the_time_from_each_fault_to_a_step_past_the_one_in_flight():
+    from pschaos.harness.run.metrics import compute
+
+    h = run(CLEAN, RESUMES, faults=[(2.5, "kill")])       # steps 1, 2 acked by then; 3 in flight
+    m = compute(h, PLAN)
+    assert m["recovery_s"]["n"] == 1 and m["recovery_s"]["max"] == round(11.7 - 2.5, 1)   # step 4 of incarnation 0.1
+    never = run({"0.0": (0, [1, 2, 3])}, {"0.0": 0}, faults=[(2.9, "kill")])
+    assert compute(never, PLAN)["recovery_s"]["max"] == "inf"
+    assert "recovery_s" not in compute([], {})
