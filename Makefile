@@ -9,8 +9,11 @@ TF_VERSION   := 2.21.0
 UV_VERSION   := 0.13.9
 UV_VENV      := tools/uv
 UV           := $(UV_VENV)/bin/uv
-# uv reads its own variables: pip's find-links (a local wheel folder) passed on where one is set
-UV_ENV       := $(if $(PIP_FIND_LINKS),UV_FIND_LINKS="$(PIP_FIND_LINKS)")
+UV_TRIED     := $(UV_VENV)/.tried-$(UV_VERSION)
+# uv reads its own variables: pip's (a local wheel folder, another index) passed on where set
+UV_ENV       := $(if $(PIP_FIND_LINKS),UV_FIND_LINKS="$(PIP_FIND_LINKS)") \
+  $(if $(PIP_INDEX_URL),UV_INDEX_URL="$(PIP_INDEX_URL)") \
+  $(if $(PIP_EXTRA_INDEX_URL),UV_EXTRA_INDEX_URL="$(PIP_EXTRA_INDEX_URL)")
 TF_VENV      := tools/tf-venv
 TF_STAMP     := $(TF_VENV)/.installed-tensorflow-cpu-$(TF_VERSION)
 PSCHAOS_TF_PYTHON ?= $(abspath $(TF_VENV))/bin/python
@@ -51,7 +54,7 @@ install: system-deps test-deps $(STAMP) $(TOXI) $(TF_STAMP)
 # TensorFlow for the tf-ps job (a system under test, never imported by the harness), in its own
 # environment: its pins are not ours. The tests find it through PSCHAOS_TF_PYTHON.
 tf-venv: $(TF_STAMP)
-$(TF_STAMP): | $(UV)
+$(TF_STAMP): | $(UV_TRIED)
 	test -x $(TF_VENV)/bin/python || $(PY) -m venv $(TF_VENV)
 	{ test -x $(UV) && $(UV_ENV) $(UV) pip install --python $(TF_VENV)/bin/python -q tensorflow-cpu==$(TF_VERSION); } || \
 	  $(TF_VENV)/bin/pip install -q tensorflow-cpu==$(TF_VERSION)
@@ -77,13 +80,16 @@ test-deps:
 
 # uv installs the environments (from its cache: seconds, where pip took 95 s for ours), in a
 # tools folder of its own; pip does it where uv cannot be had or fails
-$(UV):
+# tried once (a stamp either way): a machine that cannot get uv does not try again at every make
+$(UV_TRIED):
+	rm -rf $(UV_VENV)
 	$(PY) -m venv $(UV_VENV) && $(UV_VENV)/bin/pip install -q uv==$(UV_VERSION) || \
 	  { rm -rf $(UV_VENV); echo "make: uv could not be installed; pip installs instead"; }
+	mkdir -p $(UV_VENV) && touch $@
 
-$(STAMP): pyproject.toml setup.py | $(UV)
+$(STAMP): pyproject.toml setup.py | $(UV_TRIED)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	{ test -x $(UV) && $(UV_ENV) $(UV) pip install --python $(BIN)/python -q --upgrade pip -e '.[dev]'; } || \
+	{ test -x $(UV) && $(UV_ENV) $(UV) pip install --python $(BIN)/python -q --upgrade-package pip pip -e '.[dev]'; } || \
 	  { $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[dev]'; }
 	touch $@
 

@@ -163,7 +163,9 @@ def answers(history: list[dict]) -> list[dict]:
                   + [(e["t"], None) for e in by_f(history, "job-final")])
     rows = []
     for f in by_f(history, "fault-start"):
-        t0 = f["t"]
+        # from when it landed: a kill delayed (`after_s`) or timed to a moment is recorded when it
+        # came due, and steps made before it landed are no answer to it
+        t0 = f["t"] + float(f["value"].get("in_place_after_s") or 0)
         at = max((s for t, s in oks if t <= t0), default=0)
         # past the step in flight: a step whose all-reduce had all its parts when the fault
         # landed completes just after it, and says nothing of the job coming back

@@ -21,9 +21,11 @@ class Kill(Fault):
     `wipe: true` also deletes the local data (a lost disk). Healing starts every copy it killed
     again with the same name, address and data folder. A timed kill records when its last kill
     landed (`in_place_after_s` into the inject): its duration counts from then, not from when it
-    came due, since the wait for the moment can take seconds. `after_s` delays a plain kill by
-    that many seconds from when it came due: a step trigger fires as a step starts, and a kill
-    meant for the middle of that step (after its update landed) needs to wait for it."""
+    came due, since the wait for the moment can take seconds; a catch-up copy seen back in the
+    ISR before its first answer is killed and started again, up to three tries. `after_s` (up to
+    60) delays a plain kill by that many seconds from when it came due: a step trigger fires as a
+    step starts, and a kill meant for the middle of that step (after its update landed) waits for
+    it; the checks time the fault from when it landed."""
 
     kind = "kill"
     params_spec = {"during": (str, ""), "wipe": (bool, False), "wait_s": (float, 10.0), "after_s": (float, 0.0)}
@@ -37,8 +39,8 @@ class Kill(Fault):
             return "kill: params.wait_s must be > 0 (seconds to wait for the moment)"
         if params["wait_s"] != 10.0 and not params["during"]:
             return "kill: params.wait_s times a wait for a moment; give params.during too, or leave wait_s out"
-        if params["after_s"] < 0:
-            return "kill: params.after_s must be >= 0 (seconds from when the kill came due)"
+        if not 0 <= params["after_s"] <= 60:
+            return "kill: params.after_s must be between 0 and 60 (seconds from when the kill came due; the run waits)"
         if params["after_s"] and params["during"]:
             return "kill: params.after_s delays a plain kill; a kill with params.during waits for its moment instead"
         if params["wipe"] and params["during"] in ("catch-up", "promotion"):

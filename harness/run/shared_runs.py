@@ -10,9 +10,11 @@ each asking run's folder with a note naming where it was made.
 Reuse is narrow on purpose: within the session that made it (the pytest plugin opens a store of
 its own for each session and removes it at the end, so code changed between sessions is never
 judged by an old run, and two sessions at once never share or empty each other's), only
-a run judged on evidence (pass or fail: converge-baseline's short fault-free runs may fail
-`converged` and still give their loss; an unknown one is made again), and only for the same scenario less its name and description, the same seed
-and backend, the same job interpreter and the same code of the system (its class's source file).
+a run that passed (one that failed or was unknown is made again by the next scenario that asks:
+a training job refuses a baseline that did not pass, and one bad run must not leave every
+scenario of that key unknown), and only for the same scenario less its name and description, the same seed
+and backend, the same job interpreter and the same source file of the system's class (within one session the
+code does not change; the digest is a guard, not a hash of every file the job runs).
 """
 from __future__ import annotations
 
@@ -22,8 +24,7 @@ import inspect
 import json
 import os
 import shutil
-import tempfile
-import time
+import uuid
 from pathlib import Path
 from typing import Callable
 
@@ -58,7 +59,7 @@ class SharedRuns:
 
     def run(self, key: str, folder: Path, make: Callable[[Path], dict]) -> dict:
         """The report of the run `key`, in `folder`: made there by `make(folder)` the first time
-        (and kept when it was judged: pass or fail, not unknown), copied there after that. Two
+        (and kept when it passed), copied there after that. Two
         workers that ask at once: the second waits for the first's run, then copies it."""
         self.root.mkdir(parents=True, exist_ok=True)
         kept = self.root / key
@@ -72,7 +73,7 @@ class SharedRuns:
                      "seed, backend, system code) was made earlier in this session"}, indent=1) + "\n")
                 return {**json.loads((folder / "report.json").read_text()), "reused_from": made_in}
             rep = make(folder)
-            if rep.get("verdict") in ("pass", "fail"):     # judged on evidence; an unknown one is made again
+            if rep.get("verdict") == "pass":     # a failed or unknown one is made again by the next who asks
                 _copy(folder, kept)
                 (kept / MADE).write_text(json.dumps({"made_in": str(Path(folder).resolve())}))
             return rep
@@ -88,31 +89,46 @@ def _made_in(kept: Path) -> str | None:
 
 
 def _copy(src: Path, dst: Path) -> None:
-    if dst.exists():
-        shutil.rmtree(dst)
-    dst.mkdir(parents=True)
+    """The run's files into `dst`, after what an earlier run left there of the same names (and
+    of its report pages, its note, and a run folder a run made): nothing else in it is touched."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in (*COPIED, NOTE, MADE, "report.html", "junit.xml"):
+        if (dst / name).is_file():
+            (dst / name).unlink()
+    if (dst / "run" / ".pschaos-run").is_file():
+        shutil.rmtree(dst / "run", ignore_errors=True)
     for name in COPIED:
         if (src / name).is_file():
             shutil.copy2(src / name, dst / name)
 
 
-STALE_S = 86_400     # a session's store left by a killed session is swept by a later one after a day
-
-
 def open_session(parent: Path) -> Path:
-    """A new, empty store for one session under `parent` (two sessions at once in one folder each
-    have their own: neither empties the other's). Stores older than STALE_S are swept."""
-    parent.mkdir(parents=True, exist_ok=True)
-    now = time.time()
-    for old in parent.iterdir():
-        try:
-            if old.is_dir() and now - old.stat().st_mtime > STALE_S:
+    """The folder of a new session's store under `parent`, made on its first run (a pytest
+    session that runs no scenario leaves nothing). Two sessions at once each have their own:
+    neither empties the other's. Stores of sessions whose process is gone (killed) are swept."""
+    parent = Path(parent).resolve()
+    if parent.is_dir():
+        for old in parent.glob("session-*"):
+            if not _alive(old.name):
                 shutil.rmtree(old, ignore_errors=True)
-        except OSError:
-            continue
-    return Path(tempfile.mkdtemp(prefix=f"session-{os.getpid()}-", dir=parent))
+    return parent / f"session-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _alive(name: str) -> bool:
+    try:
+        os.kill(int(name.split("-")[1]), 0)
+    except (IndexError, ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def close_session(root: Path) -> None:
-    """The session is over: its store goes (each run that used a run keeps its own copy)."""
+    """The session is over: its store goes (each run that used a run keeps its own copy), and
+    the parent folder too when no other session's store is left in it."""
     shutil.rmtree(root, ignore_errors=True)
+    try:
+        root.parent.rmdir()
+    except OSError:
+        pass

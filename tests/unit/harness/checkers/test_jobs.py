@@ -200,3 +200,12 @@ def test_recovery_is_the_time_from_each_fault_to_a_step_past_the_one_in_flight()
     never = run({"0.0": (0, [1, 2, 3])}, {"0.0": 0}, faults=[(2.9, "kill")])
     assert compute(never, PLAN)["recovery_s"]["max"] == "inf"
     assert "recovery_s" not in compute([], {})
+
+
+def test_a_delayed_kill_is_answered_only_by_steps_after_it_landed():
+    """Review: the fault's time is when it came due; with `after_s` the steps made before the kill
+    landed were read as the job coming back, and a job that hung after the kill passed."""
+    h = run({"0.0": (0, [1, 2, 3, 4, 5])}, {"0.0": 0}, faults=[(1.0, "kill")], final=False)
+    next(e for e in h if e["f"] == "fault-start")["value"]["in_place_after_s"] = 3.0   # landed at 4.0
+    v = no_silent_hang(h, PLAN)
+    assert v.valid is False and v.details["hung"][0]["after_s"] is None

@@ -112,6 +112,7 @@ def test_catch_up_needs_a_replica_target():
     ({"during": "promotion", "wipe": True}, "wipe cannot go with during: promotion"),
     ({"during": "catch-up", "wait_s": 0}, "wait_s must be > 0"),
     ({"after_s": -1.0}, "after_s=-1.0 must be >= 0"),
+    ({"after_s": 61.0}, "after_s must be between 0 and 60"),
     ({"during": "promotion", "after_s": 0.5}, "after_s delays a plain kill"),
 ])
 def test_bad_kill_params_are_refused_by_name(params, words):

@@ -34,22 +34,25 @@ def test_a_run_is_made_once_and_copied_with_a_note_naming_where(tmp_path):
     assert len(calls) == 2
 
 
-def test_an_unknown_run_or_a_store_copy_that_is_not_whole_is_made_again(tmp_path):
+def test_a_run_that_did_not_pass_or_a_store_copy_that_is_not_whole_is_made_again(tmp_path):
     store, calls = SharedRuns(tmp_path / "store"), []
     store.run("k", tmp_path / "a", maker(calls, verdict="unknown"))
+    store.run("k", tmp_path / "b", maker(calls, verdict="fail"))
     store.run("k", tmp_path / "b", maker(calls))
-    assert len(calls) == 2
-    (tmp_path / "store" / "k" / "history.jsonl").unlink()
+    assert len(calls) == 3
     store.run("k", tmp_path / "c", maker(calls))
     assert len(calls) == 3
+    (tmp_path / "store" / "k" / "history.jsonl").unlink()
+    store.run("k", tmp_path / "d", maker(calls))
+    assert len(calls) == 4
 
 
-def test_a_fail_is_kept_and_the_folder_it_was_made_in_may_change_after(tmp_path):
+def test_the_folder_it_was_made_in_may_change_after(tmp_path):
     store, calls = SharedRuns(tmp_path / "store"), []
-    store.run("k", tmp_path / "a", maker(calls, verdict="fail"))
+    store.run("k", tmp_path / "a", maker(calls))
     (tmp_path / "a" / "history.jsonl").write_text("another run of the same name\n")
     rep = store.run("k", tmp_path / "b", maker(calls))
-    assert len(calls) == 1 and rep["verdict"] == "fail"
+    assert len(calls) == 1 and rep["verdict"] == "pass"
     assert (tmp_path / "b" / "history.jsonl").read_text() == '{"f": "job-final"}\n'
 
 
@@ -71,22 +74,34 @@ def test_two_askers_at_once_make_one_run(tmp_path):
     assert len(calls) == 1 and sorted("reused_from" in r for r in out) == [False, True]
 
 
-def test_each_session_has_its_own_store_and_an_old_one_is_swept(tmp_path):
+def test_each_session_has_its_own_store_and_a_killed_ones_is_swept(tmp_path):
     """Two sessions at once in one --pschaos-out: a second session's start emptied the first's
     store under it (the library pass lost a run it had just made)."""
-    import os
-
-    a, b = open_session(tmp_path), open_session(tmp_path)
-    assert a != b and a.parent == b.parent == tmp_path
+    parent = tmp_path / "stores"
+    a, b = open_session(parent), open_session(parent)
+    assert a != b and a.parent == b.parent == parent.resolve() and not a.exists()   # made on first use
     calls = []
     SharedRuns(a).run("k", tmp_path / "x", maker(calls))
     SharedRuns(b).run("k", tmp_path / "y", maker(calls))
-    assert len(calls) == 2
-    os.utime(a, (0, 0))                 # a killed session's store, days old
-    c = open_session(tmp_path)
-    assert not a.exists() and b.exists() and c.exists()
+    assert len(calls) == 2 and a.is_dir()
+    dead = parent / "session-999999999-0000"           # a killed session's: no such process
+    dead.mkdir()
+    open_session(parent)
+    assert not dead.exists() and a.exists() and b.exists()
+    close_session(a)
+    assert not a.exists() and parent.exists()
     close_session(b)
-    assert not b.exists()
+    assert not parent.exists()                          # the last store out removes the folder
+
+
+def test_a_copy_replaces_only_what_a_run_left_in_the_folder(tmp_path):
+    store, calls = SharedRuns(tmp_path / "store"), []
+    store.run("k", tmp_path / "a", maker(calls))
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "mine.txt").write_text("a user's file")
+    (tmp_path / "b" / "report.html").write_text("an older run's page")
+    store.run("k", tmp_path / "b", maker(calls))
+    assert (tmp_path / "b" / "mine.txt").exists() and not (tmp_path / "b" / "report.html").exists()
 
 
 def test_the_key_ignores_name_and_description_but_not_options_seed_or_backend():
