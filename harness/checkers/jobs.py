@@ -135,9 +135,9 @@ def lost_work_bounded(history: list[dict], ctx: dict) -> Verdict:
 
 
 def no_silent_hang(history: list[dict], ctx: dict) -> Verdict:
-    """After every fault the job trains past where it was (beyond the step in flight), or exits
-    non-zero, within `hang_bound_s`;
-    one that does neither (stuck in a collective) fails."""
+    """After every fault the job trains past where it was (beyond the step in flight), exits
+    non-zero, or fails a step with an error on a rank the fault did not hit (its collective timed
+    out), within `hang_bound_s`; one that does none of these (stuck in a collective) fails."""
     plan = _plan(ctx)
     if not plan or not plan.get("hang_bound_s"):
         return unknown("the run names no hang bound (context job.hang_bound_s)")
@@ -152,13 +152,17 @@ def no_silent_hang(history: list[dict], ctx: dict) -> Verdict:
 
 def answers(history: list[dict]) -> list[dict]:
     """Per fault: how long until the job answered it (`after_s`: trained past the step in
-    flight, or exited non-zero; None: neither) and until it trained again (`back_s`, the
+    flight, exited non-zero, or failed a step with an error on a role the fault did not hit;
+    None: none of these) and until it trained again (`back_s`, the
     recovery time in report.json's metrics; None: it never did)."""
     oks = sorted((e["t"], e["value"]["step"]) for e in by_f(history, "step", "ok"))
     # (time, process): a failed exit, giving up, or the final model; the fault's own victim's exit
     # (a killed task's -9) is the fault landing, not the job answering it
     ends = sorted([(e["t"], e["value"].get("process")) for e in by_f(history, "job-exit")
                    if e["value"].get("exit_code") not in (0, None)]
+                  # a step that failed with an error on a rank: its collective timed out, it is not
+                  # stuck (the shim records it as the exception leaves the step)
+                  + [(e["t"], e.get("node")) for e in by_f(history, "step", "info") if e["value"].get("error")]
                   + [(e["t"], None) for e in by_f(history, "job-gave-up")]
                   + [(e["t"], None) for e in by_f(history, "job-final")])
     rows = []

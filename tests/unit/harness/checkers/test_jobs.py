@@ -209,3 +209,17 @@ def test_a_delayed_kill_is_answered_only_by_steps_after_it_landed():
     next(e for e in h if e["f"] == "fault-start")["value"]["in_place_after_s"] = 3.0   # landed at 4.0
     v = no_silent_hang(h, PLAN)
     assert v.valid is False and v.details["hung"][0]["after_s"] is None
+
+
+def test_a_rank_whose_collective_timed_out_answered_the_fault():
+    """CI (ddp-pause-rank, a loaded machine): rank-1 frozen for 45 s; rank-0 and rank-2's
+    all-reduce timed out 5 s in and their steps failed with the error, yet the check waited for
+    the group's restart after the heal (67 s) and failed a job that was not silent. The frozen
+    rank's own error, after its thaw, is no answer."""
+    h = run({"0.0": (0, [1, 2, 3])}, {"0.0": 0}, faults=[(3.0, "pause")], final=False)
+    h.append(ev(8.0, "step", "info", node="rank-0", incarnation="0.0", step=4, error="RuntimeError: Timed out"))
+    v = no_silent_hang(sorted(h, key=lambda e: e["t"]), PLAN)
+    assert v.valid is True and v.details["faults"][0]["after_s"] == 5.0
+    own = run({"0.0": (0, [1, 2, 3])}, {"0.0": 0}, faults=[(3.0, "pause")], final=False)
+    own.append(ev(8.0, "step", "info", node="rank-1", incarnation="0.0", step=4, error="RuntimeError: Timed out"))
+    assert no_silent_hang(sorted(own, key=lambda e: e["t"]), PLAN).valid is False
