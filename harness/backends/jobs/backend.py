@@ -45,6 +45,9 @@ CHECKPOINT_HOLD_S = 0.3
 class JobBackend:
     name = "job"
     proxied = False
+    # a killed role may run again at once (the supervisor's or the launcher's restart): kill()
+    # itself confirms that the process it killed is gone, not the role
+    supervised = True
     clock: Clock = WALL
 
     def __init__(self, job_cls: type[TrainingJob], scenario, run_dir: Path, run_id: str, seed: int) -> None:
@@ -296,7 +299,8 @@ class JobBackend:
     def kill(self, name: str) -> None:
         pid = self._signal(name, signal.SIGKILL)
         # gone, or a zombie its parent has not reaped yet: either way it runs no more
-        wait_until(lambda: not _running(pid), 2.0, 0.01)
+        if not wait_until(lambda: not _running(pid), 2.0, 0.01):
+            raise HarnessError(f"kill {name}: pid {pid} still alive 2 s after SIGKILL")
 
     def stop(self, name: str) -> None:
         self._signal(name, signal.SIGTERM)

@@ -228,3 +228,32 @@ def test_a_kill_after_s_lands_that_long_after_it_came_due():
     t0 = be.clock.now()
     f.inject()
     assert be.calls == [("kill", "shard-0/1", t0 + 0.5)] and f.info["in_place_after_s"] == 0.5
+
+
+class Relaunching:
+    """A supervised job's role: the supervisor has it running again as soon as it was killed."""
+
+    def __init__(self, supervised: bool) -> None:
+        self.supervised, self.kills = supervised, []
+
+    def kill(self, name: str) -> None:
+        self.kills.append(name)
+
+    def alive(self, name: str) -> bool:
+        return True
+
+
+def test_a_supervised_role_running_again_after_its_kill_is_no_failed_kill():
+    """tf-kill-worker at seed 2: the supervisor had relaunched worker-0 before the kill's check
+    looked, and the run was unknown ("still alive after SIGKILL"). A supervised backend's kill()
+    confirms the pid it killed is gone; anything else still must be dead when the kill returns."""
+    for supervised, fails in ((True, False), (False, True)):
+        be = Relaunching(supervised)
+        ctx = FaultContext(backend=be, rng=random.Random(1), record=lambda f, v: v, clock=ManualClock())
+        f = build("kill", ctx, "worker-0", {})
+        if fails:
+            with pytest.raises(HarnessError, match="still alive after SIGKILL"):
+                f.inject()
+        else:
+            f.inject()
+        assert be.kills == ["worker-0"]
