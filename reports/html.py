@@ -135,6 +135,9 @@ def check_rows(report: dict, moments: dict[str, list[Moment]]) -> str:
         links = f'<ul class="moments">{links}</ul>' if links else ""
         rows.append(f'<tr><td>{escape(name)}</td><td class="{_verdict_class(c["valid"])}">{escape(str(c["valid"]))}'
                     f'</td><td>{links}<details><summary>evidence</summary><pre>{ev}</pre></details></td></tr>')
+    for label, picked in (("excluded", report.get("excluded_checks")), ("not applicable", report.get("checks_not_applicable"))):
+        for name, why in (picked or {}).items():
+            rows.append(f'<tr><td>{escape(name)}</td><td>{label}</td><td>{escape(str(why))}</td></tr>')
     return "".join(rows)
 
 

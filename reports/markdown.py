@@ -23,6 +23,8 @@ def render(report: dict) -> str:
              "| check | result |", "|---|---|"]
     for name, c in report.get("checks", {}).items():
         lines.append(f"| {cell(name)} | {MARK.get(c['valid'], 'unknown')} |")
+    for name, why in (report.get("excluded_checks") or {}).items():
+        lines.append(f"| {cell(name)} | excluded: {cell(why)} |")
     lines += ["", "| metric | value |", "|---|---|",
               f"| acked updates | {maybe(m.get('acked_updates'))} |",
               f"| lost acked updates | {maybe(m.get('lost_acked_updates'))} |",

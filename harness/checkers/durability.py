@@ -5,6 +5,12 @@ from __future__ import annotations
 from pschaos.harness.checkers.base import Verdict, by_f, final_states, idem, unknown
 
 
+def checkpoint_order(v: dict) -> tuple[int, int, int]:
+    """How a shard's shared checkpoints compare (psnodes/core/checkpoints.py order): the writer's
+    term, the epoch of its last entry, its seq."""
+    return (int(v.get("term", v.get("epoch", 0))), int(v.get("epoch", 0)), int(v["seq"]))
+
+
 def checkpoints_atomic(history: list[dict], ctx: dict) -> Verdict:
     """Every manifest names a whole, loadable checkpoint (a torn .tmp beside it is fine)."""
     scans = [e["value"] for e in by_f(history, "checkpoint-scan")]
@@ -23,8 +29,7 @@ def checkpoints_monotone(history: list[dict], ctx: dict) -> Verdict:
     cps: dict[int, list[tuple[float, tuple, dict]]] = {}
     for e in by_f(history, "checkpoint"):
         v = e["value"]
-        key = (v.get("term", v.get("epoch", 0)), v.get("epoch", 0), v["seq"])
-        cps.setdefault(v["shard"], []).append((v.get("written", e["t"]), key, {**v, "node": e["node"]}))
+        cps.setdefault(v["shard"], []).append((v.get("written", e["t"]), checkpoint_order(v), {**v, "node": e["node"]}))
     if not cps:
         return unknown("no shared checkpoint was written")
     back = []
@@ -40,11 +45,46 @@ def checkpoints_monotone(history: list[dict], ctx: dict) -> Verdict:
                               "count": len(back)})
 
 
+def _older_restores(history: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Each restore with the loss it declared and the loss the best restore would have declared:
+    the shard's shared checkpoint as the folder held it when the restore ran (the newest
+    published before it by (term, epoch, seq): the folder only moves forward), compared the way
+    psnodes chooses (epoch of the last entry, seq). A restore that came back from older state
+    than that (its own stale folder, an older file) lost updates it did not have to."""
+    cps: dict[int, list[tuple[float, tuple, dict]]] = {}
+    for e in by_f(history, "checkpoint"):
+        v = e["value"]
+        cps.setdefault(v["shard"], []).append((v.get("written", e["t"]), checkpoint_order(v), v))
+    acks = [(e["t"], e["value"]) for e in by_f(history, "push", "ok")]
+    figures, worse = [], []
+    for e in by_f(history, "restore"):
+        r = e["value"]
+        at = r.get("time", e["t"])
+        there = [(key, v) for w, key, v in cps.get(r["shard"], []) if w < at]
+        before = [v for t, v in acks if v.get("shard") == r["shard"] and t < e["t"]]
+        row = {"shard": r["shard"], "epoch": r.get("epoch"), "source": r.get("source"),
+               "restored_seq": r["restored_seq"], "restored_seq_epoch": r.get("restored_seq_epoch"),
+               "declared_loss": sum(1 for v in before if v["seq"] > r["restored_seq"])}
+        if there:
+            best = max(there, key=lambda kv: kv[0])[1]
+            row.update(best_checkpoint={k: best.get(k) for k in ("seq", "epoch", "term")},
+                       best_loss=sum(1 for v in before if v["seq"] > best["seq"]))
+            mine = (r["restored_seq_epoch"], r["restored_seq"]) if "restored_seq_epoch" in r else (None, r["restored_seq"])
+            theirs = (int(best.get("epoch", 0)), int(best["seq"]))
+            if mine[1] < theirs[1] if mine[0] is None else mine < theirs:
+                worse.append(row)
+        figures.append(row)
+    return figures, worse
+
+
 def losses_accounted(history: list[dict], ctx: dict) -> Verdict:
     """Acked updates missing at the end are all covered by a reported restore from checkpoint
-    (same shard, restored below the ack's seq, after the ack)."""
+    (same shard, restored below the ack's seq, after the ack), and no restore came back from older
+    state than the shard's newest checkpoint when it ran: a declared loss larger than the best
+    restore's fails, with both figures."""
     if not by_f(history, "push", "ok"):
         return unknown("no push was acknowledged: no loss to account for")
+    figures, worse = _older_restores(history)
     prim = {s["shard"]: s for s in final_states(history) if s.get("alive") and s.get("role") == "primary"}
     restores = [(e["t"], e["value"]) for e in by_f(history, "restore")]
     unexplained, explained = [], 0
@@ -60,8 +100,8 @@ def losses_accounted(history: list[dict], ctx: dict) -> Verdict:
             explained += 1
         else:
             unexplained.append({k: v[k] for k in ("worker", "req_id", "shard", "epoch", "seq")})
-    return Verdict(not unexplained, {"lost_and_reported": explained, "unexplained": unexplained[:10],
-                                     "restores": [r for _, r in restores]})
+    return Verdict(not unexplained and not worse, {"lost_and_reported": explained, "unexplained": unexplained[:10],
+                                                   "restores": figures, "restored_older_than_best": worse})
 
 
 def stops_acking(history: list[dict], ctx: dict) -> Verdict:

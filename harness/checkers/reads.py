@@ -16,7 +16,8 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
     """Every dense key an acked push changed after a pull's cursor (since, seq] is in that pull.
 
     Only pushes acked before the pull was invoked and at the pull's epoch are held against it:
-    those are certainly in the state it read.
+    those are certainly in the state it read. A push acked before a migration's switch that came
+    before the pull is not: the switch may have moved its keys to another shard.
     """
     invoked = {op_key(e): e["t"] for e in by_f(history, "pull", "invoke") if "op_id" in e}
     acks = sorted(((e["t"], e["value"]) for e in by_f(history, "push", "ok")), key=lambda a: a[0])
@@ -33,17 +34,24 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
         seqs.append(p["seq"])
         order.append(i)
     pulls = by_f(history, "pull", "ok")
-    missing, checked = [], 0
+    # a migration's switch moves keys to other shards: a pull after it no longer holds what its
+    # shard acked before it, so a push and a pull with a switch between them are not a pair
+    switches = sorted(e["t"] for e in by_f(history, "migration-switch"))
+    missing, checked, across = [], 0, 0
     for e in pulls:
         v = e["value"]
         t_inv = invoked.get(op_key(e), e["t"])
         seqs, order = index.get((v["shard"], v["epoch"]), ((), ()))
         window = order[bisect_right(seqs, v["since"]):bisect_right(seqs, v["seq"])]
         keys = set(v["keys"])
+        last_switch = switches[bisect_left(switches, t_inv) - 1] if bisect_left(switches, t_inv) else None
         for i in sorted(window):
             t, p = acks[i]
             if t >= t_inv:
                 break
+            if last_switch is not None and t < last_switch:
+                across += 1
+                continue
             checked += 1
             lost = [k for k in p.get("keys", []) if "[" not in k and k not in keys]
             if lost:
@@ -51,8 +59,9 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
                                 "since": v["since"], "seq": v["seq"], "push_seq": p["seq"], "keys": lost})
     if not checked:
         return unknown("no (pull, acked push) pair to check: no pull read past a push it must contain",
-                       pulls=len(pulls), acks=len(acks))
-    return Verdict(not missing, {"pairs_checked": checked, "missing": missing[:10], "missing_count": len(missing)})
+                       pulls=len(pulls), acks=len(acks), pairs_across_a_migration=across)
+    return Verdict(not missing, {"pairs_checked": checked, "missing": missing[:10], "missing_count": len(missing),
+                                 "pairs_across_a_migration": across})
 
 
 def pulled_copy_matches(history: list[dict], ctx: dict) -> Verdict:

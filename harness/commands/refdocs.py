@@ -74,8 +74,11 @@ def faults_page(cat: dict) -> str:
 
 
 def checkers_page(cat: dict) -> str:
-    out = ["# Checkers\n", "Named in a scenario's `expect.checks`; each is a pure function of the run's history "
-           "that says true, false or unknown, with its evidence.\n"]
+    out = ["# Checkers\n", "Each is a pure function of the run's history that says true, false or unknown, with "
+           "its evidence. Every check that applies to a scenario runs by default (psnodes' rules: "
+           "`harness/checkers/applicable.py`; an adapted system's or a job's: its `default_checks`); "
+           "`expect.checks` adds others, `expect.exclude: {check: reason}` removes one with a reason the "
+           "report prints, and the report lists every check that did not apply and why.\n"]
     out += [f"- **`{n}`**: {doc or '(no docstring)'}" for n, doc in cat["checkers"].items()]
     return "\n".join(out) + "\n"
 

@@ -48,7 +48,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
     for f in args.files:
         try:
             sc = load_scenario(library.resolve(f))
-            res = {"file": f, "ok": True, "scenario": sc.name}
+            sel = sc.selection()
+            res = {"file": f, "ok": True, "scenario": sc.name, **sel.to_json()}
         except HarnessError as e:            # ScenarioError: file:line: field: message, fix
             bad += 1
             res = {"file": f, "ok": False, "error": str(e)}
@@ -56,6 +57,10 @@ def cmd_lint(args: argparse.Namespace) -> int:
             print(json.dumps(res))
         else:
             print(f"ok   {f} ({res['scenario']})" if res["ok"] else res["error"], file=sys.stdout if res["ok"] else sys.stderr)
+            if res["ok"]:        # what its runs will judge, and what became of the system's other checks
+                print(f"     checks: {', '.join(res['checks'])}")
+                for name, why in {**res["excluded"], **res["not_applicable"]}.items():
+                    print(f"     {'excluded' if name in res['excluded'] else 'not run'}: {name}: {why}")
     return 2 if bad else 0
 
 

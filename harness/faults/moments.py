@@ -175,3 +175,18 @@ def await_migration(ctx: Any, moment: str, wait_s: float) -> str | None:
         return bool(seen)
     ctx.clock.wait_until(phase, wait_s, POLL_S)
     return seen[0] if seen else None
+
+
+def moment_target_error(kind: str, params: dict, target: str) -> str | None:
+    """Why a kill timed to a protocol moment cannot act on `target`, or None: both moments act
+    on a shard's copies, and catch-up kills the primary that catches a replica up, so its
+    target names the replica."""
+    during = params.get("during") if kind == "kill" else None
+    if during not in ("catch-up", "promotion"):
+        return None
+    if not target.startswith(("shard-", "primary(", "replica(", "replicas(")):
+        return f"a kill during {during} acts on a shard's copies; name one (e.g. replica(shard=any)), not {target!r}"
+    if during == "catch-up" and target.startswith("primary("):
+        return ("a kill during catch-up names the replica to bring back (replica(shard=N)); it kills the "
+                "primary catching it up by itself")
+    return None

@@ -78,6 +78,8 @@ class RunReport:
                                 {"run_id": self.run_id, "wall_s": round(time.time() - t_start, 2),
                                  "unknown_reasons": {k: v.details.get("reason") or v.details.get("error")
                                                      for k, v in checks.items() if v.valid == "unknown"},
+                                 "excluded_checks": j.expect.get("excluded", {}),
+                                 "checks_not_applicable": j.expect.get("not_applicable", {}),
                                  "failover_times": failover_times(hist),
                                  "host_load": {**(hostload.summary(self.load_start, self.load_end)
                                                   if self.load_end is not None

@@ -153,7 +153,7 @@ class Runner(RunReport):
                                               "backend": self.backend_name,
                                               "cluster": self.sc.cluster.model_dump(), "proxied": self.backend.proxied,
                                               "schedule": [f.model_dump() for f in self.schedule],
-                                              "expect": {"checks": list(self.sc.expect.checks),
+                                              "expect": {**self.sc.selection().to_json(),
                                                          "metrics": list(self.sc.expect.metrics)},
                                               "context": self.context(),
                                               **getattr(self.backend, "run_facts", dict)(),

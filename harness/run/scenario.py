@@ -21,8 +21,10 @@ from pschaos.harness.backends.cluster import ClusterSpec, Strict
 from pschaos.harness.errors import HarnessError, ScenarioError
 
 from pschaos.harness.faults import ALL_KINDS, LINK_KINDS, params_error
+from pschaos.harness.faults.moments import moment_target_error
 from pschaos.harness.faults.registry import NO_TARGET
 from pschaos.harness.faults.targets import is_link_target, valid_target
+from pschaos.harness.run.selection import Selection, exclusion_problem, only, select
 from pschaos.harness.run.systems_fit import (ADAPTED_CLUSTER_FIELDS, ADAPTED_KINDS, adapted_target_error,
                                               job_problem)
 
@@ -39,21 +41,6 @@ class Workload(Strict):
     # no acknowledged step for this long after the last heal is a stall: the run ends with a
     # failing `progress` check instead of waiting for a test's timeout (harness/run/stall.py)
     stall_s: float = Field(90.0, gt=0, le=3600)
-
-
-def moment_target_error(kind: str, params: dict, target: str) -> str | None:
-    """Why a kill timed to a protocol moment cannot act on `target`, or None: both moments act
-    on a shard's copies, and catch-up kills the primary that catches a replica up, so its
-    target names the replica."""
-    during = params.get("during") if kind == "kill" else None
-    if during not in ("catch-up", "promotion"):
-        return None
-    if not target.startswith(("shard-", "primary(", "replica(", "replicas(")):
-        return f"a kill during {during} acts on a shard's copies; name one (e.g. replica(shard=any)), not {target!r}"
-    if during == "catch-up" and target.startswith("primary("):
-        return ("a kill during catch-up names the replica to bring back (replica(shard=N)); it kills the "
-                "primary catching it up by itself")
-    return None
 
 
 class At(Strict):
@@ -169,9 +156,11 @@ class Nemesis(Strict):
 
 
 class Expect(Strict):
-    checks: list[str] = Field(min_length=1, default_factory=lambda: ["no-lost-acks", "single-primary", "exactly-once",
-                                                       "replicas-match", "converged", "delta-complete",
-                                                       "pulled-copy-matches", "checkpoints-atomic"])
+    # checks to run beyond the defaults: every check the run gives evidence for runs anyway
+    # (harness/run/selection.py); name here the ones that need a setting of your own
+    checks: list[str] = Field(default_factory=list)
+    # a default check not to run, with the reason the report prints: {check: reason}
+    exclude: dict[str, str] = Field(default_factory=dict)
     metrics: list[str] = Field(default_factory=list)
     # checks this scenario exists to see fail (a system known to lose acknowledged updates): as a
     # test it passes when each of them fails and none is unknown; its verdict stays fail. An entry
@@ -193,7 +182,7 @@ class Expect(Strict):
                 out.update({k: tuple(v) for k, v in f.items()})
         return out
     catchup_ratio: float = Field(1.1, gt=0)          # sync_bytes <= ratio * changed_bytes
-    catchup_vs_snapshot: float = Field(0.5, gt=0)   # sync_bytes <= this * snapshot_bytes
+    catchup_vs_snapshot: float = Field(0.5, gt=0)   # sync_bytes <= this * snapshot_bytes, judged only where set
     failover_budget_ms: float = Field(800, gt=0)
     baseline_margin: float = Field(0.05, ge=0)       # converge-baseline: final <= baseline + margin
     stop_acking_grace_s: float = Field(1.0, ge=0)    # stops-acking: acks allowed this long after the cut
@@ -204,6 +193,17 @@ class Expect(Strict):
         for c in v:
             if c not in CHECKS:
                 raise ValueError(f"unknown check {c!r}; known: {', '.join(CHECKS)}")
+        return v
+
+    @field_validator("exclude")
+    @classmethod
+    def reasons(cls, v: dict[str, str]) -> dict[str, str]:
+        for c, why in v.items():
+            if c not in CHECKS:
+                raise ValueError(f"unknown check {c!r}; known: {', '.join(CHECKS)}")
+            if not isinstance(why, str) or len(why.strip()) < 8:
+                raise ValueError(f"{c}: give the reason it must not run here (a sentence the report prints), "
+                                 f"not {why!r}")
         return v
 
     @field_validator("metrics")
@@ -227,6 +227,15 @@ class Scenario(Strict):
     nemesis: Nemesis | None = None
     expect: Expect = Field(default_factory=Expect)
     path: str | None = Field(None, exclude=True)
+
+    def selection(self) -> Selection:
+        """The checks this scenario's runs judge, and what became of the others (selection.py)."""
+        return select(self)
+
+    def expect_only(self, keep: list[str], why: str) -> "Expect":
+        """This scenario's expect for a run made for another purpose (a fault-free baseline, a
+        hunt's trial): only `keep`, every other default excluded with `why`."""
+        return self.expect.model_copy(update=only(self, keep, why))
 
     def uses_links(self) -> bool:
         kinds = [f.kind for f in self.faults] + (self.nemesis.kinds if self.nemesis else [])
@@ -286,8 +295,6 @@ class Scenario(Strict):
             return self
         if self.cluster.shards != 1:
             raise ValueError(f"cluster.shards: {self.system} runs one group; set shards: 1")
-        if "checks" not in self.expect.model_fields_set:
-            self.expect.checks = list(a.default_checks)
         wrong = [c for c in self.expect.checks if c not in a.checks]
         if wrong:
             raise ValueError(f"expect.checks: {wrong} do not apply to {self.system}; it is judged by "
@@ -320,15 +327,19 @@ class Scenario(Strict):
     def finds_checked(self) -> "Scenario":
         from pschaos.harness.checkers.updates import FAILURE_KINDS
 
+        problem = exclusion_problem(self)
+        if problem:
+            raise ValueError(problem)
         finds = self.expect.finds_kinds()
-        missing = [c for c in [*finds, *self.expect.may_find] if c not in self.expect.checks]
+        selected = select(self).checks
+        missing = [c for c in [*finds, *self.expect.may_find] if c not in selected]
         both = sorted(set(finds) & set(self.expect.may_find))
         if both:
             raise ValueError(f"expect.may_find: {both} are in expect.finds too; a check the scenario finds must "
                              "fail, one it may find may pass: name it in one of them")
         if missing:
-            raise ValueError(f"expect.finds/may_find: {missing} are not in expect.checks; a scenario can only "
-                             "expect to see fail a check it runs")
+            raise ValueError(f"expect.finds/may_find: {missing} do not run here (excluded, or not applicable: "
+                             "add them to expect.checks); a scenario can only expect to see fail a check it runs")
         for check, kinds in finds.items():
             if kinds is not None:
                 known = FAILURE_KINDS.get(check, ())

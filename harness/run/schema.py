@@ -75,4 +75,8 @@ def scenario_schema() -> dict:
     fault["allOf"] = rules
     checks = defs["Expect"]["properties"]["checks"]
     checks["items"] = {"type": "string", "enum": list(CHECKS)}
+    exclude = defs["Expect"]["properties"]["exclude"]
+    exclude.update(propertyNames={"enum": list(CHECKS)}, additionalProperties={"type": "string", "minLength": 8},
+                   description="a default check not to run here, with the reason the report prints")
+    checks["description"] = "checks to run beyond the defaults (every check that applies runs anyway)"
     return s

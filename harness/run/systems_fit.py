@@ -32,8 +32,6 @@ def adapted_target_error(target: str, params: dict, copies: int) -> str | None:
 
 def job_problem(sc, job) -> str | None:
     """A training job: its checks, no psnodes settings, the fault kinds and roles it takes."""
-    if "checks" not in sc.expect.model_fields_set:
-        sc.expect.checks = list(job.default_checks)
     wrong = [c for c in sc.expect.checks if c not in job.checks]
     if wrong:
         return (f"expect.checks: {wrong} need psnodes' internals (or an adapted store's reads) and cannot judge the "

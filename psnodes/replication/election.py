@@ -346,7 +346,8 @@ class Elector(threading.Thread):
             return    # the newest copy restores; if it dies, its candidate key goes with its lease
         plan = node.plan_restore()
         new = ShardRecord(epoch=rec.epoch + 1, primary=node.name, isr=[node.name], start_seq=plan.seq)
-        loss = {"shard": node.shard, "epoch": new.epoch, "restored_seq": plan.seq, "source": plan.source,
+        loss = {"shard": node.shard, "epoch": new.epoch, "restored_seq": plan.seq,
+                "restored_seq_epoch": plan.seq_epoch, "source": plan.source,
                 "previous_epoch": rec.epoch, "previous_primary": rec.primary, "time": time.time()}
         # the routing record as the swap finds it (compared too): the restored state may predate a
         # fence or a switch, and is made to agree with it before it serves (adopt_restore)

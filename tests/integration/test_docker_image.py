@@ -10,6 +10,7 @@ import pytest
 from pschaos.harness.backends.docker import engine
 from pschaos.harness.run.runner import Runner
 from pschaos.harness.run.scenario import Scenario
+from tests.unit.helpers import only
 
 TINY = {"name": "docker-image-tiny",
         "cluster": {"shards": 1, "copies": 2, "workers": 1, "model": "mlp", "replication": "sync"},
@@ -29,7 +30,7 @@ def test_a_scenario_runs_the_users_image_by_name_and_records_it(tmp_path):
     try:
         built = client.images.get(ensure_self_contained(client, say=lambda line: None))
         built.tag("pschaos-test-user", "1")
-        sc = Scenario.model_validate({**TINY, "cluster": {**TINY["cluster"], "image": "pschaos-test-user:1"}})
+        sc = only(Scenario.model_validate({**TINY, "cluster": {**TINY["cluster"], "image": "pschaos-test-user:1"}}))
         rep = Runner(sc, 1, tmp_path / "out", "docker", quiet=True).run()
         assert rep["verdict"] == "pass", rep.get("unknown_reasons") or rep["checks"]
         start = next(json.loads(line) for line in (tmp_path / "out" / "history.jsonl").read_text().splitlines()

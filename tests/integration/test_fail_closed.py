@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from pschaos.harness.machinery.tools import REPO
+from tests.unit.helpers import only_text
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +27,7 @@ expect:
 
 def run(tmp_path, **kw):
     sc = tmp_path / f"{kw['name']}.yaml"
-    sc.write_text(BASE.format(**kw))
+    sc.write_text(only_text(BASE.format(**kw)))
     out = tmp_path / "out"
     p = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "run", str(sc), "--seed", "2", "--out", str(out),
                         "--quiet"], capture_output=True, text=True, timeout=300, cwd=REPO)

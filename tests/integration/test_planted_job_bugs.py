@@ -17,6 +17,7 @@ import yaml
 from pschaos.harness.machinery.tools import REPO
 
 from .mutants import mutant_copy, run_scenario
+from tests.unit.helpers import only_text
 
 pytestmark = [pytest.mark.integration, pytest.mark.long]
 
@@ -59,7 +60,7 @@ def pause_past_bound(out: Path, job: str) -> Path:
     sc["faults"][0]["duration_s"] = 75
     sc["expect"] = {"checks": ["no-silent-hang"]}
     p = out / f"{sc['name']}.yaml"
-    p.write_text(yaml.safe_dump(sc))
+    p.write_text(only_text(yaml.safe_dump(sc), "a planted hang: only no-silent-hang is the bug's check"))
     return p
 
 

@@ -5,6 +5,8 @@ import textwrap
 
 import pytest
 
+from tests.unit.helpers import only_text
+
 pytest_plugins = ["pytester"]
 
 TINY = """name: {name}
@@ -19,12 +21,14 @@ expect:
   checks: [no-lost-acks, single-primary, exactly-once, replicas-match]
   metrics: [{bound}]
 """
+# why the tiny scenarios judge only the checks they name
+SHORT = "a run of a few dozen steps: it ends before its first checkpoint, short of its target loss"
 
 
 def scenario(pytester, name, steps=40, bound='"lost_acked_updates == 0"'):
     d = pytester.path / "scenarios"
     d.mkdir(exist_ok=True)
-    (d / f"{name}.yaml").write_text(TINY.format(name=name, steps=steps, bound=bound))
+    (d / f"{name}.yaml").write_text(only_text(TINY.format(name=name, steps=steps, bound=bound), SHORT))
 
 
 def test_collects_yaml_scenarios_as_items(pytester):
@@ -73,9 +77,11 @@ def test_a_conftest_implements_both_hooks(pytester):
         from pschaos.harness.run.scenario import Scenario
 
         def test_py_hooked(pschaos_run_scenario):
-            pschaos_run_scenario(Scenario.model_validate({
+            sc = Scenario.model_validate({
                 "name": "py-hooked", "cluster": {"shards": 1, "copies": 2, "workers": 1},
-                "workload": {"steps": 20}, "faults": [], "expect": {"checks": ["exactly-once"]}}))
+                "workload": {"steps": 20}, "faults": [], "expect": {"checks": ["exactly-once"]}})
+            pschaos_run_scenario(sc.model_copy(update={"expect": sc.expect_only(
+                ["exactly-once"], "twenty steps: no checkpoint, no target loss")}))
     """)
     r = pytester.runpytest_subprocess("scenarios", "test_py_hooked.py", "--pschaos-backend", "sim")
     r.assert_outcomes(passed=2)
@@ -113,6 +119,8 @@ def test_python_scenario_with_fixture_and_marker(pytester):
                 "workload": {"steps": 30},
                 "faults": [{"at": {"step": 5}, "kind": "kill", "target": "replica(shard=0)"}],
                 "expect": {"checks": ["no-lost-acks", "exactly-once"]}})
+            sc = sc.model_copy(update={"expect": sc.expect_only(["no-lost-acks", "exactly-once"],
+                                                                "thirty steps: no checkpoint, no target loss")})
             rep = pschaos_run_scenario(sc)
             assert rep["seed"] == 11 and rep["verdict"] == "pass"
 
@@ -142,7 +150,7 @@ def test_scenarios_that_ask_for_the_same_fault_free_run_share_it_in_a_session(py
         text = TINY.format(name=name, steps=200, bound='"lost_acked_updates == 0"').replace("step: 10", f"step: {at}")
         (pytester.path / "scenarios").mkdir(exist_ok=True)
         (pytester.path / "scenarios" / f"{name}.yaml").write_text(
-            text.replace("checks: [", "checks: [converge-baseline, "))
+            only_text(text.replace("checks: [", "checks: [converge-baseline, "), SHORT))
     out = pytester.path / "o"
     r = pytester.runpytest_subprocess("scenarios", "--pschaos-backend", "sim", "--pschaos-out", str(out))
     r.assert_outcomes(passed=2)

@@ -19,6 +19,7 @@ import pytest
 from pschaos.harness.machinery.tools import REPO
 
 from .page_checks import text_overlaps
+from tests.unit.helpers import only_text
 
 # one xdist worker for the module: its twin runs are made once, and no second worker sits blocked
 # on their lock (48 s of one worker in a CI run). The fixtures are session-scoped: that worker
@@ -74,7 +75,7 @@ def browser():
 @pytest.fixture(scope="session")
 def run_out(tmp_path_factory):
     d = tmp_path_factory.mktemp("render")
-    (d / "render-me.yaml").write_text(SCENARIO)
+    (d / "render-me.yaml").write_text(only_text(SCENARIO))
     p = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "run", str(d / "render-me.yaml"), "--seed", "3",
                         "--out", str(d / "run"), "--quiet"], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert p.returncode == 0, p.stdout + p.stderr[-2000:]

@@ -35,6 +35,7 @@ from pschaos.harness.backends.sim.calibration import DEFAULT_PATH, Calibration
 from pschaos.harness.backends.sim.scale.build import build
 from pschaos.harness.backends.sim.scale.engine import ScaleRun
 from pschaos.harness.proof.twin.validate import observe
+from tests.unit.helpers import only_text
 
 SHARDS, SECONDS = 4, 12.0
 SCHEDULES = {"two-primaries": [(3.0, "primary(shard=0)"), (7.0, "primary(shard=1)")],
@@ -55,7 +56,7 @@ def test_scale_level_matches_the_per_rpc_twin(tmp_path: Path, name: str):
            "faults": [{"at": {"time": t}, "kind": "kill", "target": target, "duration_s": 1} for t, target in kills],
            "expect": {"checks": ["no-lost-acks"]}}
     path = tmp_path / "scale-agreement.yaml"
-    path.write_text(yaml.safe_dump(doc))
+    path.write_text(only_text(yaml.safe_dump(doc)))
     cal = Calibration.load(DEFAULT_PATH)
     alike = replace(cal, cores=None, server_request_s=0.0, client_request_s=0.0)
     rep = Runner(load_scenario(path), 1, tmp_path / "twin", "sim", quiet=True,

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from pschaos.harness.machinery.tools import REPO, find
+from tests.unit.helpers import only_text
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +51,7 @@ def test_one_seed_one_schedule_twice_on_processes_and_once_on_the_simulator(tmp_
     if find("etcd") is None:
         pytest.skip("etcd is not installed (apt-get install etcd-server, or make install)")
     path = tmp_path / "replay-nemesis.yaml"
-    path.write_text(SCENARIO)
+    path.write_text(only_text(SCENARIO))
     a = _run(path, tmp_path / "a", "process")
     b = _run(path, tmp_path / "b", "process")
     s = _run(path, tmp_path / "s", "sim")

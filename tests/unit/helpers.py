@@ -37,3 +37,21 @@ def push(s: ShardStore, u: ps_pb2.Update, epoch: int = 1) -> int:
 
 
 __all__ = ["store", "init", "push_update", "push", "dense_shard", "row_shards"]
+
+
+def only(sc, why: str = "a test of the harness' mechanics judges only the checks it names"):
+    """`sc` judging only the checks it names: every other default excluded, with `why` (a
+    scenario runs every check that applies unless it excludes one with a reason)."""
+    return sc.model_copy(update={"expect": sc.expect_only(list(sc.expect.checks), why)})
+
+
+def only_text(text: str, why: str = "a test of the harness' mechanics judges only the checks it names") -> str:
+    """A scenario file's text with every default check it does not name excluded, with `why`."""
+    import yaml
+
+    from pschaos.harness.run.scenario import Scenario
+
+    doc = yaml.safe_load(text)
+    sc = Scenario.model_validate(doc)
+    doc.setdefault("expect", {})["exclude"] = only(sc, why).expect.exclude
+    return yaml.safe_dump(doc, sort_keys=False)

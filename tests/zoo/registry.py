@@ -253,8 +253,44 @@ NO_LEASE_BOUND = Mutant(
     scenarios=("split-brain-restore", "stale-checkpoint-writer", "pause-primary"),
 )
 
+RESTORE_FROM_OWN_FOLDER = Mutant(
+    name="restore-from-own-folder",
+    description="when every copy of a shard is lost, the restorer reads its own local checkpoint folder "
+                "instead of the shard's shared one, and declares the loss",
+    models="a recovery that takes the state at hand, not the best state available (a replica restoring from its "
+           "own stale snapshot while a newer one sits in shared storage): more acknowledged updates lost than "
+           "necessary, each one declared",
+    patch={
+        "psnodes/server/checkpointing.py": [(
+            "        got = read_checkpoint(self.cfg.checkpoint_dir(self.shard))\n        ckpt = ",
+            "        got = read_checkpoint(self.cfg.data_dir(self.name))" + PLANTED + "\n        ckpt = ")],
+        "harness/backends/sim/copy/checkpoint.py": [(
+            "        got = c.disk.read(shared_dir(c.shard))",
+            "        got = c.disk.read(local_dir(c.name))" + PLANTED)]},
+    checker="losses-accounted",
+    scenarios=("all-copies-lost", "stale-checkpoint-writer", "split-brain-restore"),
+    sim="shell",
+)
+
+REJOINER_AT_OLD_CLOCK = Mutant(
+    name="rejoiner-at-old-clock",
+    description="the BSP barrier counts a rejoining worker at the clock its previous incarnation pushed, "
+                "not at the start its new membership gives it",
+    models="a barrier keyed by worker name, not by incarnation: the restarted worker waits in its first pull "
+           "for a floor only its own push could raise, and the job deadlocks",
+    patch={"psnodes/core/membership.py": [(
+        "    return max(start, clocks.get(worker, 0))\n",
+        "    return clocks.get(worker, 0)" + PLANTED + "\n")]},
+    checker="progress",
+    scenarios=("bsp-kill-worker", "bsp-partition-worker-etcd"),
+    sim="core",
+    notes="the run ends itself after workload.stall_s of quiet (90 s) with a failing progress check that names "
+          "the barrier's members, their clocks and whom each pull waits for, not with a test's timeout",
+)
+
 MUTANTS: list[Mutant] = [
     SYNC_EARLY_ACK, NO_EPOCH_FENCING, RETRY_APPLIED_TWICE, DELTA_GET_AND_CLEAR, LOG_OVERFLOW_DROPS,
     MANIFEST_BEFORE_DATA, SSP_OFF_BY_ONE, VERSION_ACROSS_EPOCH, OUT_OF_ORDER_APPLY, ISR_DROP_LOCAL_ONLY,
-    ADAM_STEP_NOT_PERSISTED, ROWS_CREATED_ON_READ, INCARNATION_IGNORED, NO_LEASE_BOUND,
+    ADAM_STEP_NOT_PERSISTED, ROWS_CREATED_ON_READ, INCARNATION_IGNORED, NO_LEASE_BOUND, RESTORE_FROM_OWN_FOLDER,
+    REJOINER_AT_OLD_CLOCK,
 ]

@@ -48,11 +48,11 @@ class JobSystem:
 
     def prepare(self, sc, out: Path, rerun, say: Say) -> dict:
         """The same job, same seed, without faults: the model every resume must reproduce."""
-        if not ({"resume-exact"} & set(sc.expect.checks)):
+        if "resume-exact" not in sc.selection().checks:
             return {}
-        quiet = sc.model_copy(update={"faults": [], "nemesis": None,
-                                      "expect": sc.expect.model_copy(update={"checks": ["exactly-once"], "finds": [],
-                                                                             "may_find": [], "metrics": []})})
+        quiet = sc.model_copy(update={"faults": [], "nemesis": None})
+        quiet = quiet.model_copy(update={"expect": quiet.expect_only(
+            ["exactly-once"], "a fault-free run made for resume-exact: only its final model is used")})
         say(f"{self.name}: a fault-free run first, for the model every resume must reproduce")
         folder = out / "baseline"
         made = rerun(quiet, folder) or {}

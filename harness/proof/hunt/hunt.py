@@ -60,14 +60,17 @@ def hunt_scenario(base: Scenario, faults: list[Fault], cluster: ClusterSpec | No
                   duration_s: float = 18.0, name: str | None = None, description: str = "") -> Scenario:
     """`base` with these faults instead of its own, a workload bounded by `duration_s`, and only
     its safety checks (module docstring)."""
-    checks = [c for c in base.expect.checks if c in SAFETY] or ["no-lost-acks", "single-primary", "exactly-once"]
+    checks = [c for c in base.selection().checks if c in SAFETY] or ["no-lost-acks", "single-primary", "exactly-once"]
     cl = cluster or base.cluster
     if cl.training == "async":
         checks = [c for c in checks if c != "staleness"]
-    return Scenario(name=name or f"{base.name}-hunt", description=description, cluster=cl,
-                    workload=Workload(steps=1_000_000, duration_s=duration_s, step_delay_s=base.workload.step_delay_s),
-                    faults=faults, nemesis=None,
-                    expect=base.expect.model_copy(update={"checks": checks, "metrics": []}))
+    sc = Scenario(name=name or f"{base.name}-hunt", description=description, cluster=cl,
+                  workload=Workload(steps=1_000_000, duration_s=duration_s, step_delay_s=base.workload.step_delay_s),
+                  faults=faults, nemesis=None,
+                  expect=base.expect.model_copy(update={"checks": [], "exclude": {}, "finds": [], "may_find": [],
+                                                        "metrics": []}))
+    return sc.model_copy(update={"expect": sc.expect_only(checks, "a hunt judges safety only: random faults on "
+                                                                  "a short workload bound no liveness")})
 
 
 def failed_checks(report: dict) -> list[str]:
@@ -96,7 +99,8 @@ def to_yaml(sc: Scenario, seed: int, found: str, command: str) -> str:
             "workload": sc.workload.model_dump(exclude_defaults=True),
             "faults": [f.model_dump(exclude_none=True, exclude_defaults=True) | {"at": f.at.model_dump(exclude_none=True)}
                        for f in sc.faults],
-            "expect": {"checks": list(sc.expect.checks)}}
+            "expect": {"checks": list(sc.expect.checks), **({"exclude": dict(sc.expect.exclude)}
+                                                             if sc.expect.exclude else {})}}
     head = (f"# Found by `{found}`.\n# Replay (the simulator replays a seed deterministically): {command}\n"
             f"# seed: {seed}\n")
     return head + yaml.safe_dump(data, sort_keys=False, width=100)

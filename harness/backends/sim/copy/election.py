@@ -289,7 +289,8 @@ class SimElector:
             return    # None: a live copy has not said what it holds yet; else the newest restores
         plan = c.plan_restore()
         new = ShardRecord(epoch=rec.epoch + 1, primary=c.name, isr=[c.name], start_seq=plan.seq)
-        loss = {"shard": c.shard, "epoch": new.epoch, "restored_seq": plan.seq, "source": plan.source,
+        loss = {"shard": c.shard, "epoch": new.epoch, "restored_seq": plan.seq,
+                "restored_seq_epoch": plan.seq_epoch, "source": plan.source,
                 "previous_epoch": rec.epoch, "previous_primary": rec.primary, "time": c.clock.now()}
         route, route_rev = yield from c.ecall(lambda: routing.read(c.etcd, cfg))
         unchanged = [(cfg.node_key(n), keys[n].mod_revision if n in keys else 0) for n in rec.isr if n != c.name]

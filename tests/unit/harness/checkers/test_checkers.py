@@ -193,6 +193,23 @@ def test_catch_up_by_delta():
     assert CHECKERS["catch-up-by-delta"]([before, stop], {}).valid == "unknown"   # before the restart
 
 
+def test_catch_up_of_a_small_state_allows_its_framing_and_judges_the_snapshot_share_only_where_set():
+    """A copy down long enough that every key changed moves all of them by delta: right, though it
+    is most of a snapshot (async-kill-primary's 87%); on a 26 KB model the framing alone is 10%
+    (ssp-kill-primary). Both failed once every check that applies ran by default."""
+    stop = fault_start(1, "stop", "shard-0/1")
+    most = ev(2, "sync", {"dst": "shard-0/1", "bytes": 2396731, "changed_bytes": 2393772,
+                          "snapshot_bytes": 2744520, "kind": "delta"})
+    assert CHECKERS["catch-up-by-delta"]([stop, most], {"catchup_vs_snapshot": None}).valid is True
+    assert CHECKERS["catch-up-by-delta"]([stop, most], {"catchup_vs_snapshot": 0.5}).valid is False
+    small = ev(2, "sync", {"dst": "shard-0/1", "bytes": 28794, "changed_bytes": 26112, "snapshot_bytes": 26112,
+                           "kind": "delta"})
+    assert CHECKERS["catch-up-by-delta"]([stop, small], {"catchup_vs_snapshot": None}).valid is True
+    bloated = ev(2, "sync", {"dst": "shard-0/1", "bytes": 40000, "changed_bytes": 26112, "snapshot_bytes": 26112,
+                             "kind": "delta"})
+    assert CHECKERS["catch-up-by-delta"]([stop, bloated], {"catchup_vs_snapshot": None}).valid is False
+
+
 # ------------------------------------------------------------------ reads
 def test_delta_complete():
     h = [*acked(0.1, 0.2, "worker-0", 1, 0, 1, 1, keys=("w", "b")),
@@ -201,6 +218,22 @@ def test_delta_complete():
     bad = h[:2] + pull(0.3, 0.4, "worker-1", 0, 0, 1, 1, ["w", "__audit__/0"], "p1")
     v = CHECKERS["delta-complete"](bad, CTX)
     assert v.valid is False and v.details["missing"][0]["keys"] == ["b"]
+
+
+def test_delta_complete_holds_no_push_against_a_pull_past_a_migration_switch():
+    """A switch moved `b` to another shard: a full pull of this shard after it need not hold it
+    (every migration scenario failed here once delta-complete ran by default); before the switch
+    it must."""
+    switch = ev(0.25, "migration-switch", {"migration": "m", "routing_epoch": 1, "shards": [0, 1]}, node="harness")
+    h = [*acked(0.1, 0.2, "worker-0", 1, 0, 1, 1, keys=("w", "b")), switch,
+         *pull(0.3, 0.4, "worker-1", 0, 0, 1, 1, ["w", "__audit__/0"], "p1"),
+         *acked(0.5, 0.6, "worker-0", 2, 0, 1, 2, keys=("w",)),
+         *pull(0.7, 0.8, "worker-1", 0, 1, 1, 2, ["w", "__audit__/0"], "p2")]
+    v = CHECKERS["delta-complete"](h, CTX)
+    assert v.valid is True and v.details["pairs_across_a_migration"] == 1 and v.details["pairs_checked"] == 1
+    early = [*acked(0.1, 0.2, "worker-0", 1, 0, 1, 1, keys=("w", "b")),
+             *pull(0.22, 0.23, "worker-1", 0, 0, 1, 1, ["w", "__audit__/0"], "p1"), switch]
+    assert CHECKERS["delta-complete"](early, CTX).valid is False
 
 
 def test_pulled_copy_matches_fails_a_delta_whose_copy_differs_from_the_state():
@@ -288,6 +321,29 @@ def test_losses_accounted():
     assert CHECKERS["losses-accounted"](h, CTX).valid is False
     restored = h + [ev(2, "restore", {"shard": 0, "restored_seq": 3, "epoch": 2})]
     assert CHECKERS["losses-accounted"](restored, CTX).valid is True
+
+
+def test_a_restore_from_older_state_than_the_newest_checkpoint_fails_losses_accounted_with_both_figures():
+    """Issue 32, item 6: a restorer that read its own stale folder came back from seq 3 while the
+    shard's shared checkpoint held seq 8, and declared the loss: on the old code any declared loss
+    passed."""
+    acks = [ok(1 + i / 10, "worker-0", i, 0, 1, i) for i in range(1, 11)]
+    cp = ev(2.5, "checkpoint", {"shard": 0, "seq": 8, "epoch": 1, "term": 1, "written": 2.5}, node="shard-0/0")
+    end = final("shard-0/1", 0, "primary", 2, 3, {"worker-0#1": [[1, 3]]})
+    stale = ev(3, "restore", {"shard": 0, "epoch": 2, "restored_seq": 3, "restored_seq_epoch": 1,
+                              "source": "local@3", "time": 3.0}, node="shard-0/1")
+    v = CHECKERS["losses-accounted"]([*acks, cp, stale, end], CTX)
+    assert v.valid is False
+    row = v.details["restored_older_than_best"][0]
+    assert (row["declared_loss"], row["best_loss"], row["best_checkpoint"]["seq"]) == (7, 2, 8)
+    best = ev(3, "restore", {"shard": 0, "epoch": 2, "restored_seq": 8, "restored_seq_epoch": 1,
+                             "source": "checkpoint@8", "time": 3.0}, node="shard-0/1")
+    v = CHECKERS["losses-accounted"]([*acks, cp, best, final("shard-0/1", 0, "primary", 2, 8, {"worker-0#1": [[1, 8]]})],
+                                     CTX)
+    assert v.valid is True and v.details["restores"][0]["declared_loss"] == 2 == v.details["restores"][0]["best_loss"]
+    late = ev(3.5, "checkpoint", {"shard": 0, "seq": 9, "epoch": 1, "term": 1, "written": 3.5}, node="shard-0/0")
+    assert CHECKERS["losses-accounted"]([*acks, cp, late, best, final("shard-0/1", 0, "primary", 2, 8,
+                                                                      {"worker-0#1": [[1, 8]]})], CTX).valid is True
 
 
 def test_stops_acking():

@@ -14,13 +14,14 @@ from pschaos.harness.run.runner import Runner
 from pschaos.harness.run.scenario import Scenario
 
 from tests.unit.fake_backend import FakeBackend, ManualClock
+from tests.unit.helpers import only
 
 
 def scenario(faults: list[dict], steps: int = 100, **cluster) -> Scenario:
-    return Scenario.model_validate({
+    return only(Scenario.model_validate({
         "name": "fake-schedule", "cluster": {"shards": 2, "copies": 3, "workers": 1, **cluster},
         "workload": {"steps": steps}, "faults": faults,
-        "expect": {"checks": ["single-primary"]}})
+        "expect": {"checks": ["single-primary"]}}))
 
 
 def run(tmp_path, sc: Scenario, keep_data: bool = False, **fake) -> tuple[dict, FakeBackend, list[dict]]:

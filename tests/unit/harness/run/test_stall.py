@@ -7,13 +7,14 @@ from pschaos.harness.run.scenario import Scenario
 from pschaos.harness.run.stall import StallWatch
 
 from tests.unit.harness.run.test_runner_schedule import run, valid
+from tests.unit.helpers import only
 
 
 def scenario(faults: list[dict], stall_s: float, steps: int = 100) -> Scenario:
-    return Scenario.model_validate({
+    return only(Scenario.model_validate({
         "name": "fake-stall", "cluster": {"shards": 1, "copies": 3, "workers": 1},
         "workload": {"steps": steps, "stall_s": stall_s}, "faults": faults,
-        "expect": {"checks": ["single-primary"]}})
+        "expect": {"checks": ["single-primary"]}}))
 
 
 def test_a_workload_that_never_steps_is_stopped_and_fails_progress(tmp_path):

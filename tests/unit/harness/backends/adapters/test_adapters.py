@@ -27,7 +27,7 @@ REDIS = "name: r\nsystem: redis-sentinel\ncluster: {shards: 1, copies: 3, worker
 def test_psnodes_is_the_default_and_adapters_get_their_own_checks(tmp_path):
     assert load(tmp_path, "name: p\nworkload: {steps: 5}\n").system == "psnodes"
     sc = load(tmp_path, REDIS)
-    assert sc.expect.checks == list(adapter_class("redis-sentinel").default_checks)
+    assert sc.selection().checks == list(adapter_class("redis-sentinel").default_checks)
     assert sc.system_options["down_after_ms"] == 1000          # defaults filled in
     assert set(SYSTEMS) == {"psnodes", "redis-sentinel", "etcd"}
 
@@ -38,7 +38,12 @@ def test_psnodes_is_the_default_and_adapters_get_their_own_checks(tmp_path):
     (REDIS + "system_options: {wait_replica: 1}\n", "wait_replica", "wait_replicas"),
     (REDIS + "system_options: {wait_replicas: one}\n", "wait_replicas", "int"),
     (REDIS + "expect: {checks: [replicas-match]}\n", "expect.checks", "no-lost-updates"),
-    (REDIS + "expect: {checks: [counters-match], finds: [no-lost-updates]}\n", "expect.finds", "not in expect.checks"),
+    (REDIS + "expect: {checks: [counters-match], finds: [linearizable-reads]}\n", "expect.finds", "do not run here"),
+    (REDIS + "expect: {exclude: {no-lost-updates: because}}\n", "expect.exclude", "the reason"),
+    (REDIS + "expect: {exclude: {linearizable-reads: not among the defaults here}}\n", "exclude.linearizable-reads",
+     "does not run here anyway"),
+    (REDIS + "expect: {checks: [counters-match], exclude: {counters-match: added and excluded at once}}\n",
+     "exclude.counters-match", "not both"),
     (REDIS + "faults:\n  - {at: {time: 1}, kind: latency, target: 'shard-0/0 -> shard-0/1', params: {latency_ms: 5}}\n",
      "faults", "partition"),
     ("name: p\nexpect: {checks: [no-lost-updates]}\n", "expect.checks", "adapted system"),

@@ -24,7 +24,7 @@ def error(**over) -> str:
 
 def test_a_job_scenario_gets_the_job_checks_and_defaults():
     sc = load(faults=[{"at": {"step": 10}, "kind": "kill", "target": "rank-1"}])
-    assert sc.expect.checks == list(JOB_CHECKS)
+    assert sc.selection().checks == list(JOB_CHECKS)
     assert sc.system_options["nproc"] == 3 and sc.system_options["shared_store"] is False
     assert "torchrun-ddp" in SYSTEMS
 

@@ -13,6 +13,7 @@ import pschaos.harness.backends.sim.backend  # noqa: F401 - torch and the twin i
 import pschaos.psnodes.worker  # noqa: F401
 from pschaos.harness.run.runner import Runner
 from pschaos.harness.run.scenario import load_scenario
+from tests.unit.helpers import only
 
 SCENARIO = """\
 name: sandbox
@@ -60,7 +61,7 @@ def test_a_simulated_run_spawns_nothing_binds_nothing_and_writes_only_its_folder
     monkeypatch.setattr("builtins.open", tracking_open)
     sc_path = tmp_path / "sandbox.yaml"
     sc_path.write_text(scenario)
-    sc = load_scenario(sc_path)
+    sc = only(load_scenario(sc_path))
     out = tmp_path / "out"
     rep = Runner(sc, 3, out, "sim", quiet=True).run()
     assert rep["verdict"] == "pass", rep["unknown_reasons"]

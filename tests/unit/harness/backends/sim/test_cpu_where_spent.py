@@ -18,6 +18,7 @@ from pschaos.harness.proof.twin.calibrate_cpu import twin_idle_rates
 from pschaos.harness.proof.twin.run_cpu import charged_between
 from pschaos.harness.backends.sim.calibration import Calibration
 from pschaos.harness.backends.sim.cpu import io_line
+from tests.unit.helpers import only
 
 IDLE = ClusterSpec(shards=1, copies=3, workers=0, replication="sync", optimizer="sgd", checkpoint_interval_s=3600)
 BASE = Calibration(cores=2, server_request_s=0.0004, client_request_s=0.0005, worker_step_s={"mlp": 0.002},
@@ -88,7 +89,7 @@ def _worker_call_charges(cal: Calibration, tmp: Path, model: str = "mlp"
         made.append(SimBackend(s.cluster, d, rid, seed, calibration=cal))
         made[-1].charge_log = []
         return made[-1]
-    r = Runner(load_scenario(f), 1, tmp / "run", "sim", quiet=True, make_backend=make)
+    r = Runner(only(load_scenario(f)), 1, tmp / "run", "sim", quiet=True, make_backend=make)
     assert r.run()["verdict"] == "pass"
     from pschaos.harness.history.events import read_events
     calls = sum(1 for e in read_events(r.out / "history.jsonl")

@@ -11,6 +11,7 @@ from pschaos.harness.history.events import read_events
 from pschaos.harness.run.runner import Runner
 from pschaos.harness.run.scenario import load_scenario
 from pschaos.harness.backends.sim.calibration import Calibration
+from tests.unit.helpers import only
 
 SCENARIO = {"name": "eval-short",
             "cluster": {"shards": 2, "copies": 2, "workers": 1, "model": "widedeep", "eval_every": 10},
@@ -21,7 +22,7 @@ SCENARIO = {"name": "eval-short",
 def test_a_simulated_worker_evaluates_read_only_at_its_calibrated_cost(tmp_path: Path) -> None:
     path = tmp_path / "eval-short.yaml"
     path.write_text(yaml.safe_dump(SCENARIO))
-    rep = Runner(load_scenario(path), 3, tmp_path / "run", backend="sim", quiet=True).run()
+    rep = Runner(only(load_scenario(path)), 3, tmp_path / "run", backend="sim", quiet=True).run()
     assert rep["verdict"] == "pass", (rep["checks"], rep.get("unknown_reasons"))
     evals = [e["value"] for e in read_events(tmp_path / "run" / "history.jsonl") if e["f"] == "eval"]
     assert [v["step"] for v in evals] == [9, 19, 29, 39]

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from hypothesis import find, given, settings
 
+from pschaos.harness.proof.hunt import SAFETY
 from pschaos.harness.proof.hunt import FaultSpace
 from pschaos.harness.run.scenario import load_scenario
 from pschaos.harness.proof.hunt.strategies import scenarios, schedules
@@ -27,4 +28,6 @@ def test_hypothesis_shrinks_a_failing_schedule_to_the_one_fault_that_matters():
 @given(scenarios(load_scenario("scenarios/kill-primary.yaml"), SPACE, 10.0))
 def test_drawn_scenarios_keep_the_cluster_and_only_safety_checks(sc):
     assert sc.cluster.shards == 2 and sc.workload.duration_s == 10.0 and sc.expect.metrics == []
-    assert "no-lost-acks" in sc.expect.checks and sc.faults
+    assert "no-lost-acks" in sc.selection().checks and sc.faults
+    assert set(sc.selection().checks) <= set(SAFETY), "a hunt judges safety only"
+    assert all("safety only" in why for why in sc.expect.exclude.values())

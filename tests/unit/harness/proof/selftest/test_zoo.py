@@ -39,7 +39,7 @@ def test_every_patched_file_still_compiles(m):
 
 @pytest.mark.parametrize("m", ZOO, ids=lambda m: m.name)
 def test_every_mutant_names_a_checker_and_library_scenarios(m):
-    assert m.checker in CHECKERS
+    assert m.checker in CHECKERS or m.checker in ("progress", "nodes-back")      # or one the judge always runs
     assert m.scenarios and set(m.scenarios) <= LIBRARY, set(m.scenarios) - LIBRARY
     assert m.description and m.models
     sim_files = [p for p in m.patch if p.startswith("harness/backends/sim/")]
