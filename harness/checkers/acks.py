@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from pschaos.harness.checkers.base import Verdict, by_f, final_states, idem, unknown
-from pschaos.harness.checkers.migration import applied_anywhere, bucket_shortfalls, fq, identity, retired_copies
+from pschaos.harness.checkers.migration import (applied_anywhere, bucket_excess, bucket_shortfalls, fq, identity,
+                                               retired_copies)
 
 
 def _contains(ranges: list[list[int]], x: int) -> bool:
@@ -179,7 +180,9 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
 def exactly_once(history: list[dict], ctx: dict) -> Verdict:
     """No push applied twice: at most one non-duplicate ack per key; every copy's audit count per
     worker is at most the pushes that worker invoked and equals the keys its applied set holds;
-    the copy's push counter equals its applied keys."""
+    the copy's push counter equals its applied keys; and every migrating audit bucket's final
+    count per worker is at most the logical pushes that carried it (migration.bucket_excess:
+    a push applied at a migration's source and again at its new owner counts twice there)."""
     oks = acked(history)
     if not oks:
         return unknown("no push was acknowledged: exactly-once had nothing to judge")
@@ -209,11 +212,13 @@ def exactly_once(history: list[dict], ctx: dict) -> Verdict:
                 if int(count) != keys:
                     disagree.append({"node": c["node"], "worker": worker, "audit": int(count), "applied_keys": keys})
     reinvoked = len(by_f(history, "push", "invoke")) - sum(len(k) for k in invoked.values())
+    bucket_over, bucket_figures = bucket_excess(history)     # through migrations: applied <= invoked
     details = {"applied_twice": [list(k) + [s] for k, s in list(twice.items())[:10]],
+               "bucket_over_invoked": bucket_over[:10], **bucket_figures,
                "audit_over_invoked": over[:10], "audit_vs_applied_keys": disagree[:10],
                "count_mismatch": mismatched[:10],
                "duplicate_acks": sum(1 for v in oks if v.get("duplicate")), "reinvoked": reinvoked}
-    bad = bool(twice or over or disagree or mismatched)
+    bad = bool(twice or over or disagree or mismatched or bucket_over)
     if unseen and not bad:
         return unknown(f"shards {unseen} had acks but no live copy reported an audit tensor", **details)
     if no_audit and not bad:

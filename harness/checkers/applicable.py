@@ -71,9 +71,18 @@ def _trains(p: Plan) -> str | None:
     return None if p.cluster.get("workers", 2) else "cluster.workers is 0: no worker trains, pushes or reads"
 
 
+def _replica(t: str) -> bool:
+    return t.startswith(("replica(", "replicas("))
+
+
 def _catch_up(p: Plan) -> str | None:
-    if not p.any(DOWN, _copy):
-        return "no fault takes a shard's copy down (kill, stop or restart), so no copy catches up after a restart"
+    """A replica taken down comes back a replica and catches up. A killed primary or a copy named
+    outright may come back as the shard's primary instead (a restore when no replica could take
+    over: seen when a new shard's primary died before its replicas heard from it), with nothing
+    to catch up, so those faults give no certain evidence."""
+    if not p.any(DOWN, _replica):
+        return ("no fault takes a replica down (kill, stop or restart of replica(...)); a killed primary may "
+                "come back as the primary by restore, with nothing to catch up: add it where a failover is certain")
     if any(k in DOWN and _copy(t) and params.get("wipe") for k, t, params, _ in p.faults):
         return "a copy restarts with its disk wiped: it catches up by snapshot by design, not by delta"
     return None
@@ -127,6 +136,12 @@ def _losses(p: Plan) -> str | None:
     return _trains(p)
 
 
+def _acks_durable(p: Plan) -> str | None:
+    if p.cluster.get("replication", "sync") != "sync":
+        return "async replication acks before its replicas apply: there is no in-sync promise to judge"
+    return _trains(p)
+
+
 def _single_owner(p: Plan) -> str | None:
     return None if p.any(MIGRATIONS) else "no shard is added or removed: no key changes owner"
 
@@ -137,7 +152,7 @@ RULES: dict[str, Callable[[Plan], str | None]] = {
     "delta-complete": _trains, "pulled-copy-matches": _trains, "monotone-reads": _trains,
     "staleness": _staleness, "barrier-live": _barrier_live, "checkpoints-atomic": lambda p: None,
     "checkpoints-monotone": lambda p: None, "stops-acking": _stops_acking, "losses-accounted": _losses,
-    "single-owner": _single_owner, "no-spurious-failovers": lambda p: None,
+    "single-owner": _single_owner, "no-spurious-failovers": lambda p: None, "acks-durable": _acks_durable,
     **{name: (lambda why: lambda p: why)(why) for name, why in ON_REQUEST.items()},
 }
 PSNODES_CHECKS = tuple(RULES)

@@ -148,8 +148,6 @@ def bucket_shortfalls(history: list[dict], allowed: set | frozenset = frozenset(
     bucket's own delta is the pair's proof): a pair without one is missing evidence too. `allowed`:
     the identities of acks the replication mode may lose (async: a failover's unreplicated
     window, as no-lost-acks explains them); their increments are not demanded of any bucket."""
-    from pschaos.psnodes.placement import owner
-
     oks = [e["value"] | {"pid": e.get("pid")} for e in by_f(history, "push", "ok")]
     carried: dict[tuple[str, str], set] = defaultdict(set)
     for v in oks:
@@ -160,24 +158,10 @@ def bucket_shortfalls(history: list[dict], allowed: set | frozenset = frozenset(
                 carried[(k, v["worker"])].add(identity(v))
     if not carried:
         return [], {"buckets_checked": 0}, ""
-    routing = final_routing(history)
-    reports: dict[str, dict[int, dict]] = defaultdict(dict)
-    for st in final_states(history):
-        if st.get("alive") and st.get("role") == "primary" and st.get("buckets") is not None:
-            for b, counts in st["buckets"].items():
-                reports[b][int(st["shard"])] = counts
-    if not reports:
+    final = final_bucket_counts(history, {b for b, _ in carried})
+    if final is None:
         return [], {"buckets_checked": 0}, "no final primary reported its audit buckets"
-    final: dict[str, dict] = {}
     why = []
-    for b in sorted({b for b, _ in carried}):
-        got = reports.get(b, {})
-        if routing is not None:
-            home = owner(b, routing)
-            if home in got:
-                final[b] = got[home]
-        elif len({tuple(sorted(c.items())) for c in got.values()}) == 1:
-            final[b] = next(iter(got.values()))
     unreported = sorted({b for b, _ in carried} - set(final))
     if unreported:
         why.append(f"buckets {unreported} were carried by acks but their final owner reported no count")
@@ -196,6 +180,52 @@ def bucket_shortfalls(history: list[dict], allowed: set | frozenset = frozenset(
     figures = {"buckets_checked": len(final), "bucket_acks": sum(len(i) for i in carried.values()),
                "pairs_uncovered": uncovered}
     return short, figures, "; ".join(why)
+
+
+def final_bucket_counts(history: list[dict], buckets: set[str]) -> dict[str, dict] | None:
+    """Each bucket's per-worker counts as its owner under the final routing reports them (without a
+    migration: the count every primary agrees on); None when no final primary reported buckets."""
+    from pschaos.psnodes.placement import owner
+
+    routing = final_routing(history)
+    reports: dict[str, dict[int, dict]] = defaultdict(dict)
+    for st in final_states(history):
+        if st.get("alive") and st.get("role") == "primary" and st.get("buckets") is not None:
+            for b, counts in st["buckets"].items():
+                reports[b][int(st["shard"])] = counts
+    if not reports:
+        return None
+    final: dict[str, dict] = {}
+    for b in sorted(buckets):
+        got = reports.get(b, {})
+        if routing is not None:
+            home = owner(b, routing)
+            if home in got:
+                final[b] = got[home]
+        elif len({tuple(sorted(c.items())) for c in got.values()}) == 1:
+            final[b] = next(iter(got.values()))
+    return final
+
+
+def bucket_excess(history: list[dict]) -> tuple[list[dict], dict]:
+    """Audit buckets whose final count is above the pushes that carried them: a push applied by
+    its source before a migration's fence and again by the new owner (its reply lost, its retry
+    re-routed) adds two. A logical push is its process, worker, incarnation, the shard its request
+    id was numbered for (`origin`) and that id, whatever parts and shards it went to; the bound
+    is the invokes, so a push whose every ack was lost still counts (applied <= invoked)."""
+    invoked: dict[tuple[str, str], set] = defaultdict(set)
+    for e in by_f(history, "push", "invoke"):
+        v = e["value"]
+        ident = (e.get("pid"), v["worker"], v.get("incarnation", 0), v.get("origin", v["shard"]), v["req_id"])
+        for k in v.get("keys", ()):
+            if k.startswith(BUCKET):
+                invoked[(k, v["worker"])].add(ident)
+    if not invoked:
+        return [], {"buckets_checked_for_excess": 0}
+    final = final_bucket_counts(history, {b for b, _ in invoked}) or {}
+    over = [{"bucket": b, "worker": w, "count": int(final[b][w]), "invoked": len(ids)}
+            for (b, w), ids in sorted(invoked.items()) if b in final and int(final[b].get(w, 0)) > len(ids)]
+    return over, {"buckets_checked_for_excess": len(final)}
 
 
 def final_routing(history: list[dict]) -> tuple[int, ...] | None:

@@ -6,6 +6,7 @@ from pschaos.harness.checkers.primaries import single_primary
 from pschaos.harness.checkers.replicas import catch_up_by_delta, replicas_match
 from pschaos.harness.checkers.durability import checkpoints_atomic, checkpoints_monotone, converge_baseline, losses_accounted, stops_acking
 from pschaos.harness.checkers.reads import delta_complete, monotone_reads, pulled_copy_matches
+from pschaos.harness.checkers.durable_acks import acks_durable
 from pschaos.harness.checkers.spurious import no_spurious_failovers
 from pschaos.harness.checkers.training import converged
 from pschaos.harness.checkers.updates import counters_match, linearizable_reads, no_lost_updates
@@ -35,6 +36,7 @@ CHECKERS = {
     "counters-match": counters_match,
     "linearizable-reads": linearizable_reads,
     "single-owner": single_owner,
+    "acks-durable": acks_durable,
     "no-spurious-failovers": no_spurious_failovers,
     "resume-exact": resume_exact,
     "lost-work-bounded": lost_work_bounded,

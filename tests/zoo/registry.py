@@ -288,9 +288,42 @@ REJOINER_AT_OLD_CLOCK = Mutant(
           "the barrier's members, their clocks and whom each pull waits for, not with a test's timeout",
 )
 
+HANDOFF_WITHOUT_DEDUP = Mutant(
+    name="handoff-without-dedup",
+    description="a migration's hand-off carries the keys but not the dedup state (applied sets) of the "
+                "pushes applied to them",
+    models="state moved without its idempotency table: a push the source applied before the fence, whose "
+           "reply was lost, is applied again by the new owner when its retry is re-routed there",
+    patch={"psnodes/store/moving.py": [(
+        "    for k, rs in meta[\"applied\"].items():\n        store.foreign[k] = ",
+        "    for k, rs in {}.items():" + PLANTED + "\n        store.foreign[k] = ")]},
+    checker="exactly-once",
+    scenarios=("migration-partition-worker", "migration-kill-source-handoff", "scale-out-shards"),
+    sim="core",
+)
+
+EARLY_RETRY_ACK = Mutant(
+    name="early-retry-ack",
+    description="in sync mode, a retried push the primary recognises as a duplicate is acknowledged at once "
+                "from its dedup table, without waiting for the entry to reach the in-sync replicas",
+    models="an idempotent retry path that skips the durability wait of the first attempt: the retry's ack "
+           "promises what the ISR may not hold, and a failover then loses an acknowledged update",
+    patch={
+        "psnodes/server/node.py": [(
+            "                self._wait_replicated(seq, epoch, deadline, active)",
+            "                None if duplicate else self._wait_replicated(seq, epoch, deadline, active)" + PLANTED)],
+        "harness/backends/sim/copy/copy.py": [(
+            "            yield from acks.wait_replicated(self, seq, epoch, deadline)",
+            "            yield from (iter(()) if d.duplicate else acks.wait_replicated(self, seq, epoch, deadline))"
+            + PLANTED)]},
+    checker="acks-durable",
+    scenarios=("one-way-cut-primary", "partition-primary-replicas", "short-cut-primary"),
+    sim="shell",
+)
+
 MUTANTS: list[Mutant] = [
     SYNC_EARLY_ACK, NO_EPOCH_FENCING, RETRY_APPLIED_TWICE, DELTA_GET_AND_CLEAR, LOG_OVERFLOW_DROPS,
     MANIFEST_BEFORE_DATA, SSP_OFF_BY_ONE, VERSION_ACROSS_EPOCH, OUT_OF_ORDER_APPLY, ISR_DROP_LOCAL_ONLY,
     ADAM_STEP_NOT_PERSISTED, ROWS_CREATED_ON_READ, INCARNATION_IGNORED, NO_LEASE_BOUND, RESTORE_FROM_OWN_FOLDER,
-    REJOINER_AT_OLD_CLOCK,
+    REJOINER_AT_OLD_CLOCK, HANDOFF_WITHOUT_DEDUP, EARLY_RETRY_ACK,
 ]

@@ -30,7 +30,8 @@ from pschaos.harness.proof.hunt.shrink import Shrunk, shrink
 from pschaos.harness.proof.hunt.space import FaultSpace
 
 SAFETY = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "delta-complete", "pulled-copy-matches",
-          "monotone-reads", "staleness", "checkpoints-atomic", "checkpoints-monotone", "losses-accounted")
+          "monotone-reads", "staleness", "checkpoints-atomic", "checkpoints-monotone", "losses-accounted",
+          "acks-durable")
 Run = Callable[[Scenario, int, Path], dict]
 
 

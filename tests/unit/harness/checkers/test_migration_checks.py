@@ -183,3 +183,21 @@ def test_a_pair_that_moved_keys_without_a_bucket_is_unknown():
     h = _moved_run({2: 1}, keys_extra=[k])          # key k moved 1 -> 3, and no acked push carried a 1 -> 3 bucket
     v = no_lost_acks(h, {})
     assert v.valid == "unknown" and v.details["pairs_uncovered"] == [["m", 1, 3]]
+
+
+def test_a_push_applied_at_the_source_and_again_at_the_new_owner_fails_exactly_once():
+    """Issue 32, item 11: a hand-off without the dedup state lets a retry re-routed to the new owner
+    apply again what the source applied before the fence: the moved bucket counts 2 for the one
+    push worker-0 invoked. On the old code exactly-once judged the buckets for shortfall only."""
+    from pschaos.harness.checkers.acks import exactly_once
+    from pschaos.harness.checkers.migration import bucket_excess
+
+    b = _bucket_between(0, 2)
+    retry = ev(3.5, "push", {"worker": "worker-0", "incarnation": 1, "req_id": 1, "shard": 2, "origin": 0,
+                             "part": [2], "keys": ["__audit__/2", b]}, "invoke", "worker-0", "w0:9")
+    twice = _moved_run({2: 2}) + [retry]
+    over, figures = bucket_excess(twice)
+    assert over == [{"bucket": b, "worker": "worker-0", "count": 2, "invoked": 1}] and figures
+    v = exactly_once(twice, {})
+    assert v.valid is False and v.details["bucket_over_invoked"] == over
+    assert bucket_excess(_moved_run({2: 1}) + [retry])[0] == []         # the retry answered as a duplicate

@@ -51,6 +51,7 @@ def test_findings_must_be_among_the_checks_that_run():
     ({"cluster": {"training": "ssp"}, "faults": [{"at": {"step": 5}, "kind": "partition", "duration_s": 3,
                                                   "target": "worker-1 -> etcd"}]}, "barrier-live", True),
     ({"faults": [{"at": {"step": 5}, "kind": "kill", "target": "replica(shard=0)"}]}, "catch-up-by-delta", True),
+    ({"faults": [{"at": {"step": 5}, "kind": "kill", "target": "primary(shard=0)"}]}, "catch-up-by-delta", False),
     ({"faults": [{"at": {"step": 5}, "kind": "kill", "target": "replica(shard=0)", "params": {"wipe": True}}]},
      "catch-up-by-delta", False),
     ({"faults": [{"at": {"step": 5}, "kind": "pause", "target": "replica(shard=0)", "duration_s": 2}]},

@@ -67,8 +67,8 @@ def test_the_live_copy_restores_from_the_last_shared_checkpoint(cl) -> None:
     v = restore["value"]
     assert restore["node"] == "shard-0/2"
     assert {k: v[k] for k in v if k != "time"} == {
-        "shard": 0, "epoch": 2, "restored_seq": last["seq"], "source": f"checkpoint@{last['seq']}",
-        "previous_epoch": 1, "previous_primary": "shard-0/0"}
+        "shard": 0, "epoch": 2, "restored_seq": last["seq"], "restored_seq_epoch": last["epoch"],
+        "source": f"checkpoint@{last['seq']}", "previous_epoch": 1, "previous_primary": "shard-0/0"}
     assert v["time"] == pytest.approx(cl.clock.epoch + restore["t"])
     # the ISR copies' leases expire within a TTL of the kill; then a TTL and a suspect period pass
     ttl, sus = cl.cfg.lease_ttl_s, cl.cfg.suspect_s

@@ -1,0 +1,58 @@
+"""acks-durable (issue 32, item 10): in sync mode every ack, a retry's answered from the dedup
+table included, is held against what the in-sync replicas held: the next epoch's promotion seq
+and the replicas' sampled seqs. A planted early retry ack (tests/zoo: early-retry-ack) failed it
+on cut-primary-retries on both backends; no check of the old code looked."""
+from __future__ import annotations
+
+from pschaos.harness.checkers import CHECKERS
+
+from tests.unit.histories import ev, ok
+
+SYNC = {"replication": "sync"}
+
+
+def promote(t, epoch, node, seq, isr, shard=0):
+    return ev(t, "promote", {"shard": shard, "epoch": epoch, "node": node, "seq": seq, "isr": isr}, node=node)
+
+
+def sample(t, node, epoch, seq, role="replica", shard=0):
+    return ev(t, "sample", {"tick": 1, "node": node, "shard": shard, "role": role, "epoch": epoch, "seq": seq},
+              node=node)
+
+
+BASE = [promote(0.1, 1, "shard-0/0", 0, ["shard-0/0", "shard-0/1", "shard-0/2"])]
+
+
+def test_an_ack_the_next_primary_did_not_hold_fails():
+    early = ok(2.0, "worker-0", 7, 0, 1, 9, dup=True)
+    h = BASE + [early, promote(5.0, 2, "shard-0/1", 8, ["shard-0/1"])]
+    v = CHECKERS["acks-durable"](h, SYNC)
+    assert v.valid is False and v.details["ahead_of_next_promotion"][0]["promoted_at_seq"] == 8
+    assert CHECKERS["acks-durable"](BASE + [early, promote(5.0, 2, "shard-0/1", 9, ["shard-0/1"])], SYNC).valid is True
+
+
+def test_an_ack_a_replica_still_in_the_isr_did_not_hold_fails_without_any_failover():
+    acked = ok(2.0, "worker-0", 7, 0, 1, 9)
+    lagging = sample(2.6, "shard-0/2", 1, 8)
+    v = CHECKERS["acks-durable"](BASE + [acked, lagging], SYNC)
+    assert v.valid is False and v.details["not_on_isr"][0]["replica"] == "shard-0/2"
+    # a sample answered around the ack, a replica dropped from the ISR before the sample, or one
+    # restarted since (it catches up again from its checkpoint), is no evidence against it
+    assert CHECKERS["acks-durable"](BASE + [acked, sample(2.1, "shard-0/2", 1, 8),
+                                            sample(2.6, "shard-0/1", 1, 9)], SYNC).valid is True
+    dropped = ev(2.3, "isr", {"shard": 0, "epoch": 1, "isr": ["shard-0/0", "shard-0/1"], "removed": "shard-0/2"})
+    assert CHECKERS["acks-durable"](BASE + [acked, dropped, lagging, sample(2.6, "shard-0/1", 1, 9)],
+                                    SYNC).valid is True
+    restarted = ev(2.4, "start", {"shard": 0, "seq": 3, "role": "replica", "epoch": 1}, node="shard-0/2")
+    assert CHECKERS["acks-durable"](BASE + [acked, restarted, lagging, sample(2.6, "shard-0/1", 1, 9)],
+                                    SYNC).valid is True
+
+
+def test_a_restore_epoch_is_left_to_losses_accounted_and_async_or_no_evidence_is_unknown():
+    acked = ok(2.0, "worker-0", 7, 0, 1, 9)
+    restore = ev(5.0, "restore", {"shard": 0, "epoch": 2, "restored_seq": 3})
+    assert CHECKERS["acks-durable"](BASE + [acked, restore, promote(5.0, 2, "shard-0/1", 3, ["shard-0/1"])],
+                                    SYNC).valid == "unknown"
+    assert CHECKERS["acks-durable"](BASE + [acked], SYNC).valid == "unknown"
+    assert CHECKERS["acks-durable"](BASE + [acked, sample(2.6, "shard-0/1", 1, 9)],
+                                    {"replication": "async"}).valid == "unknown"
