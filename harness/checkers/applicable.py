@@ -153,6 +153,9 @@ RULES: dict[str, Callable[[Plan], str | None]] = {
     "staleness": _staleness, "barrier-live": _barrier_live, "checkpoints-atomic": lambda p: None,
     "checkpoints-monotone": lambda p: None, "stops-acking": _stops_acking, "losses-accounted": _losses,
     "single-owner": _single_owner, "no-spurious-failovers": lambda p: None, "acks-durable": _acks_durable,
+    "reads-committed": _acks_durable,
+    "lag-bounded": lambda p: None if p.cluster.get("replication", "sync") == "async" else
+    "sync replication acks only what its replicas applied: there is no lag bound to judge",
     **{name: (lambda why: lambda p: why)(why) for name, why in ON_REQUEST.items()},
 }
 PSNODES_CHECKS = tuple(RULES)

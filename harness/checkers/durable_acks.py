@@ -1,4 +1,5 @@
-"""acks-durable: in sync mode every acknowledgement is as durable as a first attempt's.
+"""acks-durable and reads-committed: in sync mode every acknowledgement is as durable as a first
+attempt's, and every read is of state the in-sync replicas hold.
 
 A sync ack promises the entry is on every in-sync replica. no-lost-acks sees a broken promise
 only when a failover later loses the entry; an ack answered early (a retry recognised from the
@@ -12,6 +13,10 @@ the ISR held, whether or not anything was lost:
   member when sampled (by the `isr` and `promote` events) and not restarted in between, never
   reports a seq below S at epoch E after the ack. Samples within SAMPLE_SLACK_S of the ack are
   not used: the status call may have been answered before the ack.
+
+A pull in sync mode waits for its state to be replicated before it answers, so the same two
+records judge reads (reads-committed): a pull of an entry no in-sync replica held is a dirty
+read, visible whether or not a failover later undoes it.
 """
 from __future__ import annotations
 
@@ -40,14 +45,10 @@ def _isr_at(line: list[tuple[float, frozenset]], t: float) -> frozenset:
     return line[i - 1][1] if i else frozenset()
 
 
-def acks_durable(history: list[dict], ctx: dict) -> Verdict:
-    """In sync mode no ack promised what its ISR did not hold: the next epoch's promotion began at a
-    seq at or above it, and no replica still in the ISR reported a lower seq after it."""
-    if ctx.get("replication", "sync") != "sync":
-        return unknown("async replication acks before its replicas apply: there is no ISR promise to judge")
-    oks = [(e["t"], e["value"]) for e in by_f(history, "push", "ok")]
-    if not oks:
-        return unknown("no push was acknowledged: no promise to judge")
+def _held_by_isr(history: list[dict], answers: list[tuple[float, dict]], what: str) -> tuple[list, list, int, int]:
+    """For each answer (an ack or a read at shard, epoch E, seq S, by node): whether the next
+    epoch's promotion began at a seq >= S, and whether a replica still in E's ISR reported a
+    lower seq after it. (ahead of the next promotion, not on the ISR, judged by promotion, by samples)."""
     restored = {(e["value"]["shard"], e["value"].get("epoch")) for e in by_f(history, "restore")}
     promotes = defaultdict(list)
     for e in by_f(history, "promote"):
@@ -64,17 +65,16 @@ def acks_durable(history: list[dict], ctx: dict) -> Verdict:
         if v.get("role") == "replica":
             samples[(v["shard"], v["epoch"])].append((e["t"], v["node"], v["seq"]))
     ahead, unheld, judged_next, judged_samples = [], [], 0, 0
-    for t, v in oks:
-        shard, epoch, seq = v.get("shard"), v.get("epoch"), v.get("seq")
-        if None in (shard, epoch, seq):
-            return unknown("an acknowledged push without its shard, epoch or seq: cannot place it", example=v)
+    for t, v in answers:
+        shard, epoch, seq = v["shard"], v["epoch"], v["seq"]
+        who = {"worker": v.get("worker"), what: v.get("req_id", v.get("op")), "shard": shard, "epoch": epoch,
+               "seq": seq, "t": round(t, 4), **({"duplicate": True} if v.get("duplicate") else {})}
         nxt = min((p for p in promotes[shard] if p["epoch"] > epoch), key=lambda p: p["epoch"], default=None)
         if nxt is not None and (shard, nxt["epoch"]) not in restored:
             judged_next += 1
             if nxt["seq"] < seq:
-                ahead.append({"worker": v.get("worker"), "req_id": v.get("req_id"), "shard": shard, "epoch": epoch,
-                              "seq": seq, "duplicate": v.get("duplicate", False), "t": round(t, 4),
-                              "next_epoch": nxt["epoch"], "promoted_at_seq": nxt["seq"], "promoted": nxt.get("node")})
+                ahead.append({**who, "next_epoch": nxt["epoch"], "promoted_at_seq": nxt["seq"],
+                              "promoted": nxt.get("node")})
         line = isr.get((shard, epoch), [])
         members = _isr_at(line, t) - {v.get("node")}
         for ts, node, got in samples.get((shard, epoch), ()):
@@ -84,13 +84,51 @@ def acks_durable(history: list[dict], ctx: dict) -> Verdict:
                 continue                            # restarted since: it catches up again from its checkpoint
             judged_samples += 1
             if got < seq:
-                unheld.append({"worker": v.get("worker"), "req_id": v.get("req_id"), "shard": shard, "epoch": epoch,
-                               "seq": seq, "duplicate": v.get("duplicate", False), "t": round(t, 4),
-                               "replica": node, "replica_seq": got, "sampled_t": round(ts, 4)})
+                unheld.append({**who, "replica": node, "replica_seq": got, "sampled_t": round(ts, 4)})
                 break
-    details = {"acks": len(oks), "judged_by_next_promotion": judged_next, "judged_by_samples": judged_samples,
+    return ahead, unheld, judged_next, judged_samples
+
+
+def _placed(history: list[dict], f: str) -> tuple[list[tuple[float, dict]], dict | None]:
+    """The `f` answers (push or pull ok) with shard, epoch and seq; the first without them, if any."""
+    out = [(e["t"], {**e["value"], "op": e.get("op_id")}) for e in by_f(history, f, "ok")]
+    bad = next((v for _, v in out if None in (v.get("shard"), v.get("epoch"), v.get("seq"))), None)
+    return out, bad
+
+
+def _verdict(ahead: list, unheld: list, judged_next: int, judged_samples: int, n: int, noun: str) -> Verdict:
+    details = {noun: n, "judged_by_next_promotion": judged_next, "judged_by_samples": judged_samples,
                "ahead_of_next_promotion": ahead[:10], "ahead_count": len(ahead),
                "not_on_isr": unheld[:10], "not_on_isr_count": len(unheld)}
     if not judged_next and not judged_samples and not ahead and not unheld:
-        return unknown("no ack was followed by a promotion from its ISR or by a sample of its replicas", **details)
+        return unknown(f"no {noun[:-1]} was followed by a promotion from its ISR or by a sample of its replicas",
+                       **details)
     return Verdict(not ahead and not unheld, details)
+
+
+def _judge(history: list[dict], ctx: dict, f: str, why_async: str, why_none: str) -> Verdict:
+    """The two checks' common part: sync mode only, every answer placed, then held by the ISR."""
+    if ctx.get("replication", "sync") != "sync":
+        return unknown(why_async)
+    answers, bad = _placed(history, f)
+    if not answers:
+        return unknown(why_none)
+    if bad is not None:
+        return unknown(f"an answered {f} without its shard, epoch or seq: cannot place it", example=bad)
+    what, noun = ("req_id", "acks") if f == "push" else ("op", "reads")
+    return _verdict(*_held_by_isr(history, answers, what), len(answers), noun)
+
+
+def acks_durable(history: list[dict], ctx: dict) -> Verdict:
+    """In sync mode no ack promised what its ISR did not hold: the next epoch's promotion began at a
+    seq at or above it, and no replica still in the ISR reported a lower seq after it."""
+    return _judge(history, ctx, "push", "async replication acks before its replicas apply: there is no ISR "
+                  "promise to judge", "no push was acknowledged: no promise to judge")
+
+
+def reads_committed(history: list[dict], ctx: dict) -> Verdict:
+    """In sync mode a pull reads only what every in-sync replica applied (a dirty read is one a
+    failover can undo): the next epoch's promotion began at a seq at or above the pull's, and no
+    replica still in the ISR reported a lower seq after it."""
+    return _judge(history, ctx, "pull", "async replication reads before its replicas apply by design: "
+                  "monotone-reads reports the reads a failover undid", "no pull was answered: no read to judge")

@@ -2,11 +2,12 @@
 from pschaos.harness.checkers.acks import exactly_once, no_lost_acks
 from pschaos.harness.checkers.barrier import barrier_live, staleness
 from pschaos.harness.checkers.failover import failover_budget
+from pschaos.harness.checkers.lag import lag_bounded
 from pschaos.harness.checkers.primaries import single_primary
 from pschaos.harness.checkers.replicas import catch_up_by_delta, replicas_match
 from pschaos.harness.checkers.durability import checkpoints_atomic, checkpoints_monotone, converge_baseline, losses_accounted, stops_acking
 from pschaos.harness.checkers.reads import delta_complete, monotone_reads, pulled_copy_matches
-from pschaos.harness.checkers.durable_acks import acks_durable
+from pschaos.harness.checkers.durable_acks import acks_durable, reads_committed
 from pschaos.harness.checkers.spurious import no_spurious_failovers
 from pschaos.harness.checkers.training import converged
 from pschaos.harness.checkers.updates import counters_match, linearizable_reads, no_lost_updates
@@ -37,6 +38,8 @@ CHECKERS = {
     "linearizable-reads": linearizable_reads,
     "single-owner": single_owner,
     "acks-durable": acks_durable,
+    "reads-committed": reads_committed,
+    "lag-bounded": lag_bounded,
     "no-spurious-failovers": no_spurious_failovers,
     "resume-exact": resume_exact,
     "lost-work-bounded": lost_work_bounded,

@@ -13,6 +13,7 @@ from pschaos.harness.checkers.goodput import job_goodput, psnodes_goodput
 from pschaos.harness.checkers.jobs import answers, job_no_lost_acks
 from pschaos.harness.checkers.base import by_f
 from pschaos.harness.checkers.failover import failover_times
+from pschaos.harness.checkers.lag import max_lag_seen
 from pschaos.harness.checkers.migration import migration_metrics
 from pschaos.harness.checkers.spurious import spurious_count
 from pschaos.harness.checkers.updates import no_lost_updates
@@ -89,6 +90,8 @@ def compute(history: list[dict], ctx: dict) -> dict:
         "snapshot_bytes": sum(s["snapshot_bytes"] for s in syncs),
         "worker_pull_bytes": int(sum(pulls)),
         "duplicate_acks": sum(1 for e in oks if e["value"].get("duplicate")),
+        # the largest sampled lag of an in-sync replica behind its primary, in entries
+        "replication_lag_max": max_lag_seen(history),
         "watch_reads": watch_reads(history)[0],
         "watch_reads_per_s": watch_reads(history)[1],
         "steps": sum(e["value"]["steps"] for e in by_f(history, "train-done")),

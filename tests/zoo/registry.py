@@ -321,9 +321,40 @@ EARLY_RETRY_ACK = Mutant(
     sim="shell",
 )
 
+NO_READ_BARRIER = Mutant(
+    name="no-read-barrier",
+    description="in sync mode the primary answers a pull with state its in-sync replicas may not hold yet",
+    models="a read served from the leader's local state before the write is committed (a dirty read): a "
+           "failover can undo what a worker already trained on",
+    patch={
+        "psnodes/server/node.py": [(
+            "                self._wait_replicated(self.store.seq, epoch, deadline, active)",
+            "                pass" + PLANTED)],
+        "harness/backends/sim/copy/copy.py": [(
+            "            yield from acks.wait_replicated(self, self.store.seq, epoch, deadline)",
+            "            pass" + PLANTED)]},
+    checker="reads-committed",
+    scenarios=("cut-primary-retries", "one-way-cut-primary", "partition-primary-replicas"),
+    sim="shell",
+)
+
+LAG_BOUND_OFF = Mutant(
+    name="lag-bound-off",
+    description="async replication's lag bound is never applied: a push never waits for a trailing replica",
+    models="back-pressure configured but dead code: a slow follower falls arbitrarily far behind, and a "
+           "failover to it loses everything it never received",
+    patch={"psnodes/core/ack.py": [(
+        "    return replicated(r, head_seq - max_lag)",
+        "    return True" + PLANTED)]},
+    checker="lag-bounded",
+    scenarios=("async-backpressure", "async-kill-primary", "async-pause-primary"),
+    sim="core",
+)
+
 MUTANTS: list[Mutant] = [
     SYNC_EARLY_ACK, NO_EPOCH_FENCING, RETRY_APPLIED_TWICE, DELTA_GET_AND_CLEAR, LOG_OVERFLOW_DROPS,
     MANIFEST_BEFORE_DATA, SSP_OFF_BY_ONE, VERSION_ACROSS_EPOCH, OUT_OF_ORDER_APPLY, ISR_DROP_LOCAL_ONLY,
     ADAM_STEP_NOT_PERSISTED, ROWS_CREATED_ON_READ, INCARNATION_IGNORED, NO_LEASE_BOUND, RESTORE_FROM_OWN_FOLDER,
     REJOINER_AT_OLD_CLOCK, HANDOFF_WITHOUT_DEDUP, EARLY_RETRY_ACK,
+    NO_READ_BARRIER, LAG_BOUND_OFF,
 ]

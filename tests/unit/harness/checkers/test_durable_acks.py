@@ -56,3 +56,17 @@ def test_a_restore_epoch_is_left_to_losses_accounted_and_async_or_no_evidence_is
     assert CHECKERS["acks-durable"](BASE + [acked], SYNC).valid == "unknown"
     assert CHECKERS["acks-durable"](BASE + [acked, sample(2.6, "shard-0/1", 1, 9)],
                                     {"replication": "async"}).valid == "unknown"
+
+
+def test_a_pull_past_what_the_next_primary_held_is_a_dirty_read():
+    """reads-committed (item 4): a primary that answers a pull with an entry its replicas do not
+    hold yet (tests/zoo: no-read-barrier) is seen by the next promotion's seq, or by a replica still
+    in the ISR that reports less after the read."""
+    from tests.unit.histories import pull
+
+    read = pull(1.9, 2.0, "worker-1", 0, 0, 1, 9, ["w"], "p1")
+    v = CHECKERS["reads-committed"](BASE + read + [promote(5.0, 2, "shard-0/1", 8, ["shard-0/1"])], SYNC)
+    assert v.valid is False and v.details["ahead_of_next_promotion"][0]["op"] == "p1"
+    assert CHECKERS["reads-committed"](BASE + read + [sample(2.6, "shard-0/2", 1, 8)], SYNC).valid is False
+    assert CHECKERS["reads-committed"](BASE + read + [sample(2.6, "shard-0/2", 1, 9)], SYNC).valid is True
+    assert CHECKERS["reads-committed"](BASE + read, {"replication": "async"}).valid == "unknown"
