@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from pschaos.harness.checkers.base import Verdict, by_f, final_states, idem, unknown
+from pschaos.harness.checkers.promotion import best_candidates
 from pschaos.harness.checkers.migration import (applied_anywhere, bucket_excess, bucket_shortfalls, fq, identity,
                                                retired_copies)
 
@@ -86,11 +87,18 @@ def unique_keys(values: list[dict]) -> dict[tuple[int, str], set]:
     return out
 
 
-def _explained(v: dict, promotes: list[dict], max_lag: int) -> dict | None:
-    """Async mode: the promotion whose unreplicated window the lost ack fell into, if any."""
+def _explained(v: dict, promotes: list[dict], max_lag: int, best: dict | None = None) -> dict | None:
+    """Async mode: the promotion whose unreplicated window the lost ack fell into, if any. Where the
+    election recorded its candidates (`best`: (shard, epoch) -> the newest position seen), the
+    window starts at the best surviving candidate's seq, not the winner's: an ack a better
+    candidate held was lost by the election, not by replication."""
     for p in promotes:
+        floor = p.get("seq", 0)
+        rec = (best or {}).get((p["shard"], p["epoch"]))
+        if rec is not None and rec.get("node") == p.get("node"):
+            floor = max(floor, rec["best"][1])
         # the primary applies at seq+1 once replicas are within max_lag of seq: a lag of max_lag + 1
-        if p["shard"] == v["shard"] and p["epoch"] > v["epoch"] and p.get("seq", 0) < v["seq"] \
+        if p["shard"] == v["shard"] and p["epoch"] > v["epoch"] and floor < v["seq"] \
                 and v["seq"] - p.get("seq", 0) <= max_lag + 1:
             return p
     return None
@@ -115,6 +123,7 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
         return unknown(f"no live primary at the end for shards {missing}")
     mode, max_lag = ctx.get("replication", "sync"), ctx.get("max_lag", 256)
     promotes = [e["value"] for e in by_f(history, "promote")]
+    best = best_candidates(history) if mode == "async" else {}
     keys = unique_keys([credited(v) for v in oks if audited(v)])
     unaudited = sum(1 for v in oks if not audited(v))
     lost, explained, unexplained = [], Counter(), []
@@ -129,7 +138,7 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
             continue
         seen.add(k)
         lost.append(v)
-        p = _explained(v, promotes, max_lag) if mode == "async" else None
+        p = _explained(v, promotes, max_lag, best) if mode == "async" else None
         if p is not None:
             explained[(v["shard"], v["worker"])] += 1
         else:

@@ -142,6 +142,15 @@ def _acks_durable(p: Plan) -> str | None:
     return _trains(p)
 
 
+def _best_promoted(p: Plan) -> str | None:
+    """A fault that takes a primary away (a process fault on primary(...), or a cut of it from its
+    replicas): a failover elects among candidates. Elsewhere no election may happen at all."""
+    deposes = p.any(AWAY, lambda t: t.startswith("primary(")) or any(
+        k in CUTS and b is not None and a.startswith("primary(") and b.startswith("replica")
+        for k, t, _, _ in p.faults for a, b in [sides(t)])
+    return None if deposes else "no fault takes a primary away, so no election is certain to happen"
+
+
 def _single_owner(p: Plan) -> str | None:
     return None if p.any(MIGRATIONS) else "no shard is added or removed: no key changes owner"
 
@@ -154,6 +163,7 @@ RULES: dict[str, Callable[[Plan], str | None]] = {
     "checkpoints-monotone": lambda p: None, "stops-acking": _stops_acking, "losses-accounted": _losses,
     "single-owner": _single_owner, "no-spurious-failovers": lambda p: None, "acks-durable": _acks_durable,
     "reads-committed": _acks_durable,
+    "best-promoted": _best_promoted,
     "lag-bounded": lambda p: None if p.cluster.get("replication", "sync") == "async" else
     "sync replication acks only what its replicas applied: there is no lag bound to judge",
     **{name: (lambda why: lambda p: why)(why) for name, why in ON_REQUEST.items()},

@@ -4,6 +4,7 @@ from pschaos.harness.checkers.barrier import barrier_live, staleness
 from pschaos.harness.checkers.failover import failover_budget
 from pschaos.harness.checkers.lag import lag_bounded
 from pschaos.harness.checkers.primaries import single_primary
+from pschaos.harness.checkers.promotion import best_promoted
 from pschaos.harness.checkers.replicas import catch_up_by_delta, replicas_match
 from pschaos.harness.checkers.durability import checkpoints_atomic, checkpoints_monotone, converge_baseline, losses_accounted, stops_acking
 from pschaos.harness.checkers.reads import delta_complete, monotone_reads, pulled_copy_matches
@@ -40,6 +41,7 @@ CHECKERS = {
     "acks-durable": acks_durable,
     "reads-committed": reads_committed,
     "lag-bounded": lag_bounded,
+    "best-promoted": best_promoted,
     "no-spurious-failovers": no_spurious_failovers,
     "resume-exact": resume_exact,
     "lost-work-bounded": lost_work_bounded,

@@ -67,6 +67,17 @@ def elect(me: str, mine: Position, posted: Mapping[str, Position], isr: Sequence
     return Election(winner, [me] + sorted(n for n in same if n != me))
 
 
+def elected_event(shard: int, epoch: int, me: str, mine: Position, posted: Mapping[str, Position],
+                  isr: Sequence[str], old_primary: str) -> dict:
+    """The `elected` event of a candidate that won its window: its own position and every
+    candidate it saw (the ISR's postings, never the old primary's), so a checker can tell whether
+    the most up-to-date copy took over (harness/checkers/promotion.py)."""
+    cands = {n: c for n, c in posted.items() if n in isr and n != old_primary}
+    cands[me] = mine
+    return {"shard": shard, "epoch": epoch, "node": me, "seq_epoch": mine.seq_epoch, "seq": mine.seq,
+            "candidates": {n: [c.seq_epoch, c.seq] for n, c in sorted(cands.items())}}
+
+
 def all_posted(me: str, posted: Iterable[str], isr: Sequence[str], old_primary: str) -> bool:
     """Every ISR copy that may stand (all but the old primary) has posted its candidacy: the
     candidate window may close at once, since no later candidate can change who wins (an ISR

@@ -310,6 +310,8 @@ class Elector(threading.Thread):
         new = ShardRecord(epoch=rec.epoch + 1, primary=node.name, isr=won.isr, start_seq=node.store.seq)
         if node.etcd.cas(cfg.shard_key(node.shard), mod_revision, new.to_json(),
                          also_put=[(cfg.leader_key(node.shard), node.name, node.lease)]):
+            node.events.emit("elected", promotion.elected_event(node.shard, new.epoch, node.name, Position.of(me),
+                                                                posted, rec.isr, rec.primary))
             node.become_primary(new)
         else:
             node.last_heard = time.monotonic()

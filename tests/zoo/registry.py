@@ -351,10 +351,24 @@ LAG_BOUND_OFF = Mutant(
     sim="core",
 )
 
+PROMOTION_BY_SLOT = Mutant(
+    name="promotion-by-slot",
+    description="an election ranks candidates by replica slot before their position: the lowest slot wins "
+                "over a copy that holds more entries",
+    models="a leader election by fixed priority that ignores which follower is most up to date (the Raft "
+           "up-to-date rule left out): in async mode the acknowledged entries only the better copy held are lost",
+    patch={"psnodes/core/promotion.py": [(
+        "    return (pos.seq_epoch, pos.seq, -parse_node_name(name)[1])",
+        "    return (-parse_node_name(name)[1], pos.seq_epoch, pos.seq)" + PLANTED)]},
+    checker="best-promoted",
+    scenarios=("async-kill-lagging-replica", "async-kill-primary", "kill-primary"),
+    sim="core",
+)
+
 MUTANTS: list[Mutant] = [
     SYNC_EARLY_ACK, NO_EPOCH_FENCING, RETRY_APPLIED_TWICE, DELTA_GET_AND_CLEAR, LOG_OVERFLOW_DROPS,
     MANIFEST_BEFORE_DATA, SSP_OFF_BY_ONE, VERSION_ACROSS_EPOCH, OUT_OF_ORDER_APPLY, ISR_DROP_LOCAL_ONLY,
     ADAM_STEP_NOT_PERSISTED, ROWS_CREATED_ON_READ, INCARNATION_IGNORED, NO_LEASE_BOUND, RESTORE_FROM_OWN_FOLDER,
     REJOINER_AT_OLD_CLOCK, HANDOFF_WITHOUT_DEDUP, EARLY_RETRY_ACK,
-    NO_READ_BARRIER, LAG_BOUND_OFF,
+    NO_READ_BARRIER, LAG_BOUND_OFF, PROMOTION_BY_SLOT,
 ]

@@ -252,6 +252,8 @@ class SimElector:
         ok = yield from c.ecall(lambda: c.etcd.cas(cfg.shard_key(c.shard), mod_revision, new.to_json(),
                                                    also_put=[(cfg.leader_key(c.shard), c.name, c.lease)]))
         if ok and c.alive:
+            c.emit("elected", promotion.elected_event(c.shard, new.epoch, c.name, Position.of(me), posted, rec.isr,
+                                                      rec.primary))
             c.become_primary(new)
         else:
             c.last_heard = c.now()
