@@ -164,6 +164,8 @@ RULES: dict[str, Callable[[Plan], str | None]] = {
     "single-owner": _single_owner, "no-spurious-failovers": lambda p: None, "acks-durable": _acks_durable,
     "reads-committed": _acks_durable,
     "best-promoted": _best_promoted,
+    "checkpoint-loads": lambda p: None if p.any(DOWN, _copy) else
+    "no fault takes a shard's copy down: no copy restarts from its checkpoint, and no restore is scheduled",
     "lag-bounded": lambda p: None if p.cluster.get("replication", "sync") == "async" else
     "sync replication acks only what its replicas applied: there is no lag bound to judge",
     **{name: (lambda why: lambda p: why)(why) for name, why in ON_REQUEST.items()},

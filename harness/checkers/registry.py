@@ -3,6 +3,7 @@ from pschaos.harness.checkers.acks import exactly_once, no_lost_acks
 from pschaos.harness.checkers.barrier import barrier_live, staleness
 from pschaos.harness.checkers.failover import failover_budget
 from pschaos.harness.checkers.lag import lag_bounded
+from pschaos.harness.checkers.loads import checkpoint_loads
 from pschaos.harness.checkers.primaries import single_primary
 from pschaos.harness.checkers.promotion import best_promoted
 from pschaos.harness.checkers.replicas import catch_up_by_delta, replicas_match
@@ -42,6 +43,7 @@ CHECKERS = {
     "reads-committed": reads_committed,
     "lag-bounded": lag_bounded,
     "best-promoted": best_promoted,
+    "checkpoint-loads": checkpoint_loads,
     "no-spurious-failovers": no_spurious_failovers,
     "resume-exact": resume_exact,
     "lost-work-bounded": lost_work_bounded,

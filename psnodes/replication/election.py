@@ -350,6 +350,7 @@ class Elector(threading.Thread):
         new = ShardRecord(epoch=rec.epoch + 1, primary=node.name, isr=[node.name], start_seq=plan.seq)
         loss = {"shard": node.shard, "epoch": new.epoch, "restored_seq": plan.seq,
                 "restored_seq_epoch": plan.seq_epoch, "source": plan.source,
+                **({"loaded": plan.loaded} if plan.loaded else {}),
                 "previous_epoch": rec.epoch, "previous_primary": rec.primary, "time": time.time()}
         # the routing record as the swap finds it (compared too): the restored state may predate a
         # fence or a switch, and is made to agree with it before it serves (adopt_restore)

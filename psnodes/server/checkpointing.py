@@ -18,6 +18,7 @@ from pschaos.psnodes.server import ownership
 from pschaos.psnodes.store.checkpoint import read_checkpoint, write_checkpoint
 from pschaos.psnodes.config import ShardRecord
 from pschaos.psnodes.core import checkpoints, promotion
+from pschaos.psnodes.store import checkpoint as ckpt_records
 from pschaos.psnodes.core.routing import Routing
 from pschaos.psnodes.errors import TooLarge
 from pschaos.psnodes.proto import ps_pb2
@@ -37,6 +38,7 @@ class RestorePlan:
     seq: int
     seq_epoch: int
     store: ShardStore | None
+    loaded: dict | None = None    # the shared checkpoint it took (store.checkpoint.loaded), for the restore event
 
 
 class Checkpointing(Primacy):
@@ -69,6 +71,7 @@ class Checkpointing(Primacy):
             seq, epoch, term, primary = self.store.seq, self.store.seq_epoch, self.epoch, self.role == "primary"
         local = self.cfg.data_dir(self.name)
         man, _ = write_checkpoint(local, blob, seq, epoch, self.name, term=term, newer_only=False)
+        self.events.emit("checkpoint-local", ckpt_records.published(self.shard, man))
         self._save_verified(local)
         man = {**man, "path": str(local)}
         if not (shared if shared is not None else primary):
@@ -80,8 +83,7 @@ class Checkpointing(Primacy):
         folder = self.cfg.checkpoint_dir(self.shard)
         cur, wrote = write_checkpoint(folder, blob, seq, epoch, self.name, term=term)
         if wrote:
-            self.events.emit("checkpoint", {"shard": self.shard, "seq": seq, "epoch": epoch, "term": term,
-                                            "bytes": len(blob), "written": cur["time"]})
+            self.events.emit("checkpoint", ckpt_records.published(self.shard, cur))
         if wrote or (cur["seq"], cur.get("term")) == (seq, term):
             man = {**cur, "path": str(folder)}
         return man
@@ -128,7 +130,8 @@ class Checkpointing(Primacy):
                 self.events.emit("checkpoint-error", {"shard": self.shard, "error": f"local checkpoint: {e}"})
                 log.error("%s: local checkpoint not loaded: %s", self.name, e)
             else:
-                self.events.emit("load", {"shard": self.shard, "seq": man["seq"], "source": "local"})
+                self.events.emit("load", {"shard": self.shard, "seq": man["seq"], "source": "local",
+                                          **ckpt_records.loaded(man, blob)})
         try:
             pairs = json.loads((folder / VERIFIED).read_text())
             self.verified |= {(int(e), str(p)) for e, p in pairs}
@@ -160,7 +163,8 @@ class Checkpointing(Primacy):
             except Exception as e:  # noqa: BLE001 - a checkpoint that does not load is not restored
                 self.events.emit("checkpoint-error", {"shard": self.shard, "error": f"restore: {e}"})
             else:
-                return RestorePlan(f"checkpoint@{aside.seq}", aside.seq, aside.seq_epoch, aside)
+                return RestorePlan(f"checkpoint@{aside.seq}", aside.seq, aside.seq_epoch, aside,
+                                   ckpt_records.loaded(*got))
         return RestorePlan(f"local@{mine.seq}", mine.seq, mine.seq_epoch, None)
 
     def adopt_restore(self, plan: RestorePlan, routing_rec: Routing, epoch: int) -> None:

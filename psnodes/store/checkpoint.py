@@ -20,9 +20,10 @@ import json
 import os
 import threading
 import time
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from pschaos.psnodes.core.checkpoints import keeps_current
 
@@ -85,7 +86,8 @@ def write_checkpoint(directory: Path, blob: bytes, seq: int, epoch: int, node: s
     directory.mkdir(parents=True, exist_ok=True)
     term = epoch if term is None else term
     name = f"state-t{term}-{seq:012d}-e{epoch}-{node.replace('/', '-')}.psb"
-    manifest = {"seq": seq, "epoch": epoch, "term": term, "file": name, "bytes": len(blob), "node": node}
+    manifest = {"seq": seq, "epoch": epoch, "term": term, "file": name, "bytes": len(blob), "node": node,
+                "crc32": zlib.crc32(blob)}
     state_tmp = _write_aside(directory / name, blob)     # the slow part, outside the lock
     man_tmp: Path | None = None
     try:
@@ -139,3 +141,18 @@ def read_checkpoint(directory: Path) -> tuple[dict, bytes] | None:
             return None
         return (manifest, blob) if len(blob) == manifest.get("bytes") else None
     return None
+
+
+def published(shard: int, manifest: Mapping) -> dict:
+    """The `checkpoint` / `checkpoint-local` event of a manifest just put in force: what a later
+    load of it must match (harness/checkers/loads.py)."""
+    return {"shard": shard, **{k: manifest.get(k) for k in ("seq", "epoch", "term", "file", "bytes", "crc32")},
+            "written": manifest.get("time")}
+
+
+def loaded(manifest: Mapping, blob: bytes) -> dict:
+    """What a load took: the manifest's file and position, the checksum it promised, and the
+    checksum of the bytes actually read (a load of anything but the file the manifest names
+    whole shows as a mismatch)."""
+    return {**{k: manifest.get(k) for k in ("file", "seq", "epoch", "term", "bytes")},
+            "manifest_crc32": manifest.get("crc32"), "crc32": zlib.crc32(blob), "read_bytes": len(blob)}

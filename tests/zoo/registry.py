@@ -365,10 +365,26 @@ PROMOTION_BY_SLOT = Mutant(
     sim="core",
 )
 
+CHECKPOINT_BY_MTIME = Mutant(
+    name="checkpoint-by-mtime",
+    description="a checkpoint reader loads the newest state-* file by modification time instead of the one "
+                "the manifest names, a writer's half-written temporary file included",
+    models="trusting the newest file over the commit record: a node killed mid-checkpoint restarts from a "
+           "torn file (or from nothing, when the torn one is refused)",
+    patch={"psnodes/store/checkpoint.py": [(
+        "            blob = (directory / manifest[\"file\"]).read_bytes()",
+        "            blob = max(directory.glob(\"state-*\"), key=lambda p: p.stat().st_mtime).read_bytes()" + PLANTED)]},
+    checker="checkpoint-loads",
+    scenarios=("kill-during-checkpoint", "kill-replica", "all-copies-lost"),
+    sim="the twin's disk keeps no bytes in a writer's temporary file (only its name and time), so a reader "
+        "that picks one up cannot be expressed there",
+)
+
 MUTANTS: list[Mutant] = [
     SYNC_EARLY_ACK, NO_EPOCH_FENCING, RETRY_APPLIED_TWICE, DELTA_GET_AND_CLEAR, LOG_OVERFLOW_DROPS,
     MANIFEST_BEFORE_DATA, SSP_OFF_BY_ONE, VERSION_ACROSS_EPOCH, OUT_OF_ORDER_APPLY, ISR_DROP_LOCAL_ONLY,
     ADAM_STEP_NOT_PERSISTED, ROWS_CREATED_ON_READ, INCARNATION_IGNORED, NO_LEASE_BOUND, RESTORE_FROM_OWN_FOLDER,
     REJOINER_AT_OLD_CLOCK, HANDOFF_WITHOUT_DEDUP, EARLY_RETRY_ACK,
     NO_READ_BARRIER, LAG_BOUND_OFF, PROMOTION_BY_SLOT,
+    CHECKPOINT_BY_MTIME,
 ]

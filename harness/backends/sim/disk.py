@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import json
 import weakref
+import zlib
 from dataclasses import dataclass, field, fields
 from pathlib import PurePosixPath
 from typing import Any, Mapping
@@ -139,7 +140,8 @@ class SimDisk:
         OSError when the folder was wiped under the writer (its temporary file is gone)."""
         term = epoch if term is None else term
         name = f"state-t{term}-{seq:012d}-e{epoch}-{node.replace('/', '-')}.psb"
-        manifest = {"seq": seq, "epoch": epoch, "term": term, "file": name, "bytes": len(blob), "node": node}
+        manifest = {"seq": seq, "epoch": epoch, "term": term, "file": name, "bytes": len(blob), "node": node,
+                    "crc32": zlib.crc32(blob)}
         tag = f"{writer or node.replace('/', '-')}-{next(self._names)}"
         state_tmp = f"{name}.{tag}.tmp"
         self.folder(d).tmp[state_tmp] = self.env.now

@@ -31,7 +31,7 @@ from pschaos.harness.proof.hunt.space import FaultSpace
 
 SAFETY = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "delta-complete", "pulled-copy-matches",
           "monotone-reads", "staleness", "checkpoints-atomic", "checkpoints-monotone", "losses-accounted",
-          "acks-durable", "reads-committed", "lag-bounded", "best-promoted")
+          "acks-durable", "reads-committed", "lag-bounded", "best-promoted", "checkpoint-loads")
 Run = Callable[[Scenario, int, Path], dict]
 
 

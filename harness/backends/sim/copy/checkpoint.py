@@ -17,6 +17,7 @@ import json
 from pschaos.psnodes.server import ownership
 from pschaos.psnodes.config import ShardRecord
 from pschaos.psnodes.core import checkpoints, promotion
+from pschaos.psnodes.store import checkpoint as ckpt_records
 from pschaos.psnodes.core.routing import Routing
 from pschaos.psnodes.errors import InvalidArgument
 from pschaos.psnodes.server.checkpointing import VERIFIED
@@ -46,6 +47,7 @@ class CopyCheckpoints:
             local = local_dir(c.name)
             man, _ = yield from c.disk.write(local, blob, seq, epoch, c.name, term=term, newer_only=False,
                                              writer=c.writer_tag())
+            c.emit("checkpoint-local", ckpt_records.published(c.shard, man))
             self._save_verified(local)
             man = {**man, "path": local}
             if not (shared if shared is not None else primary):
@@ -58,8 +60,7 @@ class CopyCheckpoints:
             cur, wrote = yield from c.disk.write(folder, blob, seq, epoch, c.name, term=term,
                                                  writer=c.writer_tag())
             if wrote:
-                c.emit("checkpoint", {"shard": c.shard, "seq": seq, "epoch": epoch, "term": term,
-                                      "bytes": len(blob), "written": cur["time"]})
+                c.emit("checkpoint", ckpt_records.published(c.shard, cur))
             if wrote or (cur["seq"], cur.get("term")) == (seq, term):
                 man = {**cur, "path": folder}
             return man
@@ -100,7 +101,7 @@ class CopyCheckpoints:
             except InvalidArgument as e:      # start empty: a snapshot from the primary brings it back
                 c.emit("checkpoint-error", {"shard": c.shard, "error": f"local checkpoint: {e}"})
             else:
-                c.emit("load", {"shard": c.shard, "seq": man["seq"], "source": "local"})
+                c.emit("load", {"shard": c.shard, "seq": man["seq"], "source": "local", **ckpt_records.loaded(man, blob)})
         try:
             pairs = json.loads(c.disk.get(folder, VERIFIED) or b"")
             c.verified |= {(int(e), str(p)) for e, p in pairs}
@@ -125,7 +126,7 @@ class CopyCheckpoints:
             except Exception as e:  # noqa: BLE001 - a checkpoint that does not load is not restored
                 c.emit("checkpoint-error", {"shard": c.shard, "error": f"restore: {e}"})
             else:
-                return RestorePlan(f"checkpoint@{aside.seq}", aside.seq, aside.seq_epoch, aside)
+                return RestorePlan(f"checkpoint@{aside.seq}", aside.seq, aside.seq_epoch, aside, ckpt_records.loaded(*got))
         return RestorePlan(f"local@{mine.seq}", mine.seq, mine.seq_epoch, None)
 
     def adopt_restore(self, plan: RestorePlan, routing_rec: Routing, epoch: int) -> None:

@@ -293,6 +293,7 @@ class SimElector:
         new = ShardRecord(epoch=rec.epoch + 1, primary=c.name, isr=[c.name], start_seq=plan.seq)
         loss = {"shard": c.shard, "epoch": new.epoch, "restored_seq": plan.seq,
                 "restored_seq_epoch": plan.seq_epoch, "source": plan.source,
+                **({"loaded": plan.loaded} if plan.loaded else {}),
                 "previous_epoch": rec.epoch, "previous_primary": rec.primary, "time": c.clock.now()}
         route, route_rev = yield from c.ecall(lambda: routing.read(c.etcd, cfg))
         unchanged = [(cfg.node_key(n), keys[n].mod_revision if n in keys else 0) for n in rec.isr if n != c.name]

@@ -49,6 +49,7 @@ class RestorePlan:
     seq: int
     seq_epoch: int
     store: ShardStore | None
+    loaded: dict | None = None    # the shared checkpoint it took (store.checkpoint.loaded), for the restore event
 
 
 @dataclass

@@ -79,7 +79,10 @@ def test_a_restart_loads_its_checkpoint_and_catches_up_by_a_delta(seeded) -> Non
     cl, out = seeded
     seq = ev(cl, "stop", "shard-0/2")[0]["value"]["seq"]
     (load,) = ev(cl, "load", "shard-0/2")
-    assert load["t"] == RESTART_T and load["value"] == {"shard": 0, "seq": seq, "source": "local"}
+    v = load["value"]
+    assert load["t"] == RESTART_T and {k: v[k] for k in ("shard", "seq", "source")} == {"shard": 0, "seq": seq,
+                                                                                       "source": "local"}
+    assert v["crc32"] == v["manifest_crc32"] and v["read_bytes"] == v["bytes"]    # the file the manifest names, whole
     assert out["verified2"] == {(1, "shard-0/0")}          # verified.json, beside the checkpoint
     starts = ev(cl, "start", "shard-0/2")
     assert len(starts) == 2 and starts[1]["value"]["seq"] == seq and starts[1]["value"]["role"] == "replica"

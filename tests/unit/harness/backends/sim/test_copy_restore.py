@@ -66,7 +66,8 @@ def test_the_live_copy_restores_from_the_last_shared_checkpoint(cl) -> None:
     (restore,) = ev(cl, "restore")
     v = restore["value"]
     assert restore["node"] == "shard-0/2"
-    assert {k: v[k] for k in v if k != "time"} == {
+    assert v["loaded"]["crc32"] == v["loaded"]["manifest_crc32"] and v["loaded"]["seq"] == last["seq"]
+    assert {k: v[k] for k in v if k not in ("time", "loaded")} == {
         "shard": 0, "epoch": 2, "restored_seq": last["seq"], "restored_seq_epoch": last["epoch"],
         "source": f"checkpoint@{last['seq']}", "previous_epoch": 1, "previous_primary": "shard-0/0"}
     assert v["time"] == pytest.approx(cl.clock.epoch + restore["t"])

@@ -1,0 +1,109 @@
+"""checkpoint-loads: what a restarted or restoring node loaded is the checkpoint it should have.
+
+Nothing looked at what a node actually loaded: a reader that took the newest `state-*` file by
+mtime (a half-written temporary one included) passed every checkpoint and restart scenario. Now
+every write records what it put in force (`checkpoint` for the shard's shared folder,
+`checkpoint-local` for a copy's own: file, (term, epoch, seq), size and CRC-32), and every load
+records what it read (`load` at a restart, `loaded` inside a `restore`: the manifest's file and
+position, the CRC-32 it promised and the CRC-32 of the bytes read; psnodes/store/checkpoint.py).
+A load fails when the bytes are not the file the manifest names, whole, or when it is older than
+the newest checkpoint that node had published before it (its own folder for a restart, the
+shard's for a restore); a restart fails when the copy had published a checkpoint before it went
+down and loaded nothing (a copy killed before its first checkpoint rightly loads nothing: its
+restart is judged, and passes). A load with no record of its bytes (an older psnodes) is unknown.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from pschaos.harness.checkers.base import Verdict, by_f, unknown, victims
+from pschaos.harness.checkers.durability import checkpoint_order
+
+LOAD_SLACK_S = 5.0       # a restarted copy's load is recorded as it starts: around its `start` event
+
+
+def _published(history: list[dict], f: str, key: str) -> dict:
+    """`key` (node or shard) -> [(t, order, file)] of the `f` events, in time order."""
+    out: dict = defaultdict(list)
+    for e in by_f(history, f):
+        v = e["value"]
+        if v.get("seq") is not None:
+            out[e.get("node") if key == "node" else v.get("shard")].append((e["t"], checkpoint_order(v), v.get("file")))
+    return out
+
+
+def _wiped(history: list[dict]) -> dict[str, list[float]]:
+    """node -> when a kill wiped its disk (its folder's history starts again)."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for e in by_f(history, "fault-start"):
+        if (e["value"].get("params") or {}).get("wipe"):
+            for n in victims(e["value"]):
+                out[n].append(e["t"])
+    return out
+
+
+def checkpoint_loads(history: list[dict], ctx: dict) -> Verdict:
+    """Every load read the file its manifest names, whole (its CRC-32), and nothing older than the
+    newest checkpoint published to the folder it read before it."""
+    local, shared, wiped = _published(history, "checkpoint-local", "node"), _published(history, "checkpoint", "shard"), \
+        _wiped(history)
+    loads = [(e["t"], e.get("node"), "local", e["value"]) for e in by_f(history, "load")]
+    loads += [(e["t"], e.get("node"), "shared", e["value"]["loaded"]) for e in by_f(history, "restore")
+              if isinstance(e["value"].get("loaded"), dict)]
+    restarts = _restarts(history)
+    if not loads and not restarts:
+        return unknown("no copy restarted and no restore took the shared checkpoint: no load to judge")
+    torn, older, unrecorded, skipped = [], [], [], []
+    for node, down_t, up_t in restarts:       # a restart must load what it had published before it went down
+        since = max([w for w in wiped.get(node, []) if w <= down_t], default=float("-inf"))
+        had = [f for tp, _, f in local.get(node, []) if since < tp <= down_t]
+        took = [v for t, n, kind, v in loads if n == node and kind == "local" and down_t < t <= up_t + LOAD_SLACK_S]
+        if had and not took:
+            skipped.append({"node": node, "down_t": round(down_t, 3), "up_t": round(up_t, 3), "published": had[-1]})
+    for t, node, kind, v in loads:
+        if "crc32" not in v:
+            unrecorded.append({"node": node, "t": round(t, 3), "kind": kind})
+            continue
+        row = {"node": node, "t": round(t, 3), "kind": kind, "file": v.get("file"), "seq": v.get("seq")}
+        if v.get("manifest_crc32") is not None and v["crc32"] != v["manifest_crc32"] or \
+                v.get("read_bytes") != v.get("bytes"):
+            torn.append({**row, "crc32": v["crc32"], "manifest_crc32": v.get("manifest_crc32"),
+                         "read_bytes": v.get("read_bytes"), "bytes": v.get("bytes")})
+            continue
+        since = max([w for w in wiped.get(node, []) if w < t], default=float("-inf"))
+        pool = local.get(node, []) if kind == "local" else shared.get(v.get("shard", _shard_of(node)), [])
+        before = [(o, f) for tp, o, f in pool if since < tp < t]
+        if before:
+            newest = before[-1] if kind == "local" else max(before)
+            mine = checkpoint_order(v)
+            if v.get("file") != newest[1] and mine < newest[0]:
+                older.append({**row, "order": list(mine), "newest_file": newest[1], "newest_order": list(newest[0])})
+    details = {"loads": len(loads), "restarts": len(restarts), "not_the_manifests_file": torn[:10],
+               "older_than_newest": older[:10], "restarts_that_loaded_nothing": skipped[:10],
+               "unrecorded": unrecorded[:10]}
+    if torn or older or skipped:
+        return Verdict(False, details)
+    if unrecorded:
+        return unknown(f"{len(unrecorded)} load(s) recorded no checksum of the bytes read", **details)
+    return Verdict(True, details)
+
+
+def _restarts(history: list[dict]) -> list[tuple[str, float, float]]:
+    """(copy, when a process fault took it down, its next `start`) for every copy that came back."""
+    starts: dict[str, list[float]] = defaultdict(list)
+    for e in by_f(history, "start"):
+        if str(e.get("node", "")).startswith("shard-"):
+            starts[e["node"]].append(e["t"])
+    out = []
+    for e in by_f(history, "fault-start"):
+        if e["value"].get("kind") not in ("kill", "stop", "restart"):
+            continue
+        for n in victims(e["value"]):
+            up = min((t for t in starts.get(n, ()) if t > e["t"]), default=None)
+            if n.startswith("shard-") and up is not None:
+                out.append((n, e["t"], up))
+    return out
+
+
+def _shard_of(node: str | None) -> int | None:
+    return int(node.split("-")[1].split("/")[0]) if node and node.startswith("shard-") else None

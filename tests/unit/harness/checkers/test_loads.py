@@ -1,0 +1,48 @@
+"""checkpoint-loads (issue 32, item 5): what a restarted or restoring node loaded. The planted
+checkpoint-by-mtime (tests/zoo) made kill-during-checkpoint's restarted primary load nothing (its
+newest file was the torn one the kill left) and failed it here on processes; the old checks passed."""
+from __future__ import annotations
+
+from pschaos.harness.checkers import CHECKERS
+
+from tests.unit.histories import ev, fault_start
+
+
+def local(t, node, seq, file):
+    return ev(t, "checkpoint-local", {"shard": 0, "seq": seq, "epoch": 1, "term": 1, "file": file, "bytes": 10,
+                                      "crc32": 7, "written": t}, node=node)
+
+
+def load(t, node, seq, file, crc=7, manifest_crc=7, read=10):
+    return ev(t, "load", {"shard": 0, "seq": seq, "source": "local", "file": file, "epoch": 1, "term": 1,
+                          "bytes": 10, "manifest_crc32": manifest_crc, "crc32": crc, "read_bytes": read}, node=node)
+
+
+def start(t, node):
+    return ev(t, "start", {"shard": 0, "seq": 0, "role": "replica", "epoch": 1}, node=node)
+
+
+KILL = fault_start(3.0, "kill", "shard-0/1")
+N = "shard-0/1"
+
+
+def test_a_restart_loads_the_newest_file_it_published_whole():
+    h = [local(1, N, 5, "a"), local(2, N, 9, "b"), KILL, load(4, N, 9, "b"), start(4.1, N)]
+    assert CHECKERS["checkpoint-loads"](h, {}).valid is True
+    older = CHECKERS["checkpoint-loads"]([local(1, N, 5, "a"), local(2, N, 9, "b"), KILL, load(4, N, 5, "a"),
+                                          start(4.1, N)], {})
+    assert older.valid is False and older.details["older_than_newest"][0]["newest_file"] == "b"
+    torn = CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), KILL, load(4, N, 9, "b", crc=8), start(4.1, N)], {})
+    assert torn.valid is False and torn.details["not_the_manifests_file"]
+
+
+def test_a_restart_that_loads_nothing_fails_only_when_it_had_published_a_checkpoint():
+    v = CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), KILL, start(4.1, N)], {})
+    assert v.valid is False and v.details["restarts_that_loaded_nothing"][0]["published"] == "b"
+    assert CHECKERS["checkpoint-loads"]([KILL, start(4.1, N)], {}).valid is True     # killed before its first one
+    wiped = fault_start(3.0, "kill", N, params={"wipe": True})
+    assert CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), wiped, start(4.1, N)], {}).valid is True
+
+
+def test_no_load_and_no_restart_is_unknown():
+    assert CHECKERS["checkpoint-loads"]([local(2, N, 9, "b")], {}).valid == "unknown"
