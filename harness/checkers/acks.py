@@ -228,6 +228,8 @@ def exactly_once(history: list[dict], ctx: dict) -> Verdict:
                "count_mismatch": mismatched[:10],
                "duplicate_acks": sum(1 for v in oks if v.get("duplicate")), "reinvoked": reinvoked}
     bad = bool(twice or over or disagree or mismatched or bucket_over)
+    if bucket_figures.get("excess_unjudged") and not bad:
+        return unknown(bucket_figures["excess_unjudged"] + ": excess through migrations was not judged", **details)
     if unseen and not bad:
         return unknown(f"shards {unseen} had acks but no live copy reported an audit tensor", **details)
     if no_audit and not bad:

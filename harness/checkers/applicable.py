@@ -42,14 +42,15 @@ def sides(target: str) -> tuple[str, str | None]:
 class Plan:
     """The scenario's faults as (kind, target, params, duration_s), the nemesis' draws included."""
 
-    def __init__(self, cluster: dict, faults: list[dict], nemesis: dict | None, grace_s: float) -> None:
+    def __init__(self, cluster: dict, faults: list[dict], nemesis: dict | None, grace_s: float,
+                 default_target: Callable[[str], str] = lambda kind: "replica(shard=any)") -> None:
         self.cluster, self.grace = cluster, grace_s
         self.faults = [(f["kind"], f.get("target") or "workers", f.get("params") or {}, f.get("duration_s"))
                        for f in faults]
         self.random = bool(nemesis)
         if nemesis:
             for kind in nemesis.get("kinds", []):
-                ts = (nemesis.get("targets") or {}).get(kind, "replica(shard=any)")
+                ts = (nemesis.get("targets") or {}).get(kind, default_target(kind))
                 ps = (nemesis.get("params") or {}).get(kind, {})
                 for t in [ts] if isinstance(ts, str) else ts:
                     for p in [ps] if isinstance(ps, dict) else ps:
@@ -146,6 +147,7 @@ def _best_promoted(p: Plan) -> str | None:
     """A fault that takes a primary away (a process fault on primary(...), or a cut of it from its
     replicas): a failover elects among candidates. Elsewhere no election may happen at all."""
     deposes = p.any(AWAY, lambda t: t.startswith("primary(")) or any(
+        k == "kill" and (params or {}).get("during") == "promotion" for k, _, params, _ in p.faults) or any(
         k in CUTS and b is not None and a.startswith("primary(") and b.startswith("replica")
         for k, t, _, _ in p.faults for a, b in [sides(t)])
     return None if deposes else "no fault takes a primary away, so no election is certain to happen"
@@ -164,7 +166,7 @@ RULES: dict[str, Callable[[Plan], str | None]] = {
     "single-owner": _single_owner, "no-spurious-failovers": lambda p: None, "acks-durable": _acks_durable,
     "reads-committed": _acks_durable,
     "best-promoted": _best_promoted,
-    "checkpoint-loads": lambda p: None if p.any(DOWN, _copy) else
+    "checkpoint-loads": lambda p: None if p.any(DOWN + ("flap",), _copy) else
     "no fault takes a shard's copy down: no copy restarts from its checkpoint, and no restore is scheduled",
     "lag-bounded": lambda p: None if p.cluster.get("replication", "sync") == "async" else
     "sync replication acks only what its replicas applied: there is no lag bound to judge",
@@ -173,7 +175,9 @@ RULES: dict[str, Callable[[Plan], str | None]] = {
 PSNODES_CHECKS = tuple(RULES)
 
 
-def psnodes(cluster: dict, faults: list[dict], nemesis: dict | None, grace_s: float = 1.0) -> dict[str, str | None]:
-    """Each of psnodes' checks: None when this scenario's run gives it evidence, else why not."""
-    plan = Plan(cluster, faults, nemesis, grace_s)
+def psnodes(cluster: dict, faults: list[dict], nemesis: dict | None, grace_s: float = 1.0,
+            default_target: Callable[[str], str] = lambda kind: "replica(shard=any)") -> dict[str, str | None]:
+    """Each of psnodes' checks: None when this scenario's run gives it evidence, else why not.
+    `default_target`: the target a nemesis draws for a kind it names no target for (run/nemesis.py)."""
+    plan = Plan(cluster, faults, nemesis, grace_s, default_target)
     return {name: rule(plan) for name, rule in RULES.items()}

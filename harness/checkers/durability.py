@@ -5,6 +5,9 @@ from __future__ import annotations
 from pschaos.harness.checkers.base import Verdict, by_f, final_states, idem, unknown
 
 
+RACE_S = 0.5    # see _older_restores
+
+
 def checkpoint_order(v: dict) -> tuple[int, int, int]:
     """How a shard's shared checkpoints compare (psnodes/core/checkpoints.py order): the writer's
     term, the epoch of its last entry, its seq."""
@@ -60,7 +63,8 @@ def _older_restores(history: list[dict]) -> tuple[list[dict], list[dict]]:
     for e in by_f(history, "restore"):
         r = e["value"]
         at = r.get("time", e["t"])
-        there = [(key, v) for w, key, v in cps.get(r["shard"], []) if w < at]
+        # a write this close before the restore may have renamed after the restorer read the folder
+        there = [(key, v) for w, key, v in cps.get(r["shard"], []) if w < at - RACE_S]
         before = [v for t, v in acks if v.get("shard") == r["shard"] and t < e["t"]]
         row = {"shard": r["shard"], "epoch": r.get("epoch"), "source": r.get("source"),
                "restored_seq": r["restored_seq"], "restored_seq_epoch": r.get("restored_seq_epoch"),

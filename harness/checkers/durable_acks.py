@@ -50,10 +50,10 @@ def _held_by_isr(history: list[dict], answers: list[tuple[float, dict]], what: s
     epoch's promotion began at a seq >= S, and whether a replica still in E's ISR reported a
     lower seq after it. (ahead of the next promotion, not on the ISR, judged by promotion, by samples)."""
     restored = {(e["value"]["shard"], e["value"].get("epoch")) for e in by_f(history, "restore")}
-    promotes = defaultdict(list)
+    promotes = defaultdict(list)          # bootstraps too: a re-added shard's life is not the old one's
     for e in by_f(history, "promote"):
         v = e["value"]
-        if "seq" in v and not v.get("bootstrap"):
+        if "seq" in v:
             promotes[v["shard"]].append(v)
     isr = _isr_timeline(history)
     starts = defaultdict(list)
@@ -70,7 +70,7 @@ def _held_by_isr(history: list[dict], answers: list[tuple[float, dict]], what: s
         who = {"worker": v.get("worker"), what: v.get("req_id", v.get("op")), "shard": shard, "epoch": epoch,
                "seq": seq, "t": round(t, 4), **({"duplicate": True} if v.get("duplicate") else {})}
         nxt = min((p for p in promotes[shard] if p["epoch"] > epoch), key=lambda p: p["epoch"], default=None)
-        if nxt is not None and (shard, nxt["epoch"]) not in restored:
+        if nxt is not None and (shard, nxt["epoch"]) not in restored and not nxt.get("bootstrap"):
             judged_next += 1
             if nxt["seq"] < seq:
                 ahead.append({**who, "next_epoch": nxt["epoch"], "promoted_at_seq": nxt["seq"],

@@ -223,6 +223,9 @@ def bucket_excess(history: list[dict]) -> tuple[list[dict], dict]:
     if not invoked:
         return [], {"buckets_checked_for_excess": 0}
     final = final_bucket_counts(history, {b for b, _ in invoked}) or {}
+    if not final:
+        return [], {"buckets_checked_for_excess": 0,
+                    "excess_unjudged": "pushes carried migrating buckets but no final owner reported a count"}
     over = [{"bucket": b, "worker": w, "count": int(final[b][w]), "invoked": len(ids)}
             for (b, w), ids in sorted(invoked.items()) if b in final and int(final[b].get(w, 0)) > len(ids)]
     return over, {"buckets_checked_for_excess": len(final)}

@@ -54,9 +54,7 @@ def best_promoted(history: list[dict], ctx: dict) -> Verdict:
         return unknown(f"{len(unrecorded)} failover(s) left no election record: whether the best copy won is "
                        "unknown", **details)
     if not failovers:
-        restores = len(restored)
-        if restores:        # every deposed primary was replaced by a restore: losses-accounted judges those
-            return Verdict(True, {**details, "restores": restores, "note": "no election: the shard was restored "
-                                  "from its newest copy or checkpoint (losses-accounted judges the restore)"})
-        return unknown("no failover elected a new primary: there was no choice to judge", **details)
+        why = (f"no failover elected a new primary ({len(restored)} restore(s) replaced one: losses-accounted and "
+               "checkpoint-loads judge those)" if restored else "no failover elected a new primary")
+        return unknown(f"{why}: there was no choice to judge", **details)
     return Verdict(True, details)

@@ -16,8 +16,8 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
     """Every dense key an acked push changed after a pull's cursor (since, seq] is in that pull.
 
     Only pushes acked before the pull was invoked and at the pull's epoch are held against it:
-    those are certainly in the state it read. A push acked before a migration's switch that came
-    before the pull is not: the switch may have moved its keys to another shard.
+    those are certainly in the state it read. Of a push acked before a migration's switch that came
+    before the pull, the keys the switch moved to another shard are not.
     """
     invoked = {op_key(e): e["t"] for e in by_f(history, "pull", "invoke") if "op_id" in e}
     acks = sorted(((e["t"], e["value"]) for e in by_f(history, "push", "ok")), key=lambda a: a[0])
@@ -34,9 +34,9 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
         seqs.append(p["seq"])
         order.append(i)
     pulls = by_f(history, "pull", "ok")
-    # a migration's switch moves keys to other shards: a pull after it no longer holds what its
-    # shard acked before it, so a push and a pull with a switch between them are not a pair
-    switches = sorted(e["t"] for e in by_f(history, "migration-switch"))
+    # a migration's switch moves keys to other shards: a pull after it no longer holds the keys
+    # that moved, so those are not held against it (the rest of the push still is)
+    switches, moved = _switches(history)
     missing, checked, across = [], 0, 0
     for e in pulls:
         v = e["value"]
@@ -44,16 +44,15 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
         seqs, order = index.get((v["shard"], v["epoch"]), ((), ()))
         window = order[bisect_right(seqs, v["since"]):bisect_right(seqs, v["seq"])]
         keys = set(v["keys"])
-        last_switch = switches[bisect_left(switches, t_inv) - 1] if bisect_left(switches, t_inv) else None
         for i in sorted(window):
             t, p = acks[i]
             if t >= t_inv:
                 break
-            if last_switch is not None and t < last_switch:
+            crossed = [moved[j] for j in range(bisect_right(switches, t), bisect_left(switches, t_inv))]
+            if crossed:
                 across += 1
-                continue
             checked += 1
-            lost = [k for k in p.get("keys", []) if "[" not in k and k not in keys]
+            lost = [k for k in p.get("keys", []) if "[" not in k and k not in keys and not any(m(k) for m in crossed)]
             if lost:
                 missing.append({"pull": e.get("op_id"), "worker": v["worker"], "shard": v["shard"],
                                 "since": v["since"], "seq": v["seq"], "push_seq": p["seq"], "keys": lost})
@@ -62,6 +61,23 @@ def delta_complete(history: list[dict], ctx: dict) -> Verdict:
                        pulls=len(pulls), acks=len(acks), pairs_across_a_migration=across)
     return Verdict(not missing, {"pairs_checked": checked, "missing": missing[:10], "missing_count": len(missing),
                                  "pairs_across_a_migration": across})
+
+
+def _switches(history: list[dict]) -> tuple[list[float], list]:
+    """The times of the migrations' switches, in order, and for each a test of whether it moved a
+    key (its owner under the migration's source shards differs from its owner under the new ones)."""
+    from pschaos.psnodes.placement import owner, pinned_shard
+
+    starts = {e["value"]["migration"]: e["value"] for e in by_f(history, "migration-start")}
+    out = []
+    for e in sorted(by_f(history, "migration-switch"), key=lambda e: e["t"]):
+        st = starts.get(e["value"].get("migration"))
+        if st is None:           # the switch's shard sets are unknown: any key may have moved
+            out.append((e["t"], lambda k: True))
+            continue
+        src, dst = tuple(st["src"]), tuple(st["dst"])
+        out.append((e["t"], lambda k, s=src, d=dst: pinned_shard(k) is None and owner(k, s) != owner(k, d)))
+    return [t for t, _ in out], [m for _, m in out]
 
 
 def pulled_copy_matches(history: list[dict], ctx: dict) -> Verdict:

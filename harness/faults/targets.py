@@ -131,3 +131,18 @@ def resolve_links(target: str, backend, rng: random.Random) -> tuple[list[tuple[
 
 def _select(links: list[tuple[str, str]], srcs: set[str], dsts: set[str]) -> list[tuple[str, str]]:
     return sorted(k for k in links if k[0] in srcs and k[1] in dsts)
+
+
+# what a nemesis aims a fault at when its scenario names no target for the kind (run/nemesis.py)
+DEFAULT_TARGETS = {
+    "kill": "replica(shard=any)", "stop": "replica(shard=any)", "restart": "replica(shard=any)",
+    "pause": "primary(shard=any)",
+}
+DEFAULT_LINK_TARGET = "workers -> shard(any)"
+
+
+def default_target(kind: str) -> str:
+    """What a nemesis aims a fault of `kind` at when its scenario names no target for it."""
+    from pschaos.harness.faults import LINK_KINDS
+
+    return DEFAULT_LINK_TARGET if kind in LINK_KINDS else DEFAULT_TARGETS.get(kind, "replica(shard=any)")

@@ -7,14 +7,9 @@ from __future__ import annotations
 
 import random
 
-from pschaos.harness.faults import LINK_KINDS
+from pschaos.harness.faults.targets import default_target
 from pschaos.harness.run.scenario import At, Fault, Nemesis
 
-DEFAULT_TARGETS = {
-    "kill": "replica(shard=any)", "stop": "replica(shard=any)", "restart": "replica(shard=any)",
-    "pause": "primary(shard=any)",
-}
-DEFAULT_LINK_TARGET = "workers -> shard(any)"
 DEFAULT_PARAMS = {"latency": {"latency_ms": 100, "jitter_ms": 20}, "bandwidth": {"rate_kbps": 2000},
                   "loss": {"percent": 10.0}, "slicer": {"average_size": 512, "delay_us": 200},
                   "limit_data": {"bytes": 65536}, "timeout": {"timeout_ms": 500}, "reset_peer": {"timeout_ms": 100}}
@@ -32,8 +27,7 @@ def schedule(nem: Nemesis, seed: int) -> list[Fault]:
         if t > nem.stop_s:
             return out
         kind = rng.choice(nem.kinds)
-        default = DEFAULT_LINK_TARGET if kind in LINK_KINDS else DEFAULT_TARGETS.get(kind, "replica(shard=any)")
-        target = nem.targets.get(kind, default)
+        target = nem.targets.get(kind, default_target(kind))
         if isinstance(target, list):          # a list: one drawn per fault (e.g. the partition shapes)
             target = rng.choice(target)
         params = nem.params.get(kind, DEFAULT_PARAMS.get(kind, {}))

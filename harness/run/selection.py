@@ -13,6 +13,7 @@ from typing import Any
 
 from pschaos.harness.backends.systems import system_class
 from pschaos.harness.checkers.applicable import psnodes as psnodes_rules
+from pschaos.harness.faults.targets import default_target
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,8 @@ def applicability(sc) -> dict[str, str | None]:
     """Each check of the scenario's system: None when it applies by default, else why not."""
     if sc.system == "psnodes":
         return psnodes_rules(sc.cluster.model_dump(), [f.model_dump() for f in sc.faults],
-                             sc.nemesis.model_dump() if sc.nemesis else None, sc.expect.stop_acking_grace_s)
+                             sc.nemesis.model_dump() if sc.nemesis else None, sc.expect.stop_acking_grace_s,
+                             default_target)
     a = system_class(sc.system)
     return {c: None if c in a.default_checks else
             f"not among {sc.system}'s default checks: add it to expect.checks to judge it" for c in a.checks}

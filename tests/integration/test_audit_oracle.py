@@ -3,6 +3,8 @@ update's idempotency key but skips the update itself fails no-lost-acks, though 
 is in its applied set. Shown on a copy of psnodes with that bug planted, and on the real code."""
 import pytest
 
+from tests.unit.helpers import only_text
+
 from .mutants import mutant_copy, run_scenario
 
 pytestmark = pytest.mark.integration
@@ -23,7 +25,7 @@ SKIP_VALUES = {"psnodes/store/store.py": [(
 def test_audit_sees_what_the_bookkeeping_hides(tmp_path, planted):
     root = mutant_copy(tmp_path / "code", SKIP_VALUES if planted else {})
     sc = tmp_path / "audit-oracle.yaml"
-    sc.write_text(SCENARIO)
+    sc.write_text(only_text(SCENARIO, "40 steps: no checkpoint, no target loss; the audit is what this test is about"))
     code, rep, out = run_scenario(root, sc, tmp_path / "out")
     checks = rep["checks"]
     if not planted:

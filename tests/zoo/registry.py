@@ -317,7 +317,7 @@ EARLY_RETRY_ACK = Mutant(
             "            yield from (iter(()) if d.duplicate else acks.wait_replicated(self, seq, epoch, deadline))"
             + PLANTED)]},
     checker="acks-durable",
-    scenarios=("one-way-cut-primary", "partition-primary-replicas", "short-cut-primary"),
+    scenarios=("cut-primary-retries", "one-way-cut-primary", "partition-primary-replicas"),
     sim="shell",
 )
 
@@ -334,7 +334,7 @@ NO_READ_BARRIER = Mutant(
             "            yield from acks.wait_replicated(self, self.store.seq, epoch, deadline)",
             "            pass" + PLANTED)]},
     checker="reads-committed",
-    scenarios=("cut-primary-retries", "one-way-cut-primary", "partition-primary-replicas"),
+    scenarios=("kill-primary-slow-replication", "cut-primary-retries", "one-way-cut-primary"),
     sim="shell",
 )
 

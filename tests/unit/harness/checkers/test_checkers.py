@@ -220,19 +220,18 @@ def test_delta_complete():
     assert v.valid is False and v.details["missing"][0]["keys"] == ["b"]
 
 
-def test_delta_complete_holds_no_push_against_a_pull_past_a_migration_switch():
-    """A switch moved `b` to another shard: a full pull of this shard after it need not hold it
-    (every migration scenario failed here once delta-complete ran by default); before the switch
-    it must."""
-    switch = ev(0.25, "migration-switch", {"migration": "m", "routing_epoch": 1, "shards": [0, 1]}, node="harness")
-    h = [*acked(0.1, 0.2, "worker-0", 1, 0, 1, 1, keys=("w", "b")), switch,
-         *pull(0.3, 0.4, "worker-1", 0, 0, 1, 1, ["w", "__audit__/0"], "p1"),
-         *acked(0.5, 0.6, "worker-0", 2, 0, 1, 2, keys=("w",)),
-         *pull(0.7, 0.8, "worker-1", 0, 1, 1, 2, ["w", "__audit__/0"], "p2")]
-    v = CHECKERS["delta-complete"](h, CTX)
-    assert v.valid is True and v.details["pairs_across_a_migration"] == 1 and v.details["pairs_checked"] == 1
-    early = [*acked(0.1, 0.2, "worker-0", 1, 0, 1, 1, keys=("w", "b")),
-             *pull(0.22, 0.23, "worker-1", 0, 0, 1, 1, ["w", "__audit__/0"], "p1"), switch]
+def test_delta_complete_holds_no_moved_key_against_a_pull_past_a_migration_switch():
+    """A switch moved k4 from shard 0 to shard 2: a full pull of shard 0 after it need not hold it
+    (every migration scenario failed here once delta-complete ran by default), but k0 stayed and
+    must still be there; before the switch both must."""
+    start = ev(0.21, "migration-start", {"migration": "m", "src": [0, 1], "dst": [0, 1, 2]}, node="harness")
+    switch = ev(0.25, "migration-switch", {"migration": "m", "routing_epoch": 1, "shards": [0, 1, 2]}, node="harness")
+    push = acked(0.1, 0.2, "worker-0", 1, 0, 1, 1, keys=("k0", "k4"))
+    v = CHECKERS["delta-complete"]([*push, start, switch, *pull(0.3, 0.4, "worker-1", 0, 0, 1, 1, ["k0", "__audit__/0"], "p1")], CTX)
+    assert v.valid is True and v.details["pairs_across_a_migration"] == 1
+    v = CHECKERS["delta-complete"]([*push, start, switch, *pull(0.3, 0.4, "worker-1", 0, 0, 1, 1, ["k4", "__audit__/0"], "p1")], CTX)
+    assert v.valid is False and v.details["missing"][0]["keys"] == ["k0"]
+    early = [*push, *pull(0.22, 0.23, "worker-1", 0, 0, 1, 1, ["k0", "__audit__/0"], "p1"), start, switch]
     assert CHECKERS["delta-complete"](early, CTX).valid is False
 
 
@@ -330,18 +329,18 @@ def test_a_restore_from_older_state_than_the_newest_checkpoint_fails_losses_acco
     acks = [ok(1 + i / 10, "worker-0", i, 0, 1, i) for i in range(1, 11)]
     cp = ev(2.5, "checkpoint", {"shard": 0, "seq": 8, "epoch": 1, "term": 1, "written": 2.5}, node="shard-0/0")
     end = final("shard-0/1", 0, "primary", 2, 3, {"worker-0#1": [[1, 3]]})
-    stale = ev(3, "restore", {"shard": 0, "epoch": 2, "restored_seq": 3, "restored_seq_epoch": 1,
-                              "source": "local@3", "time": 3.0}, node="shard-0/1")
+    stale = ev(4, "restore", {"shard": 0, "epoch": 2, "restored_seq": 3, "restored_seq_epoch": 1,
+                              "source": "local@3", "time": 4.0}, node="shard-0/1")
     v = CHECKERS["losses-accounted"]([*acks, cp, stale, end], CTX)
     assert v.valid is False
     row = v.details["restored_older_than_best"][0]
     assert (row["declared_loss"], row["best_loss"], row["best_checkpoint"]["seq"]) == (7, 2, 8)
-    best = ev(3, "restore", {"shard": 0, "epoch": 2, "restored_seq": 8, "restored_seq_epoch": 1,
-                             "source": "checkpoint@8", "time": 3.0}, node="shard-0/1")
+    best = ev(4, "restore", {"shard": 0, "epoch": 2, "restored_seq": 8, "restored_seq_epoch": 1,
+                             "source": "checkpoint@8", "time": 4.0}, node="shard-0/1")
     v = CHECKERS["losses-accounted"]([*acks, cp, best, final("shard-0/1", 0, "primary", 2, 8, {"worker-0#1": [[1, 8]]})],
                                      CTX)
     assert v.valid is True and v.details["restores"][0]["declared_loss"] == 2 == v.details["restores"][0]["best_loss"]
-    late = ev(3.5, "checkpoint", {"shard": 0, "seq": 9, "epoch": 1, "term": 1, "written": 3.5}, node="shard-0/0")
+    late = ev(3.8, "checkpoint", {"shard": 0, "seq": 9, "epoch": 1, "term": 1, "written": 3.8}, node="shard-0/0")
     assert CHECKERS["losses-accounted"]([*acks, cp, late, best, final("shard-0/1", 0, "primary", 2, 8,
                                                                       {"worker-0#1": [[1, 8]]})], CTX).valid is True
 

@@ -30,6 +30,7 @@ from pschaos.psnodes.server.node import ShardNode
 from pschaos.psnodes.placement import owner
 from pschaos.psnodes.proto import ps_pb2
 from pschaos.psnodes.runtime import Runtime
+from tests.unit.helpers import only
 
 Op = ps_pb2.MigrateRequest
 NAMES = [f"layer{i}.weight" for i in range(40)]
@@ -164,7 +165,8 @@ expect:
 def test_a_kill_during_the_handoff_lands_while_the_sources_are_fenced_and_the_migration_still_switches(tmp_path):
     path = tmp_path / "handoff-kill.yaml"
     path.write_text(HANDOFF_KILL)
-    rep = Runner(load_scenario(path), 1, tmp_path / "out", "sim", quiet=True).run()
+    rep = Runner(only(load_scenario(path), "a test of the hand-off's mechanics under a kill: the checks it names"),
+                 1, tmp_path / "out", "sim", quiet=True).run()
     assert rep["verdict"] == "pass", rep.get("unknown_reasons") or rep["checks"]
     hist = read_events(tmp_path / "out" / "history.jsonl")
     (kill,) = [e["value"] for e in hist if e["f"] == "fault-start" and e["value"]["kind"] == "kill"]
