@@ -1,7 +1,8 @@
 """junit.xml: one test case per check, so any CI system shows which guarantee broke.
 
 A check that is False is a <failure>, "unknown" an <error> (the checker could not decide), and
-the evidence (the checker's details) is the element's text. Properties carry seed and rerun.
+the evidence (the checker's details) is the element's text; a check the scenario excluded is
+<skipped> with its reason. Properties carry seed and rerun.
 """
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ def build(report: dict) -> ET.Element:
     checks = report.get("checks", {})
     failures = sum(1 for c in checks.values() if c["valid"] is False)
     errors = sum(1 for c in checks.values() if c["valid"] not in (True, False))
+    excluded = report.get("excluded_checks") or {}
+    tests, skipped = str(len(checks) + len(excluded)), str(len(excluded))
     wall = f"{float(report.get('wall_s', 0.0)):.3f}"
-    root = ET.Element("testsuites", name="pschaos", tests=str(len(checks)), failures=str(failures),
-                      errors=str(errors), skipped="0", time=wall)
-    suite = ET.SubElement(root, "testsuite", name=name, tests=str(len(checks)), failures=str(failures),
-                          errors=str(errors), skipped="0", time=wall,
+    root = ET.Element("testsuites", name="pschaos", tests=tests, failures=str(failures),
+                      errors=str(errors), skipped=skipped, time=wall)
+    suite = ET.SubElement(root, "testsuite", name=name, tests=tests, failures=str(failures),
+                          errors=str(errors), skipped=skipped, time=wall,
                           timestamp=time.strftime("%Y-%m-%dT%H:%M:%S"), hostname=socket.gethostname())
     props = ET.SubElement(suite, "properties")
     for k in ("scenario", "backend", "seed", "verdict", "rerun"):
@@ -38,6 +41,9 @@ def build(report: dict) -> ET.Element:
             el.text = evidence
         else:
             ET.SubElement(case, "system-out").text = evidence[:4000]
+    for check, why in excluded.items():       # a check the scenario excluded shows, with its reason
+        case = ET.SubElement(suite, "testcase", classname=name, name=check, time="0")
+        ET.SubElement(case, "skipped", message=f"excluded by the scenario: {why}")
     return root
 
 

@@ -42,3 +42,12 @@ def test_summary_markdown(tmp_path):
     text = markdown.write(REPORT, tmp_path).read_text()
     assert "kill-primary`: FAIL" in text and "| no-lost-acks | **FAIL** |" in text
     assert "| delta-complete | unknown |" in text and "`pschaos run scenarios/kill-primary.yaml" in text
+
+
+def test_an_excluded_check_is_a_skipped_case_with_its_reason_in_junit_and_the_summary(tmp_path):
+    rep = dict(REPORT, excluded_checks={"converged": "forty steps: the model cannot reach its target loss"})
+    path = junit.write(rep, tmp_path)
+    SCHEMA.validate(str(path))
+    text = path.read_text()
+    assert 'skipped="1"' in text and 'tests="4"' in text and "excluded by the scenario: forty steps" in text
+    assert "| converged | excluded: forty steps" in markdown.write(rep, tmp_path).read_text()
