@@ -163,7 +163,7 @@ RULES: dict[str, Callable[[Plan], str | None]] = {
     "delta-complete": _trains, "pulled-copy-matches": _trains, "monotone-reads": _trains,
     "staleness": _staleness, "barrier-live": _barrier_live, "checkpoints-atomic": lambda p: None,
     "checkpoints-monotone": lambda p: None, "stops-acking": _stops_acking, "losses-accounted": _losses,
-    "single-owner": _single_owner, "no-spurious-failovers": lambda p: None, "acks-durable": _acks_durable,
+    "single-owner": _single_owner, "handoff-continuity": _single_owner, "no-spurious-failovers": lambda p: None, "acks-durable": _acks_durable,
     "reads-committed": _acks_durable,
     "best-promoted": _best_promoted,
     "checkpoint-loads": lambda p: None if p.any(DOWN + ("flap",), _copy) else

@@ -35,6 +35,9 @@ def observed_lags(history: list[dict]) -> list[dict]:
     starts: dict[str, list[float]] = defaultdict(list)
     for e in by_f(history, "start"):
         starts[e.get("node")].append(e["t"])
+    for ts in starts.values():            # a copy's first start is its boot, not a restart
+        ts.sort()
+        del ts[:1]
     out = []
     for (tick, shard), xs in ticks.items():
         prim = [(t, v) for t, v in xs if v.get("role") == "primary"]

@@ -2,6 +2,7 @@
 from pschaos.harness.checkers.acks import exactly_once, no_lost_acks
 from pschaos.harness.checkers.barrier import barrier_live, staleness
 from pschaos.harness.checkers.failover import failover_budget
+from pschaos.harness.checkers.handoff import handoff_continuity
 from pschaos.harness.checkers.lag import lag_bounded
 from pschaos.harness.checkers.loads import checkpoint_loads
 from pschaos.harness.checkers.primaries import single_primary
@@ -44,6 +45,7 @@ CHECKERS = {
     "lag-bounded": lag_bounded,
     "best-promoted": best_promoted,
     "checkpoint-loads": checkpoint_loads,
+    "handoff-continuity": handoff_continuity,
     "no-spurious-failovers": no_spurious_failovers,
     "resume-exact": resume_exact,
     "lost-work-bounded": lost_work_bounded,

@@ -214,7 +214,7 @@ def plan_migrate(req: ps_pb2.MigrateRequest) -> Step:
     if req.op == Op.IMPORT:
         marker = f"{req.migration}/{req.part}/{req.from_shard}"
         return Step(update=ps_pb2.Update(kind=ps_pb2.Update.MIGRATE, meta=req.state),
-                    still=lambda store: marker not in store.imported)
+                    still=lambda store: marker not in store.imported, event="migrate-imported")
     if req.op == Op.FENCE:
         return Step(update=fence_update(req.migration, src, dst),
                     still=lambda store: (store.fence or {}).get("migration") != req.migration, event="migrate-fenced")
@@ -227,10 +227,15 @@ def plan_migrate(req: ps_pb2.MigrateRequest) -> Step:
     raise InvalidArgument(f"Migrate: op={req.op} is unknown")
 
 
-def step_event(shard: int, req: ps_pb2.MigrateRequest, seq: int, epoch: int) -> dict:
+def step_event(shard: int, req: ps_pb2.MigrateRequest, seq: int, epoch: int, store: "ShardStore | None" = None) -> dict:
     """A step's event (the fence point `single-owner` judges acks against): the seq at which the
-    entry is on the ISR and the primary epoch it was applied in; every later primary holds it there."""
-    return {"shard": shard, "migration": req.migration, "seq": seq, "epoch": epoch}
+    entry is on the ISR and the primary epoch it was applied in; every later primary holds it there.
+    An IMPORT's also says whether the keys it carried hold here the state the source exported
+    (moving.import_record; read under the node's lock)."""
+    ev = {"shard": shard, "migration": req.migration, "seq": seq, "epoch": epoch}
+    if req.op == Op.IMPORT and store is not None:
+        ev.update(moving.import_record(store, req.state))
+    return ev
 
 
 def step_reply(store: "ShardStore", seq: int, name: str) -> ps_pb2.MigrateReply:
@@ -287,7 +292,9 @@ def migrate(node: PrimaryShell, req: ps_pb2.MigrateRequest, deadline: float,
     else:
         seq = append(node, step.update, deadline, lambda: step.still(node.store), active)
         if step.event:
-            node.events.emit(step.event, step_event(node.shard, req, seq, node.epoch))
+            with node.cond:
+                ev = step_event(node.shard, req, seq, node.epoch, node.store)
+            node.events.emit(step.event, ev)
     return step_reply(node.store, seq, node.name)
 
 

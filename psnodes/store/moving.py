@@ -17,6 +17,7 @@ the store's checks, reads and mutations call them, so this module must not impor
 from __future__ import annotations
 
 import json
+import zlib
 
 import numpy as np
 
@@ -134,9 +135,40 @@ def export_keys(store: ShardState, to: int, src, dst, since: int) -> tuple[bytes
         applied.setdefault(k, [])
         applied[k] = _union(applied[k], rs)
     meta = {"from": me, "to": to, "since": since, "dense": names,
-            "dense_steps": {n: store.dense_steps[n] for n in names}, "applied": applied, "clocks": store.clocks}
+            "dense_steps": {n: store.dense_steps[n] for n in names}, "applied": applied, "clocks": store.clocks,
+            # the moving keys' whole state as this source holds it: the destination checks what it took
+            "digests": key_digests(store, names)}
     key_bytes = sum(a.nbytes for k, a in arrays.items() if not k.endswith("/ids"))
     return pack(meta, arrays), key_bytes, len(names) + rows
+
+
+def key_digests(store: ShardState, names) -> dict[str, int]:
+    """CRC-32 of each dense key's whole state: its value, every optimizer slot by name, its step
+    count. What a migration's source exports and its destination holds after the import must be
+    equal key by key (harness/checkers/handoff.py)."""
+    out = {}
+    for n in names:
+        if n not in store.dense:
+            continue
+        c = zlib.crc32(np.ascontiguousarray(store.dense[n]).tobytes())
+        for k, v in sorted(store.dense_slots.get(n, {}).items()):
+            c = zlib.crc32(k.encode() + np.ascontiguousarray(v).tobytes(), c)
+        out[n] = zlib.crc32(str(int(store.dense_steps.get(n, 0))).encode(), c)
+    return out
+
+
+def import_record(store: ShardState, blob: bytes) -> dict:
+    """After an IMPORT: the keys it carried, those whose state here differs from the source's
+    digest, and the applied ranges it carried that this copy's dedup state does not hold."""
+    meta, _ = unpack(blob)
+    sent = meta.get("digests")
+    got = key_digests(store, sent or ())
+    differ = sorted(n for n in (sent or {}) if got.get(n) != sent[n])
+    missing = sorted(k for k, rs in (meta.get("applied") or {}).items()
+                     if _union(store.foreign.get(k, []), rs) != _union(store.foreign.get(k, []), []))
+    return {"part": meta.get("part"), "from": meta.get("from"), "keys": len(meta.get("dense") or ()),
+            "digests": sent is not None, "differ": differ[:20], "differ_count": len(differ),
+            "applied_missing": missing[:20], "applied_missing_count": len(missing)}
 
 
 def _union(a: list, b: list) -> list:

@@ -380,11 +380,25 @@ CHECKPOINT_BY_MTIME = Mutant(
         "that picks one up cannot be expressed there",
 )
 
+HANDOFF_RESETS_STEPS = Mutant(
+    name="handoff-resets-steps",
+    description="a migration carries a key's value and optimizer moments but resets its step count at the "
+                "destination",
+    models="optimizer state half moved: Adam's bias correction starts over on the new owner, so every moved "
+           "key's next updates are rescaled, and the loss target absorbs it",
+    patch={"psnodes/store/moving.py": [(
+        "        store.dense_steps[n] = int(meta[\"dense_steps\"][n])",
+        "        store.dense_steps[n] = 0" + PLANTED)]},
+    checker="handoff-continuity",
+    scenarios=("scale-out-shards", "scale-in-shards", "migration-kill-source-handoff"),
+    sim="core",
+)
+
 MUTANTS: list[Mutant] = [
     SYNC_EARLY_ACK, NO_EPOCH_FENCING, RETRY_APPLIED_TWICE, DELTA_GET_AND_CLEAR, LOG_OVERFLOW_DROPS,
     MANIFEST_BEFORE_DATA, SSP_OFF_BY_ONE, VERSION_ACROSS_EPOCH, OUT_OF_ORDER_APPLY, ISR_DROP_LOCAL_ONLY,
     ADAM_STEP_NOT_PERSISTED, ROWS_CREATED_ON_READ, INCARNATION_IGNORED, NO_LEASE_BOUND, RESTORE_FROM_OWN_FOLDER,
     REJOINER_AT_OLD_CLOCK, HANDOFF_WITHOUT_DEDUP, EARLY_RETRY_ACK,
     NO_READ_BARRIER, LAG_BOUND_OFF, PROMOTION_BY_SLOT,
-    CHECKPOINT_BY_MTIME,
+    CHECKPOINT_BY_MTIME, HANDOFF_RESETS_STEPS,
 ]

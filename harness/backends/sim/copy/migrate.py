@@ -52,7 +52,7 @@ class MigrateSide:
         else:
             seq = yield from self.append(step.update, deadline, step.still)
             if step.event:
-                c.emit(step.event, ownership.step_event(c.shard, req, seq, c.epoch))
+                c.emit(step.event, ownership.step_event(c.shard, req, seq, c.epoch, c.store))
         return ownership.step_reply(c.store, seq, c.name)
 
     def _spend(self, nbytes: int, per_call: float = 0.0) -> Gen:

@@ -26,8 +26,10 @@ def test_a_replica_trailing_past_max_lag_fails_and_what_was_acked_between_sample
     assert v.valid is False and v.details["over"][0]["lag"] == 5
     between = ok(1.005, "worker-0", 1, 0, 1, 10)                                         # acked between the two
     assert CHECKERS["lag-bounded"]([ISR, between, *tick(1, 1, 10, 5)], ASYNC).valid is True
+    boot = ev(0.12, "start", {"shard": 0, "seq": 0, "role": "replica", "epoch": 1}, node="shard-0/1")
+    assert CHECKERS["lag-bounded"]([ISR, boot, *tick(1, 1, 10, 5)], ASYNC).valid is False        # its boot: judged
     restarted = ev(0.8, "start", {"shard": 0, "seq": 0, "role": "replica", "epoch": 1}, node="shard-0/1")
-    assert CHECKERS["lag-bounded"]([ISR, restarted, *tick(1, 1, 50, 5)], ASYNC).valid == "unknown"   # not judged
+    assert CHECKERS["lag-bounded"]([ISR, boot, restarted, *tick(1, 1, 50, 5)], ASYNC).valid == "unknown"  # not judged
 
 
 def test_a_replica_out_of_the_isr_is_not_bounded_and_sync_or_no_pair_is_unknown():

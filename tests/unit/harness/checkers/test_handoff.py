@@ -1,0 +1,50 @@
+"""handoff-continuity (issue 32, item 9): a moved key arrives whole. The planted
+handoff-resets-steps (tests/zoo: Adam's step count reset at the destination) and
+handoff-without-dedup failed it on scale-out-shards; the old checks passed the first."""
+from __future__ import annotations
+
+import numpy as np
+
+from pschaos.harness.checkers import CHECKERS
+from pschaos.psnodes.store import moving
+from pschaos.psnodes.store.blob import pack
+
+from tests.unit.histories import ev
+from tests.unit.helpers import store
+
+SWITCH = ev(3.0, "migration-switch", {"migration": "m", "routing_epoch": 1, "shards": [0, 1]}, node="harness")
+
+
+def imported(**v):
+    return ev(2.0, "migrate-imported", {"shard": 1, "migration": "m", "seq": 5, "epoch": 1, "part": "copy", "from": 0,
+                                        "keys": 2, "digests": True, "differ": [], "differ_count": 0,
+                                        "applied_missing": [], "applied_missing_count": 0, **v}, node="shard-1/0")
+
+
+def test_an_import_that_differs_from_its_source_or_lost_its_dedup_state_fails():
+    assert CHECKERS["handoff-continuity"]([imported(), SWITCH], {}).valid is True
+    assert CHECKERS["handoff-continuity"]([imported(differ=["w"], differ_count=1), SWITCH], {}).valid is False
+    assert CHECKERS["handoff-continuity"]([imported(applied_missing=["worker-0#1@0"], applied_missing_count=1),
+                                           SWITCH], {}).valid is False
+
+
+def test_a_switched_migration_without_digests_is_unknown():
+    assert CHECKERS["handoff-continuity"]([imported(digests=False), SWITCH], {}).valid == "unknown"
+    assert CHECKERS["handoff-continuity"]([SWITCH], {}).valid == "unknown"
+
+
+def test_the_digest_covers_value_slots_and_step_count():
+    s = store("adam")
+    s.dense["w"] = np.ones((2, 2), dtype=np.float32)
+    s.dense_slots["w"] = {"m": np.zeros((2, 2), dtype=np.float32), "v": np.zeros((2, 2), dtype=np.float32)}
+    s.dense_steps["w"] = 7
+    d = moving.key_digests(s, ["w"])["w"]
+    s.dense_steps["w"] = 0
+    assert moving.key_digests(s, ["w"])["w"] != d
+    s.dense_steps["w"] = 7
+    s.dense_slots["w"]["v"][0, 0] = 1.0
+    assert moving.key_digests(s, ["w"])["w"] != d
+    blob = pack({"dense": ["w"], "digests": {"w": d}, "applied": {"worker-0#1@0": [[1, 3]]}, "part": "copy", "from": 0},
+                {})
+    rec = moving.import_record(s, blob)
+    assert rec["differ"] == ["w"] and rec["applied_missing"] == ["worker-0#1@0"]
