@@ -47,6 +47,7 @@ class Plan:
         self.cluster, self.grace = cluster, grace_s
         self.faults = [(f["kind"], f.get("target") or "workers", f.get("params") or {}, f.get("duration_s"))
                        for f in faults]
+        self.scheduled = list(self.faults)     # certain to fire; a nemesis' kinds may never be drawn
         self.random = bool(nemesis)
         if nemesis:
             for kind in nemesis.get("kinds", []):
@@ -58,6 +59,10 @@ class Plan:
 
     def any(self, kinds: tuple[str, ...], target: Callable[[str], bool] = lambda t: True) -> bool:
         return any(k in kinds and target(t) for k, t, _, _ in self.faults)
+
+    def surely(self, kinds: tuple[str, ...], target: Callable[[str], bool] = lambda t: True) -> bool:
+        """A scheduled fault of these kinds on such a target: a nemesis may draw none at a seed."""
+        return any(k in kinds and target(t) for k, t, _, _ in self.scheduled)
 
 
 def _copy(t: str) -> bool:
@@ -81,9 +86,10 @@ def _catch_up(p: Plan) -> str | None:
     outright may come back as the shard's primary instead (a restore when no replica could take
     over: seen when a new shard's primary died before its replicas heard from it), with nothing
     to catch up, so those faults give no certain evidence."""
-    if not p.any(DOWN, _replica):
-        return ("no fault takes a replica down (kill, stop or restart of replica(...)); a killed primary may "
-                "come back as the primary by restore, with nothing to catch up: add it where a failover is certain")
+    if not p.surely(DOWN, _replica):
+        return ("no scheduled fault takes a replica down (kill, stop or restart of replica(...); a nemesis may "
+                "draw none at a seed); a killed primary may come back as the primary by restore, with nothing to "
+                "catch up: add it where a catch-up is certain")
     if any(k in DOWN and _copy(t) and params.get("wipe") for k, t, params, _ in p.faults):
         return "a copy restarts with its disk wiped: it catches up by snapshot by design, not by delta"
     return None
@@ -97,9 +103,9 @@ def _staleness(p: Plan) -> str | None:
 def _barrier_live(p: Plan) -> str | None:
     if p.cluster.get("training", "async") == "async":
         return "async training has no barrier (bsp or ssp have)"
-    lost = p.any(AWAY, _worker) or p.any(("scale-in",)) or any(
+    lost = p.surely(AWAY, _worker) or p.surely(("scale-in",)) or any(
         k in CUTS and b is not None and (_worker(a) and "etcd" in b or "etcd" in a and _worker(b))
-        for k, t, _, _ in p.faults for a, b in [sides(t)])
+        for k, t, _, _ in p.scheduled for a, b in [sides(t)])
     return None if lost else ("no fault takes a worker away (kill, stop, pause, scale-in, a cut from etcd): the "
                               "barrier never has to move on without one")
 
@@ -146,11 +152,12 @@ def _acks_durable(p: Plan) -> str | None:
 def _best_promoted(p: Plan) -> str | None:
     """A fault that takes a primary away (a process fault on primary(...), or a cut of it from its
     replicas): a failover elects among candidates. Elsewhere no election may happen at all."""
-    deposes = p.any(AWAY, lambda t: t.startswith("primary(")) or any(
-        k == "kill" and (params or {}).get("during") == "promotion" for k, _, params, _ in p.faults) or any(
+    deposes = p.surely(AWAY, lambda t: t.startswith("primary(")) or any(
+        k == "kill" and (params or {}).get("during") == "promotion" for k, _, params, _ in p.scheduled) or any(
         k in CUTS and b is not None and a.startswith("primary(") and b.startswith("replica")
-        for k, t, _, _ in p.faults for a, b in [sides(t)])
-    return None if deposes else "no fault takes a primary away, so no election is certain to happen"
+        for k, t, _, _ in p.scheduled for a, b in [sides(t)])
+    return None if deposes else ("no scheduled fault takes a primary away (a nemesis may draw none at a seed), so "
+                                 "no election is certain to happen")
 
 
 def _single_owner(p: Plan) -> str | None:
@@ -166,8 +173,9 @@ RULES: dict[str, Callable[[Plan], str | None]] = {
     "single-owner": _single_owner, "handoff-continuity": _single_owner, "no-spurious-failovers": lambda p: None, "acks-durable": _acks_durable,
     "reads-committed": _acks_durable,
     "best-promoted": _best_promoted,
-    "checkpoint-loads": lambda p: None if p.any(DOWN + ("flap",), _copy) else
-    "no fault takes a shard's copy down: no copy restarts from its checkpoint, and no restore is scheduled",
+    "checkpoint-loads": lambda p: None if p.surely(DOWN + ("flap",), _copy) else
+    "no scheduled fault takes a shard's copy down (a nemesis may draw none at a seed): no copy is certain to "
+    "restart from its checkpoint",
     "lag-bounded": lambda p: None if p.cluster.get("replication", "sync") == "async" else
     "sync replication acks only what its replicas applied: there is no lag bound to judge",
     **{name: (lambda why: lambda p: why)(why) for name, why in ON_REQUEST.items()},
