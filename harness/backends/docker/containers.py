@@ -236,9 +236,19 @@ class ContainerLauncher(Keeper):
             remove_run(self.client, self.run_id)
 
 
-def run_containers(client: Any, run_id: str | None = None) -> list[Any]:
-    """Containers of `run_id` (or of any pschaos run), running or not."""
+def run_containers(client: Any, run_id: str | None = None, attempts: int = 5) -> list[Any]:
+    """Containers of `run_id` (or of any pschaos run), running or not. The SDK lists, then
+    inspects each container: one another run removed in between is NotFound, so the listing is
+    taken again (CI's test_docker_clean: `pschaos clean` crashed on a container a parallel test's
+    teardown removed)."""
+    import docker
+
     label = f"{LABEL_RUN}={run_id}" if run_id else LABEL_RUN
+    for _ in range(attempts - 1):
+        try:
+            return client.containers.list(all=True, filters={"label": label})
+        except docker.errors.NotFound:
+            time.sleep(0.1)
     return client.containers.list(all=True, filters={"label": label})
 
 

@@ -82,3 +82,25 @@ def test_the_sdk_request_carries_what_was_built():
     r = _request(device_requests("cuda", ["0", "3"])[0])
     assert (r["Driver"], r["DeviceIDs"], r["Capabilities"]) == ("nvidia", ["0", "3"], [["gpu"]])
     assert _request(device_requests("cuda", None)[0])["Count"] == -1
+
+
+def test_a_container_removed_between_the_listing_and_its_inspect_is_listed_again():
+    """CI's test_docker_clean: `pschaos clean` crashed with NotFound when a parallel test's teardown
+    removed a container between the SDK's list and its inspect (seen on the old code there)."""
+    import docker
+
+    from pschaos.harness.backends.docker.containers import run_containers
+
+    class Containers:
+        calls = 0
+
+        def list(self, **kw):
+            Containers.calls += 1
+            if Containers.calls == 1:
+                raise docker.errors.NotFound("No such container: 6891")
+            return ["c1"]
+
+    class Client:
+        containers = Containers()
+
+    assert run_containers(Client()) == ["c1"] and Containers.calls == 2
