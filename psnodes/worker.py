@@ -24,6 +24,7 @@ an `eval` event. Reads that are never followed by a write are what shows a read 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -237,7 +238,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--step-delay", type=float, default=0.0)
     ap.add_argument("--eval-every", type=int, default=0,
                     help="a read-only evaluation pass after every N-th step (0: none)")
+    ap.add_argument("--nice", type=int, default=0,
+                    help="lower this worker's CPU priority by N: training compute then yields the CPU to the "
+                         "shard nodes' heartbeats and probes when both share a small machine")
     args = ap.parse_args(argv)
+    if args.nice > 0:
+        os.nice(args.nice)
     tune_malloc()
     torch.set_num_threads(1)
     try:

@@ -62,10 +62,11 @@ class Backend(Protocol):
         answer within `timeout`."""
         ...
 
-    def final_state(self, name: str) -> dict | None:
+    def final_state(self, name: str, under: list[int] | None = None) -> dict | None:
         """What the checkers judge a copy by at the end: `role`, `epoch`, `seq`, `checksum`,
-        `pushes`, `applied` (worker -> req ids), `restored_from` and `audit` (or None); None when
-        the node does not answer."""
+        `pushes`, `applied` (worker -> req ids), `restored_from` and `audit` (or None), and for a
+        psnodes copy its `holdings` sorted by owner under `under` (the routing record's shard set
+        as the harness read it); None when the node does not answer."""
         ...
 
     def checkpoint_scan(self) -> list[dict]:

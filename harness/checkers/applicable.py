@@ -171,7 +171,7 @@ RULES: dict[str, Callable[[Plan], str | None]] = {
     "staleness": _staleness, "barrier-live": _barrier_live, "checkpoints-atomic": lambda p: None,
     "checkpoints-monotone": lambda p: None, "stops-acking": _stops_acking, "losses-accounted": _losses,
     "single-owner": _single_owner, "handoff-continuity": _single_owner, "no-spurious-failovers": lambda p: None, "acks-durable": _acks_durable,
-    "reads-committed": _acks_durable,
+    "reads-committed": _acks_durable, "ownership-exact": lambda p: None,
     "best-promoted": _best_promoted,
     "checkpoint-loads": lambda p: None if p.surely(DOWN + ("flap",), _copy) else
     "no scheduled fault takes a shard's copy down (a nemesis may draw none at a seed): no copy is certain to "

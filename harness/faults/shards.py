@@ -16,6 +16,7 @@ the same coordinator runs in virtual time).
 from __future__ import annotations
 
 import threading
+from typing import Any, Callable
 
 from pschaos.psnodes.elastic.migration import ASYNC_REFUSED, longest_s
 
@@ -127,6 +128,8 @@ class _ScaleShards(Fault):
             self.info.update(migration=out.id, switched=out.switched, aborted=out.aborted or None,
                              routing_epoch=out.routing_epoch, bytes=out.bytes, key_bytes=out.key_bytes,
                              fenced_ms=out.unavailable_ms)
+            if out.switched:
+                settled_holdings(be, self.ctx.clock, self.ctx.record, out.id, out.routing_epoch, dst)
             if out.switched and out.retired:
                 be.retire_shard_groups(out.retired, self.ctx.record)
             if not out.switched and self.info.get("shards_added"):
@@ -178,3 +181,39 @@ class ScaleInShards(_ScaleShards):
     """Move the keys of the highest-numbered shards to the others, then stop their groups."""
 
     kind = "scale-in-shards"
+
+
+SETTLE_S = 10.0     # how long after a switch the copies of the new shard set are given to adopt it
+
+
+def settled_holdings(be: Any, clock: Any, record: Callable[[str, dict], Any], migration: str,
+                     epoch: int, shards: list[int], wait_s: float = SETTLE_S) -> None:
+    """After a migration switched to routing epoch `epoch` over `shards`: each live copy of the
+    new shard set, once it applied the switch (its routing epoch reached `epoch`), records what
+    it holds sorted by owner under `shards` (a `holdings` event: ownership-exact judges it
+    against the switch in the history). Copies that are down are passed over; one still behind
+    after `wait_s` is named in `holdings-unsettled`, never judged as if it had settled."""
+    nodes = [n for s in shards for n in be.cfg.shard_nodes(s)]
+    seen: dict[str, dict | None] = {}
+
+    def look() -> bool:
+        for n in nodes:
+            if n in seen:
+                continue
+            if not be.alive(n):
+                seen[n] = None
+                continue
+            st = be.final_state(n, shards)
+            if st is not None and int(st.get("routing_epoch", 0)) >= epoch:
+                seen[n] = st
+        return len(seen) == len(nodes)
+
+    clock.wait_until(look, wait_s, 0.2)
+    for n, st in seen.items():
+        if st is not None and st.get("holdings") is not None:
+            record("holdings", {"node": n, "shard": int(n.split("-")[1].split("/")[0]), "migration": migration,
+                                "routing_epoch": int(st["routing_epoch"]), **st["holdings"]})
+    behind = [n for n in nodes if n not in seen]
+    if behind:
+        record("holdings-unsettled", {"migration": migration, "routing_epoch": epoch, "nodes": behind,
+                                      "wait_s": wait_s})

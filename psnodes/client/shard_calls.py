@@ -239,9 +239,13 @@ class ShardCalls:
         return None, shard in r.shards
 
     def status(self, node: str, checksum: bool = False, applied: bool = False,
-               timeout: float = 2.0, audit: bool = False) -> ps_pb2.StatusReply:
-        return self.stub(node).Status(ps_pb2.StatusRequest(checksum=checksum, applied=applied, audit=audit),
-                                      timeout=timeout, metadata=self.md)
+               timeout: float = 2.0, audit: bool = False,
+               holdings: list[int] | None = None) -> ps_pb2.StatusReply:
+        """A copy's Status; `holdings` asks for its key set sorted by owner under that shard set
+        ([] for the copy's own routing; pschaos.psnodes.store.holdings)."""
+        req = ps_pb2.StatusRequest(checksum=checksum, applied=applied, audit=audit,
+                                   holdings=holdings is not None, holdings_under=holdings or [])
+        return self.stub(node).Status(req, timeout=timeout, metadata=self.md)
 
     def close(self) -> None:
         self.pool.shutdown(wait=False)

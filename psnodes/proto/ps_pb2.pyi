@@ -200,19 +200,23 @@ class SnapshotReply(_message.Message):
     def __init__(self, seq: _Optional[int] = ..., path: _Optional[str] = ..., bytes: _Optional[int] = ...) -> None: ...
 
 class StatusRequest(_message.Message):
-    __slots__ = ("checksum", "applied", "audit", "probe")
+    __slots__ = ("checksum", "applied", "audit", "probe", "holdings", "holdings_under")
     CHECKSUM_FIELD_NUMBER: _ClassVar[int]
     APPLIED_FIELD_NUMBER: _ClassVar[int]
     AUDIT_FIELD_NUMBER: _ClassVar[int]
     PROBE_FIELD_NUMBER: _ClassVar[int]
+    HOLDINGS_FIELD_NUMBER: _ClassVar[int]
+    HOLDINGS_UNDER_FIELD_NUMBER: _ClassVar[int]
     checksum: bool
     applied: bool
     audit: bool
     probe: bool
-    def __init__(self, checksum: _Optional[bool] = ..., applied: _Optional[bool] = ..., audit: _Optional[bool] = ..., probe: _Optional[bool] = ...) -> None: ...
+    holdings: bool
+    holdings_under: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, checksum: _Optional[bool] = ..., applied: _Optional[bool] = ..., audit: _Optional[bool] = ..., probe: _Optional[bool] = ..., holdings: _Optional[bool] = ..., holdings_under: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class StatusReply(_message.Message):
-    __slots__ = ("node", "shard", "role", "epoch", "seq", "checksum", "isr", "applied_json", "log_start", "seq_epoch", "restored_from", "pushes", "audit_json", "routing_epoch", "routing_shards", "buckets_json", "fence")
+    __slots__ = ("node", "shard", "role", "epoch", "seq", "checksum", "isr", "applied_json", "log_start", "seq_epoch", "restored_from", "pushes", "audit_json", "routing_epoch", "routing_shards", "buckets_json", "fence", "holdings_json")
     NODE_FIELD_NUMBER: _ClassVar[int]
     SHARD_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -230,6 +234,7 @@ class StatusReply(_message.Message):
     ROUTING_SHARDS_FIELD_NUMBER: _ClassVar[int]
     BUCKETS_JSON_FIELD_NUMBER: _ClassVar[int]
     FENCE_FIELD_NUMBER: _ClassVar[int]
+    HOLDINGS_JSON_FIELD_NUMBER: _ClassVar[int]
     node: str
     shard: int
     role: str
@@ -247,7 +252,8 @@ class StatusReply(_message.Message):
     routing_shards: _containers.RepeatedScalarFieldContainer[int]
     buckets_json: str
     fence: str
-    def __init__(self, node: _Optional[str] = ..., shard: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., seq: _Optional[int] = ..., checksum: _Optional[str] = ..., isr: _Optional[_Iterable[str]] = ..., applied_json: _Optional[str] = ..., log_start: _Optional[int] = ..., seq_epoch: _Optional[int] = ..., restored_from: _Optional[str] = ..., pushes: _Optional[int] = ..., audit_json: _Optional[str] = ..., routing_epoch: _Optional[int] = ..., routing_shards: _Optional[_Iterable[int]] = ..., buckets_json: _Optional[str] = ..., fence: _Optional[str] = ...) -> None: ...
+    holdings_json: str
+    def __init__(self, node: _Optional[str] = ..., shard: _Optional[int] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., seq: _Optional[int] = ..., checksum: _Optional[str] = ..., isr: _Optional[_Iterable[str]] = ..., applied_json: _Optional[str] = ..., log_start: _Optional[int] = ..., seq_epoch: _Optional[int] = ..., restored_from: _Optional[str] = ..., pushes: _Optional[int] = ..., audit_json: _Optional[str] = ..., routing_epoch: _Optional[int] = ..., routing_shards: _Optional[_Iterable[int]] = ..., buckets_json: _Optional[str] = ..., fence: _Optional[str] = ..., holdings_json: _Optional[str] = ...) -> None: ...
 
 class MigrateRequest(_message.Message):
     __slots__ = ("op", "shard", "migration", "src", "dst", "to", "since_seq", "since_epoch", "state", "part", "from_shard", "routing_epoch")

@@ -200,6 +200,8 @@ class ShardNode(Checkpointing, Primacy):
                 counts = self.store.audit_counts()
                 reply.audit_json = "" if counts is None else json.dumps(counts, sort_keys=True)
                 reply.buckets_json = json.dumps(moving.bucket_counts(self.store), sort_keys=True)
+            if req.holdings:
+                reply.holdings_json = json.dumps(self.store.holdings(list(req.holdings_under)))
         return reply
 
     def probe_status(self) -> ps_pb2.StatusReply:

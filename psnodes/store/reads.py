@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pschaos.psnodes.store import moving
+from pschaos.psnodes.store import holdings as held, moving
 from pschaos.psnodes.store.state import ShardState
 from pschaos.psnodes.wire.codec import ids_from_pb
 from pschaos.psnodes.errors import InvalidArgument, NotFound, TooLarge
@@ -69,3 +69,8 @@ class ShardReads(ShardState):
         if a is None:
             return None
         return {f"worker-{j}": int(round(float(a.flat[j]))) for j in np.flatnonzero(a).tolist()}
+
+    def holdings(self, under: list[int]) -> dict:
+        """The keys and rows this copy holds, sorted by owner under `under` (empty: its own
+        routing): the evidence of the harness's ownership-exact check (psnodes/store/holdings.py)."""
+        return held.holdings(self.dense, self.tables, under or self.shards)

@@ -196,7 +196,7 @@ class FakeBackend:
         r = self.routes[shard_of(name)]
         return Status(shard_of(name), "primary" if r.primary == name else "replica", r.epoch, 0, list(r.isr))
 
-    def final_state(self, name: str) -> dict | None:
+    def final_state(self, name: str, under: list[int] | None = None) -> dict | None:
         st = self.status(name)
         if st is None:
             return None

@@ -394,11 +394,25 @@ HANDOFF_RESETS_STEPS = Mutant(
     sim="core",
 )
 
+KEYS_KEPT_AFTER_MOVE = Mutant(
+    name="keys-kept-after-move",
+    description="a catch-up across the entry that dropped a migration's keys is sent as a delta, which cannot "
+                "say that keys left",
+    models="a copy restarted across a shard split keeps the keys it gave away: its peers dropped them, it "
+           "never hears of it, and serves or re-exports them after a failover",
+    patch={"psnodes/store/whole_state.py": [(
+        "        if since and since < self.shape_seq:\n            since = 0",
+        "        if False:" + PLANTED + "\n            since = 0")]},
+    checker="ownership-exact",
+    scenarios=("migration-replica-restart-across-switch",),
+    sim="core",
+)
+
 MUTANTS: list[Mutant] = [
     SYNC_EARLY_ACK, NO_EPOCH_FENCING, RETRY_APPLIED_TWICE, DELTA_GET_AND_CLEAR, LOG_OVERFLOW_DROPS,
     MANIFEST_BEFORE_DATA, SSP_OFF_BY_ONE, VERSION_ACROSS_EPOCH, OUT_OF_ORDER_APPLY, ISR_DROP_LOCAL_ONLY,
     ADAM_STEP_NOT_PERSISTED, ROWS_CREATED_ON_READ, INCARNATION_IGNORED, NO_LEASE_BOUND, RESTORE_FROM_OWN_FOLDER,
     REJOINER_AT_OLD_CLOCK, HANDOFF_WITHOUT_DEDUP, EARLY_RETRY_ACK,
     NO_READ_BARRIER, LAG_BOUND_OFF, PROMOTION_BY_SLOT,
-    CHECKPOINT_BY_MTIME, HANDOFF_RESETS_STEPS,
+    CHECKPOINT_BY_MTIME, HANDOFF_RESETS_STEPS, KEYS_KEPT_AFTER_MOVE,
 ]

@@ -192,7 +192,7 @@ class AdapterBackend:
         """What survived, read back from the primary (Adapter.final)."""
         return self.adapter.final(keys)
 
-    def final_state(self, name: str) -> dict | None:
+    def final_state(self, name: str, under: list[int] | None = None) -> dict | None:
         st = self.status(name)
         return None if st is None else {"role": st.role, "epoch": st.epoch}
 

@@ -93,8 +93,10 @@ class PsnodesSystem:
         another, so a failover between two reads would show two primaries that never were at
         once: such a reading is taken again (after settling) up to `attempts` times, and the
         last one is recorded as it is."""
+        rec = be.routing_record() if hasattr(be, "routing_record") else None
+        under = list(rec.shards) if rec is not None else None     # None: each copy's own routing
         for attempt in range(1, attempts + 1):
-            states = [self._final_state(be, n) for n in be.nodes()]
+            states = [self._final_state(be, n, under) for n in be.nodes()]
             if consistent(states) or attempt == attempts:
                 break
             self.settle(be, clock, record, say)
@@ -131,6 +133,6 @@ class PsnodesSystem:
         """psnodes' evidence is all in history.jsonl and report.json."""
 
     @staticmethod
-    def _final_state(be: Backend, n: str) -> dict:
-        st = be.final_state(n)
+    def _final_state(be: Backend, n: str, under: list[int] | None = None) -> dict:
+        st = be.final_state(n, under)
         return {"node": n, "shard": int(n.split("-")[1].split("/")[0]), "alive": st is not None, **(st or {})}

@@ -232,7 +232,7 @@ class JobBackend:
     def settled(self) -> bool:
         return self.finished.is_set()
 
-    def final_state(self, name: str) -> dict | None:
+    def final_state(self, name: str, under: list[int] | None = None) -> dict | None:
         return None
 
     def checkpoint_scan(self) -> list[dict]:

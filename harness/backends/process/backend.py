@@ -36,6 +36,12 @@ from pschaos.harness.backends.cluster import ClusterSpec
 from pschaos.harness.machinery.toxiproxy_server import ToxiproxyServer
 
 TASK_TABLES = {"mlp": {}, "widedeep": {"emb": 16, "wide": 1}}
+# workers run this much nicer than the shard nodes: on a small machine shared by several runs (CI's
+# two pytest workers on 2 cores) training compute starved a primary past its replicas' detector
+# floor and probe wait, and a live primary was replaced (a spurious failover, replica-restart-
+# catchup in CI at stop 41); the nodes' heartbeats and probes now win the CPU, the workers' steps
+# only slow down, which no check times
+WORKER_NICE = 5
 
 
 class ProcessBackend(ProcessObservation):
@@ -204,7 +210,7 @@ class ProcessBackend(ProcessObservation):
         args = [*self._link_args(name), "--config", str(self.client_config_path), "--name", name, "--model", s.model,
                 "--mode", s.training,
                 "--staleness", str(s.staleness), "--steps", str(steps), "--device", self.worker_device(),
-                "--events", str(self.events_path(name)), "--step-delay", str(step_delay)]
+                "--events", str(self.events_path(name)), "--step-delay", str(step_delay), "--nice", str(WORKER_NICE)]
         if s.eval_every:
             args += ["--eval-every", str(s.eval_every)]
         if duration:

@@ -77,15 +77,19 @@ class ProcessObservation:
         finally:
             ch.close()
 
-    def final_state(self, name: str) -> dict | None:
-        st = self.status(name, checksum=True, applied=True, audit=True)
-        if st is None:
+    def final_state(self, name: str, under: list[int] | None = None) -> dict | None:
+        """A copy's state as the checks read it; its holdings sorted by owner under `under` (the
+        routing record's shard set as the harness read it; None: the copy's own routing)."""
+        try:
+            st = self.client.status(name, checksum=True, applied=True, audit=True, holdings=list(under or []))
+        except grpc.RpcError:
             return None
         return {"role": st.role, "epoch": st.epoch, "seq": st.seq, "checksum": st.checksum, "pushes": st.pushes,
                 "applied": json.loads(st.applied_json or "{}"), "restored_from": st.restored_from,
                 "audit": json.loads(st.audit_json) if st.audit_json else None,
                 "buckets": json.loads(st.buckets_json) if st.buckets_json else None,
-                "routing_epoch": st.routing_epoch, "routing_shards": list(st.routing_shards), "fence": st.fence}
+                "routing_epoch": st.routing_epoch, "routing_shards": list(st.routing_shards), "fence": st.fence,
+                "holdings": json.loads(st.holdings_json) if st.holdings_json else None}
 
     def checkpoint_scan(self) -> list[dict]:
         """Every checkpoint folder under the work dir: does its manifest name a whole, loadable file?"""

@@ -188,11 +188,11 @@ class SimBackend(ElasticShards):
         except PSError:
             return None
 
-    def final_state(self, name: str) -> dict | None:
+    def final_state(self, name: str, under: list[int] | None = None) -> dict | None:
         """The process backend's final_state: from the copy's Status answer, None without one."""
         if self.status(name) is None:
             return None
-        st = self.copies[name].final_state()
+        st = self.copies[name].final_state(under)
         return {k: v for k, v in st.items() if k not in ("node", "shard", "alive")}
 
     def checkpoint_scan(self) -> list[dict]:

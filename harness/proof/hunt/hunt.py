@@ -31,7 +31,8 @@ from pschaos.harness.proof.hunt.space import FaultSpace
 
 SAFETY = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "delta-complete", "pulled-copy-matches",
           "monotone-reads", "staleness", "checkpoints-atomic", "checkpoints-monotone", "losses-accounted",
-          "acks-durable", "reads-committed", "lag-bounded", "best-promoted", "checkpoint-loads", "handoff-continuity")
+          "acks-durable", "reads-committed", "lag-bounded", "best-promoted", "checkpoint-loads", "handoff-continuity",
+          "ownership-exact")
 # safety checks whose evidence depends on the schedule's timing: a kill before the first checkpoint
 # owes no load, a drawn fault may depose no primary
 NOT_ALWAYS_EVIDENCED = ("best-promoted", "checkpoint-loads")

@@ -387,9 +387,9 @@ class SimCopy:
                                  self.store.routing_epoch)
 
     # ------------------------------------------------------------ observation
-    def final_state(self) -> dict:
+    def final_state(self, under: list[int] | None = None) -> dict:
         """What the runner records as `final-state` for this copy (status.py)."""
-        return final_state_of(self)
+        return final_state_of(self, under)
 
 
 __all__ = ["SimCopy"]

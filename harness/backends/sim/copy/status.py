@@ -33,11 +33,14 @@ def status_reply(c: CopyState, req: ps_pb2.StatusRequest) -> ps_pb2.StatusReply:
         counts = c.store.audit_counts()
         reply.audit_json = "" if counts is None else json.dumps(counts, sort_keys=True)
         reply.buckets_json = json.dumps(bucket_counts(c.store), sort_keys=True)
+    if req.holdings:
+        reply.holdings_json = json.dumps(c.store.holdings(list(req.holdings_under)))
     return reply
 
 
-def final_state_of(c: CopyState) -> dict:
-    """What the runner records as `final-state` for the copy (backend_process's fields)."""
+def final_state_of(c: CopyState, under: list[int] | None = None) -> dict:
+    """What the runner records as `final-state` for the copy (backend_process's fields); its
+    holdings sorted by owner under `under` (None: the copy's own routing)."""
     st = {"node": c.name, "shard": c.shard, "alive": c.alive}
     if not c.alive:
         return st
@@ -46,7 +49,8 @@ def final_state_of(c: CopyState) -> dict:
             "applied": {k: [list(r) for r in v] for k, v in c.store.applied.ranges.items()},
             "restored_from": c.restored_from, "audit": c.store.audit_counts(),
             "buckets": bucket_counts(c.store), "routing_epoch": c.store.routing_epoch,
-            "routing_shards": list(c.store.shards), "fence": (c.store.fence or {}).get("migration", "")}
+            "routing_shards": list(c.store.shards), "fence": (c.store.fence or {}).get("migration", ""),
+            "holdings": c.store.holdings(under or [])}
 
 
 __all__ = ["final_state_of", "status_reply"]
