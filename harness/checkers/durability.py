@@ -3,15 +3,10 @@ the faulted run converges like a fault-free one."""
 from __future__ import annotations
 
 from pschaos.harness.checkers.base import Verdict, by_f, final_states, idem, unknown
-
+# how a shard's checkpoints compare: the writer's term, the epoch of its last entry, its seq
+from pschaos.psnodes.core.checkpoints import order as checkpoint_order
 
 RACE_S = 0.5    # see _older_restores
-
-
-def checkpoint_order(v: dict) -> tuple[int, int, int]:
-    """How a shard's shared checkpoints compare (psnodes/core/checkpoints.py order): the writer's
-    term, the epoch of its last entry, its seq."""
-    return (int(v.get("term", v.get("epoch", 0))), int(v.get("epoch", 0)), int(v["seq"]))
 
 
 def checkpoints_atomic(history: list[dict], ctx: dict) -> Verdict:
