@@ -16,7 +16,10 @@ the ISR held, whether or not anything was lost:
 
 A pull in sync mode waits for its state to be replicated before it answers, so the same two
 records judge reads (reads-committed): a pull of an entry no in-sync replica held is a dirty
-read, visible whether or not a failover later undoes it.
+read, visible whether or not a failover later undoes it. A third record judges every read at
+once: the reply carries the ISR watermark it was served at (PullReply.committed, the lowest seq
+an in-sync copy had applied, read under the same lock as the state), and a read whose seq is
+above it showed entries that were not yet on every in-sync copy.
 """
 from __future__ import annotations
 
@@ -96,14 +99,27 @@ def _placed(history: list[dict], f: str) -> tuple[list[tuple[float, dict]], dict
     return out, bad
 
 
-def _verdict(ahead: list, unheld: list, judged_next: int, judged_samples: int, n: int, noun: str) -> Verdict:
+def _past_watermark(answers: list[tuple[float, dict]]) -> tuple[list, int]:
+    """Reads whose reply names an ISR watermark (`committed`) below their seq, and how many named one."""
+    marked = [(t, v) for t, v in answers if v.get("committed") is not None]
+    past = [{"worker": v.get("worker"), "op": v.get("op"), "shard": v["shard"], "epoch": v["epoch"], "seq": v["seq"],
+             "committed": v["committed"], "node": v.get("node"), "t": round(t, 4)}
+            for t, v in marked if int(v["committed"]) < int(v["seq"])]
+    return past, len(marked)
+
+
+def _verdict(ahead: list, unheld: list, judged_next: int, judged_samples: int, n: int, noun: str,
+             past: list | None = None, marked: int = 0) -> Verdict:
+    past = past or []
     details = {noun: n, "judged_by_next_promotion": judged_next, "judged_by_samples": judged_samples,
                "ahead_of_next_promotion": ahead[:10], "ahead_count": len(ahead),
                "not_on_isr": unheld[:10], "not_on_isr_count": len(unheld)}
-    if not judged_next and not judged_samples and not ahead and not unheld:
+    if noun == "reads":
+        details.update(judged_by_watermark=marked, past_watermark=past[:10], past_watermark_count=len(past))
+    if not judged_next and not judged_samples and not marked and not ahead and not unheld:
         return unknown(f"no {noun[:-1]} was followed by a promotion from its ISR or by a sample of its replicas",
                        **details)
-    return Verdict(not ahead and not unheld, details)
+    return Verdict(not ahead and not unheld and not past, details)
 
 
 def _judge(history: list[dict], ctx: dict, f: str, why_async: str, why_none: str) -> Verdict:
@@ -116,7 +132,8 @@ def _judge(history: list[dict], ctx: dict, f: str, why_async: str, why_none: str
     if bad is not None:
         return unknown(f"an answered {f} without its shard, epoch or seq: cannot place it", example=bad)
     what, noun = ("req_id", "acks") if f == "push" else ("op", "reads")
-    return _verdict(*_held_by_isr(history, answers, what), len(answers), noun)
+    marks = _past_watermark(answers) if f == "pull" else ([], 0)
+    return _verdict(*_held_by_isr(history, answers, what), len(answers), noun, *marks)
 
 
 def acks_durable(history: list[dict], ctx: dict) -> Verdict:

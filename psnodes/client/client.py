@@ -303,6 +303,8 @@ class PSClient(ShardCalls):
         self.versions[shard] = (rep.epoch, rep.seq)
         copy = self._assemble(shard, sent["since"], arrays)
         crcs = {"state_crc": rep.state_crc, "copy_crc": dense_digest(copy)} if rep.HasField("state_crc") else {}
+        if rep.HasField("committed"):
+            crcs["committed"] = rep.committed
         self.events.emit("pull", {**val, "since": sent["since"], "epoch": rep.epoch, "seq": rep.seq, "node": rep.node,
                                   "keys": [t.name for t in rep.dense], "bytes": rep.bytes, **crcs}, "ok", op)
         return arrays, rep.bytes

@@ -33,6 +33,13 @@ def replicated(r: Replicas, seq: int) -> bool:
     return all(r.peer_seq.get(p, 0) >= seq for p in r.isr if p != r.me)
 
 
+def watermark(r: Replicas, own_seq: int) -> int:
+    """The highest seq every ISR member applied (`own_seq` when the ISR is the primary alone): what
+    a sync-mode read may show. A pull's reply carries it (PullReply.committed), so a read served
+    past it is seen as it happens, with or without a failover to undo it."""
+    return min([own_seq, *(r.peer_seq.get(p, 0) for p in r.isr if p != r.me)])
+
+
 def lagging(r: Replicas, seq: int) -> list[str]:
     """The ISR peers that have not applied `seq` (named in the error a timed-out push returns)."""
     return [p for p in r.isr if p != r.me and r.peer_seq.get(p, 0) < seq]

@@ -122,7 +122,7 @@ class PullRequest(_message.Message):
     def __init__(self, shard: _Optional[int] = ..., epoch: _Optional[int] = ..., since_seq: _Optional[int] = ..., names: _Optional[_Iterable[str]] = ..., sparse: _Optional[_Iterable[_Union[Rows, _Mapping]]] = ..., min_clock: _Optional[int] = ..., worker: _Optional[str] = ..., no_dense: _Optional[bool] = ..., routing_epoch: _Optional[int] = ...) -> None: ...
 
 class PullReply(_message.Message):
-    __slots__ = ("epoch", "seq", "dense", "sparse", "bytes", "node", "state_crc", "routing_epoch")
+    __slots__ = ("epoch", "seq", "dense", "sparse", "bytes", "node", "state_crc", "routing_epoch", "committed")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     DENSE_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +131,7 @@ class PullReply(_message.Message):
     NODE_FIELD_NUMBER: _ClassVar[int]
     STATE_CRC_FIELD_NUMBER: _ClassVar[int]
     ROUTING_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COMMITTED_FIELD_NUMBER: _ClassVar[int]
     epoch: int
     seq: int
     dense: _containers.RepeatedCompositeFieldContainer[Tensor]
@@ -139,7 +140,8 @@ class PullReply(_message.Message):
     node: str
     state_crc: int
     routing_epoch: int
-    def __init__(self, epoch: _Optional[int] = ..., seq: _Optional[int] = ..., dense: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., sparse: _Optional[_Iterable[_Union[Rows, _Mapping]]] = ..., bytes: _Optional[int] = ..., node: _Optional[str] = ..., state_crc: _Optional[int] = ..., routing_epoch: _Optional[int] = ...) -> None: ...
+    committed: int
+    def __init__(self, epoch: _Optional[int] = ..., seq: _Optional[int] = ..., dense: _Optional[_Iterable[_Union[Tensor, _Mapping]]] = ..., sparse: _Optional[_Iterable[_Union[Rows, _Mapping]]] = ..., bytes: _Optional[int] = ..., node: _Optional[str] = ..., state_crc: _Optional[int] = ..., routing_epoch: _Optional[int] = ..., committed: _Optional[int] = ...) -> None: ...
 
 class LogEntry(_message.Message):
     __slots__ = ("seq", "epoch", "payload")

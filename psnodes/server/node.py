@@ -118,7 +118,7 @@ class ShardNode(Checkpointing, Primacy):
                                       ((n, a.shape, memoryview(a).cast("B")) for n, a in dense),
                                       ((r.table, ids.tobytes(), dim, data.tobytes())
                                        for r, (ids, data, dim) in zip(req.sparse, rows)), crc,
-                                      self.store.routing_epoch)
+                                      self.store.routing_epoch, self._committed())
         self.metrics.pulls.inc()
         self.metrics.pull_bytes.inc(len(reply))
         return reply

@@ -196,6 +196,10 @@ class Primacy:
         """What the ack rule needs to know of the ISR (lock held)."""
         return ack.Replicas(self.name, self.isr, self.peer_seq, self.cfg.mode, self.cfg.min_isr)
 
+    def _committed(self) -> int | None:
+        """Sync mode: the ISR watermark a read now shows (pschaos.psnodes.core.ack.watermark); lock held."""
+        return ack.watermark(self._replicas(), self.store.seq) if self.cfg.mode == "sync" else None
+
     def _replicated(self, seq: int) -> bool:
         """The ack rule of the mode (pschaos.psnodes.core.ack.replicated); lock held."""
         return ack.replicated(self._replicas(), seq)

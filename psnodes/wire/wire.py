@@ -146,9 +146,10 @@ def rows_parts(table: str, ids, dim: int, data) -> list:
 
 def encode_pull_reply(epoch: int, seq: int, node: str, dense: Iterable[tuple[str, Sequence[int], object]],
                       sparse: Iterable[tuple[str, object, int, object]], state_crc: int | None = None,
-                      routing_epoch: int = 0) -> bytes:
+                      routing_epoch: int = 0, committed: int | None = None) -> bytes:
     """A serialized PullReply; `bytes` is the size of everything else in the reply. `state_crc`
-    (pschaos.psnodes.store.digest) is written whenever given, 0 included: the field has presence."""
+    (pschaos.psnodes.store.digest) and `committed` (sync mode's ISR watermark at the read) are
+    written whenever given, 0 included: the fields have presence."""
     parts: list = [*_uint(1, epoch), *_uint(2, seq)]
     for name, shape, data in dense:
         parts += _sub(3, tensor_parts(name, shape, data))
@@ -160,6 +161,8 @@ def encode_pull_reply(epoch: int, seq: int, node: str, dense: Iterable[tuple[str
             raise ValueError(f"state_crc={state_crc} is not a CRC-32 (0 <= crc < 2**32)")
         parts += [_key(7, _VARINT), varint(state_crc)]
     parts += _uint(8, routing_epoch)
+    if committed is not None:
+        parts += [_key(9, _VARINT), varint(committed)]
     size = sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts)
     parts += _uint(5, size)
     return b"".join(parts)

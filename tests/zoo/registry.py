@@ -334,7 +334,7 @@ NO_READ_BARRIER = Mutant(
             "            yield from acks.wait_replicated(self, self.store.seq, epoch, deadline)",
             "            pass" + PLANTED)]},
     checker="reads-committed",
-    scenarios=("kill-primary-slow-replication", "cut-primary-retries", "one-way-cut-primary"),
+    scenarios=("kill-primary", "kill-primary-slow-replication", "cut-primary-retries", "one-way-cut-primary"),
     sim="shell",
 )
 

@@ -24,6 +24,11 @@ def replicated(c: CopyState, seq: int) -> bool:
     return ack.replicated(replicas(c), seq)
 
 
+def committed(c: CopyState) -> int | None:
+    """ShardNode._committed: sync mode's ISR watermark at a read, None in async mode."""
+    return ack.watermark(replicas(c), c.store.seq) if c.cfg.mode == "sync" else None
+
+
 def wait_replicated(c: CopyState, seq: int, epoch: int, deadline: float) -> Gen:
     """Until every ISR member applied `seq`; raise if primacy or the lease is lost."""
     while True:

@@ -384,7 +384,7 @@ class SimCopy:
                                  ((n, a.shape, memoryview(a).cast("B")) for n, a in dense),
                                  ((r.table, i.tobytes(), dim, data.tobytes())
                                   for r, (i, data, dim) in zip(req.sparse, rows)), crc,
-                                 self.store.routing_epoch)
+                                 self.store.routing_epoch, acks.committed(self))
 
     # ------------------------------------------------------------ observation
     def final_state(self, under: list[int] | None = None) -> dict:

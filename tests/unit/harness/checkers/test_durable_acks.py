@@ -70,3 +70,19 @@ def test_a_pull_past_what_the_next_primary_held_is_a_dirty_read():
     assert CHECKERS["reads-committed"](BASE + read + [sample(2.6, "shard-0/2", 1, 8)], SYNC).valid is False
     assert CHECKERS["reads-committed"](BASE + read + [sample(2.6, "shard-0/2", 1, 9)], SYNC).valid is True
     assert CHECKERS["reads-committed"](BASE + read, {"replication": "async"}).valid == "unknown"
+
+
+def test_a_read_served_past_its_own_isr_watermark_fails_without_any_failover_or_sample():
+    """reads-committed (item 4): the reply names the ISR watermark it was served at
+    (PullReply.committed). With the read barrier planted away (tests/zoo: no-read-barrier),
+    kill-primary on the twin read past it 364 times in 1200 pulls; the old evidence (the next
+    promotion, the samples) saw none of them and the mutant survived."""
+    from tests.unit.histories import pull
+
+    read = pull(1.9, 2.0, "worker-1", 0, 0, 1, 9, ["w"], "p1")
+    read[-1]["value"]["committed"] = 8
+    v = CHECKERS["reads-committed"](BASE + read, SYNC)
+    assert v.valid is False and v.details["past_watermark"][0]["committed"] == 8
+    read[-1]["value"]["committed"] = 9
+    v = CHECKERS["reads-committed"](BASE + read, SYNC)
+    assert v.valid is True and v.details["judged_by_watermark"] == 1

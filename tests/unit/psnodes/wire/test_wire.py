@@ -82,3 +82,18 @@ def test_varint_table_and_loop_agree_and_a_negative_is_refused():
         assert read_varint(memoryview(varint(n)), 0) == (n, len(varint(n)))
     with pytest.raises(ValueError, match="negative"):
         varint(-1)
+
+
+@pytest.mark.parametrize("committed", [None, 0, 7])
+def test_pull_reply_committed_has_presence(committed):
+    r = ps_pb2.PullReply.FromString(encode_pull_reply(3, 7, "shard-0/0", [], [], None, 0, committed))
+    assert r.HasField("committed") is (committed is not None) and (committed is None or r.committed == committed)
+
+
+def test_the_watermark_is_the_lowest_seq_an_in_sync_copy_applied():
+    from pschaos.psnodes.core.ack import Replicas, watermark
+
+    r = Replicas("a", ["a", "b", "c"], {"a": 9, "b": 7, "c": 8})
+    assert watermark(r, 9) == 7
+    assert watermark(Replicas("a", ["a"], {}), 9) == 9            # the primary alone: its own seq
+    assert watermark(Replicas("a", ["a", "b"], {}), 9) == 0       # a peer that acked nothing yet
