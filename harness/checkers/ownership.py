@@ -17,14 +17,17 @@ the *history* names, never the copy's own:
   settled switch) or some push acknowledged, and the copy lacks; and, at the end, owned rows that
   differ (count or id hash) between copies of one shard at one seq;
 - stale: at the end, a live copy whose routing epoch is below the last switch's, after the
-  cluster settled.
+  cluster settled;
+- shrunk: at the end, fewer owned rows of a table than a copy of the shard held at a reading after
+  the last switch (owned rows are only ever added while a routing stands).
 
 Judged at the end (`final-state`, the observer's reading of the routing record in `under`) and
 after each switched migration (`holdings`, recorded once each live copy of the new shard set
-applied the switch; one that did not in time is named in `holdings-unsettled` and judged at the
-end only). Fail closed: a live copy without holdings, holdings read under another shard set than
-the history's, a switched migration with no observation after it, or no shard set in run-start:
-unknown.
+applied the switch; `holdings-read` names the copies read, down and still behind). Fail closed,
+unknown: no shard set in run-start; a switched migration with no reading after it, or a shard of
+its new set none of whose copies was read; at the end a copy that ran but did not answer, one
+behind the last switch while the cluster had not settled, one still fenced, holdings missing or
+read under another shard set than the history's, or a shard none of whose copies was judged.
 """
 from __future__ import annotations
 
@@ -96,58 +99,115 @@ def ownership_exact(history: list[dict], ctx: dict) -> Verdict:
     if final is None:
         return unknown("run-start names no cluster.shards: the shard set keys are placed over is not known")
     states = [e["value"] for e in by_f(history, "final-state")]
-    live = [v for v in states if v.get("alive")]
-    if not live:
+    if not any(v.get("alive") for v in states):
         return unknown("no live copy's final state was recorded: nothing to judge")
-    settled = by_f(history, "holdings")
-    unsettled = [e["value"] for e in by_f(history, "holdings-unsettled")]
-    readings = [v for v in live if v.get("holdings")] + [e["value"] for e in settled]
+    settled = [e["value"] for e in by_f(history, "holdings")]
+    readings = [v for v in states if v.get("alive") and v.get("holdings")] + settled
     names = universe(history, readings)
-    why, violations, outside, behind = [], [], [], []
-    observed = {v["migration"] for v in [e["value"] for e in settled] + unsettled}
+    why, violations = after_switches(switches, settled, by_f(history, "holdings-read"), names)
+    end = judge_end(states, final, epoch, names, last_quiesce(history), why)
+    violations += end.pop("violations")
+    violations += rows_shrank(settled, end.pop("owned"), final)
+    details = {"shards": list(final), "routing_epoch": epoch, "dense_names": len(names),
+               "settled_readings": len(settled), **end, "violations": violations[:EXAMPLES], "count": len(violations)}
+    if why and not violations:
+        return unknown("; ".join(why[:5]), **details)
+    return Verdict(not violations, details)
+
+
+def last_quiesce(history: list[dict]) -> bool:
+    """Whether the last settle before the final reading saw the cluster settled (none: it did not look)."""
+    q = by_f(history, "quiesce")
+    return bool(q) and bool(q[-1]["value"].get("settled"))
+
+
+def after_switches(switches: dict, settled: list[dict], reads: list[dict], names: set[str]) -> tuple[list, list]:
+    """Each switched migration's readings, judged under its own shard set; why evidence is short."""
+    why, violations = [], []
+    summary = {e["value"]["migration"]: e["value"] for e in reads}
     for mid, (ep, shards) in sorted(switches.items()):
-        if mid not in observed:
+        if mid not in summary:
             why.append(f"migration {mid} switched to routing epoch {ep} but no copy's holdings were read after it")
-    for e in settled:
-        v = e["value"]
+            continue
+        got = {int(v["shard"]) for v in settled if v["migration"] == mid}
+        for s in shards:
+            if s not in got:
+                r = summary[mid]
+                why.append(f"no copy of shard {s} was read after migration {mid} (down {r.get('down')}, "
+                           f"behind after {r.get('wait_s')} s {r.get('behind')})")
+    for v in settled:
         ep, shards = switches.get(v["migration"], (None, None))
         if shards is None or tuple(v.get("under", ())) != shards:
             why.append(f"{v['node']}'s holdings after migration {v['migration']} were read under shards "
                        f"{v.get('under')}, not the switch's {list(shards) if shards else None}")
             continue
         violations += judge_copy(v["node"], int(v["shard"]), v, shards, names, f"after {v['migration']}")
-    quiet = all(e["value"].get("settled", True) for e in by_f(history, "quiesce"))
+    return why, violations
+
+
+def judge_end(states: list[dict], final: tuple[int, ...], epoch: int, names: set[str], quiet: bool,
+              why: list[str]) -> dict:
+    """The final readings: every shard of the last routing judged by at least one copy; a running
+    copy that did not answer, one behind the switch while the cluster had not settled, a fence
+    still up or holdings read under another shard set leave the check unknown (`why`)."""
+    violations, outside, down = [], [], []
     owned: dict[int, dict[int, list[tuple[str, dict]]]] = defaultdict(lambda: defaultdict(list))
-    for v in live:
-        held, shard = v.get("holdings"), int(v["shard"])
-        if held is None:
-            why.append(f"{v['node']} reported no holdings (a copy from before ownership-exact, or a Status "
-                       "that left them out)")
-            continue
-        if tuple(held.get("under", ())) != final:
-            why.append(f"{v['node']}'s holdings were read under shards {held.get('under')}, the history's last "
-                       f"routing is {list(final)} (was etcd down when the run ended?)")
+    for v in states:
+        node, shard, held = v["node"], int(v["shard"]), v.get("holdings")
+        if not v.get("alive"):
+            (why.append(f"{node} was running but did not answer its final Status") if v.get("running")
+             else down.append(node))
             continue
         if shard not in final:
-            outside.append(v["node"])
+            outside.append(node)
             continue
         if int(v.get("routing_epoch", 0)) < epoch:
-            if quiet:        # settled, yet behind the switch: its keys are judged by the old routing nowhere
-                violations.append({"node": v["node"], "when": "end", "why": "never applied the last switch",
+            if quiet:        # settled, yet behind the switch
+                violations.append({"node": node, "when": "end", "why": "never applied the last switch",
                                    "routing_epoch": v.get("routing_epoch"), "switched_to": epoch})
             else:
-                behind.append(v["node"])
+                why.append(f"{node} was still at routing epoch {v.get('routing_epoch')} (the last switch is "
+                           f"{epoch}) and the cluster had not settled: its keys cannot be judged")
             continue
-        violations += judge_copy(v["node"], shard, held, final, names, "end")
-        owned[shard][int(v.get("seq", 0))].append((v["node"], held.get("rows") or {}))
+        if v.get("fence"):
+            why.append(f"{node} was still fenced for migration {v['fence']} at the end")
+            continue
+        if held is None:
+            why.append(f"{node} reported no holdings (a copy from before ownership-exact, or a Status that left "
+                       "them out)")
+            continue
+        if tuple(held.get("under", ())) != final:
+            why.append(f"{node}'s holdings were read under shards {held.get('under')}, the history's last "
+                       f"routing is {list(final)}")
+            continue
+        violations += judge_copy(node, shard, held, final, names, "end")
+        owned[shard][int(v.get("seq", 0))].append((node, held.get("rows") or {}))
+    for s in final:
+        if s not in owned:
+            why.append(f"no copy of shard {s} was judged at the end")
     violations += rows_disagree(owned)
-    details = {"shards": list(final), "routing_epoch": epoch, "dense_names": len(names),
-               "copies_judged": sum(len(c) for s in owned.values() for c in s.values()),
-               "settled_readings": len(settled), "unsettled": unsettled[:EXAMPLES],
-               "outside_shard_set": outside, "behind_unsettled": behind, "violations": violations[:EXAMPLES], "count": len(violations)}
-    if why and not violations:
-        return unknown("; ".join(why[:5]), **details)
-    return Verdict(not violations, details)
+    return {"violations": violations, "owned": owned, "copies_judged": sum(len(c) for x in owned.values() for c in x.values()),
+            "down_at_end": down, "outside_shard_set": outside}
+
+
+def rows_shrank(settled: list[dict], owned: dict, final: tuple[int, ...]) -> list[dict]:
+    """Owned rows are never dropped while the routing stands (only a switch moves them), so a copy's
+    owned count per table at the end is at least what any copy of its shard held at a reading
+    after the last switch: fewer rows means rows went missing."""
+    out = []
+    for v in settled:
+        if tuple(v.get("under", ())) != final:
+            continue
+        shard = int(v["shard"])
+        for table, per in (v.get("rows") or {}).items():
+            before = int((per.get(str(shard)) or [0])[0])
+            for copies in owned.get(shard, {}).values():
+                for node, rows in copies:
+                    now = int(((rows.get(table) or {}).get(str(shard)) or [0])[0])
+                    if now < before:
+                        out.append({"node": node, "when": "end", "table": table, "why": "holds fewer owned rows "
+                                    f"than {v['node']} did after {v['migration']}", "rows": now, "before": before})
+    return out
 
 
 def rows_disagree(owned: dict[int, dict[int, list[tuple[str, dict]]]]) -> list[dict]:

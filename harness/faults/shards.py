@@ -164,7 +164,8 @@ class _ScaleShards(Fault):
         """The end of the run: wait (bounded) for a migration still going on."""
         t = getattr(self, "thread", None)
         if t is not None:
-            bound = longest_s()         # the coordinator's own bound: it always ends, switched, aborted or stuck
+            bound = longest_s() + SETTLE_S    # the coordinator's own bound (it always ends, switched, aborted or
+            # stuck), and the holdings read after a switch
             if not self.ctx.clock.join(t, bound):
                 raise HarnessError(f"{self.kind}: the migration did not end within {bound:.0f} s of the heal")
         if self.info.get("migration_error"):
@@ -188,32 +189,37 @@ SETTLE_S = 10.0     # how long after a switch the copies of the new shard set ar
 
 def settled_holdings(be: Any, clock: Any, record: Callable[[str, dict], Any], migration: str,
                      epoch: int, shards: list[int], wait_s: float = SETTLE_S) -> None:
-    """After a migration switched to routing epoch `epoch` over `shards`: each live copy of the
-    new shard set, once it applied the switch (its routing epoch reached `epoch`), records what
-    it holds sorted by owner under `shards` (a `holdings` event: ownership-exact judges it
-    against the switch in the history). Copies that are down are passed over; one still behind
-    after `wait_s` is named in `holdings-unsettled`, never judged as if it had settled."""
-    nodes = [n for s in shards for n in be.cfg.shard_nodes(s)]
-    seen: dict[str, dict | None] = {}
+    """After a migration switched to routing epoch `epoch` over `shards`: each running copy of the
+    new shard set, once it applied the switch (its routing epoch reached `epoch`: a light Status
+    polled every 0.2 s), records what it holds sorted by owner under `shards` (a `holdings` event,
+    one full read each: ownership-exact judges it against the switch in the history). Then
+    `holdings-read` says which copies were read, which were down and which still behind after
+    `wait_s`: none of those is judged as if it had settled, and a shard none of whose copies was
+    read leaves the check unknown."""
+    nodes = [n for s in shards for n in be.shard_nodes(s)]
+    read: dict[str, dict] = {}
+    down: set[str] = set()
 
     def look() -> bool:
         for n in nodes:
-            if n in seen:
+            if n in read:
                 continue
             if not be.alive(n):
-                seen[n] = None
+                down.add(n)
                 continue
-            st = be.final_state(n, shards)
-            if st is not None and int(st.get("routing_epoch", 0)) >= epoch:
-                seen[n] = st
-        return len(seen) == len(nodes)
+            down.discard(n)
+            st = be.status(n)
+            if st is None or int(getattr(st, "routing_epoch", 0)) < epoch:
+                continue
+            full = be.final_state(n, shards)
+            if full is not None and full.get("holdings") is not None:
+                read[n] = full
+        return all(n in read or n in down for n in nodes)
 
     clock.wait_until(look, wait_s, 0.2)
-    for n, st in seen.items():
-        if st is not None and st.get("holdings") is not None:
-            record("holdings", {"node": n, "shard": int(n.split("-")[1].split("/")[0]), "migration": migration,
-                                "routing_epoch": int(st["routing_epoch"]), **st["holdings"]})
-    behind = [n for n in nodes if n not in seen]
-    if behind:
-        record("holdings-unsettled", {"migration": migration, "routing_epoch": epoch, "nodes": behind,
-                                      "wait_s": wait_s})
+    for n, st in read.items():
+        record("holdings", {"node": n, "shard": int(n.split("-")[1].split("/")[0]), "migration": migration,
+                            "routing_epoch": int(st["routing_epoch"]), **st["holdings"]})
+    record("holdings-read", {"migration": migration, "routing_epoch": epoch, "shards": list(shards),
+                             "read": sorted(read), "down": sorted(down),
+                             "behind": [n for n in nodes if n not in read and n not in down], "wait_s": wait_s})

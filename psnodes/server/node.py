@@ -109,8 +109,14 @@ class ShardNode(Checkpointing, Primacy):
                 self.cond.wait(min(left, 0.05))
                 self._check_primary(req.epoch)
             if self.cfg.mode == "sync":
-                # read only what is replicated, so no worker ever sees a state a failover undoes
-                self._wait_replicated(self.store.seq, epoch, deadline, active)
+                # read only what is replicated, so no worker ever sees a state a failover undoes: the
+                # wait lets go of the lock, and an entry applied meanwhile (a push, a migration step)
+                # must be replicated too before the read (the twin's scale-in-shards read seq 210 at
+                # watermark 209 when only the seq at the call was waited for)
+                seq = -1
+                while seq != self.store.seq:
+                    seq = self.store.seq
+                    self._wait_replicated(seq, epoch, deadline, active)
             dense = [] if req.no_dense else self.store.pull_dense(req.since_seq, list(req.names))
             rows = [self.store.pull_rows(r.table, i) for r, i in zip(req.sparse, ids)]
             crc = dense_digest(moving.owned_dense(self.store)) if wants_digest(req) else None   # same lock as the reply

@@ -253,166 +253,25 @@ NO_LEASE_BOUND = Mutant(
     scenarios=("split-brain-restore", "stale-checkpoint-writer", "pause-primary"),
 )
 
-RESTORE_FROM_OWN_FOLDER = Mutant(
-    name="restore-from-own-folder",
-    description="when every copy of a shard is lost, the restorer reads its own local checkpoint folder "
-                "instead of the shard's shared one, and declares the loss",
-    models="a recovery that takes the state at hand, not the best state available (a replica restoring from its "
-           "own stale snapshot while a newer one sits in shared storage): more acknowledged updates lost than "
-           "necessary, each one declared",
-    patch={
-        "psnodes/server/checkpointing.py": [(
-            "        got = read_checkpoint(self.cfg.checkpoint_dir(self.shard))\n        ckpt = ",
-            "        got = read_checkpoint(self.cfg.data_dir(self.name))" + PLANTED + "\n        ckpt = ")],
-        "harness/backends/sim/copy/checkpoint.py": [(
-            "        got = c.disk.read(shared_dir(c.shard))",
-            "        got = c.disk.read(local_dir(c.name))" + PLANTED)]},
-    checker="losses-accounted",
-    scenarios=("all-copies-lost", "stale-checkpoint-writer", "split-brain-restore"),
-    sim="shell",
-)
 
-REJOINER_AT_OLD_CLOCK = Mutant(
-    name="rejoiner-at-old-clock",
-    description="the BSP barrier counts a rejoining worker at the clock its previous incarnation pushed, "
-                "not at the start its new membership gives it",
-    models="a barrier keyed by worker name, not by incarnation: the restarted worker waits in its first pull "
-           "for a floor only its own push could raise, and the job deadlocks",
-    patch={"psnodes/core/membership.py": [(
-        "    return max(start, clocks.get(worker, 0))\n",
-        "    return clocks.get(worker, 0)" + PLANTED + "\n")]},
-    checker="progress",
-    scenarios=("bsp-kill-worker", "bsp-partition-worker-etcd"),
-    sim="core",
-    notes="the run ends itself after workload.stall_s of quiet (90 s) with a failing progress check that names "
-          "the barrier's members, their clocks and whom each pull waits for, not with a test's timeout",
-)
+def _missed():
+    """tests/zoo/missed.py, loaded from beside this file (the zoo is loaded by path, not as a package)."""
+    import importlib.util
+    from pathlib import Path
 
-HANDOFF_WITHOUT_DEDUP = Mutant(
-    name="handoff-without-dedup",
-    description="a migration's hand-off carries the keys but not the dedup state (applied sets) of the "
-                "pushes applied to them",
-    models="state moved without its idempotency table: a push the source applied before the fence, whose "
-           "reply was lost, is applied again by the new owner when its retry is re-routed there",
-    patch={"psnodes/store/moving.py": [(
-        "    for k, rs in meta[\"applied\"].items():\n        store.foreign[k] = ",
-        "    for k, rs in {}.items():" + PLANTED + "\n        store.foreign[k] = ")]},
-    checker="exactly-once",
-    scenarios=("migration-partition-worker", "migration-kill-source-handoff", "scale-out-shards"),
-    sim="core",
-)
+    spec = importlib.util.spec_from_file_location("pschaos_zoo_missed", Path(__file__).with_name("missed.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
-EARLY_RETRY_ACK = Mutant(
-    name="early-retry-ack",
-    description="in sync mode, a retried push the primary recognises as a duplicate is acknowledged at once "
-                "from its dedup table, without waiting for the entry to reach the in-sync replicas",
-    models="an idempotent retry path that skips the durability wait of the first attempt: the retry's ack "
-           "promises what the ISR may not hold, and a failover then loses an acknowledged update",
-    patch={
-        "psnodes/server/node.py": [(
-            "                self._wait_replicated(seq, epoch, deadline, active)",
-            "                None if duplicate else self._wait_replicated(seq, epoch, deadline, active)" + PLANTED)],
-        "harness/backends/sim/copy/copy.py": [(
-            "            yield from acks.wait_replicated(self, seq, epoch, deadline)",
-            "            yield from (iter(()) if d.duplicate else acks.wait_replicated(self, seq, epoch, deadline))"
-            + PLANTED)]},
-    checker="acks-durable",
-    scenarios=("cut-primary-retries", "one-way-cut-primary", "partition-primary-replicas"),
-    sim="shell",
-)
 
-NO_READ_BARRIER = Mutant(
-    name="no-read-barrier",
-    description="in sync mode the primary answers a pull with state its in-sync replicas may not hold yet",
-    models="a read served from the leader's local state before the write is committed (a dirty read): a "
-           "failover can undo what a worker already trained on",
-    patch={
-        "psnodes/server/node.py": [(
-            "                self._wait_replicated(self.store.seq, epoch, deadline, active)",
-            "                pass" + PLANTED)],
-        "harness/backends/sim/copy/copy.py": [(
-            "            yield from acks.wait_replicated(self, self.store.seq, epoch, deadline)",
-            "            pass" + PLANTED)]},
-    checker="reads-committed",
-    scenarios=("kill-primary", "kill-primary-slow-replication", "cut-primary-retries", "one-way-cut-primary"),
-    sim="shell",
-)
-
-LAG_BOUND_OFF = Mutant(
-    name="lag-bound-off",
-    description="async replication's lag bound is never applied: a push never waits for a trailing replica",
-    models="back-pressure configured but dead code: a slow follower falls arbitrarily far behind, and a "
-           "failover to it loses everything it never received",
-    patch={"psnodes/core/ack.py": [(
-        "    return replicated(r, head_seq - max_lag)",
-        "    return True" + PLANTED)]},
-    checker="lag-bounded",
-    scenarios=("async-backpressure", "async-kill-primary", "async-pause-primary"),
-    sim="core",
-)
-
-PROMOTION_BY_SLOT = Mutant(
-    name="promotion-by-slot",
-    description="an election ranks candidates by replica slot before their position: the lowest slot wins "
-                "over a copy that holds more entries",
-    models="a leader election by fixed priority that ignores which follower is most up to date (the Raft "
-           "up-to-date rule left out): in async mode the acknowledged entries only the better copy held are lost",
-    patch={"psnodes/core/promotion.py": [(
-        "    return (pos.seq_epoch, pos.seq, -parse_node_name(name)[1])",
-        "    return (-parse_node_name(name)[1], pos.seq_epoch, pos.seq)" + PLANTED)]},
-    checker="best-promoted",
-    scenarios=("async-kill-lagging-replica", "async-kill-primary", "kill-primary"),
-    sim="core",
-)
-
-CHECKPOINT_BY_MTIME = Mutant(
-    name="checkpoint-by-mtime",
-    description="a checkpoint reader loads the newest state-* file by modification time instead of the one "
-                "the manifest names, a writer's half-written temporary file included",
-    models="trusting the newest file over the commit record: a node killed mid-checkpoint restarts from a "
-           "torn file (or from nothing, when the torn one is refused)",
-    patch={"psnodes/store/checkpoint.py": [(
-        "            blob = (directory / manifest[\"file\"]).read_bytes()",
-        "            blob = max(directory.glob(\"state-*\"), key=lambda p: p.stat().st_mtime).read_bytes()" + PLANTED)]},
-    checker="checkpoint-loads",
-    scenarios=("kill-during-checkpoint", "kill-replica", "all-copies-lost"),
-    sim="the twin's disk keeps no bytes in a writer's temporary file (only its name and time), so a reader "
-        "that picks one up cannot be expressed there",
-)
-
-HANDOFF_RESETS_STEPS = Mutant(
-    name="handoff-resets-steps",
-    description="a migration carries a key's value and optimizer moments but resets its step count at the "
-                "destination",
-    models="optimizer state half moved: Adam's bias correction starts over on the new owner, so every moved "
-           "key's next updates are rescaled, and the loss target absorbs it",
-    patch={"psnodes/store/moving.py": [(
-        "        store.dense_steps[n] = int(meta[\"dense_steps\"][n])",
-        "        store.dense_steps[n] = 0" + PLANTED)]},
-    checker="handoff-continuity",
-    scenarios=("scale-out-shards", "scale-in-shards", "migration-kill-source-handoff"),
-    sim="core",
-)
-
-KEYS_KEPT_AFTER_MOVE = Mutant(
-    name="keys-kept-after-move",
-    description="a catch-up across the entry that dropped a migration's keys is sent as a delta, which cannot "
-                "say that keys left",
-    models="a copy restarted across a shard split keeps the keys it gave away: its peers dropped them, it "
-           "never hears of it, and serves or re-exports them after a failover",
-    patch={"psnodes/store/whole_state.py": [(
-        "        if since and since < self.shape_seq:\n            since = 0",
-        "        if False:" + PLANTED + "\n            since = 0")]},
-    checker="ownership-exact",
-    scenarios=("migration-replica-restart-across-switch",),
-    sim="core",
-)
+_M = _missed()
 
 MUTANTS: list[Mutant] = [
     SYNC_EARLY_ACK, NO_EPOCH_FENCING, RETRY_APPLIED_TWICE, DELTA_GET_AND_CLEAR, LOG_OVERFLOW_DROPS,
     MANIFEST_BEFORE_DATA, SSP_OFF_BY_ONE, VERSION_ACROSS_EPOCH, OUT_OF_ORDER_APPLY, ISR_DROP_LOCAL_ONLY,
-    ADAM_STEP_NOT_PERSISTED, ROWS_CREATED_ON_READ, INCARNATION_IGNORED, NO_LEASE_BOUND, RESTORE_FROM_OWN_FOLDER,
-    REJOINER_AT_OLD_CLOCK, HANDOFF_WITHOUT_DEDUP, EARLY_RETRY_ACK,
-    NO_READ_BARRIER, LAG_BOUND_OFF, PROMOTION_BY_SLOT,
-    CHECKPOINT_BY_MTIME, HANDOFF_RESETS_STEPS, KEYS_KEPT_AFTER_MOVE,
+    ADAM_STEP_NOT_PERSISTED, ROWS_CREATED_ON_READ, INCARNATION_IGNORED, NO_LEASE_BOUND,
+    _M.RESTORE_FROM_OWN_FOLDER, _M.REJOINER_AT_OLD_CLOCK, _M.HANDOFF_WITHOUT_DEDUP, _M.EARLY_RETRY_ACK,
+    _M.NO_READ_BARRIER, _M.LAG_BOUND_OFF, _M.PROMOTION_BY_SLOT, _M.CHECKPOINT_BY_MTIME, _M.HANDOFF_RESETS_STEPS,
+    _M.KEYS_KEPT_AFTER_MOVE,
 ]

@@ -94,7 +94,9 @@ class PsnodesSystem:
         once: such a reading is taken again (after settling) up to `attempts` times, and the
         last one is recorded as it is."""
         rec = be.routing_record() if hasattr(be, "routing_record") else None
-        under = list(rec.shards) if rec is not None else None     # None: each copy's own routing
+        # the routing record's shard set; with etcd silent, the groups the harness runs (never a
+        # copy's own routing: a copy behind the switch would be judged by its own stale view)
+        under = list(rec.shards) if rec is not None else (be.active_shards() if hasattr(be, "active_shards") else None)
         for attempt in range(1, attempts + 1):
             states = [self._final_state(be, n, under) for n in be.nodes()]
             if consistent(states) or attempt == attempts:
@@ -135,4 +137,7 @@ class PsnodesSystem:
     @staticmethod
     def _final_state(be: Backend, n: str, under: list[int] | None = None) -> dict:
         st = be.final_state(n, under)
-        return {"node": n, "shard": int(n.split("-")[1].split("/")[0]), "alive": st is not None, **(st or {})}
+        # `running`: the process or container is there; `alive`: it answered (a running copy that
+        # did not answer is no evidence of anything, and the checks that need its state say so)
+        return {"node": n, "shard": int(n.split("-")[1].split("/")[0]), "alive": st is not None,
+                "running": be.alive(n), **(st or {})}

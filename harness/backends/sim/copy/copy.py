@@ -375,8 +375,12 @@ class SimCopy:
             yield from self.wait_change(min(left, 0.05))
             self.check_primary(req.epoch)
         if self.cfg.mode == "sync":
-            # read only what is replicated, so no worker ever sees a state a failover undoes
-            yield from acks.wait_replicated(self, self.store.seq, epoch, deadline)
+            # read only what is replicated, so no worker ever sees a state a failover undoes, an
+            # entry applied during the wait included (ShardNode.pull)
+            seq = -1
+            while seq != self.store.seq:
+                seq = self.store.seq
+                yield from acks.wait_replicated(self, seq, epoch, deadline)
         dense = [] if req.no_dense else self.store.pull_dense(req.since_seq, list(req.names))
         rows = [self.store.pull_rows(r.table, i) for r, i in zip(req.sparse, ids)]
         crc = dense_digest(owned_dense(self.store)) if wants_digest(req) else None   # no yield since the reads above

@@ -88,26 +88,56 @@ def test_a_switch_is_judged_by_its_new_shard_set_and_a_switch_nobody_read_after_
     copies = [final(f"shard-{s}/0", held(s, shards=new), routing_epoch=1) for s in new]
     after = [ev(5.5, "holdings", {"node": f"shard-{s}/0", "shard": s, "migration": "m", "routing_epoch": 1,
                                   **held(s, shards=new)}, node="harness") for s in new]
-    assert judge([START, switch, *after, *copies]).valid is True
+    read = ev(5.6, "holdings-read", {"migration": "m", "routing_epoch": 1, "shards": list(new),
+                                     "read": [f"shard-{s}/0" for s in new], "down": [], "behind": []}, node="harness")
+    assert judge([START, switch, *after, read, *copies]).valid is True
     assert judge([START, switch, *copies]).valid == "unknown"
+    assert judge([START, switch, *after[:2], read, *copies]).valid == "unknown"     # shard 2 never read
     kept = next(n for n in NAMES if owner(n, new) == 2)
     bad = ev(5.5, "holdings", {"node": "shard-0/0", "shard": 0, "migration": "m", "routing_epoch": 1,
                                **held(0, shards=new, extra=[kept])}, node="harness")
-    v = judge([START, switch, bad, *after[1:], *copies])
+    v = judge([START, switch, bad, *after[1:], read, *copies])
     assert v.valid is False and v.details["violations"][0]["when"] == "after m"
 
 
-def test_a_copy_that_never_applied_the_switch_fails_once_the_cluster_settled():
+def test_a_copy_that_never_applied_the_switch_fails_once_settled_and_is_unknown_otherwise():
     new = (0, 1, 2)
     switch = ev(5.0, "migration-switch", {"migration": "m", "routing_epoch": 1, "shards": list(new)}, node="harness")
-    seen = ev(5.5, "holdings-unsettled", {"migration": "m", "routing_epoch": 1, "nodes": ["shard-0/1"]}, node="harness")
+    after = [ev(5.5, "holdings", {"node": f"shard-{s}/0", "shard": s, "migration": "m", "routing_epoch": 1,
+                                  **held(s, shards=new)}, node="harness") for s in new]
+    read = ev(5.6, "holdings-read", {"migration": "m", "routing_epoch": 1, "shards": list(new), "down": [],
+                                     "behind": ["shard-0/1"]}, node="harness")
     copies = [final(f"shard-{s}/0", held(s, shards=new), routing_epoch=1) for s in new]
     stale = final("shard-0/1", held(0, shards=new), routing_epoch=0)
     quiet = ev(8.0, "quiesce", {"settled": True}, node="harness")
-    assert judge([START, switch, seen, *copies, stale, quiet]).valid is False
+    assert judge([START, switch, *after, read, *copies, stale, quiet]).valid is False
     loud = ev(8.0, "quiesce", {"settled": False}, node="harness")
-    v = judge([START, switch, seen, *copies, stale, loud])
-    assert v.valid is True and v.details["behind_unsettled"] == ["shard-0/1"]
+    assert judge([START, switch, *after, read, *copies, stale, loud]).valid == "unknown"
+
+
+def test_a_running_copy_that_did_not_answer_or_a_shard_with_no_judged_copy_is_unknown():
+    h = cluster()
+    h[1] = ev(9.0, "final-state", {"node": "shard-0/0", "shard": 0, "alive": False, "running": True}, node="shard-0/0")
+    assert judge(h).valid == "unknown"
+    h[1]["value"]["running"] = False                         # down: the other copy of shard 0 judges it
+    assert judge(h).valid is True
+    h[2] = ev(9.0, "final-state", {"node": "shard-0/1", "shard": 0, "alive": False, "running": False}, node="shard-0/1")
+    assert judge(h).valid == "unknown"                       # no copy of shard 0 left to judge
+
+
+def test_fewer_owned_rows_at_the_end_than_after_the_last_switch_fails():
+    new = (0, 1, 2)
+    switch = ev(5.0, "migration-switch", {"migration": "m", "routing_epoch": 1, "shards": list(new)}, node="harness")
+    rows = {s: {"emb": {str(s): [10, "a" * 16]}} for s in new}
+    after = [ev(5.5, "holdings", {"node": f"shard-{s}/0", "shard": s, "migration": "m", "routing_epoch": 1,
+                                  **held(s, shards=new, rows=rows[s])}, node="harness") for s in new]
+    read = ev(5.6, "holdings-read", {"migration": "m", "routing_epoch": 1, "shards": list(new)}, node="harness")
+    grown = [final(f"shard-{s}/0", held(s, shards=new, rows={"emb": {str(s): [12, "b" * 16]}}), routing_epoch=1)
+             for s in new]
+    assert judge([START, switch, *after, read, *grown]).valid is True
+    shrunk = grown[:2] + [final("shard-2/0", held(2, shards=new, rows={"emb": {"2": [9, "c" * 16]}}), routing_epoch=1)]
+    v = judge([START, switch, *after, read, *shrunk])
+    assert v.valid is False and v.details["violations"][0]["before"] == 10
 
 
 def test_holdings_count_rows_by_owner_and_the_id_hash_ignores_order():
