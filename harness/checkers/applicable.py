@@ -27,6 +27,8 @@ WORKER = re.compile(r"worker")
 ON_REQUEST = {
     "failover-budget": "a time budget of your own (expect.failover_budget_ms): add it to expect.checks to judge one",
     "converge-baseline": "runs the scenario a second time without faults: add it to expect.checks to pay for that",
+    "migration-transparent": "runs the scenario a second time without faults and needs one worker and migrations as "
+                             "the only faults: add it to expect.checks where that holds",
 }
 
 

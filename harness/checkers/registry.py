@@ -16,6 +16,7 @@ from pschaos.harness.checkers.training import converged
 from pschaos.harness.checkers.updates import counters_match, linearizable_reads, no_lost_updates
 from pschaos.harness.checkers.migration import single_owner
 from pschaos.harness.checkers.ownership import ownership_exact
+from pschaos.harness.checkers.transparent import migration_transparent
 from pschaos.harness.checkers.jobs import (for_jobs, job_exactly_once, job_no_lost_acks, lost_work_bounded,
                                            no_silent_hang, restarts_bounded, resume_exact)
 
@@ -48,6 +49,7 @@ CHECKERS = {
     "checkpoint-loads": checkpoint_loads,
     "handoff-continuity": handoff_continuity,
     "ownership-exact": ownership_exact,
+    "migration-transparent": migration_transparent,
     "no-spurious-failovers": no_spurious_failovers,
     "resume-exact": resume_exact,
     "lost-work-bounded": lost_work_bounded,

@@ -32,7 +32,7 @@ CHECKS = ("no-lost-acks", "single-primary", "exactly-once", "replicas-match", "c
           "failover-budget", "delta-complete", "pulled-copy-matches", "monotone-reads", "staleness",
           "barrier-live", "checkpoints-atomic", "checkpoints-monotone", "stops-acking", "converge-baseline", "losses-accounted",
           "no-lost-updates", "counters-match", "linearizable-reads", "single-owner",
-          "no-spurious-failovers", "acks-durable", "reads-committed", "lag-bounded", "best-promoted", "checkpoint-loads", "handoff-continuity", "ownership-exact", "resume-exact", "lost-work-bounded", "no-silent-hang", "restarts-bounded")
+          "no-spurious-failovers", "acks-durable", "reads-committed", "lag-bounded", "best-promoted", "checkpoint-loads", "handoff-continuity", "ownership-exact", "migration-transparent", "resume-exact", "lost-work-bounded", "no-silent-hang", "restarts-bounded")
 class Workload(Strict):
     steps: int = Field(300, ge=1, le=1_000_000)
     duration_s: float | None = Field(None, gt=0, le=3600)

@@ -73,4 +73,4 @@ class ShardReads(ShardState):
     def holdings(self, under: list[int]) -> dict:
         """The keys and rows this copy holds, sorted by owner under `under` (empty: its own
         routing): the evidence of the harness's ownership-exact check (psnodes/store/holdings.py)."""
-        return held.holdings(self.dense, self.tables, under or self.shards)
+        return held.holdings(self.dense, self.tables, under or self.shards, moving.key_digests(self, self.dense))

@@ -146,7 +146,7 @@ HANDOFF_RESETS_STEPS = Mutant(
         "        store.dense_steps[n] = int(meta[\"dense_steps\"][n])",
         "        store.dense_steps[n] = 0" + PLANTED)]},
     checker="handoff-continuity",
-    scenarios=("scale-out-shards", "scale-in-shards", "migration-kill-source-handoff"),
+    scenarios=("scale-out-shards", "scale-in-shards", "migration-kill-source-handoff", "scale-out-one-worker-transparent"),
     sim="core",
 )
 

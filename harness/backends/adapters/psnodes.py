@@ -8,6 +8,7 @@ backends, checkpoints, audit tensors), so it implements the runner's System prot
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pschaos.harness.backends.base import Backend
@@ -109,17 +110,19 @@ class PsnodesSystem:
             record("checkpoint-scan", v)
 
     def prepare(self, sc, out: Path, rerun: Rerun, say: Say) -> dict:
-        """converge-baseline: the same scenario without faults, same seed; its loss is the bound."""
-        if "converge-baseline" not in sc.expect.checks:
+        """converge-baseline and migration-transparent: the same scenario without faults, same
+        seed; its loss is the bound, its final model (the primaries' state digests) the reference."""
+        wanted = [c for c in ("converge-baseline", "migration-transparent") if c in sc.expect.checks]
+        if not wanted:
             return {"baseline_loss": None}
-        say(f"{sc.name}: fault-free baseline run for converge-baseline")
+        say(f"{sc.name}: fault-free baseline run for {' and '.join(wanted)}")
         base = sc.model_copy(update={"faults": [], "nemesis": None, "name": sc.name,
                                      "expect": sc.expect})
         base = base.model_copy(update={"expect": base.expect_only(
             ["converged"], "a fault-free run made for converge-baseline: only its final loss is used")})
         base.path = sc.path
         rep = rerun(base, out / "baseline")
-        return {"baseline_loss": rep["metrics"]["final_loss"]}
+        return {"baseline_loss": rep["metrics"]["final_loss"], "baseline_model": baseline_model(out / "baseline")}
 
     def context(self, sc) -> dict:
         """The settings psnodes' checkers read: replication, training mode, staleness, bounds."""
@@ -141,3 +144,21 @@ class PsnodesSystem:
         # did not answer is no evidence of anything, and the checks that need its state say so)
         return {"node": n, "shard": int(n.split("-")[1].split("/")[0]), "alive": st is not None,
                 "running": be.alive(n), **(st or {})}
+
+
+def baseline_model(folder: Path) -> dict | None:
+    """The fault-free run's final model (migration-transparent), from its history; None without one."""
+    from pschaos.harness.checkers.transparent import model_of
+
+    hist = folder / "history.jsonl"
+    if not hist.exists():
+        return None
+    states = []
+    for line in hist.read_text().splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if e.get("f") == "final-state":
+            states.append(e["value"])
+    return model_of(states)[0]

@@ -152,4 +152,10 @@ def test_holdings_count_rows_by_owner_and_the_id_hash_ignores_order():
     for o in (0, 1):
         assert h["rows"]["emb"][str(o)] == [int((own == o).sum()), id_set_hash("emb", ids[own == o])]
     assert id_set_hash("emb", ids[::-1]) == id_set_hash("emb", ids) != id_set_hash("emb", ids[1:])
-    assert s.holdings([]) == holdings(s.dense, s.tables, s.shards)      # empty: the copy's own routing
+    assert s.holdings([])["rows"] == holdings(s.dense, s.tables, s.shards)["rows"]   # empty: its own routing
+    # the state hashes follow values, not placement: a row's change changes its owner's hash only
+    before = holdings(s.dense, s.tables, [0, 1])["row_digests"]["emb"]
+    t.rows[int(np.nonzero(own == 1)[0][0])] += 1.0
+    after = holdings(s.dense, s.tables, [0, 1])["row_digests"]["emb"]
+    assert after["0"] == before["0"] and after["1"] != before["1"]
+    assert set(s.holdings([])["digests"]) == {"v", "w"}
