@@ -99,24 +99,28 @@ def _placed(history: list[dict], f: str) -> tuple[list[tuple[float, dict]], dict
     return out, bad
 
 
-def _past_watermark(answers: list[tuple[float, dict]]) -> tuple[list, int]:
-    """Reads whose reply names an ISR watermark (`committed`) below their seq, and how many named one."""
+def _past_watermark(answers: list[tuple[float, dict]]) -> tuple[list, int, int]:
+    """Reads whose reply names an ISR watermark (`committed`) below their seq, how many named one,
+    and how many did not (a node from before the field: judged by the other two records alone)."""
     marked = [(t, v) for t, v in answers if v.get("committed") is not None]
     past = [{"worker": v.get("worker"), "op": v.get("op"), "shard": v["shard"], "epoch": v["epoch"], "seq": v["seq"],
              "committed": v["committed"], "node": v.get("node"), "t": round(t, 4)}
             for t, v in marked if int(v["committed"]) < int(v["seq"])]
-    return past, len(marked)
+    return past, len(marked), len(answers) - len(marked)
 
 
 def _verdict(ahead: list, unheld: list, judged_next: int, judged_samples: int, n: int, noun: str,
-             past: list | None = None, marked: int = 0) -> Verdict:
+             past: list | None = None, marked: int = 0, unmarked: int = 0) -> Verdict:
+    """The watermark can fail a read on its own; a pass needs the records the node does not write
+    itself (the next promotion, the replicas' samples): the watermark is the node's own account."""
     past = past or []
     details = {noun: n, "judged_by_next_promotion": judged_next, "judged_by_samples": judged_samples,
                "ahead_of_next_promotion": ahead[:10], "ahead_count": len(ahead),
                "not_on_isr": unheld[:10], "not_on_isr_count": len(unheld)}
     if noun == "reads":
-        details.update(judged_by_watermark=marked, past_watermark=past[:10], past_watermark_count=len(past))
-    if not judged_next and not judged_samples and not marked and not ahead and not unheld:
+        details.update(judged_by_watermark=marked, past_watermark=past[:10], past_watermark_count=len(past),
+                       without_watermark=unmarked)
+    if not judged_next and not judged_samples and not ahead and not unheld and not past:
         return unknown(f"no {noun[:-1]} was followed by a promotion from its ISR or by a sample of its replicas",
                        **details)
     return Verdict(not ahead and not unheld and not past, details)
@@ -132,7 +136,7 @@ def _judge(history: list[dict], ctx: dict, f: str, why_async: str, why_none: str
     if bad is not None:
         return unknown(f"an answered {f} without its shard, epoch or seq: cannot place it", example=bad)
     what, noun = ("req_id", "acks") if f == "push" else ("op", "reads")
-    marks = _past_watermark(answers) if f == "pull" else ([], 0)
+    marks = _past_watermark(answers) if f == "pull" else ([], 0, 0)
     return _verdict(*_held_by_isr(history, answers, what), len(answers), noun, *marks)
 
 

@@ -105,9 +105,19 @@ def ownership_exact(history: list[dict], ctx: dict) -> Verdict:
     readings = [v for v in states if v.get("alive") and v.get("holdings")] + settled
     names = universe(history, readings)
     why, violations = after_switches(switches, settled, by_f(history, "holdings-read"), names)
-    end = judge_end(states, final, epoch, names, last_quiesce(history), why)
+    quiet = last_quiesce(history)
+    end = judge_end(states, final, epoch, names, quiet, why)
     violations += end.pop("violations")
-    violations += rows_shrank(settled, end.pop("owned"), final)
+    owned = end.pop("owned")
+    if quiet:        # a copy still catching up holds fewer rows for a while: no evidence of a loss
+        turnover: dict[int, float] = {}
+        for e in by_f(history, "promote") + by_f(history, "restore"):
+            s = e["value"].get("shard")
+            if s is not None:
+                turnover[int(s)] = max(turnover.get(int(s), 0.0), e["t"])
+        # a reading before a failover or a restore may count rows a failover legitimately lost
+        kept = [v for e, v in zip(by_f(history, "holdings"), settled) if e["t"] > turnover.get(int(v["shard"]), -1.0)]
+        violations += rows_shrank(kept, owned, final)
     details = {"shards": list(final), "routing_epoch": epoch, "dense_names": len(names),
                "settled_readings": len(settled), **end, "violations": violations[:EXAMPLES], "count": len(violations)}
     if why and not violations:
@@ -154,12 +164,12 @@ def judge_end(states: list[dict], final: tuple[int, ...], epoch: int, names: set
     owned: dict[int, dict[int, list[tuple[str, dict]]]] = defaultdict(lambda: defaultdict(list))
     for v in states:
         node, shard, held = v["node"], int(v["shard"]), v.get("holdings")
+        if shard not in final:
+            outside.append(node)
+            continue
         if not v.get("alive"):
             (why.append(f"{node} was running but did not answer its final Status") if v.get("running")
              else down.append(node))
-            continue
-        if shard not in final:
-            outside.append(node)
             continue
         if int(v.get("routing_epoch", 0)) < epoch:
             if quiet:        # settled, yet behind the switch
@@ -193,7 +203,8 @@ def judge_end(states: list[dict], final: tuple[int, ...], epoch: int, names: set
 def rows_shrank(settled: list[dict], owned: dict, final: tuple[int, ...]) -> list[dict]:
     """Owned rows are never dropped while the routing stands (only a switch moves them), so a copy's
     owned count per table at the end is at least what any copy of its shard held at a reading
-    after the last switch: fewer rows means rows went missing."""
+    after the last switch: fewer rows means rows went missing. Judged only once the cluster
+    settled, and only against readings after the shard's last promotion or restore."""
     out = []
     for v in settled:
         if tuple(v.get("under", ())) != final:

@@ -21,50 +21,74 @@ from pschaos.harness.checkers.base import Verdict, by_f, unknown
 MIGRATIONS = ("scale-out-shards", "scale-in-shards")
 
 
-def model_of(states: list[dict]) -> tuple[dict | None, str]:
-    """The model the primaries hold at the end: {"dense": {name: crc}, "rows": {table: hash}}, or
-    None and why it cannot be told."""
-    prim = [v for v in states if v.get("alive") and v.get("role") == "primary"]
-    if not prim:
-        return None, "no primary's final state was recorded"
+def model_of(history: list[dict]) -> tuple[dict | None, str]:
+    """The model a run ends with: {"dense": {name: crc}, "rows": {table: hash}, "steps": [...]},
+    from one primary per shard of its last routing (each name from the shard that owns it, each
+    table's rows from their owners), or None and why it cannot be told."""
+    from pschaos.harness.checkers.ownership import belongs, shard_sets
+
+    final, _, _ = shard_sets(history)
+    if final is None:
+        return None, "run-start names no cluster.shards"
+    prim: dict[int, list[dict]] = {}
+    for e in by_f(history, "final-state"):
+        v = e["value"]
+        if v.get("alive") and v.get("role") == "primary" and int(v["shard"]) in final:
+            prim.setdefault(int(v["shard"]), []).append(v)
     dense: dict[str, int] = {}
     rows: dict[str, int] = {}
-    for v in prim:
+    for s in final:
+        if len(prim.get(s, [])) != 1:
+            return None, f"shard {s} ended with {len(prim.get(s, []))} answering primaries, not one"
+        v = prim[s][0]
         held = v.get("holdings") or {}
-        if "digests" not in held:
-            return None, f"{v['node']} reported no state digests"
-        for name, crc in held["digests"].items():
-            if name in dense and dense[name] != crc:
-                return None, f"two primaries hold {name} with different states"
-            dense[name] = crc
-        mine = str(v["shard"])
+        if "digests" not in held or tuple(held.get("under", ())) != final:
+            return None, f"{v['node']} reported no state digests under the last routing {list(final)}"
+        dense.update({n: crc for n, crc in held["digests"].items() if belongs(n, final) == s})
         for table, per in (held.get("row_digests") or {}).items():
-            if mine in per:
-                rows[table] = (rows.get(table, 0) + int(per[mine], 16)) % (1 << 64)
-    return {"dense": dense, "rows": {t: f"{h:016x}" for t, h in rows.items()}}, ""
+            rows[table] = (rows.get(table, 0) + int(per.get(str(s), "0"), 16)) % (1 << 64)
+    steps = sorted(int(e["value"].get("steps", e["value"].get("step", 0)) or 0) for e in by_f(history, "train-done"))
+    return {"dense": dense, "rows": {t: f"{h:016x}" for t, h in rows.items()}, "steps": steps}, ""
+
+
+def disturbed(history: list[dict]) -> str:
+    """What besides the migration may have changed what was applied ('' when nothing did): a failed
+    or retried step, a failover, a restore."""
+    if by_f(history, "train-error"):
+        return "a worker's step failed (train-error)"
+    if any(not e["value"].get("bootstrap") and int(e["value"].get("epoch", 1)) > 1 for e in by_f(history, "promote")):
+        return "a failover happened"
+    if by_f(history, "restore"):
+        return "a shard was restored from checkpoint"
+    return ""
 
 
 def migration_transparent(history: list[dict], ctx: dict) -> Verdict:
     """A run whose only faults are migrations ends with the same model, bit for bit, as the same run without them."""
+    from pschaos.psnodes.placement import pinned_shard
+
     start = by_f(history, "run-start")
     cluster = (start[0]["value"].get("cluster") or {}) if start else {}
     if cluster.get("workers") != 1:
         return unknown(f"{cluster.get('workers')} workers: their pushes interleave differently from run to run, "
                        "so two runs need not end bit-identical; judge it with one worker")
     kinds = {e["value"].get("kind") for e in by_f(history, "fault-start")}
-    if not kinds & set(MIGRATIONS):
-        return unknown("no migration ran: nothing to be transparent about")
+    if not kinds & set(MIGRATIONS) or not by_f(history, "migration-switch"):
+        return unknown("no migration switched: nothing to be transparent about")
     others = sorted(k for k in kinds - set(MIGRATIONS) if k)
     if others:
         return unknown(f"faults other than migrations ran ({', '.join(others)}): they may change what is applied")
+    why = disturbed(history)
+    if why:
+        return unknown(f"{why}: what was applied may differ from the fault-free run for that reason alone")
     base = ctx.get("baseline_model")
     if not base:
-        return unknown("no fault-free run's model to compare with (the baseline run failed, or recorded no digests)")
-    got, why = model_of([e["value"] for e in by_f(history, "final-state")])
+        return unknown(ctx.get("baseline_model_why") or "no fault-free run's model to compare with")
+    got, why = model_of(history)
     if got is None:
         return unknown(why)
-    from pschaos.psnodes.placement import pinned_shard
-
+    if got["steps"] != base.get("steps"):
+        return unknown(f"the workers finished {got['steps']} steps, the fault-free run {base.get('steps')}")
     names = {n for n in set(got["dense"]) | set(base["dense"]) if pinned_shard(n) is None}   # a shard's own
     differ = sorted(n for n in names if got["dense"].get(n) != base["dense"].get(n))      # audit is placement
     tables = sorted(t for t in set(got["rows"]) | set(base["rows"]) if got["rows"].get(t) != base["rows"].get(t))

@@ -38,7 +38,7 @@ from pschaos.psnodes.server.calls import always, given_up
 from pschaos.psnodes.server.checkpointing import Checkpointing
 from pschaos.psnodes.server.primacy import Primacy
 from pschaos.psnodes.store.updatelog import Entry
-from pschaos.psnodes.wire.wire import encode_pull_reply
+from pschaos.psnodes.wire.wire import committed_field, encode_pull_reply
 
 
 class ShardNode(Checkpointing, Primacy):
@@ -108,23 +108,24 @@ class ShardNode(Checkpointing, Primacy):
                     raise Timeout(why)
                 self.cond.wait(min(left, 0.05))
                 self._check_primary(req.epoch)
-            if self.cfg.mode == "sync":
-                # read only what is replicated, so no worker ever sees a state a failover undoes: the
-                # wait lets go of the lock, and an entry applied meanwhile (a push, a migration step)
-                # must be replicated too before the read (the twin's scale-in-shards read seq 210 at
-                # watermark 209 when only the seq at the call was waited for)
-                seq = -1
-                while seq != self.store.seq:
-                    seq = self.store.seq
-                    self._wait_replicated(seq, epoch, deadline, active)
+            ownership.check_pull(self, req)     # again: the barrier wait let go of the lock (a switch may have come)
             dense = [] if req.no_dense else self.store.pull_dense(req.since_seq, list(req.names))
             rows = [self.store.pull_rows(r.table, i) for r, i in zip(req.sparse, ids)]
             crc = dense_digest(moving.owned_dense(self.store)) if wants_digest(req) else None   # same lock as the reply
-            reply = encode_pull_reply(epoch, self.store.seq, self.name,
+            seq = self.store.seq
+            reply = encode_pull_reply(epoch, seq, self.name,
                                       ((n, a.shape, memoryview(a).cast("B")) for n, a in dense),
                                       ((r.table, ids.tobytes(), dim, data.tobytes())
                                        for r, (ids, data, dim) in zip(req.sparse, rows)), crc,
-                                      self.store.routing_epoch, self._committed())
+                                      self.store.routing_epoch)
+            if self.cfg.mode == "sync":
+                # a read index: the state was read at `seq` under the lock, and is shown only once
+                # every in-sync copy holds `seq`, so no worker sees a state a failover undoes. The
+                # wait lets go of the lock; entries applied meanwhile are not in the reply (waiting
+                # before the read let the twin's scale-in-shards read seq 210 at watermark 209, and
+                # waiting again for each new head could chase it to the deadline)
+                self._wait_replicated(seq, epoch, deadline, active)
+                reply += committed_field(self._committed())
         self.metrics.pulls.inc()
         self.metrics.pull_bytes.inc(len(reply))
         return reply

@@ -260,7 +260,7 @@ class Exported(NamedTuple):
 
 
 def export_now(store: "ShardStore", req: ps_pb2.MigrateRequest) -> Exported:
-    """The keys moving to `req.to`, as of the store now (the shell waited until that is replicated):
+    """The keys moving to `req.to`, as of the store now (the shell then waits until that is replicated):
     changed since the copy's (seq, epoch) when this history still holds it, else all of them."""
     since = int(req.since_seq)
     full = since == 0 or not store.matches(since, int(req.since_epoch)) or since < store.shape_seq
@@ -305,7 +305,10 @@ def _export(node: PrimaryShell, req, deadline: float, active: Callable[[], bool]
         node._check_primary(0)
         epoch = node.epoch
         check_export(node.store, req, node.name)
-        if node.cfg.mode == "sync":
-            node._wait_replicated(node.store.seq, epoch, deadline, active)
         x = export_now(node.store, req)
+        if node.cfg.mode == "sync":
+            # a read index, as a pull's: exported at x.seq under the lock, answered once every
+            # in-sync copy holds it (waiting first and exporting after let entries applied
+            # during the wait into the export unreplicated)
+            node._wait_replicated(x.seq, epoch, deadline, active)
     return export_reply(x, req, node.name)

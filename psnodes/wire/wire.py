@@ -168,6 +168,12 @@ def encode_pull_reply(epoch: int, seq: int, node: str, dense: Iterable[tuple[str
     return b"".join(parts)
 
 
+def committed_field(committed: int) -> bytes:
+    """PullReply field 9 (`committed`), appended to an encoded reply once its read index is
+    replicated (ShardNode.pull): protobuf takes fields in any order, and `bytes` does not count it."""
+    return b"".join([_key(9, _VARINT), varint(committed)])
+
+
 def encode_replicate(shard: int, epoch: int, primary: str, entries: Iterable, primary_seq: int,
                      epoch_start: int, state: bytes = b"", primary_seq_epoch: int = 0) -> bytes:
     """A serialized ReplicateRequest; entries are (seq, epoch, payload) with payload any buffer."""

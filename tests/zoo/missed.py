@@ -84,11 +84,11 @@ NO_READ_BARRIER = Mutant(
            "failover can undo what a worker already trained on",
     patch={
         "psnodes/server/node.py": [(
-            "                    self._wait_replicated(seq, epoch, deadline, active)",
-            "                    pass" + PLANTED)],
+            "                self._wait_replicated(seq, epoch, deadline, active)\n                reply +=",
+            "                pass" + PLANTED + "\n                reply +=")],
         "harness/backends/sim/copy/copy.py": [(
-            "                yield from acks.wait_replicated(self, seq, epoch, deadline)",
-            "                pass" + PLANTED)]},
+            "            yield from acks.wait_replicated(self, seq, epoch, deadline)\n            reply +=",
+            "            pass" + PLANTED + "\n            reply +=")]},
     checker="reads-committed",
     scenarios=("kill-primary", "kill-primary-slow-replication", "cut-primary-retries", "one-way-cut-primary"),
     sim="shell",

@@ -122,7 +122,9 @@ class PsnodesSystem:
             ["converged"], "a fault-free run made for converge-baseline: only its final loss is used")})
         base.path = sc.path
         rep = rerun(base, out / "baseline")
-        return {"baseline_loss": rep["metrics"]["final_loss"], "baseline_model": baseline_model(out / "baseline")}
+        model, why = baseline_model(out / "baseline") if rep.get("verdict") == "pass" else (
+            None, f"the fault-free run did not pass ({rep.get('verdict')}): its model is no reference")
+        return {"baseline_loss": rep["metrics"]["final_loss"], "baseline_model": model, "baseline_model_why": why}
 
     def context(self, sc) -> dict:
         """The settings psnodes' checkers read: replication, training mode, staleness, bounds."""
@@ -146,19 +148,17 @@ class PsnodesSystem:
                 "running": be.alive(n), **(st or {})}
 
 
-def baseline_model(folder: Path) -> dict | None:
-    """The fault-free run's final model (migration-transparent), from its history; None without one."""
+def baseline_model(folder: Path) -> tuple[dict | None, str]:
+    """The fault-free run's final model (migration-transparent), from its history; None and why without one."""
     from pschaos.harness.checkers.transparent import model_of
 
     hist = folder / "history.jsonl"
     if not hist.exists():
-        return None
-    states = []
+        return None, f"the fault-free run left no history ({hist})"
+    events = []
     for line in hist.read_text().splitlines():
         try:
-            e = json.loads(line)
+            events.append(json.loads(line))
         except ValueError:
             continue
-        if e.get("f") == "final-state":
-            states.append(e["value"])
-    return model_of(states)[0]
+    return model_of(events)

@@ -33,7 +33,7 @@ from pschaos.psnodes.placement import parse_node_name
 from pschaos.psnodes.proto import ps_pb2
 from pschaos.psnodes.store.state import ShardSpec
 from pschaos.psnodes.store.store import ShardStore
-from pschaos.psnodes.wire.wire import encode_pull_reply
+from pschaos.psnodes.wire.wire import committed_field, encode_pull_reply
 
 from pschaos.harness.backends.sim.clock import SimClock
 from pschaos.harness.backends.sim.cpu import SimCPU, use
@@ -374,21 +374,20 @@ class SimCopy:
                 raise Timeout(why)
             yield from self.wait_change(min(left, 0.05))
             self.check_primary(req.epoch)
-        if self.cfg.mode == "sync":
-            # read only what is replicated, so no worker ever sees a state a failover undoes, an
-            # entry applied during the wait included (ShardNode.pull)
-            seq = -1
-            while seq != self.store.seq:
-                seq = self.store.seq
-                yield from acks.wait_replicated(self, seq, epoch, deadline)
+        ownership.check_pull(self, req)     # again after the barrier wait (ShardNode.pull)
         dense = [] if req.no_dense else self.store.pull_dense(req.since_seq, list(req.names))
         rows = [self.store.pull_rows(r.table, i) for r, i in zip(req.sparse, ids)]
         crc = dense_digest(owned_dense(self.store)) if wants_digest(req) else None   # no yield since the reads above
-        return encode_pull_reply(epoch, self.store.seq, self.name,
-                                 ((n, a.shape, memoryview(a).cast("B")) for n, a in dense),
-                                 ((r.table, i.tobytes(), dim, data.tobytes())
-                                  for r, (i, data, dim) in zip(req.sparse, rows)), crc,
-                                 self.store.routing_epoch, acks.committed(self))
+        seq = self.store.seq
+        reply = encode_pull_reply(epoch, seq, self.name,
+                                  ((n, a.shape, memoryview(a).cast("B")) for n, a in dense),
+                                  ((r.table, i.tobytes(), dim, data.tobytes())
+                                   for r, (i, data, dim) in zip(req.sparse, rows)), crc, self.store.routing_epoch)
+        if self.cfg.mode == "sync":
+            # a read index (ShardNode.pull): shown once every in-sync copy holds `seq`
+            yield from acks.wait_replicated(self, seq, epoch, deadline)
+            reply += committed_field(acks.committed(self))
+        return reply
 
     # ------------------------------------------------------------ observation
     def final_state(self, under: list[int] | None = None) -> dict:

@@ -71,9 +71,10 @@ class MigrateSide:
         c.check_primary(0)
         epoch = c.epoch
         ownership.check_export(c.store, req, c.name)
+        x = ownership.export_now(c.store, req)
         if c.cfg.mode == "sync":
-            yield from acks.wait_replicated(c, c.store.seq, epoch, deadline)
-        return ownership.export_reply(ownership.export_now(c.store, req), req, c.name)
+            yield from acks.wait_replicated(c, x.seq, epoch, deadline)    # a read index (ownership._export)
+        return ownership.export_reply(x, req, c.name)
 
     def append(self, upd: ps_pb2.Update, deadline: float,
                still: Callable[[ShardStore], bool] = lambda store: True) -> Gen:

@@ -4,38 +4,62 @@ handoff-resets-steps failed it on scale-out-one-worker-transparent (beside hando
 from __future__ import annotations
 
 from pschaos.harness.checkers import CHECKERS
+from pschaos.harness.checkers.transparent import model_of
+from pschaos.psnodes.placement import owner
 
 from tests.unit.histories import ev
 
-BASE = {"dense": {"w": 1, "b": 2, "__audit__/0": 5}, "rows": {"emb": "00000000000000ff"}}
+NAMES = [f"l{i}.w" for i in range(8)]
 
 
-def run(workers=1, kinds=("scale-out-shards",), w=1, emb=("0" * 14 + "f0", "0" * 14 + "0f"), audit=7):
+def history(shards=(0, 1), workers=1, kinds=("scale-out-shards",), switched=True, crc=None, rows=None,
+            primaries=None, steps=300, extra=()):
+    """A run's history: one primary per shard holding the names it owns with state digest 1 each
+    (`crc` overrides some), its rows' hash per table (`rows`: shard -> hex)."""
     h = [ev(0.0, "run-start", {"cluster": {"shards": 2, "workers": workers}}, node="harness")]
     h += [ev(1.0, "fault-start", {"kind": k}, node="harness") for k in kinds]
-    for s, digests in ((0, {"w": w, "__audit__/0": audit}), (1, {"b": 2})):
+    if switched and kinds:
+        h.append(ev(2.0, "migration-switch", {"migration": "m", "routing_epoch": 1, "shards": list(shards)},
+                    node="harness"))
+    for s in shards:
+        if primaries is not None and s not in primaries:
+            continue
+        digests = {n: (crc or {}).get(n, 1) for n in NAMES if owner(n, shards) == s}
+        digests[f"__audit__/{s}"] = 100 + s                      # a shard's own audit: placement, left out
         h.append(ev(9.0, "final-state", {"node": f"shard-{s}/0", "shard": s, "alive": True, "role": "primary",
-                                         "holdings": {"digests": digests, "row_digests": {"emb": {str(s): emb[s]}}}},
+                                         "holdings": {"under": list(shards), "digests": digests,
+                                                      "row_digests": {"emb": {str(s): (rows or {}).get(s, "0" * 16)}}}},
                     node=f"shard-{s}/0"))
-    return h
+    h.append(ev(9.5, "train-done", {"worker": "worker-0", "steps": steps}, node="worker-0"))
+    return h + list(extra)
+
+
+BASE = model_of(history(kinds=(), rows={0: "0" * 15 + "3"}))[0]
 
 
 def judge(h, base=BASE):
     return CHECKERS["migration-transparent"](h, {"baseline_model": base})
 
 
-def test_the_same_model_passes_whatever_the_placement_and_a_shards_own_audit_is_left_out():
-    v = judge(run())
+def test_the_same_model_on_another_shard_set_passes():
+    v = judge(history(shards=(0, 1, 2), rows={0: "0" * 15 + "1", 2: "0" * 15 + "2"}))
     assert v.valid is True, v.details
 
 
 def test_a_key_or_a_table_that_ends_different_fails():
-    assert judge(run(w=9)).details["differ"] == ["w"]
-    assert judge(run(emb=("0" * 16, "0" * 14 + "0f"))).details["tables_differ"] == ["emb"]
+    three = (0, 1, 2)
+    moved = next(n for n in NAMES if owner(n, three) == 2)
+    assert judge(history(shards=three, crc={moved: 9}, rows={0: "0" * 15 + "3"})).details["differ"] == [moved]
+    assert judge(history(shards=three, rows={0: "0" * 15 + "4"})).details["tables_differ"] == ["emb"]
 
 
 def test_where_two_runs_need_not_agree_or_nothing_is_known_it_is_unknown():
-    assert judge(run(workers=2)).valid == "unknown"
-    assert judge(run(kinds=("scale-out-shards", "kill"))).valid == "unknown"
-    assert judge(run(kinds=())).valid == "unknown"
-    assert judge(run(), base=None).valid == "unknown"
+    rows = {0: "0" * 15 + "3"}
+    assert judge(history(workers=2, rows=rows)).valid == "unknown"
+    assert judge(history(kinds=("scale-out-shards", "kill"), rows=rows)).valid == "unknown"
+    assert judge(history(switched=False, rows=rows)).valid == "unknown"
+    assert judge(history(rows=rows), base=None).valid == "unknown"
+    assert judge(history(rows=rows, primaries={0})).valid == "unknown"           # shard 1 has no primary
+    assert judge(history(rows=rows, steps=299)).valid == "unknown"
+    failover = ev(5.0, "promote", {"shard": 0, "epoch": 2, "node": "shard-0/1", "seq": 9}, node="shard-0/1")
+    assert judge(history(rows=rows, extra=[failover])).valid == "unknown"
