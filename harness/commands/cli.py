@@ -6,17 +6,21 @@ missing, a checker crashed; the report says why).
 """
 from __future__ import annotations
 
-import signal
 import sys
+
+import _signal
 
 # Until main() installs Python's own handler, a Ctrl-C exits 130 at once, quietly: the imports
 # below and in build_parser take long enough on a loaded machine for one to land there, and
 # Python's default raised KeyboardInterrupt inside an import, a traceback instead of our line.
 # Nothing has started yet, so there is nothing to stop. Only in the main thread (tests import us).
+# The handler goes in through `_signal`, the built-in C module: importing `signal` first runs its
+# enum set-up in Python, and a SIGINT 0.1 s after start landed there (CI, fresh clone, stop 42).
 if __name__ == "__main__" or sys.argv[0].rsplit("/", 1)[-1] in ("pschaos", "__main__.py"):
-    signal.signal(signal.SIGINT, lambda signum, frame: sys.exit(130))
+    _signal.signal(_signal.SIGINT, lambda signum, frame: sys.exit(130))
 
 import argparse  # noqa: E402 - after the handler above
+import signal  # noqa: E402
 import os  # noqa: E402
 import threading  # noqa: E402
 
