@@ -25,7 +25,13 @@ still be its cause: a restore waits a lease TTL plus suspect_s after the last IS
 - the old primary gave up primacy itself after its promotion and before this one (`lease-lost`,
   `step-down` or `fenced` in its own event log): etcd, not the detector, decided;
 - the promotion is a restore (a `restore` event at its shard and epoch: no ISR copy's lease
-  lived), or the old primary itself took the next epoch (no one replaced it).
+  lived), or the old primary itself took the next epoch (no one replaced it);
+- the old primary stood still by its own clock: its `local-pause` events (its elector woke that
+  much later than it asked) cover, within the silence its successor's `suspect` event stood on,
+  at least the silence that detector suspects at. The host starved it, as an injected `pause`
+  would (pschaos.harness.checkers.stalls). Each judged failover carries that `suspicion` (silence,
+  threshold, the probe round) and the old primary's `old_primary_stalls`, so a spurious one says
+  what the replica saw.
 
 Degrading link faults (`latency`, `loss` under 100%, `bandwidth`, `slicer`) excuse nothing: the
 primary is alive and reachable through them, so a promotion during one is exactly what an
@@ -48,6 +54,7 @@ from __future__ import annotations
 import math
 
 from pschaos.harness.checkers.base import Verdict, by_f, unknown
+from pschaos.harness.checkers.stalls import stall_excuse, stood_still, suspicion
 
 FAULT_EFFECT_S = 2.5
 PROCESS_KINDS = ("kill", "stop", "restart", "pause", "flap")
@@ -62,7 +69,9 @@ EXCUSES = ("a kill/stop/restart/pause/flap of the old primary",
            "cpu-throttle/memory-limit/disk-full of the old primary with an OOM kill or a restart on record",
            "a cut of a link from the old primary to a copy of its shard or to etcd",
            "the old primary gave up primacy itself (lease-lost, step-down, fenced)",
-           "a restore, or the old primary took the next epoch itself")
+           "a restore, or the old primary took the next epoch itself",
+           "the old primary stood still by its own clock (local-pause) for the detector's threshold "
+           "within the silence its successor stood on")
 
 
 def _fault_spans(history: list[dict]) -> list[dict] | str:
@@ -202,12 +211,17 @@ def judge(history: list[dict]) -> Verdict:
         if node == old:
             why.append(f"{old} itself took the next epoch")
         why += [f"a restore at t={round(rt, 3)}" for rt, rs, re_ in restores if rs == shard and re_ == epoch]
+        seen = suspicion(history, shard, epoch - 1, node, t)
+        stalls = stood_still(history, old, seen)
+        stalled = stall_excuse(old, seen, stalls)
+        if stalled:
+            why.append(stalled)
         if not why and near:
             return unknown(f"shard {shard}: the promotion at epoch {epoch} (t={round(t, 3)}) is explained only by a "
                            f"partly injected fault ({', '.join(map(_name, near))}): "
                            "whether it bit cannot be told")
         row = {"t": round(t, 3), "shard": shard, "epoch": epoch, "node": node, "old_primary": old,
-               "excused_by": why}
+               "excused_by": why, "suspicion": seen, "old_primary_stalls": stalls}
         judged.append(row)
         if not why:
             row["degrading_faults"] = [_name(s) for s in spans
@@ -219,7 +233,7 @@ def judge(history: list[dict]) -> Verdict:
 
 
 def no_spurious_failovers(history: list[dict], ctx: dict) -> Verdict:
-    """The check: no promotion while the old primary was alive and reachable."""
+    """The check: no promotion while the old primary was alive and reachable (not excused by a fault that took it away or cut its replicas off, by its giving up primacy, by a restore, or by its own record of standing still for the detector's threshold); each failover carries what its successor saw (silence, threshold, probe round)."""
     return judge(history)
 
 

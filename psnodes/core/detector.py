@@ -320,6 +320,25 @@ def probe_wait(probe_s: float, silent_s: float, ceiling_s: float) -> float:
     return max(probe_s, ceiling_s - silent_s)
 
 
+def late_round(answered: bool, wait_s: float, took_s: float, heard: float, excused: float | None,
+               allowance_s: float = LOCAL_PAUSE_S) -> bool:
+    """Whether a probe round without an answer says nothing of the primary: it took longer than
+    its wait by more than a local pause, so this replica's own process did not run to read the
+    answer (a starved host, as in `paused_locally`). Such a round is no miss; the replica holds
+    for a heartbeat and probes again. Once per silence (`excused`: the `last_heard` of the silence
+    last excused so), as `after_local_pause` credits: a replica late on every round would
+    otherwise never replace a dead primary."""
+    return not answered and took_s - wait_s > allowance_s and excused != heard
+
+
+def probe_record(answered: bool, wait_s: float, took_s: float, misses: int) -> dict:
+    """One probe round as the `suspect` event tells it, so that a failover can be explained from
+    the history alone: a miss that took the whole wait is a primary that did not answer in time
+    (frozen, cut off, or starved of CPU), a quick one a refused connection (killed)."""
+    return {"ran": True, "answered": answered, "wait_ms": round(wait_s * 1000, 1),
+            "took_ms": round(took_s * 1000, 1), "misses": misses}
+
+
 def probe_clears(role: str, epoch: int, primary_epoch: int) -> bool:
     """The probe's answer holds the suspicion back: the primary says it is primary of the very
     epoch we follow (anything else, or no answer in time, lets the replica stand)."""

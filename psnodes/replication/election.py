@@ -58,6 +58,8 @@ class Elector(threading.Thread):
         self.probed: float | None = None     # the last_heard of the silence we last probed in
         self.answered: float | None = None   # the last_heard of the silence the primary last answered in
         self.missed: tuple[float | None, int] = (None, 0)   # (that silence, failed probe rounds in a row)
+        self.last_probe: dict = {"ran": False}   # the last probe round, told in the `suspect` event
+        self.late_excused: float | None = None   # the last_heard of the silence a late probe round was excused in
 
     # -------------------------------------------------------------- lease
     def register(self) -> None:
@@ -181,17 +183,19 @@ class Elector(threading.Thread):
     def paused(self, now: float, late: float) -> None:
         """This process stood still `late` seconds longer than it asked: a replica moves the start
         of its primary's silence forward by that much, once per silence
-        (pschaos.psnodes.core.detector.after_local_pause), and says so in a `local-pause` event."""
+        (pschaos.psnodes.core.detector.after_local_pause); either role says so in a `local-pause`
+        event. A primary's is evidence for the checkers: its replicas heard nothing from it then,
+        and a failover that followed answered a primary that stood still, not a live one."""
         node = self.node
         with node.cond:
-            if node.role == "primary":
-                return
-            moved = detector.after_local_pause(node.last_heard, now, late, self.credited)
-            credit = 0.0 if moved is None else moved - node.last_heard
-            if moved is not None:
-                node.last_heard = self.credited = moved
-        node.events.emit("local-pause", {"shard": node.shard, "late_ms": round(late * 1000, 1),
-                                         "credited_ms": round(credit * 1000, 1)})
+            role, credit = node.role, 0.0
+            if role != "primary":
+                moved = detector.after_local_pause(node.last_heard, now, late, self.credited)
+                credit = 0.0 if moved is None else moved - node.last_heard
+                if moved is not None:
+                    node.last_heard = self.credited = moved
+        node.events.emit("local-pause", {"shard": node.shard, "epoch": node.epoch, "role": role,
+                                         "late_ms": round(late * 1000, 1), "credited_ms": round(credit * 1000, 1)})
 
     def tick(self) -> float:
         """How long to sleep: a heartbeat, or (a replica) until its detector would suspect."""
@@ -246,6 +250,7 @@ class Elector(threading.Thread):
             self.maybe_restore(rec, kv.mod_revision)
             node.last_heard = time.monotonic()
             return
+        self.last_probe = {"ran": False}
         if not node.detector.suspects(time.monotonic(), node.last_heard) or self.held_back(rec):
             return                   # heard meanwhile, or the primary answered our probe
         self.withdraw()
@@ -257,7 +262,8 @@ class Elector(threading.Thread):
             if not node.detector.suspects(now, node.last_heard):
                 return               # the primary was heard meanwhile
             node.suspecting = rec.epoch
-            stats = {**node.detector.stats(), "silent_ms": round((now - node.last_heard) * 1000, 1)}
+            stats = {**node.detector.stats(), "silent_ms": round((now - node.last_heard) * 1000, 1),
+                     "probe": self.last_probe}
         node.events.emit("suspect", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary, **stats})
         try:
             self.stand(rec, kv.mod_revision)
@@ -275,10 +281,20 @@ class Elector(threading.Thread):
         silent = time.monotonic() - heard
         if not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s, self.probed == heard,
                                   self.answered == heard, cfg.probe_hold_s):
+            self.last_probe = {"ran": False}
             return False
         self.probed = heard
-        answered = self.probe.clears(rec.primary, rec.epoch, detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s))
+        wait, asked = detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s), time.monotonic()
+        answered = self.probe.clears(rec.primary, rec.epoch, wait)
+        took = time.monotonic() - asked
+        if detector.late_round(answered, wait, took, heard, self.late_excused):
+            self.late_excused, self.probed = heard, None      # no miss: the next look probes again
+            self.held_until = time.monotonic() + cfg.heartbeat_s
+            node.events.emit("probe-held", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary,
+                                            "silent_ms": round(silent * 1000, 1), "late_ms": round((took - wait) * 1000, 1)})
+            return True
         self.missed, held, misses = detector.probe_round(self.missed, self.answered, heard, answered)
+        self.last_probe = detector.probe_record(answered, wait, took, misses)
         if not held:
             return False
         if answered:

@@ -33,6 +33,8 @@ class SimElector:
         self.probed: float | None = None       # the last_heard of the silence we last probed in
         self.answered: float | None = None     # the last_heard of the silence the primary last answered in
         self.missed: tuple = (None, 0)         # (that silence, failed probe rounds in a row)
+        self.last_probe: dict = {"ran": False}  # the last probe round, told in the `suspect` event
+        self.late_excused: float | None = None  # the silence a late probe round was excused in
 
     def fresh(self) -> None:
         """What serve.py's start sets anew at every (re)start of the copy. The silences already
@@ -117,7 +119,7 @@ class SimElector:
             start = c.now()
             yield from c.clock.sleep(tick)
             now = c.now()
-            if detector.paused_locally(now - start, tick) and c.role != "primary":
+            if detector.paused_locally(now - start, tick):
                 self.paused(now, now - start - tick)        # never in virtual time: no copy stalls
             if c.role == "primary":
                 if lease.etcd_silent(now, c.lease_seen, cfg.lease_ttl_s):
@@ -136,13 +138,15 @@ class SimElector:
                                                           cfg.heartbeat_s)
 
     def paused(self, now: float, late: float) -> None:
-        """Elector.paused: the start of the silence moves forward by `late`, once per silence."""
-        c = self.c
-        moved = detector.after_local_pause(c.last_heard, now, late, self.credited)
-        credit = 0.0 if moved is None else moved - c.last_heard
-        if moved is not None:
-            c.last_heard = self.credited = moved
-        c.emit("local-pause", {"shard": c.shard, "late_ms": round(late * 1000, 1),
+        """Elector.paused: a replica moves the start of the silence forward by `late`, once per
+        silence; either role says so."""
+        c, credit = self.c, 0.0
+        if c.role != "primary":
+            moved = detector.after_local_pause(c.last_heard, now, late, self.credited)
+            credit = 0.0 if moved is None else moved - c.last_heard
+            if moved is not None:
+                c.last_heard = self.credited = moved
+        c.emit("local-pause", {"shard": c.shard, "epoch": c.epoch, "role": c.role, "late_ms": round(late * 1000, 1),
                                "credited_ms": round(credit * 1000, 1)})
 
     def report(self, now: float) -> None:
@@ -181,6 +185,7 @@ class SimElector:
             return
         if not c.detector.suspects(c.now(), c.last_heard):
             return                        # heard meanwhile
+        self.last_probe = {"ran": False}
         held = yield from self.held_back(rec)
         if held:
             return
@@ -190,7 +195,7 @@ class SimElector:
             return                        # the primary was heard meanwhile
         c.suspecting = rec.epoch
         c.emit("suspect", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary, **c.detector.stats(),
-                           "silent_ms": round((now - c.last_heard) * 1000, 1)})
+                           "silent_ms": round((now - c.last_heard) * 1000, 1), "probe": self.last_probe})
         try:
             yield from self.stand(rec, kv.mod_revision)
         finally:
@@ -206,22 +211,32 @@ class SimElector:
         silent = now - heard
         if not detector.may_probe(cfg.detector, cfg.probe_s, silent, cfg.suspect_s,
                                   self.probed == heard, self.answered == heard, cfg.probe_hold_s):
+            self.last_probe = {"ran": False}
             return False
         self.probed = heard               # set before the link is looked up, as Elector.held_back does
+        wait = detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)
         dst = self.peers.get(rec.primary)
         if dst is None:                   # PrimaryProbe.clears: no link to the primary is no answer
-            return self._round(rec, heard, silent, False)
-        deadline = now + detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s)
-        answered = yield from probe(c, rec.primary, dst, deadline,
+            return self._round(rec, heard, silent, False, wait, now)
+        answered = yield from probe(c, rec.primary, dst, now + wait,
                                     lambda reply: detector.probe_clears(reply.role, reply.epoch, rec.epoch))
-        return self._round(rec, heard, silent, answered)
+        return self._round(rec, heard, silent, answered, wait, now)
 
-    def _round(self, rec: ShardRecord, heard: float, silent: float, answered: bool) -> bool:
+    def _round(self, rec: ShardRecord, heard: float, silent: float, answered: bool, wait: float,
+               asked: float) -> bool:
         """Elector.held_back's end, the same bookkeeping (detector.probe_round): held after an
         answer, or after a miss while the primary answered in this silence (fewer rounds than it
         takes failed in a row)."""
         c = self.c
+        took = c.now() - asked
+        if detector.late_round(answered, wait, took, heard, self.late_excused):
+            self.late_excused, self.probed = heard, None      # never in virtual time: no copy stalls
+            self.held_until = c.now() + c.cfg.heartbeat_s
+            c.emit("probe-held", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary,
+                                  "silent_ms": round(silent * 1000, 1), "late_ms": round((took - wait) * 1000, 1)})
+            return True
         self.missed, held, misses = detector.probe_round(self.missed, self.answered, heard, answered)
+        self.last_probe = detector.probe_record(answered, wait, took, misses)
         if not held:
             return False
         if answered:

@@ -237,3 +237,42 @@ def test_a_term_cut_off_by_a_kill_mid_promotion_is_read_from_the_fault_record():
     assert [r["epoch"] for r in written.details["failovers"]] == [2, 3]         # the event and the record: one term
     missed = dict(kill, value={**kill["value"], "caught_promoting": None})   # no successor named in time
     assert judge(BOOT + [missed, promote(6.0, 0, 3, "shard-0/2")]).valid == "unknown"
+
+
+def _suspect(t, node, silent_ms, silence_ms=150.0, answered=False):
+    probe = {"ran": True, "answered": answered, "wait_ms": 250.0, "took_ms": 251.0, "misses": 1}
+    return ev(t, "suspect", {"shard": 0, "epoch": 1, "primary": "shard-0/0", "detector": "phi",
+                             "silence_ms": silence_ms, "silent_ms": silent_ms, "probe": probe}, node=node)
+
+
+def _stall(t, late_ms, role="primary", node="shard-0/0"):
+    return ev(t, "local-pause", {"shard": 0, "epoch": 1, "role": role, "late_ms": late_ms, "credited_ms": 0.0},
+              node=node)
+
+
+def test_a_primary_that_stood_still_by_its_own_clock_excuses_its_replacement():
+    """No fault on record, but the old primary's own elector woke 450 ms late inside the 420 ms
+    silence its replica stood on: it was not a live primary then (an unscheduled pause)."""
+    h = BOOT + [_suspect(5.40, "shard-0/1", 420.0), _stall(5.45, 450.0), promote(5.41, 0, 2, "shard-0/1")]
+    v = judge(h)
+    assert v.valid is True, v.details
+    (row,) = v.details["failovers"]
+    assert row["excused_by"] and "stood still" in row["excused_by"][0]
+    assert row["suspicion"]["probe"]["answered"] is False
+    assert row["old_primary_stalls"][0]["overlap_ms"] == 400.0      # [5.00, 5.45] within [4.98, 5.40]
+
+
+def test_a_stall_too_short_elsewhere_or_of_a_replica_excuses_nothing_and_is_shown():
+    short = BOOT + [_suspect(5.40, "shard-0/1", 420.0), _stall(5.30, 120.0), promote(5.41, 0, 2, "shard-0/1")]
+    v = judge(short)
+    assert v.valid is False
+    (row,) = v.details["spurious"]
+    assert row["suspicion"]["silent_ms"] == 420.0 and row["old_primary_stalls"][0]["late_ms"] == 120.0
+    before = BOOT + [_suspect(5.40, "shard-0/1", 420.0), _stall(4.50, 500.0), promote(5.41, 0, 2, "shard-0/1")]
+    assert judge(before).valid is False          # stood still, but long before the silence began
+    replica = BOOT + [_suspect(5.40, "shard-0/1", 420.0), _stall(5.45, 450.0, role="replica", node="shard-0/1"),
+                      promote(5.41, 0, 2, "shard-0/1")]
+    assert judge(replica).valid is False         # the replica's own stall is credited, never an excuse
+    no_suspect = BOOT + [_stall(5.45, 450.0), promote(5.41, 0, 2, "shard-0/1")]
+    v = judge(no_suspect)
+    assert v.valid is False and v.details["spurious"][0]["suspicion"] is None

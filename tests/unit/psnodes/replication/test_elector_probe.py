@@ -70,3 +70,40 @@ def test_an_unanswered_probe_lets_the_replica_stand_and_is_not_repeated():
     assert not elector.held_back(REC)                # asked, no answer: it stands
     assert not elector.held_back(REC)                # the same silence: not asked again
     assert len(elector.probe.asked) == 1 and node.events.seen == []
+
+
+class _LateProbe(_Probe):
+    """No answer, and the round took `late_s` past its wait: this replica's own process stood
+    still (a starved host), so it never read an answer that may have come."""
+
+    def __init__(self, late_s: float) -> None:
+        super().__init__(answers=False)
+        self.late_s = late_s
+
+    def clears(self, primary: str, epoch: int, timeout: float) -> bool:
+        self.asked.append(timeout)
+        time.sleep(timeout + self.late_s)
+        return False
+
+
+def test_a_round_this_replica_slept_through_is_no_miss_once_per_silence():
+    """The probe that let a replica stand had to be an answer the primary failed to give, not one
+    this replica was too starved to read: a late round holds a heartbeat and is asked again; a
+    second late round in the same silence counts (a replica late on every round must still replace a
+    dead primary), and the `suspect` event's probe record says what the round saw."""
+    elector, node = _elector(0.31)
+    elector.probe = _LateProbe(0.15)
+    assert elector.held_back(REC)                    # late: held, and probed again at the next look
+    assert node.events.seen == ["probe-held"] and elector.probed is None
+    elector.held_until = 0.0
+    assert not elector.held_back(REC)                # late again in the same silence: it stands
+    assert len(elector.probe.asked) == 2
+    record = elector.last_probe
+    assert record["ran"] and not record["answered"] and record["took_ms"] >= record["wait_ms"] + 150
+    assert record["misses"] == 1
+
+
+def test_a_round_that_failed_in_its_wait_is_a_miss():
+    elector, node = _elector(0.31, answers=False)
+    assert not elector.held_back(REC)
+    assert elector.last_probe["ran"] and elector.last_probe["took_ms"] < elector.last_probe["wait_ms"] + 100

@@ -24,7 +24,7 @@ class _Events:
 
 def _replica(role: str = "replica") -> SimpleNamespace:
     cfg = ClusterConfig(cluster_id="unit", etcd="http://127.0.0.1:9", shards=1, copies=2, workers=1)
-    return SimpleNamespace(cfg=cfg, shard=0, role=role, last_heard=100.0, cond=threading.Condition(),
+    return SimpleNamespace(cfg=cfg, shard=0, epoch=1, role=role, last_heard=100.0, cond=threading.Condition(),
                            detector=cfg.failure_detector(), events=_Events(), links={})
 
 
@@ -51,7 +51,11 @@ def test_a_new_silence_is_credited_again():
     assert node.last_heard == 101.15
 
 
-def test_a_primary_is_not_moved():
+def test_a_primary_is_not_moved_but_says_it_stood_still():
+    """A primary's stall moves nothing, and is on record: the evidence no-spurious-failovers reads
+    when a replica replaced it in the meantime (pschaos.harness.checkers.spurious)."""
     node = _replica("primary")
     Elector(node).paused(100.3, 0.15)
-    assert node.last_heard == 100.0 and node.events.seen == []
+    assert node.last_heard == 100.0
+    assert node.events.seen == [("local-pause", {"shard": 0, "epoch": 1, "role": "primary", "late_ms": 150.0,
+                                                 "credited_ms": 0.0})]
