@@ -27,10 +27,9 @@ from typing import Iterable
 
 import numpy as np
 
-from pschaos.psnodes.placement import row_owners
+from pschaos.psnodes.placement import _mix64, row_owners
 
 _SALT = np.uint64(0xD6E8FEB86659FD93)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
@@ -40,18 +39,8 @@ def id_set_hash(table: str, ids: np.ndarray) -> str:
     if ids.size == 0:
         return "0" * 16
     with np.errstate(over="ignore"):
-        x = (np.asarray(ids).astype(np.uint64) ^ np.uint64(zlib.crc32(table.encode()))) * _SALT
-        x = (x ^ (x >> np.uint64(30))) * _M1
-        x = (x ^ (x >> np.uint64(27))) * _M2
-        x = x ^ (x >> np.uint64(31))
+        x = _mix64((np.asarray(ids).astype(np.uint64) ^ np.uint64(zlib.crc32(table.encode()))) * _SALT)
         return f"{int(np.sum(x, dtype=np.uint64)):016x}"
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        x = (x ^ (x >> np.uint64(30))) * _M1
-        x = (x ^ (x >> np.uint64(27))) * _M2
-        return x ^ (x >> np.uint64(31))
 
 
 def rows_state_hash(t, pos: np.ndarray) -> str:
@@ -63,8 +52,8 @@ def rows_state_hash(t, pos: np.ndarray) -> str:
     words = np.concatenate(cols, axis=1).astype(np.uint64)
     with np.errstate(over="ignore"):
         salt = (np.arange(words.shape[1], dtype=np.uint64) + np.uint64(1)) * _SALT
-        h = _mix(words ^ salt[None, :]).sum(axis=1, dtype=np.uint64)
-        h = _mix(h ^ _mix(t.ids[pos].astype(np.uint64)) ^ (t.steps[pos].astype(np.uint64) * _M2))
+        h = _mix64(words ^ salt[None, :]).sum(axis=1, dtype=np.uint64)
+        h = _mix64(h ^ _mix64(t.ids[pos].astype(np.uint64)) ^ (t.steps[pos].astype(np.uint64) * _M2))
         return f"{int(np.sum(h, dtype=np.uint64)):016x}"
 
 
