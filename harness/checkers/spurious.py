@@ -26,10 +26,11 @@ still be its cause: a restore waits a lease TTL plus suspect_s after the last IS
   `step-down` or `fenced` in its own event log): etcd, not the detector, decided;
 - the promotion is a restore (a `restore` event at its shard and epoch: no ISR copy's lease
   lived), or the old primary itself took the next epoch (no one replaced it);
-- the old primary stood still by its own clock: its `local-pause` events (its elector woke that
-  much later than it asked) cover, within the silence its successor's `suspect` event stood on,
-  at least the silence that detector suspects at. The host starved it, as an injected `pause`
-  would (pschaos.harness.checkers.stalls). Each judged failover carries that `suspicion` (silence,
+- the old primary stood still off the CPU by its own clock: its `local-pause` events of that
+  term (its elector woke that much later than it asked, the process using under half that in
+  CPU time) leave no stretch of the silence its successor's `suspect` event stood on as long as
+  the silence that detector suspects at, and cover half of an unanswered probe's round. The host
+  did not run it, as with an injected `pause` (pschaos.harness.checkers.stalls). Each judged failover carries that `suspicion` (silence,
   threshold, the probe round) and the old primary's `old_primary_stalls`, so a spurious one says
   what the replica saw.
 
@@ -70,8 +71,8 @@ EXCUSES = ("a kill/stop/restart/pause/flap of the old primary",
            "a cut of a link from the old primary to a copy of its shard or to etcd",
            "the old primary gave up primacy itself (lease-lost, step-down, fenced)",
            "a restore, or the old primary took the next epoch itself",
-           "the old primary stood still by its own clock (local-pause) for the detector's threshold "
-           "within the silence its successor stood on")
+           "the old primary stood still off the CPU by its own clock (local-pause) through the silence "
+           "its successor stood on, no stretch of it as long as the detector's threshold")
 
 
 def _fault_spans(history: list[dict]) -> list[dict] | str:
@@ -212,7 +213,7 @@ def judge(history: list[dict]) -> Verdict:
             why.append(f"{old} itself took the next epoch")
         why += [f"a restore at t={round(rt, 3)}" for rt, rs, re_ in restores if rs == shard and re_ == epoch]
         seen = suspicion(history, shard, epoch - 1, node, t)
-        stalls = stood_still(history, old, seen)
+        stalls = stood_still(history, old, shard, epoch - 1, seen)
         stalled = stall_excuse(old, seen, stalls)
         if stalled:
             why.append(stalled)
@@ -233,7 +234,7 @@ def judge(history: list[dict]) -> Verdict:
 
 
 def no_spurious_failovers(history: list[dict], ctx: dict) -> Verdict:
-    """The check: no promotion while the old primary was alive and reachable (not excused by a fault that took it away or cut its replicas off, by its giving up primacy, by a restore, or by its own record of standing still for the detector's threshold); each failover carries what its successor saw (silence, threshold, probe round)."""
+    """The check: no promotion while the old primary was alive and reachable (not excused by a fault that took it away or cut its replicas off, by its giving up primacy, by a restore, or by its own record of standing still off the CPU through its successor's silence); each failover carries what its successor saw (silence, threshold, probe round)."""
     return judge(history)
 
 

@@ -321,14 +321,15 @@ def probe_wait(probe_s: float, silent_s: float, ceiling_s: float) -> float:
 
 
 def late_round(answered: bool, wait_s: float, took_s: float, heard: float, excused: float | None,
-               allowance_s: float = LOCAL_PAUSE_S) -> bool:
+               silent_s: float, hold_s: float, allowance_s: float = LOCAL_PAUSE_S) -> bool:
     """Whether a probe round without an answer says nothing of the primary: it took longer than
     its wait by more than a local pause, so this replica's own process did not run to read the
-    answer (a starved host, as in `paused_locally`). Such a round is no miss; the replica holds
-    for a heartbeat and probes again. Once per silence (`excused`: the `last_heard` of the silence
-    last excused so), as `after_local_pause` credits: a replica late on every round would
-    otherwise never replace a dead primary."""
-    return not answered and took_s - wait_s > allowance_s and excused != heard
+    answer in time (a starved host, as in `paused_locally`). Such a round is no miss; the replica
+    holds for a heartbeat and probes again. At most once per `last_heard` (`excused`: the one last
+    excused so; it also moves on a local-pause credit or a lost election, a few times a silence at
+    most) and only while the silence is under `hold_s` (`probe_hold_s`), so a replica late on
+    every round still replaces a dead primary, at most `hold_s` into the silence."""
+    return not answered and took_s - wait_s > allowance_s and excused != heard and silent_s < hold_s
 
 
 def probe_record(answered: bool, wait_s: float, took_s: float, misses: int) -> dict:
@@ -337,6 +338,23 @@ def probe_record(answered: bool, wait_s: float, took_s: float, misses: int) -> d
     (frozen, cut off, or starved of CPU), a quick one a refused connection (killed)."""
     return {"ran": True, "answered": answered, "wait_ms": round(wait_s * 1000, 1),
             "took_ms": round(took_s * 1000, 1), "misses": misses}
+
+
+def probe_told(record: dict, ended: float, now: float) -> dict:
+    """The probe record as the `suspect` event at `now` carries it: with `ended_ms`, how long
+    before the event the round ended (an etcd call comes between), so the round's window can be
+    placed in the history (pschaos.harness.checkers.stalls)."""
+    return {**record, "ended_ms": round((now - ended) * 1000, 1)} if record.get("ran") else record
+
+
+def pause_record(shard: int, epoch: int, role: str, late_s: float, credit_s: float, cpu_s: float | None,
+                 ago_s: float) -> dict:
+    """A `local-pause` event's fields: the lateness, the credit a replica took, the CPU time the
+    process used while its elector slept (None where not measured: the twin's copies use none)
+    and how long before the event the elector woke (`woke_ms`)."""
+    return {"shard": shard, "epoch": epoch, "role": role, "late_ms": round(late_s * 1000, 1),
+            "credited_ms": round(credit_s * 1000, 1),
+            "cpu_ms": None if cpu_s is None else round(cpu_s * 1000, 1), "woke_ms": round(ago_s * 1000, 1)}
 
 
 def probe_clears(role: str, epoch: int, primary_epoch: int) -> bool:

@@ -60,6 +60,7 @@ class Elector(threading.Thread):
         self.missed: tuple[float | None, int] = (None, 0)   # (that silence, failed probe rounds in a row)
         self.last_probe: dict = {"ran": False}   # the last probe round, told in the `suspect` event
         self.late_excused: float | None = None   # the last_heard of the silence a late probe round was excused in
+        self.probe_ended = 0.0                   # when the last probe round ended (monotonic)
 
     # -------------------------------------------------------------- lease
     def register(self) -> None:
@@ -146,12 +147,12 @@ class Elector(threading.Thread):
         node = self.node
         try:
             while True:
-                asked, start = self.tick(), time.monotonic()
+                asked, start, cpu = self.tick(), time.monotonic(), time.process_time()
                 if node.stopping.wait(asked):
                     return
                 now = time.monotonic()
                 if detector.paused_locally(now - start, asked):
-                    self.paused(now, now - start - asked)
+                    self.paused(now, now - start - asked, time.process_time() - cpu)
                 self.step(now)
         finally:
             self.probe.close()
@@ -180,22 +181,24 @@ class Elector(threading.Thread):
             node.last_heard = lease.after_election_error(node.last_heard, time.monotonic(),
                                                          node.detector.silence_s(), cfg.heartbeat_s)
 
-    def paused(self, now: float, late: float) -> None:
+    def paused(self, now: float, late: float, cpu: float | None = None) -> None:
         """This process stood still `late` seconds longer than it asked: a replica moves the start
         of its primary's silence forward by that much, once per silence
         (pschaos.psnodes.core.detector.after_local_pause); either role says so in a `local-pause`
-        event. A primary's is evidence for the checkers: its replicas heard nothing from it then,
-        and a failover that followed answered a primary that stood still, not a live one."""
+        event, with the CPU time the whole process used while the elector slept (`cpu`: near 0
+        when the host did not run it, near the sleep when its own threads held the interpreter)
+        and how long ago it woke (the event is written after the lock). A primary's is evidence
+        for no-spurious-failovers (pschaos.harness.checkers.stalls)."""
         node = self.node
         with node.cond:
-            role, credit = node.role, 0.0
+            role, epoch, credit = node.role, node.epoch, 0.0
             if role != "primary":
                 moved = detector.after_local_pause(node.last_heard, now, late, self.credited)
                 credit = 0.0 if moved is None else moved - node.last_heard
                 if moved is not None:
                     node.last_heard = self.credited = moved
-        node.events.emit("local-pause", {"shard": node.shard, "epoch": node.epoch, "role": role,
-                                         "late_ms": round(late * 1000, 1), "credited_ms": round(credit * 1000, 1)})
+        node.events.emit("local-pause", detector.pause_record(node.shard, epoch, role, late, credit, cpu,
+                                                              time.monotonic() - now))
 
     def tick(self) -> float:
         """How long to sleep: a heartbeat, or (a replica) until its detector would suspect."""
@@ -263,7 +266,7 @@ class Elector(threading.Thread):
                 return               # the primary was heard meanwhile
             node.suspecting = rec.epoch
             stats = {**node.detector.stats(), "silent_ms": round((now - node.last_heard) * 1000, 1),
-                     "probe": self.last_probe}
+                     "probe": detector.probe_told(self.last_probe, self.probe_ended, now)}
         node.events.emit("suspect", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary, **stats})
         try:
             self.stand(rec, kv.mod_revision)
@@ -286,8 +289,9 @@ class Elector(threading.Thread):
         self.probed = heard
         wait, asked = detector.probe_wait(cfg.probe_s, silent, cfg.suspect_s), time.monotonic()
         answered = self.probe.clears(rec.primary, rec.epoch, wait)
-        took = time.monotonic() - asked
-        if detector.late_round(answered, wait, took, heard, self.late_excused):
+        self.probe_ended = time.monotonic()
+        took = self.probe_ended - asked
+        if detector.late_round(answered, wait, took, heard, self.late_excused, silent, cfg.probe_hold_s):
             self.late_excused, self.probed = heard, None      # no miss: the next look probes again
             self.held_until = time.monotonic() + cfg.heartbeat_s
             node.events.emit("probe-held", {"shard": node.shard, "epoch": rec.epoch, "primary": rec.primary,

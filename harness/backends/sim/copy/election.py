@@ -35,6 +35,7 @@ class SimElector:
         self.missed: tuple = (None, 0)         # (that silence, failed probe rounds in a row)
         self.last_probe: dict = {"ran": False}  # the last probe round, told in the `suspect` event
         self.late_excused: float | None = None  # the silence a late probe round was excused in
+        self.probe_ended = 0.0                  # when the last probe round ended (virtual time)
 
     def fresh(self) -> None:
         """What serve.py's start sets anew at every (re)start of the copy. The silences already
@@ -120,7 +121,7 @@ class SimElector:
             yield from c.clock.sleep(tick)
             now = c.now()
             if detector.paused_locally(now - start, tick):
-                self.paused(now, now - start - tick)        # never in virtual time: no copy stalls
+                self.paused(now, now - start - tick)        # a paused copy's elector (process._hold)
             if c.role == "primary":
                 if lease.etcd_silent(now, c.lease_seen, cfg.lease_ttl_s):
                     c.lease_lost(f"etcd answered no keepalive for {cfg.lease_ttl_s}s")
@@ -146,8 +147,7 @@ class SimElector:
             credit = 0.0 if moved is None else moved - c.last_heard
             if moved is not None:
                 c.last_heard = self.credited = moved
-        c.emit("local-pause", {"shard": c.shard, "epoch": c.epoch, "role": c.role, "late_ms": round(late * 1000, 1),
-                               "credited_ms": round(credit * 1000, 1)})
+        c.emit("local-pause", detector.pause_record(c.shard, c.epoch, c.role, late, credit, None, 0.0))
 
     def report(self, now: float) -> None:
         """Elector.report: a replica's `detector` event, at most every DETECTOR_REPORT_S."""
@@ -195,7 +195,8 @@ class SimElector:
             return                        # the primary was heard meanwhile
         c.suspecting = rec.epoch
         c.emit("suspect", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary, **c.detector.stats(),
-                           "silent_ms": round((now - c.last_heard) * 1000, 1), "probe": self.last_probe})
+                           "silent_ms": round((now - c.last_heard) * 1000, 1),
+                           "probe": detector.probe_told(self.last_probe, self.probe_ended, now)})
         try:
             yield from self.stand(rec, kv.mod_revision)
         finally:
@@ -228,9 +229,10 @@ class SimElector:
         answer, or after a miss while the primary answered in this silence (fewer rounds than it
         takes failed in a row)."""
         c = self.c
-        took = c.now() - asked
-        if detector.late_round(answered, wait, took, heard, self.late_excused):
-            self.late_excused, self.probed = heard, None      # never in virtual time: no copy stalls
+        self.probe_ended = c.now()
+        took = self.probe_ended - asked
+        if detector.late_round(answered, wait, took, heard, self.late_excused, silent, c.cfg.probe_hold_s):
+            self.late_excused, self.probed = heard, None      # a paused copy's round (process._hold)
             self.held_until = c.now() + c.cfg.heartbeat_s
             c.emit("probe-held", {"shard": c.shard, "epoch": rec.epoch, "primary": rec.primary,
                                   "silent_ms": round(silent * 1000, 1), "late_ms": round((took - wait) * 1000, 1)})

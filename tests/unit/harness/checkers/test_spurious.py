@@ -239,40 +239,73 @@ def test_a_term_cut_off_by_a_kill_mid_promotion_is_read_from_the_fault_record():
     assert judge(BOOT + [missed, promote(6.0, 0, 3, "shard-0/2")]).valid == "unknown"
 
 
-def _suspect(t, node, silent_ms, silence_ms=150.0, answered=False):
-    probe = {"ran": True, "answered": answered, "wait_ms": 250.0, "took_ms": 251.0, "misses": 1}
+def _suspect(t, node, silent_ms, silence_ms=150.0, answered=False, took_ms=251.0, ended_ms=5.0):
+    probe = {"ran": True, "answered": answered, "wait_ms": 250.0, "took_ms": took_ms, "misses": 1,
+             "ended_ms": ended_ms}
     return ev(t, "suspect", {"shard": 0, "epoch": 1, "primary": "shard-0/0", "detector": "phi",
                              "silence_ms": silence_ms, "silent_ms": silent_ms, "probe": probe}, node=node)
 
 
-def _stall(t, late_ms, role="primary", node="shard-0/0"):
-    return ev(t, "local-pause", {"shard": 0, "epoch": 1, "role": role, "late_ms": late_ms, "credited_ms": 0.0},
-              node=node)
+def _stall(t, late_ms, role="primary", node="shard-0/0", cpu_ms=3.0, woke_ms=0.0, epoch=1, shard=0):
+    return ev(t, "local-pause", {"shard": shard, "epoch": epoch, "role": role, "late_ms": late_ms, "credited_ms": 0.0,
+                                 "cpu_ms": cpu_ms, "woke_ms": woke_ms}, node=node)
 
 
-def test_a_primary_that_stood_still_by_its_own_clock_excuses_its_replacement():
-    """No fault on record, but the old primary's own elector woke 450 ms late inside the 420 ms
-    silence its replica stood on: it was not a live primary then (an unscheduled pause)."""
-    h = BOOT + [_suspect(5.40, "shard-0/1", 420.0), _stall(5.45, 450.0), promote(5.41, 0, 2, "shard-0/1")]
-    v = judge(h)
+def _judge_one(*events):
+    return judge(BOOT + [*events, promote(5.41, 0, 2, "shard-0/1")])
+
+
+def test_a_primary_that_stood_still_off_the_cpu_excuses_its_replacement():
+    """No fault on record, but the old primary's own elector woke 450 ms late, having used 3 ms of
+    CPU, over the 420 ms silence its replica stood on: the host did not run it (an unscheduled
+    pause)."""
+    v = _judge_one(_suspect(5.40, "shard-0/1", 420.0), _stall(5.45, 450.0))
     assert v.valid is True, v.details
     (row,) = v.details["failovers"]
-    assert row["excused_by"] and "stood still" in row["excused_by"][0]
+    assert row["excused_by"] and "stood still off the CPU" in row["excused_by"][0]
     assert row["suspicion"]["probe"]["answered"] is False
     assert row["old_primary_stalls"][0]["overlap_ms"] == 400.0      # [5.00, 5.45] within [4.98, 5.40]
+    # the event written 300 ms after the wake-up (it waited for the node lock): placed at the wake-up
+    v = _judge_one(_suspect(5.40, "shard-0/1", 420.0), _stall(5.75, 450.0, woke_ms=300.0))
+    assert v.valid is True and v.details["failovers"][0]["old_primary_stalls"][0]["to"] == 5.45
 
 
-def test_a_stall_too_short_elsewhere_or_of_a_replica_excuses_nothing_and_is_shown():
-    short = BOOT + [_suspect(5.40, "shard-0/1", 420.0), _stall(5.30, 120.0), promote(5.41, 0, 2, "shard-0/1")]
-    v = judge(short)
+def test_a_stall_that_is_short_elsewhere_on_cpu_or_of_another_term_excuses_nothing_and_is_shown():
+    v = _judge_one(_suspect(5.40, "shard-0/1", 420.0), _stall(5.30, 120.0))
     assert v.valid is False
     (row,) = v.details["spurious"]
     assert row["suspicion"]["silent_ms"] == 420.0 and row["old_primary_stalls"][0]["late_ms"] == 120.0
-    before = BOOT + [_suspect(5.40, "shard-0/1", 420.0), _stall(4.50, 500.0), promote(5.41, 0, 2, "shard-0/1")]
-    assert judge(before).valid is False          # stood still, but long before the silence began
-    replica = BOOT + [_suspect(5.40, "shard-0/1", 420.0), _stall(5.45, 450.0, role="replica", node="shard-0/1"),
-                      promote(5.41, 0, 2, "shard-0/1")]
-    assert judge(replica).valid is False         # the replica's own stall is credited, never an excuse
-    no_suspect = BOOT + [_stall(5.45, 450.0), promote(5.41, 0, 2, "shard-0/1")]
-    v = judge(no_suspect)
+    assert _judge_one(_suspect(5.40, "shard-0/1", 420.0), _stall(4.50, 500.0)).valid is False   # before the silence
+    # its own threads kept the CPU (a long collection, a slow serialization): the primary's doing
+    v = _judge_one(_suspect(5.40, "shard-0/1", 420.0), _stall(5.45, 450.0, cpu_ms=440.0))
+    assert v.valid is False and v.details["spurious"][0]["old_primary_stalls"][0]["off_cpu"] is False
+    assert _judge_one(_suspect(5.40, "shard-0/1", 420.0), _stall(5.45, 450.0, cpu_ms=None)).valid is False
+    assert _judge_one(_suspect(5.40, "shard-0/1", 420.0), _stall(5.45, 450.0, epoch=3)).valid is False
+    assert _judge_one(_suspect(5.40, "shard-0/1", 420.0), _stall(5.45, 450.0, shard=1)).valid is False
+    # the replica's own stall is credited, never an excuse
+    assert _judge_one(_suspect(5.40, "shard-0/1", 420.0),
+                      _stall(5.45, 450.0, role="replica", node="shard-0/1")).valid is False
+    v = _judge_one(_stall(5.45, 450.0))
     assert v.valid is False and v.details["spurious"][0]["suspicion"] is None
+
+
+def test_stalls_are_not_added_up_across_a_stretch_in_which_the_primary_ran():
+    """Two 130 ms stalls with 160 ms of a running primary between them: the replica's detector
+    (150 ms) saw a stretch the primary could have filled, so the failover stays spurious."""
+    v = _judge_one(_suspect(5.40, "shard-0/1", 420.0), _stall(5.11, 130.0), _stall(5.40, 130.0))
+    assert v.valid is False
+    assert len(v.details["spurious"][0]["old_primary_stalls"]) == 2
+
+
+def test_an_unanswered_probe_must_fall_in_the_stall():
+    """The silence is covered but the probe's round (its last 250 ms, ended 5 ms before the event)
+    mostly is not: the primary ran then and could have answered."""
+    # stalls [4.97, 5.12] and [5.25, 5.33]: no stretch of 150 ms left, but the round [5.145, 5.395]
+    # is covered for 80 ms of its 250
+    v = _judge_one(_suspect(5.40, "shard-0/1", 420.0, took_ms=250.0, ended_ms=5.0),
+                   _stall(5.12, 150.0), _stall(5.33, 80.0, cpu_ms=1.0))
+    assert v.valid is False
+    # the same silence, the second stall [5.22, 5.36] covering 140 ms of the round: excused
+    v = _judge_one(_suspect(5.40, "shard-0/1", 420.0, took_ms=250.0, ended_ms=5.0),
+                   _stall(5.12, 150.0), _stall(5.36, 140.0, cpu_ms=1.0))
+    assert v.valid is True, v.details

@@ -25,10 +25,12 @@ def test_a_silence_never_answered_stands_on_its_first_failed_round():
     assert probe_round((4.0, 1), 4.0, 7.0, False) == ((7.0, 1), False, 1)
 
 
-def test_a_late_round_without_an_answer_is_excused_once_per_silence():
+def test_a_late_round_without_an_answer_is_excused_once_per_silence_and_within_the_hold():
     from pschaos.psnodes.core.detector import LOCAL_PAUSE_S, late_round
-    assert late_round(False, 0.25, 0.25 + LOCAL_PAUSE_S + 0.01, 5.0, None)
-    assert not late_round(False, 0.25, 0.25 + LOCAL_PAUSE_S + 0.01, 5.0, 5.0)   # this silence had its one
-    assert late_round(False, 0.25, 0.5, 6.0, 5.0)                                 # a new silence
-    assert not late_round(False, 0.25, 0.26, 5.0, None)                           # in time: a real miss
-    assert not late_round(True, 0.25, 0.9, 5.0, None)                             # answered: no excuse needed
+    late = 0.25 + LOCAL_PAUSE_S + 0.01
+    assert late_round(False, 0.25, late, 5.0, None, 0.4, 2.0)
+    assert not late_round(False, 0.25, late, 5.0, 5.0, 0.4, 2.0)        # this silence had its one
+    assert late_round(False, 0.25, 0.5, 6.0, 5.0, 0.4, 2.0)             # a new silence
+    assert not late_round(False, 0.25, 0.26, 5.0, None, 0.4, 2.0)       # in time: a real miss
+    assert not late_round(True, 0.25, 0.9, 5.0, None, 0.4, 2.0)         # answered: no excuse needed
+    assert not late_round(False, 0.25, late, 5.0, None, 2.0, 2.0)       # silent for the whole hold: stand
