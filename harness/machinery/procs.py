@@ -320,3 +320,17 @@ def stop_tagged(pids: dict[str, int], run_id: str, timeout: float = 5.0) -> int:
     _, alive = psutil.wait_procs(procs, timeout=timeout)
     reap(alive)
     return len(procs)
+
+
+def interrupt_group(p, grace: float) -> None:
+    """SIGINT to the process group a run leads (its harness tears its cluster down), SIGKILL of
+    the group if it outlives `grace`. `p`: a Popen started in its own session, or anything with
+    its `pid` and `wait(timeout)`."""
+    try:
+        os.killpg(p.pid, signal.SIGINT)
+        p.wait(grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(10)
+    except ProcessLookupError:
+        pass

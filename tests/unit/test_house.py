@@ -11,7 +11,7 @@ from pschaos.harness.machinery.tools import REPO
 
 TOPS = ("harness", "psnodes", "netfaults", "reports")
 # harness' rooms, lowest first: a room may import its own and lower ones, never a higher one
-LAYERS = ["errors", "machinery", "history", "checkers", "faults", "backends", "run", "proof", {"plugin", "commands"}]
+LAYERS = ["errors", "machinery", "fanout", "history", "checkers", "faults", "backends", "run", "proof", {"plugin", "commands"}]
 MAX_LINES = 400
 
 

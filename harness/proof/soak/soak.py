@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from pschaos.reports.totals import figure, total, unknown_total, without
 
 from pschaos.harness.run.metrics import failover_stats
 from pschaos.harness.proof.soak.fork import CLI_MODULE, ForkedRun
+from pschaos.harness.machinery.procs import interrupt_group
 from pschaos.harness.machinery.tools import CHECKOUT, REPO
 from pschaos.harness.run import library
 
@@ -48,6 +48,7 @@ class RunResult:
     report: dict | None = None
     reason: str | None = None
     verdict: str = field(default="unknown")
+    where: str = ""              # the Ray node that ran it (--on ray); "" here
 
 
 def judge_run(r: RunResult) -> RunResult:
@@ -102,6 +103,8 @@ def aggregate(scenario: str, runs: list[RunResult]) -> dict:
         "failing": [_brief(r) for r in runs if r.verdict == "fail"],
         "unknown": [_brief(r) for r in runs if r.verdict == "unknown"],
         "wall_s": round(sum(r.wall_s for r in runs), 1),
+        # --on ray: the node each run ran on (the same seeds give the same verdicts wherever they ran)
+        **({"ray_nodes": {str(r.dir.name): r.where for r in runs if r.where}} if any(r.where for r in runs) else {}),
     }
 
 
@@ -125,7 +128,19 @@ def _count_line(c: dict, what: str, seeds_label: str, seeds_with: str) -> str:
 
 def _brief(r: RunResult) -> dict:
     return {"seed": r.seed, "repeat": r.repeat, "dir": str(r.dir), "reason": r.reason,
-            "rerun": (r.report or {}).get("rerun")}
+            "rerun": (r.report or {}).get("rerun"), **({"ray_node": r.where} if r.where else {})}
+
+
+def parse_on(value: str | None) -> tuple[bool, str | None] | str:
+    """`--on ray` -> (True, None: a local cluster), `--on ray=ADDRESS` -> (True, ADDRESS), no
+    --on -> (False, None); anything else -> the error to print (exit 2)."""
+    if value is None:
+        return False, None
+    engine, _, address = value.partition("=")
+    if engine != "ray" or ("=" in value and not address):
+        return (f"--on {value}: only Ray is supported: --on ray (a local cluster on 127.0.0.1) or "
+                "--on ray=ADDRESS (e.g. --on ray=127.0.0.1:6379)")
+    return True, address or None
 
 
 def exit_code(agg: dict) -> int:
@@ -168,14 +183,7 @@ def _command(scenario: Path, seed: int, backend: str, d: Path) -> list[str]:
 
 def _stop(p: subprocess.Popen | ForkedRun, grace: float = INTERRUPT_GRACE_S) -> None:
     """SIGINT (the harness tears its cluster down), then SIGKILL of the group if it hangs."""
-    try:
-        os.killpg(p.pid, signal.SIGINT)
-        p.wait(grace)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.wait(10)
-    except ProcessLookupError:
-        pass
+    interrupt_group(p, grace)
 
 
 def execute(scenario: Path, plan: list[tuple[int, int]], out: Path, par: int, backend: str, repeats: int,
@@ -243,6 +251,10 @@ def soak(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         print(f"pschaos soak: --timeout {args.timeout}: must be positive (seconds per run)", file=sys.stderr)
         return 2
+    on = parse_on(getattr(args, "on", None))
+    if isinstance(on, str):
+        print(f"pschaos soak: {on}", file=sys.stderr)
+        return 2
     path = resolve_scenario(args.scenario)
     sc = load_scenario(path)            # a bad file exits 2 (ScenarioError) before any run starts
     out = Path(args.out) if args.out else Path("out") / f"soak-{sc.name}"
@@ -253,7 +265,13 @@ def soak(args: argparse.Namespace) -> int:
 
     progress(f"{sc.name}: {len(plan)} run(s), seeds {args.first_seed}..{args.first_seed + args.seeds - 1}"
              f" x {args.repeat}, {args.par} at a time -> {out}")
-    runs = execute(path.resolve(), plan, out, args.par, args.backend, args.repeat, args.timeout, progress)
+    if on[0]:
+        from pschaos.harness.fanout.ray_runs import execute_on_ray
+        runs = sorted(execute_on_ray(path.resolve(), plan, lambda s, k: _run_dir(out, s, k, args.repeat), args.backend,
+                                     args.timeout, on[1], args.par, RunResult, judge_run, progress),
+                      key=lambda r: (r.seed, r.repeat))
+    else:
+        runs = execute(path.resolve(), plan, out, args.par, args.backend, args.repeat, args.timeout, progress)
     agg = aggregate(sc.name, runs)
     out.mkdir(parents=True, exist_ok=True)
     (out / "soak.json").write_text(json.dumps(agg, indent=2))

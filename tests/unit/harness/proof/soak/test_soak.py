@@ -190,3 +190,24 @@ def test_a_seed_whose_repeats_are_none_and_0_is_unknown_not_0(tmp_path):
     assert "unknown: 1 run(s) without a figure" in soak.summary(aggregate("kill-primary", runs), tmp_path)
     every = aggregate("kill-primary", [judged(tmp_path, 3, "pass", 1, lost=0), judged(tmp_path, 4, "pass", 1, lost=0)])
     assert every["lost_acked_updates"]["sum"] == 0 and "lost acknowledged updates: 0 in total" in soak.summary(every, tmp_path)
+
+
+@pytest.mark.parametrize("value,want", [(None, (False, None)), ("ray", (True, None)),
+                                        ("ray=127.0.0.1:6379", (True, "127.0.0.1:6379"))])
+def test_on_ray_parses(value, want):
+    assert soak.parse_on(value) == want
+
+
+@pytest.mark.parametrize("value", ["dask", "ray=", "kubernetes=x"])
+def test_on_anything_but_ray_exits_2_naming_the_fix(value, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(soak, "execute", lambda *a, **k: pytest.fail("ran a run for a bad --on"))
+    assert main(["soak", "kill-primary", "--seeds", "2", "--on", value, "--out", str(tmp_path)]) == 2
+    assert "--on ray=ADDRESS" in capsys.readouterr().err
+
+
+def test_runs_on_ray_name_their_node_in_soak_json(tmp_path):
+    runs = [judged(tmp_path, s, "pass") for s in (1, 2)]
+    runs[0].where, runs[1].where = "node-a", "node-b"
+    a = aggregate("kill-primary", runs)
+    assert a["ray_nodes"] == {"seed-1-r1": "node-a", "seed-2-r1": "node-b"}
+    assert "ray_nodes" not in aggregate("kill-primary", [judged(tmp_path, 3, "pass")])

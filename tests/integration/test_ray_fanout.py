@@ -1,0 +1,172 @@
+"""`pschaos soak --on ray` on a real Ray cluster of two nodes on this machine, bound to 127.0.0.1
+(harness/fanout): the same seeds give the same verdicts and figures as the local soak, the runs
+spread over both nodes, nothing Ray starts listens outside loopback, and a task whose Ray worker
+is killed is retried once, then counted unknown with the reason."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from pschaos.harness.fanout.local_ray import LocalRay, loopback_env
+from pschaos.harness.machinery.tools import REPO
+
+os.environ.update(loopback_env())         # before Ray is imported: it reads this once (harness/fanout/local_ray.py)
+ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'pschaos[ray]' (make install does)")
+
+from pschaos.harness.fanout.ray_runs import execute_on_ray, sweep_orphans  # noqa: E402
+from pschaos.harness.proof.soak.soak import RunResult, judge_run  # noqa: E402
+
+CLI = [sys.executable, "-m", "pschaos.harness.commands.cli"]
+LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
+
+
+def _listeners() -> set[tuple[str, int, int | None]]:
+    return {(c.laddr.ip, c.laddr.port, c.pid) for c in psutil.net_connections(kind="tcp")
+            if c.status == psutil.CONN_LISTEN}
+
+
+def _rays(found: set) -> set:
+    """Of the listeners `found`, Ray's: its servers and workers (a test beside this one may open
+    sockets of its own meanwhile)."""
+    out = set()
+    for ip, port, pid in found:
+        try:
+            cmd = " ".join(psutil.Process(pid).cmdline()) if pid else ""
+        except psutil.Error:
+            cmd = ""
+        if any(k in cmd for k in ("ray::", "raylet", "gcs_server", "/ray/", "pschaos-ray-")):
+            out.add((ip, port, pid))
+    return out
+
+
+class _Watch(threading.Thread):
+    """Every listening socket that appears while the cluster runs, sampled every 0.2 s."""
+
+    def __init__(self, before: set) -> None:
+        super().__init__(daemon=True)
+        self.before, self.seen, self.stop = before, set(), threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.seen |= _rays(_listeners() - self.before)
+            self.stop.wait(0.2)
+
+
+def test_soak_on_two_ray_nodes_matches_the_local_soak_and_listens_on_loopback_only(tmp_path):
+    before = _listeners()
+    watch = _Watch(before)
+    watch.start()
+    with LocalRay(nodes=2, cpus=1, connect=False) as cluster:
+        out = tmp_path / "on-ray"
+        p = subprocess.run(CLI + ["soak", "kill-primary", "--backend", "sim", "--seeds", "4", "--on",
+                                  f"ray={cluster.address}", "--out", str(out)],
+                           capture_output=True, text=True, timeout=600, cwd=REPO, env={**_env(), **loopback_env()})
+        watch.seen |= _rays(_listeners() - before)
+    watch.stop.set()
+    watch.join()
+    assert p.returncode == 0, p.stdout + p.stderr
+    outside = sorted(s for s in watch.seen if s[0] not in LOOPBACK)
+    assert watch.seen and not outside, f"Ray listened outside loopback: {outside}"
+    a = json.loads((out / "soak.json").read_text())
+    assert len(set(a["ray_nodes"].values())) == 2, a["ray_nodes"]           # both nodes ran seeds
+    assert "4/4 done, 0 running, 0 queued" in p.stderr
+    local = tmp_path / "local"
+    q = subprocess.run(CLI + ["soak", "kill-primary", "--backend", "sim", "--seeds", "4", "-j", "2", "--out", str(local)],
+                       capture_output=True, text=True, timeout=600, cwd=REPO)
+    b = json.loads((local / "soak.json").read_text())
+    assert q.returncode == 0 and a["per_seed"] == b["per_seed"] and a["failover_ms"] == b["failover_ms"]
+    for s in range(1, 5):
+        ours, theirs = (json.loads((d / f"seed-{s}" / "report.json").read_text()) for d in (out, local))
+        assert ours["metrics"] == theirs["metrics"] and ours["seed"] == s
+    assert not [d for d in tmp_path.parent.glob("pschaos-ray-*")]
+
+
+def _env() -> dict:
+    return dict(os.environ)
+
+
+def _kill_task_workers(times: int, seen: list[int], stop: threading.Event) -> None:
+    """SIGKILL the Ray worker running a run task, `times` times (each retry's worker once)."""
+    while len(seen) < times and not stop.is_set():
+        for proc in psutil.process_iter(["pid", "cmdline"]):
+            cmd = " ".join(proc.info["cmdline"] or [])
+            if cmd.startswith("ray::run_on_node") and proc.info["pid"] not in seen and proc.children():
+                seen.append(proc.info["pid"])
+                proc.kill()
+                break
+        stop.wait(0.1)
+
+
+def _run_one(tmp_path, kills: int) -> tuple[RunResult, list[int]]:
+    seen: list[int] = []
+    stop = threading.Event()
+    killer = threading.Thread(target=_kill_task_workers, args=(kills, seen, stop), daemon=True)
+    with LocalRay(nodes=1, cpus=1, connect=False) as cluster:
+        killer.start()
+        (r,) = execute_on_ray(REPO / "scenarios" / "kill-primary.yaml", [(1, 1)], lambda s, k: tmp_path / f"seed-{s}",
+                              "sim", 300.0, cluster.address, 1, RunResult, judge_run)
+        stop.set()
+        killer.join()
+    return r, seen
+
+
+def test_a_task_whose_worker_is_killed_is_retried_once(tmp_path):
+    r, seen = _run_one(tmp_path, kills=1)
+    assert len(seen) == 1
+    assert r.verdict == "pass" and r.where, r.reason                # the retry ran it to the end
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _task_runs():
+        time.sleep(0.2)
+    assert not _task_runs()                  # the killed attempt's run got SIGINT with its worker and tore down
+    assert not sweep_orphans() and not list(Path(tempfile.gettempdir()).glob("pschaos-task-*"))
+
+
+def _task_runs() -> list:
+    return [p for p in psutil.process_iter(["cmdline"]) if "pschaos-task-" in " ".join(p.info["cmdline"] or [])]
+
+
+def test_a_task_lost_twice_is_unknown_with_the_reason(tmp_path):
+    r, seen = _run_one(tmp_path, kills=2)
+    assert len(seen) == 2
+    assert r.verdict == "unknown" and "the Ray task failed" in r.reason, r.reason
+    assert not list(Path(tempfile.gettempdir()).glob("pschaos-task-*"))     # the driver swept what they left
+
+
+@pytest.mark.timeout(600)
+def test_ctrl_c_cancels_every_task_and_leaves_no_run_behind(tmp_path):
+    """A terminal's Ctrl-C (SIGINT to the soak's process group) while process-backend runs train
+    on a local Ray cluster: the soak exits, and no run, node, etcd or Ray process is left."""
+    import signal
+    from pschaos.harness.machinery.procs import tagged_processes
+    from pschaos.harness.machinery.tools import find
+
+    if find("etcd") is None or find("toxiproxy-server") is None:
+        pytest.skip("etcd and toxiproxy-server are needed (make install)")
+    p = subprocess.Popen(CLI + ["soak", "kill-primary", "--seeds", "2", "-j", "2", "--on", "ray", "--out", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and len(tagged_processes()) < 4:     # clusters up: nodes running
+        time.sleep(0.5)
+    assert tagged_processes(), "no run started its cluster"
+    os.killpg(p.pid, signal.SIGINT)
+    out, _ = p.communicate(timeout=180)
+    assert p.returncode != 0, out
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and (tagged_processes() or _task_runs() or _ray_of_ours()):
+        time.sleep(0.5)
+    said = out.decode(errors="replace")[-2000:]
+    assert not tagged_processes() and not _task_runs() and not _ray_of_ours(), said
+    assert not list(Path(tempfile.gettempdir()).glob("pschaos-task-*")), said
+
+
+def _ray_of_ours() -> list:
+    return [p for p in psutil.process_iter(["cmdline"]) if "pschaos-ray-" in " ".join(p.info["cmdline"] or [])]
