@@ -1,7 +1,8 @@
 """`pschaos clean`: reap what killed runs left behind: processes (etcd, nodes, workers, Toxiproxy
 with all its proxies) by their run tag, nftables tables by the run registry, and a docker run's
-containers, volumes and run images by their labels (harness/backends/docker/reap.py), and the
-Debian rootfs a killed image build left in /var/tmp."""
+containers, volumes and run images by their labels (harness/backends/docker/reap.py), the
+Debian rootfs a killed image build left in /var/tmp, and the folders of Ray tasks and local Ray
+clusters whose owners died (harness/fanout/leftovers.py)."""
 from __future__ import annotations
 
 import os
@@ -12,6 +13,7 @@ from pathlib import Path
 
 from pschaos.netfaults import nft
 
+from pschaos.harness.fanout.leftovers import remove_dead
 from pschaos.harness.machinery import registry
 from pschaos.harness.backends.docker.debian import remove_rootfs, stale_rootfs
 from pschaos.harness.backends.docker.reap import engine_runs, reap_engine
@@ -114,6 +116,9 @@ def clean(all_runs: bool = False) -> int:
                 print(f"removed {d}")
             except Exception as e:  # noqa: BLE001 - still mounted: said, and the rest goes on
                 problems.append(f"{d}: {e}")
+    for d in remove_dead():         # Ray tasks' and local Ray clusters' folders whose owners died (harness/fanout)
+        removed.append(d)
+        print(f"removed {d}")
     for r in registry.runs():
         if dead(r):
             for d in remove_folders(r):

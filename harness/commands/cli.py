@@ -178,8 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     sk.add_argument("--timeout", type=float, default=900.0, help="seconds per run before it is interrupted "
                                                                  "and counted unknown (default 900)")
     sk.add_argument("--on", metavar="ray[=ADDRESS]",
-                    help="run each seed as a Ray task: on the cluster at ADDRESS (ray.init's address), or on a "
-                         "new local cluster bound to 127.0.0.1 with -j CPUs (pip install 'pschaos[ray]')")
+                    help="run each seed as a Ray task: on the cluster at ADDRESS (ray.init's: auto on a node of "
+                         "it, or ray://HEAD:10001), or on a new local cluster bound to 127.0.0.1 with -j CPUs "
+                         "(pip install 'pschaos[ray]'); sim and process backends")
     sk.set_defaults(fn=cmd_soak)
 
     dm = sub.add_parser("demo", help="local cluster, training, a primary killed mid-training, the outcome")

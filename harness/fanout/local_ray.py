@@ -11,8 +11,10 @@ anyone who starts Ray nodes of their own the same way.
 
 The cluster is Ray's own multi-node utility (`ray.cluster_utils.Cluster`): a head and N-1 more
 nodes, each its own raylet on 127.0.0.1, in a temporary folder of ours, shut down with the
-cluster (and by Ray's reaper if this process dies). Ray records the newest cluster's address in
-/tmp/ray/ray_current_cluster; it is put back as it was.
+cluster (and by Ray's reaper if this process dies; its folder then by `pschaos clean`). Ray
+records the newest cluster's address in /tmp/ray/ray_current_cluster, where a plain `ray.init()`
+finds it; it is put back as it was (two local clusters at once share that file: the later one's
+end restores what the earlier one found).
 """
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.fanout.leftovers import CLUSTER_PREFIX, claim
 
 LOOPBACK_ENV = {
     "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",   # keep 127.0.0.1 (see the module docstring)
@@ -47,7 +52,7 @@ def import_ray() -> Any:
         import ray
         from ray._private import ray_constants
     except ImportError:
-        raise SystemExit("pschaos: --on ray needs Ray: pip install 'pschaos[ray]' (ray 2.60)") from None
+        raise HarnessError("--on ray needs Ray, which is not installed: pip install 'pschaos[ray]' (ray 2.60)") from None
     ray_constants.ENABLE_RAY_CLUSTER = False
     return ray
 
@@ -77,9 +82,11 @@ class LocalRay:
         self.kept_address = ADDRESS_FILE.read_text() if ADDRESS_FILE.exists() else None
         self.made_dir = not ADDRESS_FILE.parent.exists()
         ADDRESS_FILE.parent.mkdir(parents=True, exist_ok=True)     # Ray writes its address file there
-        self.temp = tempfile.mkdtemp(prefix="pschaos-ray-")
+        self.temp = tempfile.mkdtemp(prefix=CLUSTER_PREFIX)
+        claim(Path(self.temp), os.getpid())      # a driver killed outright: `pschaos clean` removes the folder
         try:
-            self.cluster = Cluster(initialize_head=True, head_node_args=self._node_args())
+            self.cluster = Cluster()             # held before the head starts: a failure after it is shut down
+            self.cluster.add_node(**self._node_args())
             for _ in range(self.nodes_wanted - 1):
                 self.workers.append(self.cluster.add_node(**self._node_args()))
             if self.connect_driver:
@@ -96,11 +103,16 @@ class LocalRay:
     def stop(self) -> None:
         """Disconnect, shut every node down, remove our folder, put Ray's address file back."""
         ray = import_ray()
-        if ray.is_initialized():
-            ray.shutdown()
-        if self.cluster is not None:
-            self.cluster.shutdown()
+        try:
+            if ray.is_initialized():
+                ray.shutdown()
+            if self.cluster is not None:
+                self.cluster.shutdown()
+        finally:
             self.cluster = None
+            self._tidy()
+
+    def _tidy(self) -> None:
         if self.temp:
             shutil.rmtree(self.temp, ignore_errors=True)
             self.temp = ""

@@ -22,8 +22,13 @@ from pschaos.harness.machinery.tools import REPO
 os.environ.update(loopback_env())         # before Ray is imported: it reads this once (harness/fanout/local_ray.py)
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'pschaos[ray]' (make install does)")
 
-from pschaos.harness.fanout.ray_runs import execute_on_ray, sweep_orphans  # noqa: E402
+from pschaos.harness.fanout import ray_runs  # noqa: E402
+from pschaos.harness.fanout.leftovers import sweep  # noqa: E402
+from pschaos.harness.fanout.ray_runs import execute_on_ray  # noqa: E402
 from pschaos.harness.proof.soak.soak import RunResult, judge_run  # noqa: E402
+
+# one xdist worker runs them all, one after another: the killer below takes any run task's worker
+pytestmark = pytest.mark.xdist_group("ray")
 
 CLI = [sys.executable, "-m", "pschaos.harness.commands.cli"]
 LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
@@ -34,16 +39,16 @@ def _listeners() -> set[tuple[str, int, int | None]]:
             if c.status == psutil.CONN_LISTEN}
 
 
-def _rays(found: set) -> set:
-    """Of the listeners `found`, Ray's: its servers and workers (a test beside this one may open
-    sockets of its own meanwhile)."""
+def _rays(found: set, driver: int | None = None) -> set:
+    """Of the listeners `found`, Ray's: its servers and workers, and the driver's own (a test
+    beside this one may open sockets of its own meanwhile)."""
     out = set()
     for ip, port, pid in found:
         try:
             cmd = " ".join(psutil.Process(pid).cmdline()) if pid else ""
         except psutil.Error:
             cmd = ""
-        if any(k in cmd for k in ("ray::", "raylet", "gcs_server", "/ray/", "pschaos-ray-")):
+        if pid == driver or any(k in cmd for k in ("ray::", "raylet", "gcs_server", "/ray/", "pschaos-ray-")):
             out.add((ip, port, pid))
     return out
 
@@ -53,11 +58,11 @@ class _Watch(threading.Thread):
 
     def __init__(self, before: set) -> None:
         super().__init__(daemon=True)
-        self.before, self.seen, self.stop = before, set(), threading.Event()
+        self.before, self.seen, self.stop, self.driver = before, set(), threading.Event(), None
 
     def run(self) -> None:
         while not self.stop.is_set():
-            self.seen |= _rays(_listeners() - self.before)
+            self.seen |= _rays(_listeners() - self.before, self.driver)
             self.stop.wait(0.2)
 
 
@@ -67,18 +72,20 @@ def test_soak_on_two_ray_nodes_matches_the_local_soak_and_listens_on_loopback_on
     watch.start()
     with LocalRay(nodes=2, cpus=1, connect=False) as cluster:
         out = tmp_path / "on-ray"
-        p = subprocess.run(CLI + ["soak", "kill-primary", "--backend", "sim", "--seeds", "4", "--on",
-                                  f"ray={cluster.address}", "--out", str(out)],
-                           capture_output=True, text=True, timeout=600, cwd=REPO, env={**_env(), **loopback_env()})
-        watch.seen |= _rays(_listeners() - before)
+        p = subprocess.Popen(CLI + ["soak", "kill-primary", "--backend", "sim", "--seeds", "4", "--on",
+                                    f"ray={cluster.address}", "--out", str(out)], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, cwd=REPO, env={**_env(), **loopback_env()})
+        watch.driver = p.pid
+        stdout, stderr = p.communicate(timeout=600)
     watch.stop.set()
     watch.join()
-    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.returncode == 0, stdout + stderr
     outside = sorted(s for s in watch.seen if s[0] not in LOOPBACK)
     assert watch.seen and not outside, f"Ray listened outside loopback: {outside}"
+    assert any(pid == p.pid for _, _, pid in watch.seen)       # the driver's own server was watched too
     a = json.loads((out / "soak.json").read_text())
     assert len(set(a["ray_nodes"].values())) == 2, a["ray_nodes"]           # both nodes ran seeds
-    assert "4/4 done, 0 running, 0 queued" in p.stderr
+    assert "4/4 done, 0 in flight, 0 queued" in stderr
     local = tmp_path / "local"
     q = subprocess.run(CLI + ["soak", "kill-primary", "--backend", "sim", "--seeds", "4", "-j", "2", "--out", str(local)],
                        capture_output=True, text=True, timeout=600, cwd=REPO)
@@ -87,7 +94,7 @@ def test_soak_on_two_ray_nodes_matches_the_local_soak_and_listens_on_loopback_on
     for s in range(1, 5):
         ours, theirs = (json.loads((d / f"seed-{s}" / "report.json").read_text()) for d in (out, local))
         assert ours["metrics"] == theirs["metrics"] and ours["seed"] == s
-    assert not [d for d in tmp_path.parent.glob("pschaos-ray-*")]
+    assert not list(Path(tempfile.gettempdir()).glob("pschaos-ray-*"))
 
 
 def _env() -> dict:
@@ -106,14 +113,19 @@ def _kill_task_workers(times: int, seen: list[int], stop: threading.Event) -> No
         stop.wait(0.1)
 
 
-def _run_one(tmp_path, kills: int) -> tuple[RunResult, list[int]]:
+def _run_one(tmp_path, kills: int, scenario: Path = REPO / "scenarios" / "kill-primary.yaml") -> tuple[RunResult, list[int]]:
     seen: list[int] = []
     stop = threading.Event()
     killer = threading.Thread(target=_kill_task_workers, args=(kills, seen, stop), daemon=True)
+    d = tmp_path / "seed-1"
+    d.mkdir()
+    (d / "report.json").write_text('{"verdict": "pass", "checks": {}}')     # an earlier soak's, in a reused --out
+    (d / "history.jsonl").write_text("")
     with LocalRay(nodes=1, cpus=1, connect=False) as cluster:
         killer.start()
-        (r,) = execute_on_ray(REPO / "scenarios" / "kill-primary.yaml", [(1, 1)], lambda s, k: tmp_path / f"seed-{s}",
-                              "sim", 300.0, cluster.address, 1, RunResult, judge_run)
+        (r,) = execute_on_ray(scenario, [(1, 1)], lambda s, k: tmp_path / f"seed-{s}",
+                              "sim", 300.0, cluster.address, 1, RunResult, judge_run,
+                              command=lambda s, d: f"pschaos run {scenario} --seed {s} --out {d}")
         stop.set()
         killer.join()
     return r, seen
@@ -127,7 +139,7 @@ def test_a_task_whose_worker_is_killed_is_retried_once(tmp_path):
     while time.monotonic() < deadline and _task_runs():
         time.sleep(0.2)
     assert not _task_runs()                  # the killed attempt's run got SIGINT with its worker and tore down
-    assert not sweep_orphans() and not list(Path(tempfile.gettempdir()).glob("pschaos-task-*"))
+    assert not sweep() and not list(Path(tempfile.gettempdir()).glob("pschaos-task-*"))
 
 
 def _task_runs() -> list:
@@ -139,6 +151,33 @@ def test_a_task_lost_twice_is_unknown_with_the_reason(tmp_path):
     assert len(seen) == 2
     assert r.verdict == "unknown" and "the Ray task failed" in r.reason, r.reason
     assert not list(Path(tempfile.gettempdir()).glob("pschaos-task-*"))     # the driver swept what they left
+    assert not (tmp_path / "seed-1" / "history.jsonl").exists()              # no earlier run's file beside it
+
+
+def test_a_failing_run_comes_back_whole_and_judged_as_here(tmp_path):
+    """A seed that fails: its verdict, its history and a rerun line for this machine come back,
+    as the local soak has them; a result from another pschaos version is unknown."""
+    bad = tmp_path / "kill-primary-fails.yaml"
+    bad.write_text((REPO / "scenarios" / "kill-primary.yaml").read_text().replace(
+        '    - "failovers >= 1"', '    - "failovers >= 1"\n    - "acked_updates < 0"'))
+    r, _ = _run_one(tmp_path, kills=0, scenario=bad)
+    assert r.verdict == "fail", r.reason
+    rep = json.loads((tmp_path / "seed-1" / "report.json").read_text())
+    assert rep["rerun"] == f"pschaos run {bad} --seed 1 --out {tmp_path / 'seed-1'}" and rep["ray_node"]
+    assert (tmp_path / "seed-1" / "history.jsonl").stat().st_size > 0
+    local = tmp_path / "local"
+    subprocess.run(CLI + ["run", str(bad), "--backend", "sim", "--seed", "1", "--out", str(local), "--quiet"],
+                   capture_output=True, timeout=300, cwd=REPO)
+    assert json.loads((local / "report.json").read_text())["verdict"] == "fail"
+    assert (local / "history.jsonl").read_bytes() == (tmp_path / "seed-1" / "history.jsonl").read_bytes()
+
+
+def test_a_result_from_another_pschaos_version_is_unknown(tmp_path, monkeypatch):
+    monkeypatch.setattr(ray_runs, "version", lambda: "0.0.0-elsewhere")
+    other = tmp_path / "other"
+    other.mkdir()
+    r, _ = _run_one(other, kills=0)
+    assert r.verdict == "unknown" and "install the same pschaos on every node" in r.reason
 
 
 @pytest.mark.timeout(600)

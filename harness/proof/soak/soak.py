@@ -137,9 +137,9 @@ def parse_on(value: str | None) -> tuple[bool, str | None] | str:
     if value is None:
         return False, None
     engine, _, address = value.partition("=")
-    if engine != "ray" or ("=" in value and not address):
+    if engine != "ray" or ("=" in value and not address) or address == "local":
         return (f"--on {value}: only Ray is supported: --on ray (a local cluster on 127.0.0.1) or "
-                "--on ray=ADDRESS (e.g. --on ray=127.0.0.1:6379)")
+                "--on ray=ADDRESS (e.g. --on ray=auto on a node of your cluster, or ray://HEAD:10001)")
     return True, address or None
 
 
@@ -252,6 +252,9 @@ def soak(args: argparse.Namespace) -> int:
         print(f"pschaos soak: --timeout {args.timeout}: must be positive (seconds per run)", file=sys.stderr)
         return 2
     on = parse_on(getattr(args, "on", None))
+    if not isinstance(on, str) and on[0] and args.backend == "docker":
+        on = ("--on ray runs the sim and process backends: a docker run needs the engine and the image on "
+              "every node; run it here without --on")
     if isinstance(on, str):
         print(f"pschaos soak: {on}", file=sys.stderr)
         return 2
@@ -268,7 +271,8 @@ def soak(args: argparse.Namespace) -> int:
     if on[0]:
         from pschaos.harness.fanout.ray_runs import execute_on_ray
         runs = sorted(execute_on_ray(path.resolve(), plan, lambda s, k: _run_dir(out, s, k, args.repeat), args.backend,
-                                     args.timeout, on[1], args.par, RunResult, judge_run, progress),
+                                     args.timeout, on[1], args.par, RunResult, judge_run, progress,
+                                     lambda s, d: " ".join(["pschaos", *_command(path, s, args.backend, d)[3:-1]])),
                       key=lambda r: (r.seed, r.repeat))
     else:
         runs = execute(path.resolve(), plan, out, args.par, args.backend, args.repeat, args.timeout, progress)

@@ -198,7 +198,7 @@ def test_on_ray_parses(value, want):
     assert soak.parse_on(value) == want
 
 
-@pytest.mark.parametrize("value", ["dask", "ray=", "kubernetes=x"])
+@pytest.mark.parametrize("value", ["dask", "ray=", "kubernetes=x", "ray=local"])
 def test_on_anything_but_ray_exits_2_naming_the_fix(value, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(soak, "execute", lambda *a, **k: pytest.fail("ran a run for a bad --on"))
     assert main(["soak", "kill-primary", "--seeds", "2", "--on", value, "--out", str(tmp_path)]) == 2
@@ -211,3 +211,9 @@ def test_runs_on_ray_name_their_node_in_soak_json(tmp_path):
     a = aggregate("kill-primary", runs)
     assert a["ray_nodes"] == {"seed-1-r1": "node-a", "seed-2-r1": "node-b"}
     assert "ray_nodes" not in aggregate("kill-primary", [judged(tmp_path, 3, "pass")])
+
+
+def test_on_ray_refuses_the_docker_backend(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(soak, "execute", lambda *a, **k: pytest.fail("ran a run"))
+    assert main(["soak", "kill-primary", "--seeds", "2", "--backend", "docker", "--on", "ray", "--out", str(tmp_path)]) == 2
+    assert "run it here without --on" in capsys.readouterr().err
