@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -113,9 +114,16 @@ class LocalRay:
             self._tidy()
 
     def _tidy(self) -> None:
-        if self.temp:
+        """Remove our folder; Ray's last processes may still write into it for a moment after the
+        shutdown (CI, fresh clone of b03c78c: a removal that ignored errors left it), so retry,
+        bounded."""
+        end = time.monotonic() + 15.0
+        while self.temp and Path(self.temp).exists():
             shutil.rmtree(self.temp, ignore_errors=True)
-            self.temp = ""
+            if not Path(self.temp).exists() or time.monotonic() > end:
+                break
+            time.sleep(0.2)
+        self.temp = ""
         try:
             if self.kept_address is not None:
                 ADDRESS_FILE.write_text(self.kept_address)
