@@ -27,6 +27,7 @@ from pschaos.harness.errors import HarnessError
 from pschaos.harness.fanout import leftovers
 from pschaos.harness.fanout.local_ray import LocalRay, import_ray
 from pschaos.harness.fanout.task import INTERRUPT_GRACE_S, run_on_node, version
+from pschaos.harness.machinery.registry import made_by_a_run
 from pschaos.harness.machinery.tools import CHECKOUT, REPO
 
 CANCEL_GRACE_S = INTERRUPT_GRACE_S + 15.0     # longer than a task's own wait for its run's teardown
@@ -41,7 +42,7 @@ def fresh(folder: Path) -> None:
     for name in RUN_FILES:
         (folder / name).unlink(missing_ok=True)
     run = folder / "run"
-    if run.is_dir() and ((run / ".pschaos-run").is_file() or (run / "events").is_dir()):
+    if run.is_dir() and made_by_a_run(run):
         shutil.rmtree(run, ignore_errors=True)
 
 

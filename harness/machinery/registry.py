@@ -12,6 +12,13 @@ import time
 from pathlib import Path
 
 DIR = Path(os.environ.get("PSCHAOS_RUNS_DIR", Path(tempfile.gettempdir()) / "pschaos-runs"))
+RUN_MARKER = ".pschaos-run"      # in every run folder the runner makes: a reused --out deletes only those
+
+
+def made_by_a_run(folder: Path) -> bool:
+    """A run folder (`--out`/run) a pschaos run made: its marker, or (before markers) its events/
+    folder. Only such a folder is ever deleted to reuse an --out: never someone's own /run."""
+    return (folder / RUN_MARKER).is_file() or (folder / "events").is_dir()
 
 
 def register(run_id: str, owner: int, nft_table: str, owner_start: float | None = None,

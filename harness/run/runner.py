@@ -19,6 +19,7 @@ from typing import Callable
 
 from pschaos.harness.run.report import RunReport
 from pschaos.harness.machinery import hostload, hostspeed
+from pschaos.harness.machinery.registry import RUN_MARKER, made_by_a_run
 from pschaos.harness.backends.base import Backend
 from pschaos.harness.history.clock import WallClock, clock_of
 from pschaos.harness.errors import HarnessError
@@ -48,7 +49,6 @@ class OpenFault:
 BackendFactory = Callable[[Scenario, Path, str, int], Backend]
 
 
-RUN_MARKER = ".pschaos-run"      # in every run folder the runner makes: a reused --out deletes only those
 SYSTEM_DIRS = {"/", "/usr", "/etc", "/var", "/run", "/proc", "/sys", "/dev", "/boot", "/bin", "/lib", "/lib64",
                "/sbin"}
 
@@ -103,7 +103,7 @@ class Runner(RunReport):
             p = self.out / stale
             if p.is_dir():
                 # only a folder a run made (its marker; before markers, its events/ folder): never someone's /run
-                if not ((p / RUN_MARKER).is_file() or (p / "events").is_dir()):
+                if not made_by_a_run(p):
                     raise HarnessError(f"--out {self.out}: {p} exists and no pschaos run made it (no {RUN_MARKER} "
                                        "in it); choose another --out, or remove that folder yourself")
                 shutil.rmtree(p)

@@ -28,6 +28,8 @@ import uuid
 from pathlib import Path
 from typing import Callable
 
+from pschaos.harness.machinery.registry import RUN_MARKER
+
 COPIED = ("report.json", "history.jsonl", "summary.md")   # what a reused run's folder gets (logs stay put)
 NOTE = "reused-from.json"     # in a folder that got a copy: where the run was made
 MADE = "made.json"            # in the store's copy, written last
@@ -95,7 +97,7 @@ def _copy(src: Path, dst: Path) -> None:
     for name in (*COPIED, NOTE, MADE, "report.html", "junit.xml"):
         if (dst / name).is_file():
             (dst / name).unlink()
-    if (dst / "run" / ".pschaos-run").is_file():
+    if (dst / "run" / RUN_MARKER).is_file():
         shutil.rmtree(dst / "run", ignore_errors=True)
     for name in COPIED:
         if (src / name).is_file():
