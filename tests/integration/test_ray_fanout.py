@@ -66,7 +66,19 @@ class _Watch(threading.Thread):
             self.stop.wait(0.2)
 
 
+def _ours_left(before: set[Path]) -> list[Path]:
+    """The folders of local clusters and task runs made since `before` and still there (another
+    run on this machine, or a killed one's that `pschaos clean` has not swept yet, is not ours)."""
+    return sorted(_folders() - before)
+
+
+def _folders() -> set[Path]:
+    tmp = Path(tempfile.gettempdir())
+    return set(tmp.glob("pschaos-ray-*")) | set(tmp.glob("pschaos-task-*"))
+
+
 def test_soak_on_two_ray_nodes_matches_the_local_soak_and_listens_on_loopback_only(tmp_path):
+    folders = _folders()
     before = _listeners()
     watch = _Watch(before)
     watch.start()
@@ -94,7 +106,7 @@ def test_soak_on_two_ray_nodes_matches_the_local_soak_and_listens_on_loopback_on
     for s in range(1, 5):
         ours, theirs = (json.loads((d / f"seed-{s}" / "report.json").read_text()) for d in (out, local))
         assert ours["metrics"] == theirs["metrics"] and ours["seed"] == s
-    assert not list(Path(tempfile.gettempdir()).glob("pschaos-ray-*"))
+    assert not _ours_left(folders)
 
 
 def _env() -> dict:
@@ -102,14 +114,25 @@ def _env() -> dict:
 
 
 def _kill_task_workers(times: int, seen: list[int], stop: threading.Event) -> None:
-    """SIGKILL the Ray worker running a run task, `times` times (each retry's worker once)."""
+    """SIGKILL the Ray worker running a run task, `times` times (each retry's worker once), only
+    while its run is still going: the worker is stopped first and killed only if its `pschaos run`
+    child is then still alive, so it cannot have handed its result back (CI, fresh clone of
+    ef816a3: a kill that landed just after the retry's run ended counted, and the seed passed)."""
     while len(seen) < times and not stop.is_set():
         for proc in psutil.process_iter(["pid", "cmdline"]):
             cmd = " ".join(proc.info["cmdline"] or [])
-            if cmd.startswith("ray::run_on_node") and proc.info["pid"] not in seen and proc.children():
-                seen.append(proc.info["pid"])
-                proc.kill()
-                break
+            if not cmd.startswith("ray::run_on_node") or proc.info["pid"] in seen:
+                continue
+            try:
+                proc.suspend()
+                running = [c for c in proc.children() if c.status() != psutil.STATUS_ZOMBIE]
+                if running:
+                    seen.append(proc.info["pid"])
+                    proc.kill()
+                    break
+                proc.resume()
+            except psutil.Error:
+                continue
         stop.wait(0.1)
 
 
@@ -132,6 +155,7 @@ def _run_one(tmp_path, kills: int, scenario: Path = REPO / "scenarios" / "kill-p
 
 
 def test_a_task_whose_worker_is_killed_is_retried_once(tmp_path):
+    folders = _folders()
     r, seen = _run_one(tmp_path, kills=1)
     assert len(seen) == 1
     assert r.verdict == "pass" and r.where, r.reason                # the retry ran it to the end
@@ -139,7 +163,7 @@ def test_a_task_whose_worker_is_killed_is_retried_once(tmp_path):
     while time.monotonic() < deadline and _task_runs():
         time.sleep(0.2)
     assert not _task_runs()                  # the killed attempt's run got SIGINT with its worker and tore down
-    assert not sweep() and not list(Path(tempfile.gettempdir()).glob("pschaos-task-*"))
+    assert not [g for g in sweep() if Path(g) not in folders] and not _ours_left(folders)
 
 
 def _task_runs() -> list:
@@ -147,10 +171,11 @@ def _task_runs() -> list:
 
 
 def test_a_task_lost_twice_is_unknown_with_the_reason(tmp_path):
+    folders = _folders()
     r, seen = _run_one(tmp_path, kills=2)
     assert len(seen) == 2
     assert r.verdict == "unknown" and "the Ray task failed" in r.reason, r.reason
-    assert not list(Path(tempfile.gettempdir()).glob("pschaos-task-*"))     # the driver swept what they left
+    assert not _ours_left(folders)                                           # the driver swept what they left
     assert not (tmp_path / "seed-1" / "history.jsonl").exists()              # no earlier run's file beside it
 
 
@@ -190,6 +215,7 @@ def test_ctrl_c_cancels_every_task_and_leaves_no_run_behind(tmp_path):
 
     if find("etcd") is None or find("toxiproxy-server") is None:
         pytest.skip("etcd and toxiproxy-server are needed (make install)")
+    folders = _folders()
     p = subprocess.Popen(CLI + ["soak", "kill-primary", "--seeds", "2", "-j", "2", "--on", "ray", "--out", str(tmp_path)],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
     deadline = time.monotonic() + 180
@@ -204,7 +230,7 @@ def test_ctrl_c_cancels_every_task_and_leaves_no_run_behind(tmp_path):
         time.sleep(0.5)
     said = out.decode(errors="replace")[-2000:]
     assert not tagged_processes() and not _task_runs() and not _ray_of_ours(), said
-    assert not list(Path(tempfile.gettempdir()).glob("pschaos-task-*")), said
+    assert not _ours_left(folders), said
 
 
 def _ray_of_ours() -> list:
