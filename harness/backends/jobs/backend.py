@@ -121,7 +121,9 @@ class JobBackend:
             own = {**own, "LD_PRELOAD": " ".join(pre)}
         if self.hold_checkpoints:      # a kill is timed to a checkpoint write: hold each commit open
             own = {**own, "PSCHAOS_CHECKPOINT_HOLD_S": str(CHECKPOINT_HOLD_S)}
-        return {**own, "PSCHAOS_EVENTS_DIR": str(self.run_dir / "events"),
+        # temporary files in the run's data, removed with it: torchrun's agent makes a
+        # torchelastic_* folder in the temp dir at each launch and leaves it there
+        return {**own, "TMPDIR": str(self.job.env.data("tmp")), "PSCHAOS_EVENTS_DIR": str(self.run_dir / "events"),
                 "PSCHAOS_INCARNATION": str(self.incarnation),
                 "PYTHONPATH": str(SHIM_DIR) + (os.pathsep + py if py else "")}
 
