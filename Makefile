@@ -60,12 +60,14 @@ $(TF_STAMP): | $(UV_TRIED)
 	  $(TF_VENV)/bin/pip install -q tensorflow-cpu==$(TF_VERSION)
 	touch $@
 
-# what a run needs: etcd (Debian etcd-server, 3.4), nftables, and a C compiler (the loopback
-# preload for jobs that bind every interface, built on first use); apt only when a part is missing
+# what a run needs: etcd (Debian etcd-server, 3.4), nftables, a C compiler (the loopback
+# preload for jobs that bind every interface, built on first use) and fuse3 (libfuse3 and
+# fusermount3: the power-loss disk); apt only when a part is missing
 system-deps:
-	@if ! command -v etcd >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1; then \
-	  echo "installing etcd-server, nftables and gcc from Debian"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server nftables gcc libc6-dev >/dev/null; \
+	@if ! command -v etcd >/dev/null 2>&1 || ! command -v nft >/dev/null 2>&1 || ! command -v cc >/dev/null 2>&1 || \
+	    ! command -v fusermount3 >/dev/null 2>&1; then \
+	  echo "installing etcd-server, nftables, gcc and fuse3 from Debian"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server nftables gcc libc6-dev fuse3 >/dev/null; \
 	fi
 
 # what only the tests need: Chromium with its driver (report rendering tests) and Redis with

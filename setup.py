@@ -7,7 +7,7 @@ never shadows ours.
 """
 from setuptools import find_packages, setup
 
-TOPS = ("harness", "psnodes", "netfaults", "reports")
+TOPS = ("harness", "psnodes", "netfaults", "diskfaults", "reports")
 
 packages = ["pschaos", "pschaos.scenarios"]
 package_dir = {"pschaos": "pschaos", "pschaos.scenarios": "scenarios"}     # the library: data

@@ -1,7 +1,8 @@
 """`pschaos clean`: reap what killed runs left behind: processes (etcd, nodes, workers, Toxiproxy
 with all its proxies) by their run tag, nftables tables by the run registry, and a docker run's
 containers, volumes and run images by their labels (harness/backends/docker/reap.py), the
-Debian rootfs a killed image build left in /var/tmp, and the folders of Ray tasks and local Ray
+Debian rootfs a killed image build left in /var/tmp, power-loss disks whose serving process died
+(diskfaults/mounts.py), and the folders of Ray tasks and local Ray
 clusters whose owners died (harness/fanout/leftovers.py)."""
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from pschaos.diskfaults.mounts import reap as reap_disks
 from pschaos.netfaults import nft
 
 from pschaos.harness.fanout.leftovers import remove_dead
@@ -100,6 +102,9 @@ def clean(all_runs: bool = False) -> int:
                 print(f"deleted nftables table inet {t}")
             except Exception as e:  # noqa: BLE001 - report and go on with the rest
                 print(f"could not delete table {t}: {e}")
+    disks = reap_disks(all_mounts=all_runs)     # after the processes: a reaped server unmounts its own
+    for d in disks:
+        print(f"unmounted power-loss disk {d}")
     engine, problems, unchecked = reap_engine(all_runs)
     if unchecked:
         print(f"docker: {unchecked}")
@@ -129,6 +134,7 @@ def clean(all_runs: bool = False) -> int:
             except OSError as e:        # another user's entry: said, and the rest goes on
                 print(f"could not remove the registry entry of {r['run_id']}: {e}")
     print(f"pschaos clean: {len(done)} process(es) reaped, {len(dropped)} nftables table(s) deleted, "
+          f"{len(disks)} power-loss disk(s) unmounted, "
           f"{len(engine)} container(s), volume(s) and image(s) removed, {len(removed)} folder(s) removed"
           + (f", {len(problems)} run(s) left on the engine" if problems else ""))
     return 1 if problems else 0

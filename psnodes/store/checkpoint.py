@@ -32,6 +32,7 @@ LOCK = ".lock"
 STALE_TMP_S = 60.0        # a temporary file this old belongs to a writer that died mid-write
 
 _names = itertools.count()
+_durable: set[Path] = set()       # folders whose entries this process made durable (_make_dirs)
 
 
 def _tmp(path: Path) -> Path:
@@ -60,6 +61,29 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
+def _make_dirs(directory: Path) -> None:
+    """`directory` and the folders above it that are missing, each made durable in its parent: a
+    file synced in a folder whose own entry never reached the disk is lost with it at a power cut
+    (tests/integration/test_power_loss_disk.py saw a node's first checkpoints vanish so). A folder
+    another writer made may not be synced yet: its parent is synced once by this process too."""
+    if directory in _durable:
+        return
+    missing = []
+    d = directory
+    while not d.is_dir():
+        missing.append(d)
+        d = d.parent
+    for m in reversed(missing):
+        try:
+            m.mkdir()
+        except FileExistsError:
+            pass
+        _fsync_dir(m.parent)
+    if not missing:
+        _fsync_dir(directory.parent)
+    _durable.add(directory)
+
+
 @contextmanager
 def _locked(d: Path) -> Iterator[None]:
     fd = os.open(d / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
@@ -83,7 +107,7 @@ def write_checkpoint(directory: Path, blob: bytes, seq: int, epoch: int, node: s
     `term`) as the folder's checkpoint. Returns the manifest in force afterwards and whether it is
     ours: with `newer_only`, a checkpoint not newer than the folder's (pschaos.psnodes.core.checkpoints.order)
     is dropped."""
-    directory.mkdir(parents=True, exist_ok=True)
+    _make_dirs(directory)
     term = epoch if term is None else term
     name = f"state-t{term}-{seq:012d}-e{epoch}-{node.replace('/', '-')}.psb"
     manifest = {"seq": seq, "epoch": epoch, "term": term, "file": name, "bytes": len(blob), "node": node,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pschaos.harness.machinery.tools import REPO
 
-TOPS = ("harness", "psnodes", "netfaults", "reports")
+TOPS = ("harness", "psnodes", "netfaults", "diskfaults", "reports")
 # harness' rooms, lowest first: a room may import its own and lower ones, never a higher one
 LAYERS = ["errors", "machinery", "fanout", "history", "checkers", "faults", "backends", "run", "proof", {"plugin", "commands"}]
 MAX_LINES = 400

@@ -1,0 +1,329 @@
+"""What a disk holds after a power cut: a folder's files as a program wrote them, with every write
+held in a cache of ours until the file is fsynced and every directory change undone unless its
+directory was fsynced since.
+
+A kill leaves every written byte in the kernel's page cache, so no kill shows a program that
+renames a checkpoint before syncing it, or never syncs the directory it renamed in. Here the
+backing folder (`disk`) holds only what a disk would: file data reaches it at fsync, and a
+directory change (create, unlink, rename, mkdir, rmdir, link, symlink) reaches it at once but is
+logged with what undoes it, until every directory it changed was fsynced. `power_loss` drops the
+held data and undoes the logged changes, newest first, as LazyFS does with its own page cache.
+
+The rules, strict as POSIX allows:
+- a file's data is durable once the file is fsynced (fsync or fdatasync), not at close;
+- a directory change is durable once every directory it changed was fsynced after it (a rename
+  across two directories needs both); a file fsynced in a directory never synced vanishes;
+- a `torn` power loss lands a prefix of the last held write of one file on the disk: the rest of
+  that file's held writes, and every other file's, are gone;
+- directories are known by inode, so a rename of a directory keeps what is pending in it;
+- attributes (mode, owner, times) go to the disk at once and are not modelled.
+
+Pure Python over a real folder, no FUSE: the FUSE shell (fuse_ops.py) calls it, and its unit tests
+call it directly. One lock serialises every call.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+Key = tuple[int, int]         # (st_dev, st_ino) of a file on the disk
+
+
+@dataclass
+class Held:
+    """A file's content as the program sees it, not yet on the disk, and its last write."""
+    data: bytearray
+    last: tuple[int, bytes] | None = None
+
+
+@dataclass
+class Change:
+    """A directory change not yet durable: `entries` are (directory inode, name) it touched (the
+    first is where it happened, a rename's second its destination), `pending` the directory
+    inodes still to be fsynced, `trash` what it moved aside (an unlinked or replaced entry)."""
+    kind: str
+    entries: list[tuple[int, str]]
+    pending: set[int]
+    trash: str | None = None
+    mode: int = 0o755
+    inode: int | None = None            # rmdir: the directory it removed
+    said: str = ""
+
+
+@dataclass
+class Loss:
+    """What a power loss took: files whose held data was dropped, changes undone, and any change
+    that could not be undone (the disk is then not what a real one would hold: the caller fails)."""
+    dropped: dict[str, int] = field(default_factory=dict)
+    undone: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    torn: dict | None = None
+
+    def as_dict(self) -> dict:
+        return {"dropped_files": self.dropped, "dropped_bytes": sum(self.dropped.values()),
+                "undone": self.undone, "undo_errors": self.errors, "torn": self.torn}
+
+
+class Disk:
+    """The model over a backing folder `root`; `trash` (same file system) keeps unlinked and
+    replaced entries until their removal is durable."""
+
+    def __init__(self, root: Path, trash: Path) -> None:
+        self.root, self.trash = Path(root), Path(trash)
+        self.trash.mkdir(parents=True, exist_ok=True)
+        self.lock = threading.RLock()
+        self.held: dict[Key, Held] = {}
+        self.log: list[Change] = []
+        self.syncs = 0
+
+    # ----------------------------------------------------------------- paths
+    def path(self, rel: str) -> Path:
+        rel = rel.lstrip("/")
+        return self.root / rel if rel else self.root
+
+    def _key(self, rel: str) -> Key:
+        st = os.lstat(self.path(rel))
+        return st.st_dev, st.st_ino
+
+    def _parent(self, rel: str) -> tuple[int, str]:
+        p = Path(rel.lstrip("/"))
+        return os.lstat(self.path(str(p.parent) if str(p.parent) != "." else "")).st_ino, p.name
+
+    def _dirs(self) -> dict[int, Path]:
+        """Every directory on the disk by inode (the tree is a node's data folder: small)."""
+        out = {os.lstat(self.root).st_ino: self.root}
+        for d, subs, _ in os.walk(self.root):
+            for s in subs:
+                p = Path(d) / s
+                out[os.lstat(p).st_ino] = p
+        return out
+
+    # ----------------------------------------------------------------- data
+    def _hold(self, key: Key, fd: int | None, rel: str) -> Held:
+        h = self.held.get(key)
+        if h is None:
+            if fd is None:
+                with open(self.path(rel), "rb") as f:
+                    data = f.read()
+            else:
+                size = os.fstat(fd).st_size
+                data = os.pread(fd, size, 0) if size else b""
+            h = self.held[key] = Held(bytearray(data))
+        return h
+
+    def size(self, key: Key) -> int | None:
+        with self.lock:
+            h = self.held.get(key)
+            return None if h is None else len(h.data)
+
+    def read(self, key: Key, fd: int, size: int, offset: int) -> bytes:
+        with self.lock:
+            h = self.held.get(key)
+            if h is not None:
+                return bytes(h.data[offset:offset + size])
+            return os.pread(fd, size, offset)
+
+    def write(self, key: Key, fd: int | None, rel: str, data: bytes, offset: int) -> int:
+        with self.lock:
+            h = self._hold(key, fd, rel)
+            if offset > len(h.data):
+                h.data.extend(b"\0" * (offset - len(h.data)))
+            h.data[offset:offset + len(data)] = data
+            h.last = (offset, bytes(data))
+            return len(data)
+
+    def truncate(self, key: Key, fd: int | None, rel: str, length: int) -> None:
+        with self.lock:
+            h = self._hold(key, fd, rel)
+            if length < len(h.data):
+                del h.data[length:]
+            else:
+                h.data.extend(b"\0" * (length - len(h.data)))
+            h.last = None
+
+    def fsync(self, key: Key, fd: int | None, rel: str) -> None:
+        """The file's held data onto the disk, synced."""
+        with self.lock:
+            h = self.held.pop(key, None)
+            if h is None:
+                return
+            own = fd is None
+            fd = os.open(self.path(rel), os.O_WRONLY) if own else fd
+            try:
+                os.pwrite(fd, bytes(h.data), 0)
+                os.ftruncate(fd, len(h.data))
+                os.fsync(fd)
+            finally:
+                if own:
+                    os.close(fd)
+            self.syncs += 1
+
+    # ----------------------------------------------------------------- directories
+    def _log(self, kind: str, entries: list[tuple[int, str]], said: str, **kw) -> None:
+        self.log.append(Change(kind, entries, {d for d, _ in entries}, said=said, **kw))
+
+    def _aside(self, p: Path) -> str:
+        name = uuid.uuid4().hex
+        os.rename(p, self.trash / name)
+        return name
+
+    def create(self, rel: str, mode: int) -> int:
+        with self.lock:
+            fd = os.open(self.path(rel), os.O_CREAT | os.O_EXCL | os.O_RDWR, mode)
+            self._log("create", [self._parent(rel)], f"create {rel}")
+            return fd
+
+    def mknod(self, rel: str, mode: int, dev: int) -> None:
+        with self.lock:
+            os.mknod(self.path(rel), mode, dev)
+            self._log("create", [self._parent(rel)], f"mknod {rel}")
+
+    def symlink(self, rel: str, target: str) -> None:
+        with self.lock:
+            os.symlink(target, self.path(rel))
+            self._log("create", [self._parent(rel)], f"symlink {rel}")
+
+    def link(self, rel: str, existing: str) -> None:
+        with self.lock:
+            os.link(self.path(existing), self.path(rel))
+            self._log("create", [self._parent(rel)], f"link {rel}")
+
+    def mkdir(self, rel: str, mode: int) -> None:
+        with self.lock:
+            os.mkdir(self.path(rel), mode)
+            self._log("create", [self._parent(rel)], f"mkdir {rel}")
+
+    def unlink(self, rel: str) -> None:
+        with self.lock:
+            where = self._parent(rel)
+            self._log("unlink", [where], f"unlink {rel}", trash=self._aside(self.path(rel)))
+
+    def rmdir(self, rel: str) -> None:
+        with self.lock:
+            p = self.path(rel)
+            st = os.lstat(p)
+            if any(os.scandir(p)):
+                raise OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY), rel)
+            where = self._parent(rel)
+            os.rmdir(p)
+            self._log("rmdir", [where], f"rmdir {rel}", mode=st.st_mode & 0o7777, inode=st.st_ino)
+
+    def rename(self, old: str, new: str) -> None:
+        with self.lock:
+            src, dst = self._parent(old), self._parent(new)
+            target = self.path(new)
+            trash = None
+            if os.path.lexists(target):
+                if target.is_dir() and not target.is_symlink() and any(os.scandir(target)):
+                    raise OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY), new)
+                trash = self._aside(target)
+            os.rename(self.path(old), target)
+            self._log("rename", [src, dst], f"rename {old} -> {new}", trash=trash)
+
+    def fsyncdir(self, rel: str) -> None:
+        """The directory's changes durable: each change with nothing else pending is final."""
+        with self.lock:
+            ino = os.lstat(self.path(rel)).st_ino
+            keep = []
+            for c in self.log:
+                c.pending.discard(ino)
+                if c.pending:
+                    keep.append(c)
+                elif c.trash:
+                    self._forget(self.trash / c.trash)
+            self.log = keep
+            self.syncs += 1
+
+    def _forget(self, p: Path) -> None:
+        """An unlink or a replacement made durable: the entry put aside goes, and with it the held
+        data of a file no name reaches any more."""
+        try:
+            st = os.lstat(p)
+            if st.st_nlink <= 1:
+                self.held.pop((st.st_dev, st.st_ino), None)
+        except OSError:
+            pass
+        _remove(p)
+
+    # ----------------------------------------------------------------- the cut
+    def power_loss(self, torn: dict | None = None) -> Loss:
+        """Drop every held write and undo every change not durable, newest first. `torn`:
+        {"path": rel, "keep_bytes": n} lands the first n bytes of that file's last held write."""
+        with self.lock:
+            loss = Loss()
+            if torn is not None:
+                loss.torn = self._tear(str(torn["path"]), int(torn["keep_bytes"]))
+            names = self._names()
+            for key, h in self.held.items():
+                loss.dropped[names.get(key, f"inode {key[1]}")] = len(h.data)
+            self.held.clear()
+            renamed: dict[int, int] = {}
+            for c in reversed(self.log):
+                try:
+                    self._undo(c, renamed)
+                    loss.undone.append(c.said)
+                except OSError as e:
+                    loss.errors.append(f"{c.said}: {e}")
+            self.log.clear()
+            return loss
+
+    def _names(self) -> dict[Key, str]:
+        out = {}
+        for d, _, files in os.walk(self.root):
+            for f in files:
+                p = Path(d) / f
+                st = os.lstat(p)
+                out[(st.st_dev, st.st_ino)] = str(p.relative_to(self.root))
+        return out
+
+    def _tear(self, rel: str, keep: int) -> dict:
+        key = self._key(rel)
+        h = self.held.get(key)
+        if h is None or h.last is None:
+            return {"path": rel, "torn": False, "why": "no write held for it (synced, or never written)"}
+        offset, data = h.last
+        part = data[:max(0, min(keep, len(data)))]
+        with open(self.path(rel), "r+b") as f:
+            f.seek(offset)
+            f.write(part)
+            f.flush()
+            os.fsync(f.fileno())
+        return {"path": rel, "torn": True, "offset": offset, "write_bytes": len(data), "kept_bytes": len(part)}
+
+    def _undo(self, c: Change, renamed: dict[int, int]) -> None:
+        dirs = self._dirs()
+
+        def at(entry: tuple[int, str]) -> Path:
+            ino = renamed.get(entry[0], entry[0])
+            if ino not in dirs:
+                raise OSError(errno.ENOENT, "its directory is gone", entry[1])
+            return dirs[ino] / entry[1]
+        if c.kind == "create":
+            _remove(at(c.entries[0]))
+        elif c.kind == "unlink":
+            os.rename(self.trash / str(c.trash), at(c.entries[0]))
+        elif c.kind == "rmdir":
+            p = at(c.entries[0])
+            os.mkdir(p, c.mode)
+            renamed[int(c.inode)] = os.lstat(p).st_ino
+        elif c.kind == "rename":
+            os.rename(at(c.entries[1]), at(c.entries[0]))
+            if c.trash:
+                os.rename(self.trash / c.trash, at(c.entries[1]))
+
+    def status(self) -> dict:
+        with self.lock:
+            return {"held_files": len(self.held), "held_bytes": sum(len(h.data) for h in self.held.values()),
+                    "pending_changes": [c.said for c in self.log], "syncs": self.syncs}
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p)
+    elif os.path.lexists(p):
+        os.unlink(p)

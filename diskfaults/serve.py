@@ -1,0 +1,66 @@
+"""The power-loss disk's process: `python -m pschaos.diskfaults.serve STORE MOUNT CONTROL` mounts
+STORE/disk at MOUNT through FUSE (kept in the foreground, one thread per kernel request) and
+answers on the abstract Unix socket CONTROL, one JSON line a request:
+
+    {"op": "power-loss", "torn": {"path": "ckpt/state.bin", "keep_bytes": 4096}}   (torn optional)
+    {"op": "status"}
+
+A process of its own, not a thread of the harness: a node's file calls must not wait on the
+harness' interpreter, and a harness killed outright leaves a mount `pschaos clean` can find
+(its file system type is `fuse.pschaos-disk`, its source `pschaos-disk:<serving pid>`). SIGTERM or SIGINT unmounts and exits.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+from pathlib import Path
+
+FSTYPE = "pschaos-disk"
+
+
+def control_loop(sock: socket.socket, disk) -> None:
+    """Answer control requests until the process ends (a daemon thread)."""
+    while True:
+        conn, _ = sock.accept()
+        with conn, conn.makefile("rwb") as f:
+            try:
+                req = json.loads(f.readline() or b"{}")
+                if req.get("op") == "power-loss":
+                    out = {"ok": True, **disk.power_loss(req.get("torn")).as_dict()}
+                elif req.get("op") == "status":
+                    out = {"ok": True, **disk.status()}
+                else:
+                    out = {"ok": False, "error": f"unknown op {req.get('op')!r}: power-loss or status"}
+            except Exception as e:  # noqa: BLE001 - the caller gets every failure as an answer
+                out = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+            f.write(json.dumps(out).encode() + b"\n")
+            f.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3:
+        print("usage: python -m pschaos.diskfaults.serve STORE MOUNT CONTROL", file=sys.stderr)
+        return 2
+    store, mount, control = Path(args[0]), args[1], args[2]
+    from mfusepy import FUSE
+
+    from pschaos.diskfaults.disk import Disk
+    from pschaos.diskfaults.fuse_ops import DiskOps
+
+    (store / "disk").mkdir(parents=True, exist_ok=True)
+    disk = Disk(store / "disk", store / "trash")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind("\0" + control)
+    sock.listen(4)
+    threading.Thread(target=control_loop, args=(sock, disk), daemon=True, name="control").start()
+    FUSE(DiskOps(disk), mount, foreground=True, direct_io=True, hard_remove=True, attr_timeout=0,
+         entry_timeout=0, negative_timeout=0, fsname=f"{FSTYPE}:{os.getpid()}", subtype=FSTYPE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

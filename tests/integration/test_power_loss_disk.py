@@ -1,0 +1,108 @@
+"""The power-loss disk on a real FUSE mount (diskfaults/): programs write through the kernel, and
+a power cut leaves what a disk would hold: synced data, directory changes whose directories were
+synced, nothing the kernel kept. psnodes' own checkpoint writer is put through it, and a mount
+whose serving process was killed outright is found and unmounted."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pschaos.diskfaults.mounts import DiskMount, available, mounted, reap
+from pschaos.harness.machinery.tools import REPO
+from pschaos.psnodes.store.checkpoint import _fsync_dir as sync_dir, read_checkpoint, write_checkpoint
+
+if available():
+    pytest.skip(f"the power-loss disk cannot be mounted here: {available()}", allow_module_level=True)
+
+
+@pytest.fixture
+def disk(tmp_path: Path):
+    with DiskMount(tmp_path / "store", tmp_path / "mnt") as m:
+        yield m
+    assert not mounted(tmp_path)
+
+
+def test_a_power_cut_keeps_what_was_synced_and_nothing_the_kernel_kept(disk):
+    m = disk.mount
+    (m / "never-synced").write_bytes(b"x" * 5000)
+    with open(m / "synced", "wb") as f:
+        f.write(b"kept")
+        f.flush()
+        os.fsync(f.fileno())
+    sync_dir(m)
+    with open(m / "synced", "ab") as f:
+        f.write(b" and lost")
+    assert (m / "synced").read_bytes() == b"kept and lost"             # the program sees its writes
+    loss = disk.power_loss()
+    assert (m / "synced").read_bytes() == b"kept" and (m / "never-synced").read_bytes() == b""
+    assert loss["dropped_bytes"] == 5000 + len(b"kept and lost") and not loss["undo_errors"]
+    assert (m / "synced").stat().st_size == 4                          # no attribute the kernel cached
+
+
+def test_write_aside_and_rename_is_durable_only_with_the_directory_synced(disk):
+    m = disk.mount
+    for sync in (False, True):
+        with open(m / "state.tmp", "wb") as f:
+            f.write(b"new")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(m / "state.tmp", m / "state")
+        if sync:
+            sync_dir(m)
+        disk.power_loss()
+        assert sorted(os.listdir(m)) == (["state"] if sync else [])
+
+
+def test_psnodes_checkpoints_survive_a_power_cut(disk):
+    """psnodes writes its checkpoint aside, syncs it, renames it and syncs the folder: a power cut
+    after write_checkpoint returns keeps that checkpoint whole, in a folder it made itself."""
+    folder = disk.mount / "checkpoints"
+    write_checkpoint(folder, b"a" * 4096, seq=10, epoch=1, node="shard-0/0")
+    write_checkpoint(folder, b"b" * 4096, seq=20, epoch=1, node="shard-0/0")
+    disk.power_loss()
+    got = read_checkpoint(folder)
+    assert got is not None, sorted(os.listdir(disk.mount))
+    man, blob = got
+    assert man["seq"] == 20 and blob == b"b" * 4096
+
+
+def test_a_torn_write_through_the_mount(disk):
+    m = disk.mount
+    with open(m / "wal", "wb") as f:
+        f.write(b"A" * 8192)
+        f.flush()
+        os.fsync(f.fileno())
+    sync_dir(m)
+    with open(m / "wal", "r+b") as f:
+        f.seek(8192)
+        f.write(b"B" * 8192)
+    loss = disk.power_loss(torn={"path": "wal", "keep_bytes": 4096})
+    assert (m / "wal").read_bytes() == b"A" * 8192 + b"B" * 4096 and loss["torn"]["kept_bytes"] == 4096
+
+
+def test_a_mount_whose_process_was_killed_is_reaped(tmp_path):
+    m = DiskMount(tmp_path / "store", tmp_path / "mnt").start()
+    os.kill(m.proc.pid, signal.SIGKILL)
+    m.proc.wait(10)
+    assert mounted(tmp_path) == [tmp_path / "mnt"]                    # a dead server's mount stays
+    assert reap(tmp_path) == [str(tmp_path / "mnt")] and not mounted(tmp_path)
+
+
+def test_pschaos_clean_unmounts_a_killed_runs_disks(tmp_path):
+    m = DiskMount(tmp_path / "store", tmp_path / "mnt").start()
+    os.kill(m.proc.pid, signal.SIGKILL)
+    m.proc.wait(10)
+    live = DiskMount(tmp_path / "store2", tmp_path / "live").start()        # a live one is not clean's
+    try:
+        p = subprocess.run([sys.executable, "-m", "pschaos.harness.commands.cli", "clean"],
+                           capture_output=True, text=True, timeout=120, cwd=REPO)
+        assert f"unmounted power-loss disk {tmp_path / 'mnt'}" in p.stdout, p.stdout + p.stderr
+        assert mounted(tmp_path) == [tmp_path / "live"]
+    finally:
+        live.stop()

@@ -1,0 +1,115 @@
+"""The power-loss disk's model (diskfaults/disk.py) called directly, without FUSE: what a power
+cut keeps is what was synced, file data by its fsync and directory changes by their directories'."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pschaos.diskfaults.disk import Disk
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Disk:
+    (tmp_path / "disk").mkdir()
+    return Disk(tmp_path / "disk", tmp_path / "trash")
+
+
+def new(disk: Disk, rel: str, data: bytes, sync: bool = False) -> tuple:
+    fd = disk.create(rel, 0o644)
+    st = os.fstat(fd)
+    key = (st.st_dev, st.st_ino)
+    disk.write(key, fd, rel, data, 0)
+    if sync:
+        disk.fsync(key, fd, rel)
+    os.close(fd)
+    return key
+
+
+def on_disk(disk: Disk) -> dict[str, bytes]:
+    return {str(p.relative_to(disk.root)): p.read_bytes() for p in sorted(disk.root.rglob("*")) if p.is_file()}
+
+
+def test_data_reaches_the_disk_at_fsync_and_a_change_at_its_directory_fsync(disk):
+    k = new(disk, "a", b"held")
+    assert disk.size(k) == 4 and on_disk(disk) == {"a": b""}            # the name is there, the bytes are not
+    new(disk, "b", b"synced", sync=True)
+    disk.fsyncdir("")
+    new(disk, "c", b"synced, its directory not", sync=True)
+    loss = disk.power_loss()
+    assert on_disk(disk) == {"a": b"", "b": b"synced"}
+    assert loss.dropped == {"a": 4} and loss.undone == ["create c"] and not loss.errors
+
+
+def test_rename_over_a_file_is_undone_until_the_directory_is_synced(disk):
+    new(disk, "manifest", b"old", sync=True)
+    disk.fsyncdir("")
+    new(disk, "manifest.tmp", b"new", sync=True)
+    disk.rename("manifest.tmp", "manifest")
+    assert on_disk(disk) == {"manifest": b"new"}
+    disk.power_loss()
+    assert on_disk(disk) == {"manifest": b"old"}                         # the replaced file came back
+    new(disk, "manifest.tmp", b"new", sync=True)
+    disk.rename("manifest.tmp", "manifest")
+    disk.fsyncdir("")
+    disk.power_loss()
+    assert on_disk(disk) == {"manifest": b"new"} and not list(disk.trash.iterdir())
+
+
+def test_a_directory_never_synced_into_its_parent_takes_its_synced_files_with_it(disk):
+    disk.mkdir("ckpt", 0o755)
+    new(disk, "ckpt/state", b"data", sync=True)
+    disk.fsyncdir("ckpt")
+    loss = disk.power_loss()
+    assert not (disk.root / "ckpt").exists() and loss.undone == ["mkdir ckpt"]
+
+
+def test_a_renamed_directory_keeps_what_is_pending_in_it(disk):
+    disk.mkdir("d", 0o755)
+    disk.fsyncdir("")
+    new(disk, "d/x", b"1", sync=True)
+    disk.rename("d", "e")
+    disk.fsyncdir("")                  # the rename is durable; the create of x in it is not
+    disk.power_loss()
+    assert on_disk(disk) == {} and (disk.root / "e").is_dir()
+    new(disk, "e/y", b"2", sync=True)
+    disk.fsyncdir("e")
+    disk.power_loss()
+    assert on_disk(disk) == {"e/y": b"2"}
+
+
+def test_unlink_and_rmdir_come_back_unless_synced(disk):
+    disk.mkdir("d", 0o700)
+    new(disk, "f", b"keep", sync=True)
+    disk.fsyncdir("")
+    disk.unlink("f")
+    disk.rmdir("d")
+    disk.power_loss()
+    assert on_disk(disk) == {"f": b"keep"} and (disk.root / "d").stat().st_mode & 0o777 == 0o700
+    disk.unlink("f")
+    disk.fsyncdir("")
+    disk.power_loss()
+    assert on_disk(disk) == {} and not list(disk.trash.iterdir())
+
+
+def test_a_torn_write_lands_a_prefix_of_the_last_held_write(disk):
+    k = new(disk, "log", b"A" * 100, sync=True)
+    disk.fsyncdir("")
+    fd = os.open(disk.path("log"), os.O_RDWR)
+    disk.write(k, fd, "log", b"B" * 50, 100)
+    disk.write(k, fd, "log", b"C" * 40, 10)
+    os.close(fd)
+    loss = disk.power_loss(torn={"path": "log", "keep_bytes": 8})
+    assert on_disk(disk)["log"] == b"A" * 10 + b"C" * 8 + b"A" * 82
+    assert loss.torn == {"path": "log", "torn": True, "offset": 10, "write_bytes": 40, "kept_bytes": 8}
+    assert disk.power_loss(torn={"path": "log", "keep_bytes": 8}).torn["torn"] is False     # nothing held now
+
+
+def test_truncate_is_held_like_a_write(disk):
+    k = new(disk, "f", b"0123456789", sync=True)
+    disk.fsyncdir("")
+    disk.truncate(k, None, "f", 3)
+    assert disk.size(k) == 3 and on_disk(disk)["f"] == b"0123456789"
+    disk.fsync(k, None, "f")
+    assert on_disk(disk)["f"] == b"012"
