@@ -91,8 +91,8 @@ $(UV_TRIED):
 
 $(STAMP): pyproject.toml setup.py | $(UV_TRIED)
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	{ test -x $(UV) && $(UV_ENV) $(UV) pip install --python $(BIN)/python -q --upgrade-package pip pip -e '.[dev,ray]'; } || \
-	  { $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[dev,ray]'; }
+	{ test -x $(UV) && $(UV_ENV) $(UV) pip install --python $(BIN)/python -q --upgrade-package pip pip -e '.[dev,ray,disk]'; } || \
+	  { $(BIN)/pip install -q --upgrade pip && $(BIN)/pip install -q -e '.[dev,ray,disk]'; }
 	touch $@
 
 # Toxiproxy, the real server, built from the Go module proxy into an ignored folder, with its

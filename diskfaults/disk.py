@@ -273,12 +273,17 @@ class Disk:
             return loss
 
     def _names(self) -> dict[Key, str]:
+        """Each file's name on the disk; an unlinked one's by the change that put it aside."""
         out = {}
         for d, _, files in os.walk(self.root):
             for f in files:
                 p = Path(d) / f
                 st = os.lstat(p)
                 out[(st.st_dev, st.st_ino)] = str(p.relative_to(self.root))
+        for c in self.log:
+            if c.trash and (self.trash / c.trash).is_file():
+                st = os.lstat(self.trash / c.trash)
+                out.setdefault((st.st_dev, st.st_ino), f"{c.said} (put aside)")
         return out
 
     def _tear(self, rel: str, keep: int) -> dict:
@@ -317,8 +322,12 @@ class Disk:
                 os.rename(self.trash / c.trash, at(c.entries[1]))
 
     def status(self) -> dict:
+        """What is held now: files and bytes, each named file's last write (what a torn write could
+        tear), the directory changes not durable, and how many syncs came."""
         with self.lock:
+            names = self._names()
             return {"held_files": len(self.held), "held_bytes": sum(len(h.data) for h in self.held.values()),
+                    "held_writes": {names[k]: len(h.last[1]) for k, h in self.held.items() if h.last and k in names},
                     "pending_changes": [c.said for c in self.log], "syncs": self.syncs}
 
 

@@ -37,9 +37,9 @@ def available() -> str:
     try:
         import mfusepy  # noqa: F401
     except ImportError:
-        return "mfusepy is not installed: pip install mfusepy (pschaos depends on it)"
+        return "mfusepy is not installed: pip install 'pschaos[disk]'"
     except OSError as e:
-        return f"libfuse3 is missing ({e}): apt-get install fuse3"
+        return f"libfuse3 is missing ({e}): apt-get install fuse3 (Debian; libfuse3 elsewhere)"
     return ""
 
 

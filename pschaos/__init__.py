@@ -1,7 +1,7 @@
 """pschaos: a fault-tolerance test harness and chaos simulator for distributed training clusters.
 
 Everything installs under this one name (pschaos.harness, pschaos.psnodes, pschaos.netfaults,
-pschaos.reports), so a user's own `harness/` or `reports/` package never shadows ours.
+pschaos.diskfaults, pschaos.reports), so a user's own `harness/` or `reports/` package never shadows ours.
 
 This file runs before the command line can install its Ctrl-C handler, so it imports nothing
 that the interpreter has not loaded already (`os` has): a SIGINT in its first milliseconds must

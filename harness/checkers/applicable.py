@@ -16,8 +16,10 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from pschaos.harness.checkers.base import KILLS
+
 # process faults that take a copy or a worker away (the checkers' own lists: replicas.py, barrier.py)
-DOWN = ("kill", "stop", "restart")
+DOWN = (*KILLS, "stop", "restart")
 AWAY = DOWN + ("pause", "flap")
 CUTS = ("partition", "link-down")
 MIGRATIONS = ("scale-out-shards", "scale-in-shards")

@@ -10,6 +10,10 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+#: fault kinds that SIGKILL their target and start it again at the heal: a kill, and a power cut of
+#: its disk (harness/faults/process.py, harness/faults/storage.py)
+KILLS = ("kill", "power-loss", "torn-write")
+
 Valid = bool | Literal["unknown"]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from pschaos.harness.checkers.base import Verdict, by_f, unknown, victims
+from pschaos.harness.checkers.base import KILLS, Verdict, by_f, unknown, victims
 from pschaos.harness.checkers.training import short_of_workload
 
 
@@ -79,7 +79,7 @@ def scenario_ran(history: list[dict], ctx: dict) -> Verdict:
     return Verdict(True, details)
 
 
-PROCESS_FAULTS = ("kill", "stop", "pause", "restart", "memory-limit", "disk-full")   # memory-limit: OOM-killed, healed by a restart; disk-full: must keep serving
+PROCESS_FAULTS = (*KILLS, "stop", "pause", "restart", "memory-limit", "disk-full")   # memory-limit: OOM-killed, healed by a restart; disk-full: must keep serving
 
 
 def nodes_back(history: list[dict], ctx: dict) -> Verdict:

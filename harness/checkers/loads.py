@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from pschaos.harness.checkers.base import Verdict, by_f, unknown, victims
+from pschaos.harness.checkers.base import KILLS, Verdict, by_f, unknown, victims
 from pschaos.harness.checkers.durability import checkpoint_order
 
 LOAD_SLACK_S = 5.0       # a restarted copy's load is recorded as it starts: around its `start` event
@@ -104,7 +104,7 @@ def _restarts(history: list[dict]) -> list[tuple[str, float, float]]:
             starts[e["node"]].append(e["t"])
     out = []
     for e in by_f(history, "fault-start"):
-        if e["value"].get("kind") not in ("kill", "stop", "restart", "flap"):
+        if e["value"].get("kind") not in (*KILLS, "stop", "restart", "flap"):
             continue
         for n in victims(e["value"]):
             up = min((t for t in starts.get(n, ()) if t > e["t"]), default=None)

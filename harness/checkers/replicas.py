@@ -2,7 +2,7 @@
 caught up by delta, not by snapshot."""
 from __future__ import annotations
 
-from pschaos.harness.checkers.base import Verdict, by_f, final_states, unknown, victims
+from pschaos.harness.checkers.base import KILLS, Verdict, by_f, final_states, unknown, victims
 
 
 def replicas_match(history: list[dict], ctx: dict) -> Verdict:
@@ -45,7 +45,7 @@ def catch_up_by_delta(history: list[dict], ctx: dict) -> Verdict:
     syncs = [e["value"] for e in by_f(history, "sync")]
     down_at: dict[str, float] = {}
     for e in by_f(history, "fault-start"):
-        if e["value"]["kind"] in ("stop", "kill", "restart"):
+        if e["value"]["kind"] in ("stop", *KILLS, "restart"):
             for name in victims(e["value"]):
                 down_at.setdefault(name, e["t"])
     restarted = set(down_at)

@@ -54,11 +54,11 @@ from __future__ import annotations
 
 import math
 
-from pschaos.harness.checkers.base import Verdict, by_f, unknown
+from pschaos.harness.checkers.base import KILLS, Verdict, by_f, unknown
 from pschaos.harness.checkers.stalls import stall_excuse, stood_still, suspicion
 
 FAULT_EFFECT_S = 2.5
-PROCESS_KINDS = ("kill", "stop", "restart", "pause", "flap")
+PROCESS_KINDS = (*KILLS, "stop", "restart", "pause", "flap")
 SLOW_HOST_KINDS = ("cpu-throttle", "memory-limit", "disk-full")
 CUT_LINK_KINDS = ("partition", "link-down", "timeout", "reset_peer", "limit_data")
 DEGRADING_LINK_KINDS = ("latency", "loss", "bandwidth", "slicer")

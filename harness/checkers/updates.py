@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 
-from pschaos.harness.checkers.base import Verdict, by_f, unknown
+from pschaos.harness.checkers.base import KILLS, Verdict, by_f, unknown
 
 # the failure kinds each check reports (details["kinds"]); a scenario's `expect.finds` accepts
 # by default only those a system under test causes, not those that mean the harness or the
@@ -20,7 +20,7 @@ FAILURE_KINDS = {"no-lost-updates": ("lost",), "counters-match": ("mismatch",),
 SYSTEM_BUG_KINDS = {"no-lost-updates": ("lost",), "counters-match": ("mismatch",),
                     "linearizable-reads": ("stale", "went_back", "final_below_read")}
 SAMPLE_ERRORS_MAX = 0.25      # more of the topology samples than this failed: the sampling says nothing
-LEADER_FAULT_KINDS = ("kill", "stop", "pause", "partition")
+LEADER_FAULT_KINDS = (*KILLS, "stop", "pause", "partition")
 
 
 def last_heal_t(history: list[dict]) -> float:

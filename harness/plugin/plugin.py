@@ -103,7 +103,9 @@ class ScenarioItem(pytest.Item):
     def runtest(self) -> None:
         from pschaos.harness.backends.systems import system_named
         from pschaos.harness.errors import HarnessError
+        from pschaos.diskfaults.mounts import available as disk_missing
         from pschaos.harness.faults.container import container_kinds_of
+        from pschaos.harness.faults.storage import storage_kinds_of
         from pschaos.harness.run.runner import Runner
 
         cfg = self.config
@@ -114,6 +116,12 @@ class ScenarioItem(pytest.Item):
         if only and backend != "docker":     # pschaos run refuses them by name (unknown)
             pytest.skip(f"{sc.name}: fault kinds {', '.join(only)} need containers; run it with "
                         "--pschaos-backend docker")
+        disk = storage_kinds_of(sc)
+        if disk and backend != "process":    # pschaos run refuses them by name (unknown, or exit 2 on docker)
+            pytest.skip(f"{sc.name}: fault kinds {', '.join(disk)} need the power-loss disk; run it with "
+                        "--pschaos-backend process")
+        if disk and disk_missing():
+            pytest.skip(f"{sc.name}: fault kinds {', '.join(disk)} need the power-loss disk: {disk_missing()}")
         try:       # another system's adapter runs where it can (redis-sentinel and etcd: processes)
             system_named(sc.system).backend_factory(backend)
         except HarnessError as e:

@@ -139,7 +139,9 @@ class Checkpointing(Primacy):
             pass
 
     def _save_verified(self, folder) -> None:
-        """Keep the newest confirmed (epoch, primary) pairs beside the local checkpoint."""
+        """Keep the newest confirmed (epoch, primary) pairs beside the local checkpoint. Not synced,
+        on purpose: a cache of etcd's answers; a power cut may leave it empty or old, and
+        `load_local` then starts without it and asks etcd again (docs/storage-faults.md)."""
         with self.cond:
             pairs = sorted(self.verified)[-8:]
         tmp = folder / f"{VERIFIED}.{os.getpid()}.tmp"

@@ -14,6 +14,7 @@ from pathlib import Path
 from pschaos.harness.backends.base import Backend
 from pschaos.harness.backends.adapters.system import Record, Rerun, Say
 from pschaos.harness.errors import HarnessError
+from pschaos.harness.faults.storage import storage_kinds_of
 
 
 
@@ -21,7 +22,8 @@ def process_backend(scenario, run_dir: Path, run_id: str, seed: int) -> Backend:
     """The default: local processes (imported here, so a runner on another backend needs no psnodes)."""
     from pschaos.harness.backends.process.backend import ProcessBackend
 
-    return ProcessBackend(scenario.cluster, run_dir, run_id, seed, proxied=scenario.proxied())
+    return ProcessBackend(scenario.cluster, run_dir, run_id, seed, proxied=scenario.proxied(),
+                          disks=bool(storage_kinds_of(scenario)))
 
 
 def sim_backend(scenario, run_dir: Path, run_id: str, seed: int) -> Backend:
@@ -36,6 +38,10 @@ def docker_backend(scenario, run_dir: Path, run_id: str, seed: int) -> Backend:
     from pschaos.harness.backends.docker.backend import DockerBackend
 
     kinds = [f.kind for f in scenario.faults] + (scenario.nemesis.kinds if scenario.nemesis else [])
+    storage = storage_kinds_of(scenario)
+    if storage:
+        raise HarnessError(f"fault kind(s) {', '.join(storage)} need the power-loss disk, which the docker backend "
+                           "does not mount yet: run the scenario with --backend process")
     return DockerBackend(scenario.cluster, run_dir, run_id, seed, proxied=scenario.proxied(),
                          data_volumes="disk-full" in kinds)
 

@@ -23,7 +23,7 @@ from pschaos.harness.machinery.tools import CHECKOUT, REPO
 SKIP_DIST_INFO = {"INSTALLER", "REQUESTED", "direct_url.json", "RECORD"}
 # what setup.py packages, and the files its metadata reads
 SOURCES = ("setup.py", "pyproject.toml", "README.md", "LICENSE", "pschaos", "harness", "psnodes", "netfaults",
-           "reports", "scenarios")
+           "diskfaults", "reports", "scenarios")
 
 
 def pinned_requirements(dist_name: str = "pschaos") -> list[str]:

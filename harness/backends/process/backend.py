@@ -19,6 +19,7 @@ from pschaos.psnodes.client.client import PSClient
 from pschaos.psnodes.config import ClusterConfig
 from pschaos.psnodes.etcd import Etcd
 
+from pschaos.harness.backends.process.disks import NodeDisks
 from pschaos.harness.backends.process.observe import ProcessObservation
 from pschaos.harness.machinery import registry
 from pschaos.harness.backends.observe import retire_groups, start_groups
@@ -50,7 +51,7 @@ class ProcessBackend(ProcessObservation):
 
     def __init__(self, spec: ClusterSpec, run_dir: Path, run_id: str, seed: int,
                  owner: int | None = None, detach: bool = False, tables: dict[str, int] | None = None,
-                 proxied: bool = False, zygote: bool = True) -> None:
+                 proxied: bool = False, zygote: bool = True, disks: bool = False) -> None:
         self.spec, self.run_dir, self.run_id, self.seed = spec, run_dir, run_id, seed
         self.tables = TASK_TABLES[spec.model] if tables is None else tables
         self.proxied = proxied
@@ -66,6 +67,8 @@ class ProcessBackend(ProcessObservation):
         self.active: list[int] = []    # shard groups running (elastic shards: faults/shards.py)
         self.closing = False       # teardown began: nothing is started any more
         self.hurry = False         # a second Ctrl-C: teardown cuts its grace periods short
+        # each shard copy's data behind a power-loss disk: only for a storage fault (process/disks.py)
+        self.disks = NodeDisks(self.run_dir / "disks", run_id, owner) if disks else None
 
     # ------------------------------------------------------------------ setup
     @property
@@ -92,8 +95,9 @@ class ProcessBackend(ProcessObservation):
         return sorted(p for p in (self.run_dir / "events").glob("*.jsonl") if p != own)
 
     def discard_data(self) -> None:
-        """The work folder (node data, checkpoints) and etcd's data folder (harness/machinery/etcd_server.py)."""
-        for d in (self.work_dir, self.run_dir / "etcd-data"):
+        """The work folder (node data, checkpoints), etcd's data folder (harness/machinery/etcd_server.py)
+        and the power-loss disks' stores (process/disks.py)."""
+        for d in (self.work_dir, self.run_dir / "etcd-data", self.run_dir / "disks"):
             shutil.rmtree(d, ignore_errors=True)
 
     def start(self, timeout: float = 30.0, workers_steps: int | None = None, duration: float | None = None,
@@ -188,6 +192,8 @@ class ProcessBackend(ProcessObservation):
     def start_node(self, name: str) -> None:
         if self.closing:
             return
+        if self.disks is not None and name.startswith("shard-"):
+            self.disks.ensure(name, self.data_path(name))
         argv = ["--config", str(self.config_path), "--name", name, "--events", str(self.events_path(name)),
                 *self._link_args(name)]
         self.procs[name] = self.launcher.spawn(name, "pschaos.psnodes.serve", argv,
@@ -302,6 +308,18 @@ class ProcessBackend(ProcessObservation):
     def wipe_data(self, name: str) -> None:
         shutil.rmtree(self.data_path(name), ignore_errors=True)
 
+    def power_loss(self, name: str, torn: dict | None = None) -> dict:
+        """Cut the power of a dead copy's disk: what it never synced is gone (storage.py)."""
+        if self.disks is None:
+            raise HarnessError(f"power-loss {name}: this run mounted no power-loss disks (a scenario with a "
+                               "power-loss or torn-write fault gets them)")
+        return self.disks.power_loss(name, torn)
+
+    def held_writes(self, name: str) -> dict:
+        if self.disks is None:
+            raise HarnessError(f"torn-write {name}: this run mounted no power-loss disks")
+        return self.disks.held(name)
+
     # ------------------------------------------------------------------ links
     def links(self) -> list[tuple[str, str]] | None:
         return None if self.net is None else list(self.net.links.links)
@@ -354,6 +372,8 @@ class ProcessBackend(ProcessObservation):
                               hurry=lambda: self.hurry))
         step(lambda: self.etcd_server.stop(timeout=grace(3.0)))
         step(self.launcher.close)
+        if self.disks is not None:
+            step(self.disks.stop)          # after the copies that had files open on them
 
         def leftovers() -> None:
             left = [p for p in tagged_processes(self.run_id) if p.pid != os.getpid()]

@@ -17,7 +17,7 @@ from pathlib import Path
 from pschaos.harness.errors import HarnessError
 from pschaos.harness.machinery.tools import REPO
 
-PACKAGES = ("pschaos", "harness", "psnodes", "netfaults", "reports", "scenarios")
+PACKAGES = ("pschaos", "harness", "psnodes", "netfaults", "diskfaults", "reports", "scenarios")
 ZOO = REPO / "tests" / "zoo" / "registry.py"
 
 Patches = dict[str, list[tuple[str, str]]]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pschaos.harness.checkers.registry import CHECKERS
-from pschaos.harness.proof.selftest.mutation import PatchError, apply_patch, count_matches, load_zoo, mutant_copy, patch_problems
+from pschaos.harness.proof.selftest.mutation import PACKAGES, PatchError, apply_patch, count_matches, load_zoo, mutant_copy, patch_problems
 from pschaos.harness.machinery.tools import REPO
 
 ZOO = load_zoo()
@@ -76,7 +76,7 @@ def test_edits_of_one_file_apply_in_order(tmp_path: Path):
 
 def test_mutant_copy_patches_the_copy_not_the_source(tmp_path: Path):
     src = tmp_path / "src"
-    for pkg in ("pschaos", "harness", "psnodes", "netfaults", "reports", "scenarios"):
+    for pkg in PACKAGES:
         (src / pkg).mkdir(parents=True)
         (src / pkg / "__init__.py").write_text("flag = False\n")
     root = mutant_copy(tmp_path / "copy", {"psnodes/__init__.py": [("flag = False", "flag = True")]}, src=src)

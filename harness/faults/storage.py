@@ -1,0 +1,113 @@
+"""Storage faults: a power cut, and a power cut that tears a write.
+
+A kill leaves every byte a node wrote in the kernel's page cache, so no kill shows a checkpoint
+renamed before it was synced, or a folder never synced after a rename. These cut the power of the
+node's disk (the power-loss disk in front of its data folder, pschaos.diskfaults): the node dies
+(SIGKILL) and its disk keeps only what it synced; healing starts it again on what is left.
+
+- `power-loss`: what the node never fsynced is gone, file data and directory changes alike.
+  `during: checkpoint` cuts it while the node writes a checkpoint's data file (as kill's).
+- `torn-write`: as power-loss, and one file's last held write lands in part: `file` names it
+  (a path in the node's data folder; default: the held write the seed picks), `keep: pages`
+  keeps a whole number of 4 KiB pages of it, `keep: prefix` any number of bytes (both fewer than
+  all of it, at least one).
+
+Each records what the disk lost (`power_loss`: bytes and files dropped, changes undone, the torn
+write) and the checkpoints as the cut left them. Fail closed: a disk that does not answer, a
+change it could not undo, or a torn-write with no held write to tear is a fault-error, and the
+run is unknown with the reason. The process backend mounts the disks for a scenario with these
+kinds; the docker backend and the simulator refuse them by name.
+"""
+from __future__ import annotations
+
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.faults.process import Kill
+
+STORAGE_KINDS = ("power-loss", "torn-write")
+PAGE = 4096
+
+
+def storage_kinds_of(scenario) -> list[str]:
+    """The storage kinds a scenario schedules (its faults and its nemesis)."""
+    kinds = [f.kind for f in scenario.faults] + (list(scenario.nemesis.kinds) if scenario.nemesis else [])
+    return sorted({k for k in kinds if k in STORAGE_KINDS})
+
+
+class PowerLoss(Kill):
+    """The copy dies (SIGKILL) and its disk loses what the copy never fsynced: file data and
+    directory changes alike, as after a power cut; healing starts it again on what is left.
+    `during: checkpoint` cuts it while the copy writes a checkpoint's data file. Process backend
+    only (the power-loss disk in front of each copy's data folder)."""
+
+    kind = "power-loss"
+    params_spec = {"during": (str, ""), "wait_s": (float, 10.0), "after_s": (float, 0.0)}
+
+    @classmethod
+    def params_problem(cls, params: dict) -> str | None:
+        if params["during"] not in ("", "checkpoint"):
+            return (f"{cls.kind}: params.during={params['during']!r}: a power cut is timed to a checkpoint "
+                    "write (during: checkpoint) or comes when scheduled (leave it out)")
+        return super().params_problem({**params, "wipe": False})
+
+    def inject(self) -> None:
+        be = self.ctx.backend
+        if not hasattr(be, "power_loss"):
+            raise HarnessError(f"fault kind {self.kind!r} needs the power-loss disk, which the {be.name} backend "
+                               "does not have; run the scenario with --backend process")
+        if not self.target.startswith("shard-"):
+            raise HarnessError(f"{self.kind} {self.target}: only shard copies keep data on a disk; target a copy, "
+                               "e.g. primary(shard=0)")
+        super().inject()                 # SIGKILL (timed to a checkpoint write when asked), checked dead
+        torn = self._torn(be)
+        loss = be.power_loss(self.target, torn)
+        self.info["power_loss"] = {
+            "dropped_bytes": loss.get("dropped_bytes", 0), "dropped_files": sorted(loss.get("dropped_files") or {})[:20],
+            "undone": (loss.get("undone") or [])[:20], "undone_count": len(loss.get("undone") or []),
+            "torn": loss.get("torn")}
+        if loss.get("undo_errors"):
+            raise HarnessError(f"{self.kind} {self.target}: the disk could not undo {loss['undo_errors'][:3]}: "
+                               "it does not hold what a disk would after a power cut")
+        for v in be.checkpoint_scan():           # as the cut left them, before the restart writes anew
+            self.ctx.record("checkpoint-scan", {**v, "after_power_loss": self.target})
+
+    def _torn(self, be) -> dict | None:
+        return None
+
+
+class TornWrite(PowerLoss):
+    """A power cut that tears a write: as power-loss, and one file's last held write lands in
+    part. `file` names it (default: the held write the seed picks), `keep: pages` keeps whole
+    4 KiB pages of it, `keep: prefix` any number of bytes, always fewer than all."""
+
+    kind = "torn-write"
+    params_spec = {**PowerLoss.params_spec, "file": (str, ""), "keep": (str, "pages")}
+
+    @classmethod
+    def params_problem(cls, params: dict) -> str | None:
+        if params["keep"] not in ("pages", "prefix"):
+            return f"torn-write: params.keep={params['keep']!r}: keep whole 4 KiB pages (pages) or any prefix (prefix)"
+        return super().params_problem({k: v for k, v in params.items() if k not in ("file", "keep")})
+
+    def _torn(self, be) -> dict:
+        held = be.held_writes(self.target)
+        want = self.params.get("file", "")
+        if want:
+            if want not in held:
+                raise HarnessError(f"torn-write {self.target}: no write to {want} was held when the power went "
+                                   f"(held: {sorted(held) or 'none'}); the fault did not fire")
+            path = want
+        else:
+            if not held:
+                raise HarnessError(f"torn-write {self.target}: no write was held when the power went: nothing "
+                                   "to tear; time it to a checkpoint write (during: checkpoint)")
+            path = self.ctx.rng.choice(sorted(held))
+        size = int(held[path])
+        if self.params.get("keep", "pages") == "pages" and size > PAGE:
+            keep = PAGE * self.ctx.rng.randint(1, (size - 1) // PAGE)
+        elif size > 1:
+            keep = self.ctx.rng.randint(1, size - 1)
+        else:
+            raise HarnessError(f"torn-write {self.target}: the last held write to {path} is {size} byte(s): "
+                               "too small to tear")
+        self.info["torn_target"] = {"path": path, "write_bytes": size, "keep_bytes": keep}
+        return {"path": path, "keep_bytes": keep}

@@ -1,0 +1,114 @@
+"""power-loss and torn-write (harness/faults/storage.py) against a fake backend: the copy dies
+before its disk's power goes, what the disk lost is recorded, the torn write is the seed's, and
+every way the fault could not fire is a HarnessError (the run unknown), never a quiet pass."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.faults import FaultContext, build, params_error
+
+from tests.unit.fake_backend import ManualClock
+
+
+class DiskBackend:
+    name = "process"
+
+    def __init__(self, held: dict | None = None, undo_errors: list | None = None) -> None:
+        self.calls: list[tuple] = []
+        self.dead: set[str] = set()
+        self.held, self.undo_errors = held or {}, undo_errors or []
+
+    def kill(self, name: str) -> None:
+        self.calls.append(("kill", name))
+        self.dead.add(name)
+
+    def alive(self, name: str) -> bool:
+        return name not in self.dead
+
+    def restart(self, name: str) -> None:
+        self.calls.append(("restart", name))
+        self.dead.discard(name)
+
+    def held_writes(self, name: str) -> dict:
+        return dict(self.held)
+
+    def power_loss(self, name: str, torn=None) -> dict:
+        assert name in self.dead, "the power went while the copy still ran"
+        self.calls.append(("power_loss", name, torn))
+        return {"ok": True, "dropped_bytes": 10, "dropped_files": {"a": 10}, "undone": ["create /a"],
+                "undo_errors": self.undo_errors, "torn": torn and {"torn": True, **torn}}
+
+    def checkpoint_scan(self) -> list[dict]:
+        return [{"dir": "data/shard-0-0", "seq": 7, "loadable": True}]
+
+
+def fault(kind: str, be, params: dict | None = None, seed: int = 1, target: str = "shard-0/0"):
+    records: list[tuple[str, dict]] = []
+    ctx = FaultContext(be, random.Random(seed), lambda f, v: records.append((f, v)) or v, clock=ManualClock())
+    return build(kind, ctx, target, params or {}), records
+
+
+def test_power_loss_kills_then_cuts_then_restarts_and_records_the_loss():
+    be = DiskBackend()
+    f, records = fault("power-loss", be)
+    f.inject()
+    assert be.calls == [("kill", "shard-0/0"), ("power_loss", "shard-0/0", None)]
+    assert f.info["power_loss"] == {"dropped_bytes": 10, "dropped_files": ["a"], "undone": ["create /a"],
+                                    "undone_count": 1, "torn": None}
+    assert records == [("checkpoint-scan", {"dir": "data/shard-0-0", "seq": 7, "loadable": True,
+                                            "after_power_loss": "shard-0/0"})]
+    f.heal()
+    assert be.calls[-1] == ("restart", "shard-0/0")
+
+
+def test_torn_write_tears_the_seeds_held_write_by_whole_pages():
+    held = {"state.psb.1.tmp": 3 * 4096 + 5, "manifest.json.1.tmp": 200}
+    picks = set()
+    for seed in range(1, 12):
+        be = DiskBackend(held)
+        f, _ = fault("torn-write", be, seed=seed)
+        f.inject()
+        torn = be.calls[1][2]
+        picks.add(torn["path"])
+        if torn["path"] == "state.psb.1.tmp":
+            assert torn["keep_bytes"] in (4096, 8192, 12288)
+        else:
+            assert 1 <= torn["keep_bytes"] < 200             # under a page: a prefix, never all of it
+        again, _ = fault("torn-write", DiskBackend(held), seed=seed)
+        again.inject()
+        assert again.info["torn_target"] == f.info["torn_target"]        # the seed's, every time
+    assert picks == set(held)
+
+
+def test_a_torn_write_with_nothing_to_tear_does_not_fire():
+    with pytest.raises(HarnessError, match="no write was held"):
+        fault("torn-write", DiskBackend())[0].inject()
+    with pytest.raises(HarnessError, match="no write to wal was held"):
+        fault("torn-write", DiskBackend({"x": 9000}), {"file": "wal"})[0].inject()
+    with pytest.raises(HarnessError, match="too small to tear"):
+        fault("torn-write", DiskBackend({"x": 1}))[0].inject()
+
+
+def test_a_disk_that_could_not_undo_a_change_fails_closed():
+    with pytest.raises(HarnessError, match="could not undo"):
+        fault("power-loss", DiskBackend(undo_errors=["rename /a -> /b: gone"]))[0].inject()
+
+
+def test_refused_by_name_where_there_is_no_disk_and_for_a_worker():
+    class Sim:
+        name = "sim"
+        kill = alive = restart = DiskBackend.kill
+    with pytest.raises(HarnessError, match="--backend process"):
+        fault("power-loss", Sim())[0].inject()
+    with pytest.raises(HarnessError, match="only shard copies"):
+        fault("power-loss", DiskBackend(), target="worker-0")[0].inject()
+
+
+def test_params_are_checked_when_the_scenario_loads():
+    assert "during" in params_error("power-loss", {"during": "promotion"})
+    assert "keep" in params_error("torn-write", {"keep": "half"})
+    assert params_error("power-loss", {"during": "checkpoint"}) is None
+    assert params_error("torn-write", {"keep": "prefix", "file": "wal"}) is None
