@@ -16,7 +16,8 @@ Each records what the disk lost (`power_loss`: bytes and files dropped, changes 
 write) and the checkpoints as the cut left them. Fail closed: a disk that does not answer, a
 change it could not undo, or a torn-write with no held write to tear is a fault-error, and the
 run is unknown with the reason. The process backend mounts the disks for a scenario with these
-kinds; the docker backend and the simulator refuse them by name.
+kinds; the twin's disk (backends/sim/disk.py) keeps what each folder synced and takes a
+power-loss, but tears no write; the docker backend refuses both when the scenario loads.
 """
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ def storage_kinds_of(scenario) -> list[str]:
 class PowerLoss(Kill):
     """The copy dies (SIGKILL) and its disk loses what the copy never fsynced: file data and
     directory changes alike, as after a power cut; healing starts it again on what is left.
-    `during: checkpoint` cuts it while the copy writes a checkpoint's data file. Process backend
-    only (the power-loss disk in front of each copy's data folder)."""
+    `during: checkpoint` cuts it while the copy writes a checkpoint's data file. The process
+    backend (the power-loss disk in front of each copy's data folder) and the simulator."""
 
     kind = "power-loss"
     params_spec = {"during": (str, ""), "wait_s": (float, 10.0), "after_s": (float, 0.0)}
@@ -77,7 +78,8 @@ class PowerLoss(Kill):
 class TornWrite(PowerLoss):
     """A power cut that tears a write: as power-loss, and one file's last held write lands in
     part. `file` names it (default: the held write the seed picks), `keep: pages` keeps whole
-    4 KiB pages of it, `keep: prefix` any number of bytes, always fewer than all."""
+    4 KiB pages of it, `keep: prefix` any number of bytes, always fewer than all. The process
+    backend only."""
 
     kind = "torn-write"
     params_spec = {**PowerLoss.params_spec, "file": (str, ""), "keep": (str, "pages")}

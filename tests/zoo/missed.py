@@ -166,9 +166,6 @@ KEYS_KEPT_AFTER_MOVE = Mutant(
 
 # durability: what only a power cut shows (issue 31). A kill leaves every byte in the kernel's page
 # cache, so these passed every scenario before the power-loss disk (pschaos.diskfaults).
-NO_SIM_DISK_CACHE = ("the twin's disk (harness/backends/sim/disk.py) keeps no synced and unsynced bytes yet, and "
-                     "the simulator refuses power-loss by name: process backend only until SimDisk models a cache")
-
 DATA_RENAMED_UNSYNCED = Mutant(
     name="data-renamed-unsynced",
     description="a checkpoint's files are written aside and renamed into place without an fsync of their data",
@@ -177,10 +174,13 @@ DATA_RENAMED_UNSYNCED = Mutant(
            "manifest and the file it names are empty",
     patch={"psnodes/store/checkpoint.py": [(
         "            f.write(data)\n            f.flush()\n            os.fsync(f.fileno())\n",
-        "            f.write(data)\n            f.flush()" + PLANTED + "\n")]},
+        "            f.write(data)\n            f.flush()" + PLANTED + "\n")],
+        "harness/backends/sim/disk.py": [(
+            "            synced = True                # psnodes' _write_aside fsyncs each file before its rename",
+            "            synced = False" + PLANTED)]},
     checker="checkpoint-loads",
     scenarios=("power-loss-primary-mid-checkpoint",),
-    sim=NO_SIM_DISK_CACHE,
+    sim="shell",
 )
 
 MANIFEST_DIR_UNSYNCED = Mutant(
@@ -192,8 +192,11 @@ MANIFEST_DIR_UNSYNCED = Mutant(
            "(or none)",
     patch={"psnodes/store/checkpoint.py": [(
         "            os.replace(man_tmp, directory / MANIFEST)\n            _fsync_dir(directory)\n",
-        "            os.replace(man_tmp, directory / MANIFEST)" + PLANTED + "\n")]},
+        "            os.replace(man_tmp, directory / MANIFEST)" + PLANTED + "\n")],
+        "harness/backends/sim/disk.py": [(
+            "            self._sync_folder(f)         # psnodes: _fsync_dir(directory) after the renames\n",
+            "            pass" + PLANTED + "\n")]},
     checker="checkpoint-loads",
     scenarios=("power-loss-primary-mid-checkpoint",),
-    sim=NO_SIM_DISK_CACHE,
+    sim="shell",
 )

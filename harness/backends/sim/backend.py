@@ -41,7 +41,7 @@ from pschaos.harness.backends.sim.clock import SimClock
 from pschaos.harness.backends.sim.copy.copy import SimCopy
 from pschaos.harness.backends.sim.copy.procs import CopyProcs
 from pschaos.harness.backends.sim.cpu import SimCPU
-from pschaos.harness.backends.sim.disk import SimDisk
+from pschaos.harness.backends.sim.disk import SimDisk, local_dir
 from pschaos.harness.backends.sim.elastic import ElasticShards
 from pschaos.harness.backends.sim.etcd import SimEtcd
 from pschaos.harness.backends.sim.eventfiles import EventFiles
@@ -283,6 +283,19 @@ class SimBackend(ElasticShards):
 
     def wipe_data(self, name: str) -> None:
         self._copy(name, "wipe").wipe_data()
+
+    def power_loss(self, name: str, torn: dict | None = None) -> dict:
+        """The dead copy's local folder as a power cut leaves it (sim/disk.py: what it synced)."""
+        if torn is not None:
+            raise HarnessError(f"torn-write {name}: the twin's disk writes no partial data; run it with "
+                               "--backend process (the power-loss disk tears writes)")
+        if self.alive(name):
+            raise HarnessError(f"power-loss {name}: the copy still runs; its power goes after its kill")
+        return self.disk.power_loss(local_dir(self._copy(name, "power-loss").name))
+
+    def held_writes(self, name: str) -> dict:
+        raise HarnessError(f"torn-write {name}: the twin's disk writes no partial data; run it with "
+                           "--backend process (the power-loss disk tears writes)")
 
     def checkpoint_writes(self, name: str) -> list[str]:
         c = self.copies.get(name)

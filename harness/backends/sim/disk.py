@@ -13,6 +13,11 @@ none: its temporary file stays behind (`stray_tmp` in `checkpoint_scan`) and the
 the old one. The blob is the real `ShardStore.export_state` output, so `checkpoint_scan`
 checks it with the real `pschaos.psnodes.store.blob.unpack`.
 
+A power cut (`power_loss`, the power-loss fault) leaves what a disk would: each folder keeps the
+entries of its last sync (`durable`: psnodes syncs the folder right after its renames) and each
+file's data only if it was synced (psnodes syncs each checkpoint file before its rename; it syncs
+neither verified.json nor its rename). Temporary files in flight are gone with the cut.
+
 Folder names are pschaos.psnodes.config's relative to the work dir (`data/shard-0-1`,
 `checkpoints/shard-0`), which is what the process backend's checkpoint_scan reports as `dir`.
 """
@@ -74,9 +79,13 @@ def shared_dir(shard: int) -> str:
 
 @dataclass
 class Folder:
+    """A folder as programs see it (`files`, `tmp`) and as a power cut would leave it (`durable`:
+    the entries of its last sync, each with its content if that was synced, else empty)."""
     files: dict[str, bytes] = field(default_factory=dict)
     tmp: dict[str, float] = field(default_factory=dict)     # temporary file -> virtual time it was begun
     lock: simpy.Resource | None = None
+    durable: dict[str, bytes] = field(default_factory=dict)
+    unsynced: set[str] = field(default_factory=set)          # files whose data was never synced
 
 
 _BY_ENV: "weakref.WeakKeyDictionary[simpy.Environment, SimDisk]" = weakref.WeakKeyDictionary()
@@ -111,8 +120,28 @@ class SimDisk:
         return None if f is None else f.files.get(name)
 
     def put(self, d: str, name: str, data: bytes) -> None:
-        """A small file written aside and renamed at once (verified.json): no time, no tmp left."""
-        self.folder(d).files[name] = bytes(data)
+        """A small file written aside and renamed at once (verified.json): no time, no tmp left, and
+        no sync (psnodes syncs neither its data nor the rename: a cache of etcd's answers)."""
+        f = self.folder(d)
+        f.files[name] = bytes(data)
+        f.unsynced.add(name)
+
+    def power_loss(self, d: str) -> dict:
+        """What a power cut leaves of the folder: its last sync's entries, each file's data only if
+        it was synced; temporary files gone. Returns what was lost (the FUSE disk's record)."""
+        f = self.folders.get(d)
+        if f is None:
+            return {"dropped_files": [], "undone": [], "torn": None, "dropped_bytes": 0}
+        lost = sorted(n for n in f.files if f.files[n] != f.durable.get(n)) + sorted(f.tmp)
+        gone = sum(len(f.files[n]) for n in f.files if f.files[n] != f.durable.get(n))
+        undone = sorted(set(f.files) ^ set(f.durable)) + sorted(f.tmp)
+        f.files, f.tmp, f.unsynced = dict(f.durable), {}, set()
+        return {"dropped_files": lost, "undone": undone, "torn": None, "dropped_bytes": gone}
+
+    def _sync_folder(self, f: Folder) -> None:
+        """psnodes' fsync of the folder after its renames: its entries reach the disk, each with
+        its content if that was synced (an unsynced file's bytes never do)."""
+        f.durable = {n: (b"" if n in f.unsynced else data) for n, data in f.files.items()}
 
     def manifest(self, d: str) -> dict | None:
         raw = self.get(d, MANIFEST)
@@ -161,7 +190,10 @@ class SimDisk:
             del f.tmp[state_tmp], f.tmp[man_tmp]
             f.files[name] = blob
             f.files[MANIFEST] = json.dumps(manifest).encode()
-            self._sweep(f, keep=name)
+            synced = True                # psnodes' _write_aside fsyncs each file before its rename
+            (f.unsynced.difference_update if synced else f.unsynced.update)({name, MANIFEST})
+            self._sync_folder(f)         # psnodes: _fsync_dir(directory) after the renames
+            self._sweep(f, keep=name)    # its unlinks reach the disk with the folder's next sync
             return manifest, True
 
     def _still(self, d: str, tmp: str) -> Folder:
