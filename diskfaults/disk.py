@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -51,7 +52,8 @@ class Change:
     pending: set[int]
     trash: str | None = None
     mode: int = 0o755
-    inode: int | None = None            # rmdir: the directory it removed
+    inode: int | None = None            # create: what it made; rmdir: the folder it removed
+    replaced_dir: bool = False          # rename: it replaced an empty folder (`mode`), remade by an undo
     said: str = ""
 
 
@@ -149,7 +151,7 @@ class Disk:
     def fsync(self, key: Key, fd: int | None, rel: str) -> None:
         """The file's held data onto the disk, synced."""
         with self.lock:
-            h = self.held.pop(key, None)
+            h = self.held.get(key)
             if h is None:
                 return
             own = fd is None
@@ -161,7 +163,13 @@ class Disk:
             finally:
                 if own:
                     os.close(fd)
+            del self.held[key]           # only once it is on the disk: a failed write keeps it held
             self.syncs += 1
+
+    def forget(self, key: Key) -> None:
+        """A file no name reaches and no program holds open any more: its held data goes."""
+        with self.lock:
+            self.held.pop(key, None)
 
     # ----------------------------------------------------------------- directories
     def _log(self, kind: str, entries: list[tuple[int, str]], said: str, **kw) -> None:
@@ -175,28 +183,28 @@ class Disk:
     def create(self, rel: str, mode: int) -> int:
         with self.lock:
             fd = os.open(self.path(rel), os.O_CREAT | os.O_EXCL | os.O_RDWR, mode)
-            self._log("create", [self._parent(rel)], f"create {rel}")
+            self._log("create", [self._parent(rel)], f"create {rel}", inode=os.fstat(fd).st_ino)
             return fd
 
     def mknod(self, rel: str, mode: int, dev: int) -> None:
         with self.lock:
             os.mknod(self.path(rel), mode, dev)
-            self._log("create", [self._parent(rel)], f"mknod {rel}")
+            self._log("create", [self._parent(rel)], f"mknod {rel}", inode=os.lstat(self.path(rel)).st_ino)
 
     def symlink(self, rel: str, target: str) -> None:
         with self.lock:
             os.symlink(target, self.path(rel))
-            self._log("create", [self._parent(rel)], f"symlink {rel}")
+            self._log("create", [self._parent(rel)], f"symlink {rel}", inode=os.lstat(self.path(rel)).st_ino)
 
     def link(self, rel: str, existing: str) -> None:
         with self.lock:
             os.link(self.path(existing), self.path(rel))
-            self._log("create", [self._parent(rel)], f"link {rel}")
+            self._log("create", [self._parent(rel)], f"link {rel}", inode=os.lstat(self.path(rel)).st_ino)
 
     def mkdir(self, rel: str, mode: int) -> None:
         with self.lock:
             os.mkdir(self.path(rel), mode)
-            self._log("create", [self._parent(rel)], f"mkdir {rel}")
+            self._log("create", [self._parent(rel)], f"mkdir {rel}", inode=os.lstat(self.path(rel)).st_ino)
 
     def unlink(self, rel: str) -> None:
         with self.lock:
@@ -216,27 +224,41 @@ class Disk:
     def rename(self, old: str, new: str) -> None:
         with self.lock:
             src, dst = self._parent(old), self._parent(new)
-            target = self.path(new)
-            trash = None
-            if os.path.lexists(target):
-                if target.is_dir() and not target.is_symlink() and any(os.scandir(target)):
-                    raise OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY), new)
-                trash = self._aside(target)
-            os.rename(self.path(old), target)
-            self._log("rename", [src, dst], f"rename {old} -> {new}", trash=trash)
+            source, target = self.path(old), self.path(new)
+            trash, mode = None, None
+            if os.path.lexists(target) and not os.path.samefile(source, target):
+                st = os.lstat(target)
+                if stat.S_ISDIR(st.st_mode):
+                    mode = st.st_mode & 0o7777      # an empty folder replaced: remade by an undo
+                else:
+                    trash = uuid.uuid4().hex        # a file replaced: kept by a link, the rename stays atomic
+                    os.link(target, self.trash / trash, follow_symlinks=False)
+            try:
+                os.rename(source, target)
+            except OSError:
+                if trash:
+                    _remove(self.trash / trash)
+                raise
+            self._log("rename", [src, dst], f"rename {old} -> {new}", trash=trash,
+                      mode=mode if mode is not None else 0o755, replaced_dir=mode is not None)
 
     def fsyncdir(self, rel: str) -> None:
         """The directory's changes durable: each change with nothing else pending is final."""
         with self.lock:
-            ino = os.lstat(self.path(rel)).st_ino
-            keep = []
-            for c in self.log:
-                c.pending.discard(ino)
-                if c.pending:
-                    keep.append(c)
-                elif c.trash:
-                    self._forget(self.trash / c.trash)
-            self.log = keep
+            settled = {os.lstat(self.path(rel)).st_ino}
+            while settled:
+                ino, keep, gone = settled.pop(), [], set()
+                for c in self.log:
+                    c.pending.discard(ino)
+                    if c.pending:
+                        keep.append(c)
+                        continue
+                    if c.trash:
+                        self._forget(self.trash / c.trash)
+                    if c.kind == "rmdir" and c.inode is not None:
+                        gone.add(c.inode)       # nothing in a folder whose removal is durable can be synced
+                self.log = keep
+                settled |= gone
             self.syncs += 1
 
     def _forget(self, p: Path) -> None:
@@ -256,8 +278,9 @@ class Disk:
         {"path": rel, "keep_bytes": n} lands the first n bytes of that file's last held write."""
         with self.lock:
             loss = Loss()
-            if torn is not None:
-                loss.torn = self._tear(str(torn["path"]), int(torn["keep_bytes"]))
+            tear = None
+            if torn is not None:              # what to tear, found before the undo moves names
+                tear = self._tearing(str(torn["path"]), int(torn["keep_bytes"]))
             names = self._names()
             for key, h in self.held.items():
                 loss.dropped[names.get(key, f"inode {key[1]}")] = len(h.data)
@@ -270,6 +293,8 @@ class Disk:
                 except OSError as e:
                     loss.errors.append(f"{c.said}: {e}")
             self.log.clear()
+            if tear is not None:
+                loss.torn = self._tear(*tear)
             return loss
 
     def _names(self) -> dict[Key, str]:
@@ -286,19 +311,35 @@ class Disk:
                 out.setdefault((st.st_dev, st.st_ino), f"{c.said} (put aside)")
         return out
 
-    def _tear(self, rel: str, keep: int) -> dict:
-        key = self._key(rel)
+    def _tearing(self, rel: str, keep: int) -> tuple:
+        """(path, key, offset, the part that lands, the write's size) of the last held write of
+        `rel`, or (path, None, why) when it holds none."""
+        try:
+            key = self._key(rel)
+        except OSError:
+            return rel, None, "no such file"
         h = self.held.get(key)
         if h is None or h.last is None:
-            return {"path": rel, "torn": False, "why": "no write held for it (synced, or never written)"}
+            return rel, None, "no write held for it (synced, or never written)"
         offset, data = h.last
-        part = data[:max(0, min(keep, len(data)))]
-        with open(self.path(rel), "r+b") as f:
+        return rel, key, offset, data[:max(0, min(keep, len(data)))], len(data)
+
+    def _tear(self, rel: str, key: Key | None, *rest) -> dict:
+        """Land the torn part on the disk, if the cut kept the file (its name survived the undo)."""
+        if key is None:
+            return {"path": rel, "torn": False, "why": rest[0]}
+        offset, part, size = rest
+        name = self._names().get(key)
+        p = self.path(name) if name and "(put aside)" not in name else None
+        if p is None:
+            return {"path": rel, "torn": False, "why": "the cut removed the file: its entry never reached the disk"}
+        with open(p, "r+b") as f:
             f.seek(offset)
             f.write(part)
             f.flush()
             os.fsync(f.fileno())
-        return {"path": rel, "torn": True, "offset": offset, "write_bytes": len(data), "kept_bytes": len(part)}
+        return {"path": str(p.relative_to(self.root)), "torn": True, "offset": offset, "write_bytes": size,
+                "kept_bytes": len(part)}
 
     def _undo(self, c: Change, renamed: dict[int, int]) -> None:
         dirs = self._dirs()
@@ -308,18 +349,28 @@ class Disk:
             if ino not in dirs:
                 raise OSError(errno.ENOENT, "its directory is gone", entry[1])
             return dirs[ino] / entry[1]
+        def free(p: Path) -> Path:
+            if os.path.lexists(p):         # an undo never overwrites what holds the name now
+                raise OSError(errno.EEXIST, "the name is held by an entry the cut keeps", str(p))
+            return p
         if c.kind == "create":
-            _remove(at(c.entries[0]))
-        elif c.kind == "unlink":
-            os.rename(self.trash / str(c.trash), at(c.entries[0]))
-        elif c.kind == "rmdir":
             p = at(c.entries[0])
+            if os.path.lexists(p):
+                if c.inode is not None and os.lstat(p).st_ino != c.inode:
+                    raise OSError(errno.EEXIST, "the name now holds another entry the cut keeps", str(p))
+                _remove(p)
+        elif c.kind == "unlink":
+            os.rename(self.trash / str(c.trash), free(at(c.entries[0])))
+        elif c.kind == "rmdir":
+            p = free(at(c.entries[0]))
             os.mkdir(p, c.mode)
             renamed[int(c.inode)] = os.lstat(p).st_ino
         elif c.kind == "rename":
-            os.rename(at(c.entries[1]), at(c.entries[0]))
+            os.rename(at(c.entries[1]), free(at(c.entries[0])))
             if c.trash:
-                os.rename(self.trash / c.trash, at(c.entries[1]))
+                os.rename(self.trash / c.trash, free(at(c.entries[1])))
+            elif c.replaced_dir:
+                os.mkdir(free(at(c.entries[1])), c.mode)
 
     def status(self) -> dict:
         """What is held now: files and bytes, each named file's last write (what a torn write could
@@ -327,7 +378,8 @@ class Disk:
         with self.lock:
             names = self._names()
             return {"held_files": len(self.held), "held_bytes": sum(len(h.data) for h in self.held.values()),
-                    "held_writes": {names[k]: len(h.last[1]) for k, h in self.held.items() if h.last and k in names},
+                    "held_writes": {names[k]: len(h.last[1]) for k, h in self.held.items()
+                                    if h.last and k in names and "(put aside)" not in names[k]},
                     "pending_changes": [c.said for c in self.log], "syncs": self.syncs}
 
 

@@ -29,15 +29,18 @@ class DiskOps(Operations):
     def __init__(self, disk: Disk) -> None:
         self.disk = disk
         self.handles: dict[int, tuple[int, Key]] = {}
+        self.synced: set[int] = set()           # handles opened O_SYNC or O_DSYNC: each write is durable
         self.numbers = itertools.count(1)
         self.lock = threading.Lock()
 
     # ----------------------------------------------------------------- handles
-    def _open(self, fd: int) -> int:
+    def _open(self, fd: int, flags: int) -> int:
         st = os.fstat(fd)
         with self.lock:
             fh = next(self.numbers)
             self.handles[fh] = (fd, (st.st_dev, st.st_ino))
+            if flags & (os.O_SYNC | os.O_DSYNC):
+                self.synced.add(fh)
         return fh
 
     def _handle(self, fh: int | None, path: str | None) -> tuple[int | None, Key]:
@@ -50,7 +53,8 @@ class DiskOps(Operations):
 
     # ----------------------------------------------------------------- reads
     def getattr(self, path: str, fh: int | None = None) -> dict:
-        st = os.lstat(self.disk.path(path))
+        got = self.handles.get(fh) if fh else None      # an open file, unlinked perhaps: its own fd
+        st = os.fstat(got[0]) if got else os.lstat(self.disk.path(path))
         out = {k: getattr(st, k) for k in STAT_FIELDS}
         size = self.disk.size((st.st_dev, st.st_ino))
         if size is not None:
@@ -78,10 +82,21 @@ class DiskOps(Operations):
 
     # ----------------------------------------------------------------- files
     def open(self, path: str, flags: int) -> int:
-        return self._open(os.open(self.disk.path(path), os.O_RDWR if flags & os.O_ACCMODE else os.O_RDONLY))
+        """Our descriptor is read-write whatever the program asked (an fsync may come through a
+        read-only one); O_TRUNC is ours to do (libfuse3 passes it on: atomic_o_trunc)."""
+        p = self.disk.path(path)
+        try:
+            fd = os.open(p, os.O_RDWR)
+        except OSError:
+            fd = os.open(p, os.O_RDONLY)
+        fh = self._open(fd, flags)
+        if flags & os.O_TRUNC and flags & os.O_ACCMODE:
+            st = os.fstat(fd)
+            self.disk.truncate((st.st_dev, st.st_ino), fd, path, 0)
+        return fh
 
-    def create(self, path: str, mode: int, fi=None) -> int:
-        return self._open(self.disk.create(path, mode))
+    def create(self, path: str, mode: int, flags: int = 0) -> int:
+        return self._open(self.disk.create(path, mode), flags)
 
     def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
         fd, key = self._handle(fh, path)
@@ -95,7 +110,10 @@ class DiskOps(Operations):
 
     def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
         fd, key = self._handle(fh, path)
-        return self.disk.write(key, fd, path, data, offset)
+        n = self.disk.write(key, fd, path, data, offset)
+        if fh in self.synced:
+            self.disk.fsync(key, fd, path)
+        return n
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
         fd, key = self._handle(fh, path)
@@ -113,7 +131,11 @@ class DiskOps(Operations):
     def release(self, path: str, fh: int) -> int:
         with self.lock:
             got = self.handles.pop(fh, None)
+            self.synced.discard(fh)
+            still = got is not None and any(k == got[1] for _, k in self.handles.values())
         if got:
+            if not still and os.fstat(got[0]).st_nlink == 0:
+                self.disk.forget(got[1])        # no name and no program reaches it: nothing to keep
             os.close(got[0])
         return 0
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -47,19 +48,25 @@ def served(under: Path | None = None) -> dict[Path, int | None]:
     """Every power-loss disk mounted now (under `under`, when given), with the pid that serves it."""
     out: dict[Path, int | None] = {}
     try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+        lines = Path("/proc/self/mountinfo").read_bytes().splitlines()
     except OSError:
         return out
+    uid = f"user_id={os.getuid()}".encode()
     for line in lines:
-        pre, _, post = line.partition(" - ")
-        fields = post.split(" ")
-        if fields[0] != "fuse." + FSTYPE:
-            continue
-        point = Path(pre.split(" ")[4].encode().decode("unicode_escape"))
-        _, _, pid = (fields[1] if len(fields) > 1 else "").partition(":")
+        pre, _, post = line.partition(b" - ")
+        fields = post.split(b" ")
+        if fields[0] != ("fuse." + FSTYPE).encode() or uid not in (fields[2] if len(fields) > 2 else b"").split(b","):
+            continue                       # another kind of mount, or another user's disk
+        point = Path(os.fsdecode(_unescape(pre.split(b" ")[4])))
+        _, _, pid = (fields[1].decode(errors="replace") if len(fields) > 1 else "").partition(":")
         if under is None or point == under or under in point.parents:
             out[point] = int(pid) if pid.isdigit() else None
     return out
+
+
+def _unescape(field: bytes) -> bytes:
+    """mountinfo's octal escapes (space, tab, newline, backslash) decoded, on bytes."""
+    return re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), field)
 
 
 def mounted(under: Path | None = None) -> list[Path]:
@@ -82,11 +89,13 @@ def unmount(point: Path) -> bool:
 def _serving(pid: int | None) -> bool:
     if pid is None:
         return False
-    try:
-        import psutil
+    import psutil
 
+    try:
         return "pschaos.diskfaults.serve" in " ".join(psutil.Process(pid).cmdline())
-    except Exception:  # noqa: BLE001 - gone, or not ours to read: not a server of ours
+    except psutil.AccessDenied:
+        return True                   # cannot be told: it may serve a live run, so it is left alone
+    except Exception:  # noqa: BLE001 - gone, or a zombie: no server of ours
         return False
 
 
@@ -101,7 +110,7 @@ class DiskMount:
     """One power-loss disk: its serving process, its mount and its control socket."""
 
     def __init__(self, store: Path, mount: Path, env: dict[str, str] | None = None) -> None:
-        self.store, self.mount = Path(store), Path(mount)
+        self.store, self.mount = Path(store).resolve(), Path(mount).resolve()     # as mountinfo names it
         self.env = {**os.environ, **(env or {})}
         self.control = f"pschaos-disk-{uuid.uuid4().hex}"
         self.proc: subprocess.Popen | None = None
@@ -117,13 +126,17 @@ class DiskMount:
                                       str(self.mount), self.control], stdout=log, stderr=log, env=self.env,
                                      start_new_session=True)
         log.close()
-        end = time.monotonic() + START_S
-        while time.monotonic() < end:
-            if self.mount in mounted() and self._answers():
-                return self
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
+        try:
+            end = time.monotonic() + START_S
+            while time.monotonic() < end:
+                if self.mount in mounted() and self._answers():
+                    return self
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+        except BaseException:            # Ctrl-C while it starts: nothing is left mounted
+            self.stop()
+            raise
         self.stop()
         said = (self.store / "serve.log").read_text(errors="replace")[-1500:]
         raise DiskError(f"power-loss disk at {self.mount} did not come up in {START_S:.0f} s: {said or 'no output'}")
@@ -155,6 +168,10 @@ class DiskMount:
     def status(self) -> dict:
         return self.ask({"op": "status"})
 
+    def serving(self) -> bool:
+        """Its process still runs (a disk whose server died is no disk: calls on it fail)."""
+        return self.proc is not None and self.proc.poll() is None
+
     def stop(self, grace: float = 5.0) -> None:
         """Unmount and end the serving process; lazily and by force when it does not go."""
         p = self.proc
@@ -168,7 +185,10 @@ class DiskMount:
             unmount(self.mount)
         if p is not None and p.poll() is None:
             p.kill()
-            p.wait(5)
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
         if self.mount in mounted():
             raise DiskError(f"power-loss disk at {self.mount} is still mounted after its stop")
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 import sys
 import threading
 from pathlib import Path
@@ -22,22 +23,35 @@ FSTYPE = "pschaos-disk"
 
 
 def control_loop(sock: socket.socket, disk) -> None:
-    """Answer control requests until the process ends (a daemon thread)."""
+    """Answer control requests until the process ends (a daemon thread). Only this user's
+    processes are answered (the socket's name is visible to all); one that hangs up or sends
+    nothing costs its connection, never the loop."""
     while True:
         conn, _ = sock.accept()
-        with conn, conn.makefile("rwb") as f:
-            try:
-                req = json.loads(f.readline() or b"{}")
-                if req.get("op") == "power-loss":
-                    out = {"ok": True, **disk.power_loss(req.get("torn")).as_dict()}
-                elif req.get("op") == "status":
-                    out = {"ok": True, **disk.status()}
-                else:
-                    out = {"ok": False, "error": f"unknown op {req.get('op')!r}: power-loss or status"}
-            except Exception as e:  # noqa: BLE001 - the caller gets every failure as an answer
-                out = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-            f.write(json.dumps(out).encode() + b"\n")
-            f.flush()
+        try:
+            conn.settimeout(30.0)
+            creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            if struct.unpack("3i", creds)[1] != os.getuid():
+                continue
+            with conn.makefile("rwb") as f:
+                f.write(json.dumps(answer(disk, f.readline())).encode() + b"\n")
+                f.flush()
+        except OSError:
+            pass                          # the caller went away: the next one is answered
+        finally:
+            conn.close()
+
+
+def answer(disk, line: bytes) -> dict:
+    try:
+        req = json.loads(line or b"{}")
+        if req.get("op") == "power-loss":
+            return {"ok": True, **disk.power_loss(req.get("torn")).as_dict()}
+        if req.get("op") == "status":
+            return {"ok": True, **disk.status()}
+        return {"ok": False, "error": f"unknown op {req.get('op')!r}: power-loss or status"}
+    except Exception as e:  # noqa: BLE001 - the caller gets every failure as an answer
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"}
 
 
 def main(argv: list[str] | None = None) -> int:

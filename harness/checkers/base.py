@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 #: fault kinds that SIGKILL their target and start it again at the heal: a kill, and a power cut of
-#: its disk (harness/faults/process.py, harness/faults/storage.py)
-KILLS = ("kill", "power-loss", "torn-write")
+#: its disk, a bit flipped while it is down (harness/faults/process.py, harness/faults/storage.py)
+KILLS = ("kill", "power-loss", "torn-write", "bit-rot")
 
 Valid = bool | Literal["unknown"]
 

@@ -10,7 +10,9 @@ A load fails when the bytes are not the file the manifest names, whole, or when 
 the newest checkpoint that node had published before it (its own folder for a restart, the
 shard's for a restore); a restart fails when the copy had published a checkpoint before it went
 down and loaded nothing (a copy killed before its first checkpoint rightly loads nothing: its
-restart is judged, and passes). A load with no record of its bytes (an older psnodes) is unknown.
+restart is judged, and passes), unless a bit-rot fault damaged its checkpoint while it was down
+and the copy said so (a `checkpoint-error` marked `damaged`) instead of loading it. A load with
+no record of its bytes (an older psnodes) is unknown.
 """
 from __future__ import annotations
 
@@ -31,6 +33,16 @@ def _published(history: list[dict], f: str, key: str) -> dict:
         if v.get("seq") is not None:
             out[e.get("node") if key == "node" else v.get("shard")].append((e["t"], checkpoint_order(v), v.get("file")))
     return out
+
+
+def _damage_said(history: list[dict], node: str, down_t: float, up_t: float) -> dict | None:
+    """The bit-rot of `node`'s file at `down_t` and the copy's own word that it found its checkpoint
+    damaged after it came back, or None when either is missing."""
+    rot = next((e["value"] for e in by_f(history, "fault-start") if e["value"].get("kind") == "bit-rot"
+                and e["t"] == down_t and node in victims(e["value"]) and e["value"].get("rotted")), None)
+    said = next((e["value"] for e in by_f(history, "checkpoint-error") if e.get("node") == node
+                 and e["value"].get("damaged") and down_t < e["t"] <= up_t + LOAD_SLACK_S), None)
+    return {"rotted": rot["rotted"], "said": said.get("error")} if rot and said else None
 
 
 def _wiped(history: list[dict]) -> dict[str, list[float]]:
@@ -55,14 +67,16 @@ def checkpoint_loads(history: list[dict], ctx: dict) -> Verdict:
     restarts = _restarts(history)
     if not loads and not restarts:
         return unknown("no copy restarted and no restore took the shared checkpoint: no load to judge")
-    torn, older, unrecorded, skipped = [], [], [], []
+    torn, older, unrecorded, skipped, refused = [], [], [], [], []
     for node, down_t, up_t in restarts:       # a restart must load what it had published before it went down
         since = max([w for w in wiped.get(node, []) if w <= down_t], default=float("-inf"))
         had = [f for tp, _, f in local.get(node, []) if since < tp <= down_t]
         took = [v for t, n, kind, v in loads if n == node and kind == "local" and down_t < t <= up_t + LOAD_SLACK_S]
         had_any = had_any or bool(had)
         if had and not took:
-            skipped.append({"node": node, "down_t": round(down_t, 3), "up_t": round(up_t, 3), "published": had[-1]})
+            row = {"node": node, "down_t": round(down_t, 3), "up_t": round(up_t, 3), "published": had[-1]}
+            seen = _damage_said(history, node, down_t, up_t)
+            (refused if seen else skipped).append({**row, **(seen or {})})
     for t, node, kind, v in loads:
         if "crc32" not in v:
             unrecorded.append({"node": node, "t": round(t, 3), "kind": kind})
@@ -85,7 +99,7 @@ def checkpoint_loads(history: list[dict], ctx: dict) -> Verdict:
                 older.append({**row, "order": list(mine), "newest_file": newest[1], "newest_order": list(newest[0])})
     details = {"loads": len(loads), "restarts": len(restarts), "not_the_manifests_file": torn[:10],
                "older_than_newest": older[:10], "restarts_that_loaded_nothing": skipped[:10],
-               "unrecorded": unrecorded[:10]}
+               "damaged_and_refused": refused[:10], "unrecorded": unrecorded[:10]}
     if torn or older or skipped:
         return Verdict(False, details)
     if unrecorded:

@@ -14,11 +14,11 @@ from pschaos.harness.faults.memory_limit import MemoryLimit
 from pschaos.harness.faults.process import Kill, Pause, Restart, Stop
 from pschaos.harness.faults.scale import ScaleIn, ScaleOut
 from pschaos.harness.faults.shards import ScaleInShards, ScaleOutShards
-from pschaos.harness.faults.storage import PowerLoss, TornWrite
+from pschaos.harness.faults.storage import BitRot, PowerLoss, TornWrite
 
 PROCESS: dict[str, type[Fault]] = {c.kind: c for c in (Kill, Stop, Restart, Pause, Flap, ScaleOut, ScaleIn,
                                                         CpuThrottle, MemoryLimit, DiskFull, ScaleOutShards,
-                                                        ScaleInShards, PowerLoss, TornWrite)}
+                                                        ScaleInShards, PowerLoss, TornWrite, BitRot)}
 PROCESS_KINDS = tuple(PROCESS)
 LINK_KINDS = tuple(LINK_FAULTS)
 ALL_KINDS = PROCESS_KINDS + LINK_KINDS

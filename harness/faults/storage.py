@@ -21,10 +21,14 @@ power-loss, but tears no write; the docker backend refuses both when the scenari
 """
 from __future__ import annotations
 
+from pathlib import Path
+
+from pschaos.psnodes.store.checkpoint import MANIFEST
+
 from pschaos.harness.errors import HarnessError
 from pschaos.harness.faults.process import Kill
 
-STORAGE_KINDS = ("power-loss", "torn-write")
+STORAGE_KINDS = ("power-loss", "torn-write")      # the kinds that need the power-loss disk
 PAGE = 4096
 
 
@@ -32,6 +36,17 @@ def storage_kinds_of(scenario) -> list[str]:
     """The storage kinds a scenario schedules (its faults and its nemesis)."""
     kinds = [f.kind for f in scenario.faults] + (list(scenario.nemesis.kinds) if scenario.nemesis else [])
     return sorted({k for k in kinds if k in STORAGE_KINDS})
+
+
+def refuse_unless(fault: Kill, be, method: str, why: str, where: str) -> None:
+    """A storage fault on a backend without the means, or on a target that keeps no data, is
+    refused by name (a fault-error: the run is unknown with the reason)."""
+    if not hasattr(be, method):
+        raise HarnessError(f"fault kind {fault.kind!r} {why}, which the {be.name} backend does not do; run the "
+                           f"scenario with {where}")
+    if not fault.target.startswith("shard-"):
+        raise HarnessError(f"{fault.kind} {fault.target}: only shard copies keep data on a disk; target a copy, "
+                           "e.g. primary(shard=0)")
 
 
 class PowerLoss(Kill):
@@ -52,12 +67,7 @@ class PowerLoss(Kill):
 
     def inject(self) -> None:
         be = self.ctx.backend
-        if not hasattr(be, "power_loss"):
-            raise HarnessError(f"fault kind {self.kind!r} needs the power-loss disk, which the {be.name} backend "
-                               "does not have; run the scenario with --backend process")
-        if not self.target.startswith("shard-"):
-            raise HarnessError(f"{self.kind} {self.target}: only shard copies keep data on a disk; target a copy, "
-                               "e.g. primary(shard=0)")
+        refuse_unless(self, be, "power_loss", "needs the power-loss disk", "--backend process")
         super().inject()                 # SIGKILL (timed to a checkpoint write when asked), checked dead
         torn = self._torn(be)
         loss = be.power_loss(self.target, torn)
@@ -68,8 +78,29 @@ class PowerLoss(Kill):
         if loss.get("undo_errors"):
             raise HarnessError(f"{self.kind} {self.target}: the disk could not undo {loss['undo_errors'][:3]}: "
                                "it does not hold what a disk would after a power cut")
+        caught = self.info.get("caught_writing")
+        if caught:                               # the write it was timed to: dropped or undone by the cut
+            name = Path(caught).name
+            self.info["power_loss"]["cut_caught_write"] = any(name in str(x) for x in
+                                                              [*(loss.get("dropped_files") or {}), *(loss.get("undone") or [])])
+        torn = loss.get("torn")
+        if torn is not None and not torn.get("torn"):
+            raise HarnessError(f"torn-write {self.target}: nothing was torn: {torn.get('why')}; the fault did not fire")
         for v in be.checkpoint_scan():           # as the cut left them, before the restart writes anew
             self.ctx.record("checkpoint-scan", {**v, "after_power_loss": self.target})
+
+    def _await_checkpoint_write(self, be, timeout: float = 10.0) -> str | None:
+        """Kill's wait, for a write into the copy's own data folder only: the shard's shared folder
+        is not on the copy's disk, and a cut caught there would hit no write the disk holds."""
+        own = f"data/{self.target.replace('/', '-')}/"
+        seen: list[str] = []
+
+        def writing() -> bool:
+            seen[:] = [w for w in be.checkpoint_writes(self.target) if own in str(w).replace("\\", "/")
+                       and not Path(w).name.startswith(MANIFEST + ".")][:1]
+            return bool(seen)
+        self.ctx.clock.wait_until(writing, timeout, 0.0005)
+        return seen[0] if seen else None
 
     def _torn(self, be) -> dict | None:
         return None
@@ -77,9 +108,10 @@ class PowerLoss(Kill):
 
 class TornWrite(PowerLoss):
     """A power cut that tears a write: as power-loss, and one file's last held write lands in
-    part. `file` names it (default: the held write the seed picks), `keep: pages` keeps whole
-    4 KiB pages of it, `keep: prefix` any number of bytes, always fewer than all. The process
-    backend only."""
+    part. `file` names it (default: the held write the seed picks), `keep: pages` keeps a whole
+    number of 4 KiB pages counted from the write's start (a write of one page or less: a
+    prefix), `keep: prefix` any number of bytes, always fewer than all. A file whose entry the cut
+    removes keeps no tear: the fault did not fire (unknown). The process backend only."""
 
     kind = "torn-write"
     params_spec = {**PowerLoss.params_spec, "file": (str, ""), "keep": (str, "pages")}
@@ -113,3 +145,28 @@ class TornWrite(PowerLoss):
                                "too small to tear")
         self.info["torn_target"] = {"path": path, "write_bytes": size, "keep_bytes": keep}
         return {"path": path, "keep_bytes": keep}
+
+
+class BitRot(Kill):
+    """While the copy is down, one bit of a file at rest flips: the state file its newest local
+    checkpoint's manifest names, or `file` (a path in its data folder); the seed picks the byte and
+    the bit. Healing starts the copy again: it must see the damage (the bytes' CRC-32 is not the
+    manifest's), say so in a checkpoint-error and start without that checkpoint. The process
+    backend (with or without the power-loss disk) and the simulator."""
+
+    kind = "bit-rot"
+    params_spec = {"file": (str, "")}
+
+    @classmethod
+    def params_problem(cls, params: dict) -> str | None:
+        return None
+
+    def inject(self) -> None:
+        be = self.ctx.backend
+        refuse_unless(self, be, "rot", "cannot rot a file at rest", "--backend process or --backend sim")
+        be.kill(self.target)
+        if be.alive(self.target):
+            raise HarnessError(f"bit-rot {self.target}: still alive after SIGKILL")
+        rng = self.ctx.rng
+        self.info["rotted"] = be.rot(self.target, self.params.get("file", ""),
+                                     lambda size: (rng.randrange(size), rng.randrange(8)))

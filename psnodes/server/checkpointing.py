@@ -121,7 +121,7 @@ class Checkpointing(Primacy):
         and the primaries etcd confirmed to it before: who led an epoch never changes, so a copy
         restarted while etcd is down may follow its old primary again, and no one else."""
         folder = self.cfg.data_dir(self.name)
-        got = read_checkpoint(folder)
+        got = read_checkpoint(folder, on_damage=self._damaged("local checkpoint"))
         if got:
             man, blob = got
             try:
@@ -137,6 +137,14 @@ class Checkpointing(Primacy):
             self.verified |= {(int(e), str(p)) for e, p in pairs}
         except (OSError, ValueError, TypeError):
             pass
+
+    def _damaged(self, what: str):
+        """What a read of a damaged checkpoint says: a `checkpoint-error` naming the damage (the
+        copy then starts without it: a snapshot from the primary, or the restore's other source)."""
+        def say(why: str) -> None:
+            self.events.emit("checkpoint-error", {"shard": self.shard, "error": f"{what}: {why}", "damaged": True})
+            log.error("%s: %s not loaded: %s", self.name, what, why)
+        return say
 
     def _save_verified(self, folder) -> None:
         """Keep the newest confirmed (epoch, primary) pairs beside the local checkpoint. Not synced,
@@ -156,7 +164,7 @@ class Checkpointing(Primacy):
         copy that lost it must keep the state it has (`adopt_restore` is for the winner)."""
         with self.cond:
             mine = promotion.Position(self.store.seq_epoch, self.store.seq)
-        got = read_checkpoint(self.cfg.checkpoint_dir(self.shard))
+        got = read_checkpoint(self.cfg.checkpoint_dir(self.shard), on_damage=self._damaged("restore"))
         ckpt = promotion.Position(int(got[0].get("epoch", 0)), int(got[0]["seq"])) if got else None
         if promotion.restore_from_checkpoint(mine, ckpt):
             aside = ShardStore(self.store.spec)

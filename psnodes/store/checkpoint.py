@@ -23,7 +23,7 @@ import time
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from pschaos.psnodes.core.checkpoints import keeps_current
 
@@ -148,22 +148,44 @@ def _sweep(directory: Path, keep: str) -> None:
             pass
 
 
-def read_checkpoint(directory: Path) -> tuple[dict, bytes] | None:
-    """The checkpoint the manifest names, or None when there is none (or it is incomplete).
+def damage(manifest: Mapping, blob: bytes) -> str:
+    """Why `blob` is not the whole, unchanged file `manifest` names ('' when it is): short or
+    long (a torn or incomplete write), or bytes whose CRC-32 is not the manifest's (bit rot)."""
+    if len(blob) != manifest.get("bytes"):
+        return f"{manifest.get('file')}: {len(blob)} bytes, the manifest says {manifest.get('bytes')} (incomplete)"
+    if manifest.get("crc32") is not None and zlib.crc32(blob) != manifest["crc32"]:
+        return (f"{manifest.get('file')}: its bytes' CRC-32 {zlib.crc32(blob):08x} is not the manifest's "
+                f"{int(manifest['crc32']):08x} (changed at rest)")
+    return ""
+
+
+def read_checkpoint(directory: Path, on_damage: Callable[[str], None] | None = None) -> tuple[dict, bytes] | None:
+    """The checkpoint the manifest names, whole and unchanged, or None. A manifest that does not
+    parse, or names a file that is incomplete or whose bytes fail its CRC-32, is no checkpoint:
+    `on_damage` hears why (a node says so in its event log and starts without it).
 
     Lock-free: a writer may replace the manifest and remove the file it named between our two
     reads; then the manifest changed, and we read again."""
     for _ in range(5):
         manifest = _current(directory)
         if manifest is None:
+            if on_damage is not None and (directory / MANIFEST).is_file():
+                on_damage(f"{MANIFEST} does not parse (torn or empty)")
             return None
         try:
             blob = (directory / manifest["file"]).read_bytes()
         except (OSError, KeyError):
             if _current(directory) != manifest:
                 continue
+            if on_damage is not None:
+                on_damage(f"{MANIFEST} names {manifest.get('file')}, which is not there")
             return None
-        return (manifest, blob) if len(blob) == manifest.get("bytes") else None
+        why = damage(manifest, blob)
+        if why and _current(directory) != manifest:
+            continue
+        if why and on_damage is not None:
+            on_damage(why)
+        return None if why else (manifest, blob)
     return None
 
 

@@ -106,3 +106,18 @@ def test_pschaos_clean_unmounts_a_killed_runs_disks(tmp_path):
         assert mounted(tmp_path) == [tmp_path / "live"]
     finally:
         live.stop()
+
+
+def test_a_shorter_rewrite_truncates_and_a_dsync_write_is_durable_at_once(disk):
+    """open(..., "w") truncates (libfuse3 hands O_TRUNC to the file system: ours to do), and a
+    file opened O_DSYNC has each write on the disk when it returns (review findings)."""
+    m = disk.mount
+    (m / "f").write_bytes(b"x" * 100)
+    (m / "f").write_bytes(b"short")
+    assert (m / "f").read_bytes() == b"short"
+    fd = os.open(m / "log", os.O_CREAT | os.O_WRONLY | os.O_DSYNC, 0o644)
+    os.write(fd, b"abc")
+    os.close(fd)
+    sync_dir(m)
+    disk.power_loss()
+    assert (m / "log").read_bytes() == b"abc" and (m / "f").read_bytes() == b""

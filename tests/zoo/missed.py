@@ -17,10 +17,11 @@ RESTORE_FROM_OWN_FOLDER = Mutant(
            "necessary, each one declared",
     patch={
         "psnodes/server/checkpointing.py": [(
-            "        got = read_checkpoint(self.cfg.checkpoint_dir(self.shard))\n        ckpt = ",
+            "        got = read_checkpoint(self.cfg.checkpoint_dir(self.shard), on_damage=self._damaged(\"restore\"))\n"
+            "        ckpt = ",
             "        got = read_checkpoint(self.cfg.data_dir(self.name))" + PLANTED + "\n        ckpt = ")],
         "harness/backends/sim/copy/checkpoint.py": [(
-            "        got = c.disk.read(shared_dir(c.shard))",
+            "        got = c.disk.read(shared_dir(c.shard), on_damage=self._damaged(\"restore\"))",
             "        got = c.disk.read(local_dir(c.name))" + PLANTED)]},
     checker="losses-accounted",
     scenarios=("all-copies-lost", "stale-checkpoint-writer", "split-brain-restore"),
@@ -199,4 +200,17 @@ MANIFEST_DIR_UNSYNCED = Mutant(
     checker="checkpoint-loads",
     scenarios=("power-loss-primary-mid-checkpoint",),
     sim="shell",
+)
+
+CHECKSUM_NOT_CHECKED = Mutant(
+    name="checksum-not-checked",
+    description="a checkpoint is loaded when its size matches the manifest's, without comparing its CRC-32",
+    models="a reader that trusts a length field: a bit flipped at rest (a bad sector, a firmware bug) is loaded as "
+           "state and served, or replicated, as if it were acknowledged data",
+    patch={"psnodes/store/checkpoint.py": [(
+        "    if manifest.get(\"crc32\") is not None and zlib.crc32(blob) != manifest[\"crc32\"]:",
+        "    if False:" + PLANTED)]},
+    checker="checkpoint-loads",
+    scenarios=("bit-rot-newest-checkpoint",),
+    sim="core",
 )

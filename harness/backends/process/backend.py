@@ -19,7 +19,8 @@ from pschaos.psnodes.client.client import PSClient
 from pschaos.psnodes.config import ClusterConfig
 from pschaos.psnodes.etcd import Etcd
 
-from pschaos.harness.backends.process.disks import NodeDisks
+from pschaos.diskfaults.mounts import reap as reap_disks
+from pschaos.harness.backends.process.disks import DiskFaults, NodeDisks
 from pschaos.harness.backends.process.observe import ProcessObservation
 from pschaos.harness.machinery import registry
 from pschaos.harness.backends.observe import retire_groups, start_groups
@@ -45,7 +46,7 @@ TASK_TABLES = {"mlp": {}, "widedeep": {"emb": 16, "wide": 1}}
 WORKER_NICE = 5
 
 
-class ProcessBackend(ProcessObservation):
+class ProcessBackend(DiskFaults, ProcessObservation):
     name = "process"
     clock: Clock = WALL        # real processes live in real time
 
@@ -308,18 +309,6 @@ class ProcessBackend(ProcessObservation):
     def wipe_data(self, name: str) -> None:
         shutil.rmtree(self.data_path(name), ignore_errors=True)
 
-    def power_loss(self, name: str, torn: dict | None = None) -> dict:
-        """Cut the power of a dead copy's disk: what it never synced is gone (storage.py)."""
-        if self.disks is None:
-            raise HarnessError(f"power-loss {name}: this run mounted no power-loss disks (a scenario with a "
-                               "power-loss or torn-write fault gets them)")
-        return self.disks.power_loss(name, torn)
-
-    def held_writes(self, name: str) -> dict:
-        if self.disks is None:
-            raise HarnessError(f"torn-write {name}: this run mounted no power-loss disks")
-        return self.disks.held(name)
-
     # ------------------------------------------------------------------ links
     def links(self) -> list[tuple[str, str]] | None:
         return None if self.net is None else list(self.net.links.links)
@@ -374,6 +363,7 @@ class ProcessBackend(ProcessObservation):
         step(self.launcher.close)
         if self.disks is not None:
             step(self.disks.stop)          # after the copies that had files open on them
+            step(lambda: reap_disks(self.run_dir))     # one whose process a step above killed outright
 
         def leftovers() -> None:
             left = [p for p in tagged_processes(self.run_id) if p.pid != os.getpid()]

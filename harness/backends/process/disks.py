@@ -8,7 +8,11 @@ processes carry the run's tag, so the run's teardown and `pschaos clean` find th
 """
 from __future__ import annotations
 
+import json
+import os
+import threading
 from pathlib import Path
+from typing import Callable
 
 from pschaos.diskfaults.mounts import DiskError, DiskMount
 
@@ -21,14 +25,21 @@ class NodeDisks:
     def __init__(self, stores: Path, run_id: str, owner: int | None) -> None:
         self.stores, self.run_id, self.owner = stores, run_id, owner
         self.mounts: dict[str, DiskMount] = {}
+        self.lock = threading.Lock()
+        self.closed = False
 
     def ensure(self, name: str, data_dir: Path) -> None:
-        """The copy's data folder behind its disk (mounted once, before the copy's first start)."""
-        if name in self.mounts:
-            return
+        """The copy's data folder behind its disk (mounted once, before the copy's first start);
+        known before it starts, so a stop meanwhile (Ctrl-C) takes it down too."""
         store = self.stores / name.replace("/", "-")     # outside the work folder: no scan reads a disk's inside
+        with self.lock:
+            if name in self.mounts:
+                return
+            if self.closed:
+                raise HarnessError(f"{name}: the run is being torn down; no disk is mounted any more")
+            m = self.mounts[name] = DiskMount(store, data_dir, env=run_env(self.run_id, self.owner))
         try:
-            self.mounts[name] = DiskMount(store, data_dir, env=run_env(self.run_id, self.owner)).start()
+            m.start()
         except DiskError as e:
             raise HarnessError(f"{name}: {e}") from None
 
@@ -36,7 +47,12 @@ class NodeDisks:
         if name not in self.mounts:
             raise HarnessError(f"{kind} {name}: its data folder has no power-loss disk (only shard copies have "
                                f"one); target a shard copy, e.g. primary(shard=0)")
-        return self.mounts[name]
+        m = self.mounts[name]
+        if not m.serving():
+            code = m.proc.returncode if m.proc is not None else None
+            raise HarnessError(f"{kind} {name}: its power-loss disk's process died (exit {code}; "
+                               f"{m.store / 'serve.log'}): the copy's files were not on the disk modelled")
+        return m
 
     def power_loss(self, name: str, torn: dict | None = None) -> dict:
         """What the disk kept and lost when its power went (the copy must be dead already)."""
@@ -53,13 +69,79 @@ class NodeDisks:
             raise HarnessError(f"torn-write {name}: the disk did not answer: {e}") from None
 
     def stop(self) -> None:
-        """Unmount every disk; the first failure raised once all were tried."""
-        errors = []
-        for m in self.mounts.values():
+        """Unmount every disk; the first failure raised once all were tried. A disk whose process
+        died before the end is one too: the run's file calls did not meet the disk it modelled."""
+        with self.lock:
+            self.closed = True
+            mounts = list(self.mounts.items())
+        errors = [f"{n}: its power-loss disk's process died during the run (exit {m.proc.returncode}; "
+                  f"{m.store / 'serve.log'})" for n, m in mounts if m.proc is not None and m.proc.poll() is not None]
+        for _, m in mounts:
             try:
                 m.stop()
-            except DiskError as e:
-                errors.append(e)
-        self.mounts.clear()
+            except Exception as e:  # noqa: BLE001 - every disk is tried; the first failure is raised
+                errors.append(str(e))
         if errors:
-            raise HarnessError(str(errors[0]))
+            raise HarnessError(errors[0])
+
+
+class DiskFaults:
+    """The process backend's storage faults (harness/faults/storage.py), over its `disks` (None
+    when the run mounted none) and its copies' data folders."""
+
+    disks: NodeDisks | None
+    alive: Callable[[str], bool]
+    data_path: Callable[[str], Path]
+
+    def power_loss(self, name: str, torn: dict | None = None) -> dict:
+        """Cut the power of a dead copy's disk: what it never synced is gone."""
+        if self.disks is None:
+            raise HarnessError(f"power-loss {name}: this run mounted no power-loss disks (a scenario with a "
+                               "power-loss or torn-write fault gets them)")
+        if self.alive(name):          # a copy started again meanwhile (another fault's heal) keeps writing
+            raise HarnessError(f"power-loss {name}: the copy runs again; its disk's power goes only while it is down")
+        return self.disks.power_loss(name, torn)
+
+    def held_writes(self, name: str) -> dict:
+        if self.disks is None:
+            raise HarnessError(f"torn-write {name}: this run mounted no power-loss disks")
+        return self.disks.held(name)
+
+    def rot(self, name: str, file: str, choose: Callable[[int], tuple[int, int]]) -> dict:
+        """Flip one bit of a dead copy's file at rest (`file` in its data folder; '' the state file
+        its manifest names), on the disk itself: behind a power-loss disk, in its backing folder,
+        so no cache of the disk's holds the old byte."""
+        mount = self.disks.mounts.get(name) if self.disks is not None else None
+        folder = mount.store / "disk" if mount is not None else self.data_path(name)
+        return flip_at_rest(folder, file, choose, name)
+
+
+def flip_at_rest(folder: Path, file: str, choose: Callable[[int], tuple[int, int]], name: str) -> dict:
+    """Flip the bit `choose(size)` picks of `folder/file` (the manifest's file when '') and sync it."""
+    from pschaos.psnodes.store.checkpoint import MANIFEST
+
+    if not file:
+        try:
+            file = json.loads((folder / MANIFEST).read_text())["file"]
+        except (OSError, ValueError, KeyError) as e:
+            raise HarnessError(f"bit-rot {name}: no checkpoint to rot: its manifest does not name a file ({e}); "
+                               "rot it later (at a later step), or name params.file") from None
+    path = folder / file
+    try:
+        data = bytearray(path.read_bytes())
+    except OSError as e:
+        raise HarnessError(f"bit-rot {name}: {file} cannot be read at rest: {e}") from None
+    if not data:
+        raise HarnessError(f"bit-rot {name}: {file} is empty: no byte to flip")
+    offset, bit = choose(len(data))
+    before = data[offset]
+    data[offset] ^= 1 << bit
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(bytes([data[offset]]))
+        f.flush()
+        os.fsync(f.fileno())
+    got = path.read_bytes()[offset]
+    if got == before:
+        raise HarnessError(f"bit-rot {name}: {file} byte {offset} still reads {before:#04x} after the flip")
+    return {"file": file, "offset": offset, "bit": bit, "before": before, "after": got, "bytes": len(data)}

@@ -293,6 +293,13 @@ class SimBackend(ElasticShards):
             raise HarnessError(f"power-loss {name}: the copy still runs; its power goes after its kill")
         return self.disk.power_loss(local_dir(self._copy(name, "power-loss").name))
 
+    def rot(self, name: str, file: str, choose) -> dict:
+        """A bit of the dead copy's file at rest flipped (sim/disk.py)."""
+        try:
+            return self.disk.rot(local_dir(self._copy(name, "bit-rot").name), file, choose)
+        except LookupError as e:
+            raise HarnessError(f"bit-rot {name}: {e}: nothing to rot; rot it later, or name params.file") from None
+
     def held_writes(self, name: str) -> dict:
         raise HarnessError(f"torn-write {name}: the twin's disk writes no partial data; run it with "
                            "--backend process (the power-loss disk tears writes)")

@@ -29,11 +29,11 @@ import weakref
 import zlib
 from dataclasses import dataclass, field, fields
 from pathlib import PurePosixPath
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import simpy
 
-from pschaos.psnodes.store.checkpoint import MANIFEST, STALE_TMP_S
+from pschaos.psnodes.store.checkpoint import MANIFEST, STALE_TMP_S, damage
 from pschaos.psnodes.core.checkpoints import keeps_current
 from pschaos.psnodes.placement import parse_node_name
 
@@ -138,6 +138,23 @@ class SimDisk:
         f.files, f.tmp, f.unsynced = dict(f.durable), {}, set()
         return {"dropped_files": lost, "undone": undone, "torn": None, "dropped_bytes": gone}
 
+    def rot(self, d: str, file: str, choose: Callable[[int], tuple[int, int]]) -> dict:
+        """Flip the bit `choose(size)` picks of a file at rest (the manifest's when `file` is ''):
+        on the disk and in what programs read alike. Raises LookupError with what is missing."""
+        f = self.folders.get(d)
+        man = self.manifest(d)
+        file = file or (man or {}).get("file", "")
+        if f is None or not file or not f.files.get(file):
+            raise LookupError(f"{d}/{file or MANIFEST}: no such file, or empty")
+        data = bytearray(f.files[file])
+        offset, bit = choose(len(data))
+        before = data[offset]
+        data[offset] ^= 1 << bit
+        if f.durable.get(file) == f.files[file]:
+            f.durable[file] = bytes(data)
+        f.files[file] = bytes(data)
+        return {"file": file, "offset": offset, "bit": bit, "before": before, "after": data[offset], "bytes": len(data)}
+
     def _sync_folder(self, f: Folder) -> None:
         """psnodes' fsync of the folder after its renames: its entries reach the disk, each with
         its content if that was synced (an unsynced file's bytes never do)."""
@@ -150,13 +167,21 @@ class SimDisk:
         except ValueError:
             return None
 
-    def read(self, d: str) -> tuple[dict, bytes] | None:
-        """pschaos.psnodes.store.checkpoint.read_checkpoint: what the manifest names, whole, or None."""
+    def read(self, d: str, on_damage: Callable[[str], None] | None = None) -> tuple[dict, bytes] | None:
+        """pschaos.psnodes.store.checkpoint.read_checkpoint: what the manifest names, whole and
+        unchanged, or None; `on_damage` hears why a checkpoint that is there is not taken."""
         man = self.manifest(d)
         blob = self.get(d, man.get("file", "")) if man else None
-        if man is None or blob is None:
-            return None
-        return (man, blob) if len(blob) == man.get("bytes") else None
+        why = ""
+        if man is None:
+            why = f"{MANIFEST} does not parse (torn or empty)" if self.get(d, MANIFEST) is not None else ""
+        elif blob is None:
+            why = f"{MANIFEST} names {man.get('file')}, which is not there"
+        else:
+            why = damage(man, blob)
+        if why and on_damage is not None:
+            on_damage(why)
+        return None if why or man is None or blob is None else (man, blob)
 
     def wipe(self, d: str) -> None:
         """rm -r of the folder (a lost disk); a writer still busy in it fails at its rename."""

@@ -113,3 +113,56 @@ def test_truncate_is_held_like_a_write(disk):
     assert disk.size(k) == 3 and on_disk(disk)["f"] == b"0123456789"
     disk.fsync(k, None, "f")
     assert on_disk(disk)["f"] == b"012"
+
+
+def test_an_undo_never_overwrites_an_entry_the_cut_keeps(disk):
+    """A rename from a/ to b/ waits on b/; a new a/x is created and a/ synced, so the create is
+    durable: undoing the rename would overwrite it, and the disk says so instead (review finding)."""
+    disk.mkdir("a", 0o755)
+    disk.mkdir("b", 0o755)
+    new(disk, "a/x", b"old", sync=True)
+    disk.fsyncdir("")
+    disk.fsyncdir("a")
+    disk.rename("a/x", "b/x")
+    new(disk, "a/x", b"new", sync=True)
+    disk.fsyncdir("a")
+    loss = disk.power_loss()
+    assert loss.errors and "rename a/x -> b/x" in loss.errors[0]
+    assert on_disk(disk)["a/x"] == b"new"
+
+
+def test_a_rename_over_a_file_or_an_empty_folder_is_undone_whole(disk):
+    new(disk, "f", b"kept", sync=True)
+    disk.mkdir("d", 0o700)
+    disk.fsyncdir("")
+    new(disk, "g", b"new", sync=True)
+    disk.rename("g", "f")
+    disk.mkdir("e", 0o755)
+    disk.rename("e", "d")
+    assert on_disk(disk) == {"f": b"new"} and list(disk.trash.iterdir())
+    disk.power_loss()
+    assert on_disk(disk) == {"f": b"kept"} and (disk.root / "d").stat().st_mode & 0o777 == 0o700
+    assert not (disk.root / "e").exists() and not list(disk.trash.iterdir())
+
+
+def test_a_durable_rmdir_settles_what_was_pending_in_the_folder(disk):
+    disk.mkdir("d", 0o755)
+    new(disk, "d/x", b"1", sync=True)
+    disk.fsyncdir("d")
+    disk.fsyncdir("")
+    disk.unlink("d/x")                 # pending on d
+    disk.rmdir("d")                    # pending on the root
+    disk.fsyncdir("")                  # d is gone for good, and with it what waited on it
+    loss = disk.power_loss()
+    assert not loss.errors and not loss.undone and on_disk(disk) == {}
+
+
+def test_a_tear_of_a_file_the_cut_removes_is_no_tear(disk):
+    k = new(disk, "fresh", b"", sync=False)
+    fd = os.open(disk.path("fresh"), os.O_RDWR)
+    disk.write(k, fd, "fresh", b"Z" * 100, 0)
+    os.close(fd)
+    loss = disk.power_loss(torn={"path": "fresh", "keep_bytes": 10})
+    assert loss.torn == {"path": "fresh", "torn": False,
+                         "why": "the cut removed the file: its entry never reached the disk"}
+    assert not (disk.root / "fresh").exists()

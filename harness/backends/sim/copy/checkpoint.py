@@ -93,7 +93,7 @@ class CopyCheckpoints:
         delta), and the (epoch, primary) pairs etcd confirmed to it before."""
         c = self.c
         folder = local_dir(c.name)
-        got = c.disk.read(folder)
+        got = c.disk.read(folder, on_damage=self._damaged("local checkpoint"))
         if got:
             man, blob = got
             try:
@@ -108,6 +108,12 @@ class CopyCheckpoints:
         except (ValueError, TypeError):
             pass
 
+    def _damaged(self, what: str):
+        """ShardNode._damaged: a damaged checkpoint is said in a `checkpoint-error`, not taken."""
+        def say(why: str) -> None:
+            self.c.emit("checkpoint-error", {"shard": self.c.shard, "error": f"{what}: {why}", "damaged": True})
+        return say
+
     def _save_verified(self, folder: str) -> None:
         """The newest confirmed (epoch, primary) pairs beside the local checkpoint."""
         self.c.disk.put(folder, VERIFIED, json.dumps(sorted(self.c.verified)[-8:]).encode())
@@ -117,7 +123,7 @@ class CopyCheckpoints:
         of the last entry, seq), else the copy's own state; nothing changes here."""
         c = self.c
         mine = promotion.Position(c.store.seq_epoch, c.store.seq)
-        got = c.disk.read(shared_dir(c.shard))
+        got = c.disk.read(shared_dir(c.shard), on_damage=self._damaged("restore"))
         ckpt = promotion.Position(int(got[0].get("epoch", 0)), int(got[0]["seq"])) if got else None
         if promotion.restore_from_checkpoint(mine, ckpt):
             aside = ShardStore(c.store.spec)

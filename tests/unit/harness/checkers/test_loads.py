@@ -47,3 +47,20 @@ def test_a_restart_that_loads_nothing_fails_only_when_it_had_published_a_checkpo
 
 def test_no_load_and_no_restart_is_unknown():
     assert CHECKERS["checkpoint-loads"]([local(2, N, 9, "b")], {}).valid == "unknown"
+
+
+def test_a_copy_that_refuses_its_rotted_checkpoint_and_says_so_passes():
+    """bit-rot flipped a bit of the copy's checkpoint while it was down: loading nothing is right
+    when the copy said why (a `checkpoint-error` marked damaged), wrong when it said nothing, and a
+    load of the damaged bytes fails as any load of bytes that are not the manifest's."""
+    rot = fault_start(3.0, "bit-rot", N, rotted={"file": "b", "offset": 3, "bit": 1, "before": 0, "after": 2})
+    said = ev(4.05, "checkpoint-error", {"shard": 0, "error": "local checkpoint: b: its bytes' CRC-32 ...",
+                                         "damaged": True}, node=N)
+    v = CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), rot, said, start(4.1, N)], {})
+    assert v.valid is True and v.details["damaged_and_refused"][0]["rotted"]["file"] == "b"
+    silent = CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), rot, start(4.1, N)], {})
+    assert silent.valid is False and silent.details["restarts_that_loaded_nothing"]
+    took = CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), rot, load(4, N, 9, "b", crc=8), start(4.1, N)], {})
+    assert took.valid is False and took.details["not_the_manifests_file"]
+    # a copy that says "damaged" when no fault damaged it is not excused
+    assert CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), KILL, said, start(4.1, N)], {}).valid is False

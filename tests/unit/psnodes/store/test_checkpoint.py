@@ -48,3 +48,20 @@ def test_an_older_checkpoint_never_replaces_a_newer_one(tmp_path):
     man, blob = read_checkpoint(tmp_path)
     assert (man["epoch"], man["seq"], blob) == (2, 41, b"new")
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".psb", ".tmp")) == [man["file"]]
+
+
+def test_a_checkpoint_damaged_at_rest_is_not_read_and_the_reader_hears_why(tmp_path):
+    """A bit flipped in the state file (its CRC-32 no longer the manifest's), a short file, a
+    manifest that does not parse: no checkpoint, and `on_damage` says which (psnodes loaded the
+    rotted bytes before: bit-rot-newest-checkpoint failed checkpoint-loads)."""
+    man, _ = write_checkpoint(tmp_path, b"x" * 100, seq=3, epoch=1, node="shard-0/0")
+    heard: list[str] = []
+    assert read_checkpoint(tmp_path, on_damage=heard.append) == (man, b"x" * 100) and heard == []
+    f = tmp_path / man["file"]
+    f.write_bytes(b"x" * 50 + b"y" + b"x" * 49)
+    assert read_checkpoint(tmp_path, on_damage=heard.append) is None and "CRC-32" in heard[-1]
+    f.write_bytes(b"x" * 60)
+    assert read_checkpoint(tmp_path, on_damage=heard.append) is None and "incomplete" in heard[-1]
+    (tmp_path / MANIFEST).write_text("")
+    assert read_checkpoint(tmp_path, on_damage=heard.append) is None and "does not parse" in heard[-1]
+    assert read_checkpoint(tmp_path) is None                  # no listener: still nothing read
