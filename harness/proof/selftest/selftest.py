@@ -14,7 +14,8 @@ async mode, an isolated primary that must stop acking, a paused primary that mus
 replica that restarts and catches up, a kill during a checkpoint, the loss of every copy
 (restore), a split brain through a restore, a stale checkpoint writer, SSP across a failover
 and SSP with a straggler (ssp-straggler, written for the zoo: without a straggler the bound is
-never reached), a restarted worker and lossy worker links (retries). Left out: scenarios that add time but no checker or mechanism
+never reached), a restarted worker and lossy worker links (retries), a power cut mid-checkpoint
+and a checkpoint rotted at rest (the durability bugs no kill shows). Left out: scenarios that add time but no checker or mechanism
 the chosen ones lack (flapping-primary, loss-5, bandwidth, scale-out, nemesis-soak:
 25-45 s each in the twin), and the three container-only faults (unknown off --backend docker).
 """
@@ -39,6 +40,7 @@ DEFAULT_SUITE = (
     "kill-during-checkpoint", "all-copies-lost", "split-brain-restore", "stale-checkpoint-writer",
     "ssp-kill-primary", "ssp-straggler", "async-kill-primary", "async-partition-primary", "kill-restart-worker",
     "loss-20-worker-links", "short-cut-primary", "latency-primary-replica",
+    "power-loss-primary-mid-checkpoint", "bit-rot-newest-checkpoint",
 )
 BACKENDS = ("process", "sim")
 
