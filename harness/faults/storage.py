@@ -29,13 +29,14 @@ from pschaos.harness.errors import HarnessError
 from pschaos.harness.faults.process import Kill
 
 STORAGE_KINDS = ("power-loss", "torn-write")      # the kinds that need the power-loss disk
+NOT_ON_DOCKER = STORAGE_KINDS + ("bit-rot",)      # not on containers' volumes yet: refused when loaded
 PAGE = 4096
 
 
-def storage_kinds_of(scenario) -> list[str]:
-    """The storage kinds a scenario schedules (its faults and its nemesis)."""
-    kinds = [f.kind for f in scenario.faults] + (list(scenario.nemesis.kinds) if scenario.nemesis else [])
-    return sorted({k for k in kinds if k in STORAGE_KINDS})
+def storage_kinds_of(scenario, kinds: tuple[str, ...] = STORAGE_KINDS) -> list[str]:
+    """The storage kinds (`kinds` of them) a scenario schedules (its faults and its nemesis)."""
+    got = [f.kind for f in scenario.faults] + (list(scenario.nemesis.kinds) if scenario.nemesis else [])
+    return sorted({k for k in got if k in kinds})
 
 
 def refuse_unless(fault: Kill, be, method: str, why: str, where: str) -> None:
@@ -152,7 +153,8 @@ class BitRot(Kill):
     checkpoint's manifest names, or `file` (a path in its data folder); the seed picks the byte and
     the bit. Healing starts the copy again: it must see the damage (the bytes' CRC-32 is not the
     manifest's), say so in a checkpoint-error and start without that checkpoint. The process
-    backend (with or without the power-loss disk) and the simulator."""
+    backend (with or without the power-loss disk) and the simulator; the docker backend refuses it
+    when the scenario loads."""
 
     kind = "bit-rot"
     params_spec = {"file": (str, "")}

@@ -105,7 +105,7 @@ class ScenarioItem(pytest.Item):
         from pschaos.harness.errors import HarnessError
         from pschaos.diskfaults.mounts import available as disk_missing
         from pschaos.harness.faults.container import container_kinds_of
-        from pschaos.harness.faults.storage import storage_kinds_of
+        from pschaos.harness.faults.storage import NOT_ON_DOCKER, storage_kinds_of
         from pschaos.harness.run.runner import Runner
 
         cfg = self.config
@@ -117,10 +117,11 @@ class ScenarioItem(pytest.Item):
             pytest.skip(f"{sc.name}: fault kinds {', '.join(only)} need containers; run it with "
                         "--pschaos-backend docker")
         disk = storage_kinds_of(sc)
-        cannot = disk if backend == "docker" else [k for k in disk if k == "torn-write" and backend == "sim"]
+        cannot = storage_kinds_of(sc, NOT_ON_DOCKER) if backend == "docker" else \
+            [k for k in disk if k == "torn-write" and backend == "sim"]
         if cannot:                           # pschaos run refuses them by name (exit 2 on docker, unknown on sim)
-            pytest.skip(f"{sc.name}: fault kinds {', '.join(cannot)} need the power-loss disk; run it with "
-                        "--pschaos-backend process")
+            pytest.skip(f"{sc.name}: fault kinds {', '.join(cannot)} are not faults of the {backend} backend's "
+                        "disks; run it with --pschaos-backend process")
         if disk and backend == "process" and disk_missing():
             pytest.skip(f"{sc.name}: fault kinds {', '.join(disk)} need the power-loss disk: {disk_missing()}")
         try:       # another system's adapter runs where it can (redis-sentinel and etcd: processes)

@@ -14,7 +14,7 @@ from pathlib import Path
 from pschaos.harness.backends.base import Backend
 from pschaos.harness.backends.adapters.system import Record, Rerun, Say
 from pschaos.harness.errors import HarnessError
-from pschaos.harness.faults.storage import storage_kinds_of
+from pschaos.harness.faults.storage import NOT_ON_DOCKER, storage_kinds_of
 
 
 
@@ -38,10 +38,10 @@ def docker_backend(scenario, run_dir: Path, run_id: str, seed: int) -> Backend:
     from pschaos.harness.backends.docker.backend import DockerBackend
 
     kinds = [f.kind for f in scenario.faults] + (scenario.nemesis.kinds if scenario.nemesis else [])
-    storage = storage_kinds_of(scenario)
+    storage = storage_kinds_of(scenario, NOT_ON_DOCKER)
     if storage:
-        raise HarnessError(f"fault kind(s) {', '.join(storage)} need the power-loss disk, which the docker backend "
-                           "does not mount yet: run the scenario with --backend process")
+        raise HarnessError(f"fault kind(s) {', '.join(storage)}: the docker backend does not fault a container's "
+                           "disk yet (no power-loss disk on its volumes); run the scenario with --backend process")
     return DockerBackend(scenario.cluster, run_dir, run_id, seed, proxied=scenario.proxied(),
                          data_volumes="disk-full" in kinds)
 

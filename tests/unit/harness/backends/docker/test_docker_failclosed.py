@@ -237,7 +237,7 @@ def test_teardown_runs_every_step_after_an_error(monkeypatch):
     monkeypatch.setattr(bp, "stop_all", boom)
     monkeypatch.setattr(bp.registry, "unregister", lambda run_id: done.append("unregister"))
     launcher = SimpleNamespace(begin_close=lambda: None, handles=[], close=lambda: done.append("remove_run"))
-    be = SimpleNamespace(closing=False, launcher=launcher, _grace=lambda full: full, net=None, proxied=False,
+    be = SimpleNamespace(closing=False, launcher=launcher, _grace=lambda full: full, net=None, proxied=False, disks=None,
                          toxiproxy=None, procs={}, hurry=False, run_id="pschaos-test-none", client=None,
                          etcd_server=SimpleNamespace(stop=lambda timeout: done.append("etcd")))
     import docker
