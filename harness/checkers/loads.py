@@ -35,14 +35,21 @@ def _published(history: list[dict], f: str, key: str) -> dict:
     return out
 
 
-def _damage_said(history: list[dict], node: str, down_t: float, up_t: float) -> dict | None:
-    """The bit-rot of `node`'s file at `down_t` and the copy's own word that it found its checkpoint
-    damaged after it came back, or None when either is missing."""
-    rot = next((e["value"] for e in by_f(history, "fault-start") if e["value"].get("kind") == "bit-rot"
-                and e["t"] == down_t and node in victims(e["value"]) and e["value"].get("rotted")), None)
+def _rotted(fault: dict) -> dict | None:
+    """What a bit-rot fault flipped, when it flipped the file the copy's manifest named."""
+    rot = fault.get("rotted") if fault.get("kind") == "bit-rot" else None
+    return rot if isinstance(rot, dict) and rot.get("manifest_file") and rot.get("file") else None
+
+
+def _damage_said(history: list[dict], node: str, rot: dict | None, down_t: float, until: float) -> dict | None:
+    """The copy's own word, after the bit-rot `rot` of its manifest's file took it down and before
+    it went down again, that its local checkpoint is that file and is damaged; None without both."""
+    if rot is None:
+        return None
     said = next((e["value"] for e in by_f(history, "checkpoint-error") if e.get("node") == node
-                 and e["value"].get("damaged") and down_t < e["t"] <= up_t + LOAD_SLACK_S), None)
-    return {"rotted": rot["rotted"], "said": said.get("error")} if rot and said else None
+                 and e["value"].get("damaged") and down_t < e["t"] <= until
+                 and str(e["value"].get("error", "")).startswith(f"local checkpoint: {rot['file']}:")), None)
+    return {"rotted": rot, "said": said.get("error")} if said else None
 
 
 def _wiped(history: list[dict]) -> dict[str, list[float]]:
@@ -67,15 +74,23 @@ def checkpoint_loads(history: list[dict], ctx: dict) -> Verdict:
     restarts = _restarts(history)
     if not loads and not restarts:
         return unknown("no copy restarted and no restore took the shared checkpoint: no load to judge")
-    torn, older, unrecorded, skipped, refused = [], [], [], [], []
-    for node, down_t, up_t in restarts:       # a restart must load what it had published before it went down
+    torn, older, unrecorded, skipped, refused, unseen = [], [], [], [], [], []
+    downs: dict[str, list[float]] = defaultdict(list)
+    for node, down_t, _, _ in restarts:
+        downs[node].append(down_t)
+    for node, down_t, up_t, fault in restarts:   # a restart must load what it had published before it went down
         since = max([w for w in wiped.get(node, []) if w <= down_t], default=float("-inf"))
-        had = [f for tp, _, f in local.get(node, []) if since < tp <= down_t]
-        took = [v for t, n, kind, v in loads if n == node and kind == "local" and down_t < t <= up_t + LOAD_SLACK_S]
+        spoilt = {r["file"] for n, d, _, f in restarts if n == node and d < down_t and (r := _rotted(f))}
+        had = [f for tp, _, f in local.get(node, []) if since < tp <= down_t and f not in spoilt]
+        until = min([up_t + LOAD_SLACK_S, *(d for d in downs[node] if d > down_t)])
+        took = [v for t, n, kind, v in loads if n == node and kind == "local" and down_t < t <= until]
         had_any = had_any or bool(had)
+        rot = _rotted(fault)
+        if rot and any(v.get("file") == rot["file"] and v.get("crc32") == v.get("manifest_crc32") for v in took):
+            unseen.append({"node": node, "down_t": round(down_t, 3), "rotted": rot})     # whole: not what was rotted
         if had and not took:
             row = {"node": node, "down_t": round(down_t, 3), "up_t": round(up_t, 3), "published": had[-1]}
-            seen = _damage_said(history, node, down_t, up_t)
+            seen = _damage_said(history, node, rot, down_t, until)
             (refused if seen else skipped).append({**row, **(seen or {})})
     for t, node, kind, v in loads:
         if "crc32" not in v:
@@ -99,9 +114,12 @@ def checkpoint_loads(history: list[dict], ctx: dict) -> Verdict:
                 older.append({**row, "order": list(mine), "newest_file": newest[1], "newest_order": list(newest[0])})
     details = {"loads": len(loads), "restarts": len(restarts), "not_the_manifests_file": torn[:10],
                "older_than_newest": older[:10], "restarts_that_loaded_nothing": skipped[:10],
-               "damaged_and_refused": refused[:10], "unrecorded": unrecorded[:10]}
+               "damaged_and_refused": refused[:10], "rot_never_read": unseen[:10], "unrecorded": unrecorded[:10]}
     if torn or older or skipped:
         return Verdict(False, details)
+    if unseen:
+        return unknown(f"{len(unseen)} bit-rot(s) never reached the reader: the copy loaded the rotted file whole",
+                       **details)
     if unrecorded:
         return unknown(f"{len(unrecorded)} load(s) recorded no checksum of the bytes read", **details)
     if not loads and not had_any:
@@ -110,8 +128,9 @@ def checkpoint_loads(history: list[dict], ctx: dict) -> Verdict:
     return Verdict(True, details)
 
 
-def _restarts(history: list[dict]) -> list[tuple[str, float, float]]:
-    """(copy, when a process fault took it down, its next `start`) for every copy that came back."""
+def _restarts(history: list[dict]) -> list[tuple[str, float, float, dict]]:
+    """(copy, when a process fault took it down, its next `start`, that fault) for every copy that
+    came back."""
     starts: dict[str, list[float]] = defaultdict(list)
     for e in by_f(history, "start"):
         if str(e.get("node", "")).startswith("shard-"):
@@ -123,7 +142,7 @@ def _restarts(history: list[dict]) -> list[tuple[str, float, float]]:
         for n in victims(e["value"]):
             up = min((t for t in starts.get(n, ()) if t > e["t"]), default=None)
             if n.startswith("shard-") and up is not None:
-                out.append((n, e["t"], up))
+                out.append((n, e["t"], up, e["value"]))
     return out
 
 

@@ -1,4 +1,4 @@
-"""Storage faults: a power cut, and a power cut that tears a write.
+"""Storage faults: a power cut, a power cut that tears a write, and a bit that rots at rest.
 
 A kill leaves every byte a node wrote in the kernel's page cache, so no kill shows a checkpoint
 renamed before it was synced, or a folder never synced after a rename. These cut the power of the
@@ -11,13 +11,15 @@ node's disk (the power-loss disk in front of its data folder, pschaos.diskfaults
   (a path in the node's data folder; default: the held write the seed picks), `keep: pages`
   keeps a whole number of 4 KiB pages of it, `keep: prefix` any number of bytes (both fewer than
   all of it, at least one).
+- `bit-rot`: while the node is down, one bit of a file at rest flips (BitRot below).
 
 Each records what the disk lost (`power_loss`: bytes and files dropped, changes undone, the torn
 write) and the checkpoints as the cut left them. Fail closed: a disk that does not answer, a
 change it could not undo, or a torn-write with no held write to tear is a fault-error, and the
-run is unknown with the reason. The process backend mounts the disks for a scenario with these
-kinds; the twin's disk (backends/sim/disk.py) keeps what each folder synced and takes a
-power-loss, but tears no write; the docker backend refuses both when the scenario loads.
+run is unknown with the reason. The process backend mounts the disks for a scenario with
+power-loss or torn-write; the twin's disk (backends/sim/disk.py) keeps what each folder synced
+and takes power-loss and bit-rot, but tears no write; the docker backend refuses all three when
+the scenario loads.
 """
 from __future__ import annotations
 
@@ -98,7 +100,7 @@ class PowerLoss(Kill):
 
         def writing() -> bool:
             seen[:] = [w for w in be.checkpoint_writes(self.target) if own in str(w).replace("\\", "/")
-                       and not Path(w).name.startswith(MANIFEST + ".")][:1]
+                       and Path(w).name.startswith("state-")][:1]      # a checkpoint's data, not verified.json's
             return bool(seen)
         self.ctx.clock.wait_until(writing, timeout, 0.0005)
         return seen[0] if seen else None
@@ -161,6 +163,12 @@ class BitRot(Kill):
 
     @classmethod
     def params_problem(cls, params: dict) -> str | None:
+        f = params["file"]
+        if f.startswith("/") or ".." in Path(f).parts:
+            return f"bit-rot: params.file={f!r} must be a path inside the copy's data folder (relative, no '..')"
+        if Path(f).name == MANIFEST:
+            return (f"bit-rot: params.file={f!r}: psnodes' manifest carries no checksum of its own, so a rotted one "
+                    "cannot be told from a whole one; rot the state file it names (leave params.file out)")
         return None
 
     def inject(self) -> None:
@@ -170,5 +178,5 @@ class BitRot(Kill):
         if be.alive(self.target):
             raise HarnessError(f"bit-rot {self.target}: still alive after SIGKILL")
         rng = self.ctx.rng
-        self.info["rotted"] = be.rot(self.target, self.params.get("file", ""),
-                                     lambda size: (rng.randrange(size), rng.randrange(8)))
+        rot = be.rot(self.target, self.params.get("file", ""), lambda size: (rng.randrange(size), rng.randrange(8)))
+        self.info["rotted"] = {**rot, "manifest_file": not self.params.get("file")}

@@ -40,8 +40,12 @@ class NodeDisks:
             m = self.mounts[name] = DiskMount(store, data_dir, env=run_env(self.run_id, self.owner))
         try:
             m.start()
-        except DiskError as e:
-            raise HarnessError(f"{name}: {e}") from None
+        except BaseException as e:
+            with self.lock:
+                self.mounts.pop(name, None)     # not a disk: the next start tries again, no copy runs bare
+            if isinstance(e, DiskError):
+                raise HarnessError(f"{name}: {e}") from None
+            raise
 
     def _disk(self, name: str, kind: str) -> DiskMount:
         if name not in self.mounts:
@@ -111,22 +115,41 @@ class DiskFaults:
         """Flip one bit of a dead copy's file at rest (`file` in its data folder; '' the state file
         its manifest names), on the disk itself: behind a power-loss disk, in its backing folder,
         so no cache of the disk's holds the old byte."""
-        mount = self.disks.mounts.get(name) if self.disks is not None else None
+        if self.alive(name):
+            raise HarnessError(f"bit-rot {name}: the copy runs again; a file rots at rest only while it is down")
+        mount = self.disks._disk(name, "bit-rot") if self.disks is not None and name in self.disks.mounts else None
         folder = mount.store / "disk" if mount is not None else self.data_path(name)
-        return flip_at_rest(folder, file, choose, name)
+        if mount is not None:
+            held = self.disks.held(name)
+            target = file or _manifest_file(folder, name)
+            if target in held:         # the disk's cache would serve (and later sync) the old bytes
+                raise HarnessError(f"bit-rot {name}: {target} has writes the disk holds, not yet at rest; rot a "
+                                   "synced file")
+        got = flip_at_rest(folder, file, choose, name)
+        seen = (self.data_path(name) / got["file"]).read_bytes()[got["offset"]]     # as the copy will read it
+        if seen != got["after"]:
+            raise HarnessError(f"bit-rot {name}: {got['file']} still reads {seen:#04x} at byte {got['offset']} "
+                               "through the copy's folder: the rot would not reach it")
+        return got
+
+
+def _manifest_file(folder: Path, name: str) -> str:
+    """The state file the folder's manifest names (what a bit-rot rots by default)."""
+    from pschaos.psnodes.store.checkpoint import MANIFEST
+
+    try:
+        return str(json.loads((folder / MANIFEST).read_text())["file"])
+    except (OSError, ValueError, KeyError) as e:
+        raise HarnessError(f"bit-rot {name}: no checkpoint to rot: its manifest does not name a file ({e}); "
+                           "rot it later (at a later step), or name params.file") from None
 
 
 def flip_at_rest(folder: Path, file: str, choose: Callable[[int], tuple[int, int]], name: str) -> dict:
     """Flip the bit `choose(size)` picks of `folder/file` (the manifest's file when '') and sync it."""
-    from pschaos.psnodes.store.checkpoint import MANIFEST
-
-    if not file:
-        try:
-            file = json.loads((folder / MANIFEST).read_text())["file"]
-        except (OSError, ValueError, KeyError) as e:
-            raise HarnessError(f"bit-rot {name}: no checkpoint to rot: its manifest does not name a file ({e}); "
-                               "rot it later (at a later step), or name params.file") from None
+    file = file or _manifest_file(folder, name)
     path = folder / file
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise HarnessError(f"bit-rot {name}: {file} is outside the copy's data folder")
     try:
         data = bytearray(path.read_bytes())
     except OSError as e:

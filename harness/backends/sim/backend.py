@@ -295,6 +295,8 @@ class SimBackend(ElasticShards):
 
     def rot(self, name: str, file: str, choose) -> dict:
         """A bit of the dead copy's file at rest flipped (sim/disk.py)."""
+        if self.alive(name):
+            raise HarnessError(f"bit-rot {name}: the copy runs again; a file rots at rest only while it is down")
         try:
             return self.disk.rot(local_dir(self._copy(name, "bit-rot").name), file, choose)
         except LookupError as e:

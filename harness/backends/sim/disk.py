@@ -146,13 +146,13 @@ class SimDisk:
         file = file or (man or {}).get("file", "")
         if f is None or not file or not f.files.get(file):
             raise LookupError(f"{d}/{file or MANIFEST}: no such file, or empty")
+        if file in f.unsynced or f.durable.get(file) != f.files[file]:
+            raise LookupError(f"{d}/{file}: its data is not at rest yet (never synced)")
         data = bytearray(f.files[file])
         offset, bit = choose(len(data))
         before = data[offset]
         data[offset] ^= 1 << bit
-        if f.durable.get(file) == f.files[file]:
-            f.durable[file] = bytes(data)
-        f.files[file] = bytes(data)
+        f.files[file] = f.durable[file] = bytes(data)
         return {"file": file, "offset": offset, "bit": bit, "before": before, "after": data[offset], "bytes": len(data)}
 
     def _sync_folder(self, f: Folder) -> None:

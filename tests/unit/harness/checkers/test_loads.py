@@ -51,9 +51,11 @@ def test_no_load_and_no_restart_is_unknown():
 
 def test_a_copy_that_refuses_its_rotted_checkpoint_and_says_so_passes():
     """bit-rot flipped a bit of the copy's checkpoint while it was down: loading nothing is right
-    when the copy said why (a `checkpoint-error` marked damaged), wrong when it said nothing, and a
-    load of the damaged bytes fails as any load of bytes that are not the manifest's."""
-    rot = fault_start(3.0, "bit-rot", N, rotted={"file": "b", "offset": 3, "bit": 1, "before": 0, "after": 2})
+    when the copy said why (a `checkpoint-error` marked damaged, naming that file), wrong when it
+    said nothing or spoke of something else, and a load of the damaged bytes fails as any load of
+    bytes that are not the manifest's; one of the rotted file whole shows the rot never reached it."""
+    rotted = {"file": "b", "offset": 3, "bit": 1, "before": 0, "after": 2, "manifest_file": True}
+    rot = fault_start(3.0, "bit-rot", N, rotted=rotted)
     said = ev(4.05, "checkpoint-error", {"shard": 0, "error": "local checkpoint: b: its bytes' CRC-32 ...",
                                          "damaged": True}, node=N)
     v = CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), rot, said, start(4.1, N)], {})
@@ -62,5 +64,19 @@ def test_a_copy_that_refuses_its_rotted_checkpoint_and_says_so_passes():
     assert silent.valid is False and silent.details["restarts_that_loaded_nothing"]
     took = CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), rot, load(4, N, 9, "b", crc=8), start(4.1, N)], {})
     assert took.valid is False and took.details["not_the_manifests_file"]
-    # a copy that says "damaged" when no fault damaged it is not excused
+    whole = CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), rot, load(4, N, 9, "b"), start(4.1, N)], {})
+    assert whole.valid == "unknown" and whole.details["rot_never_read"]
+    # a copy that says "damaged" when no fault damaged it, or of another file, is not excused
     assert CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), KILL, said, start(4.1, N)], {}).valid is False
+    other = ev(4.05, "checkpoint-error", {"shard": 0, "error": "local checkpoint: manifest.json does not parse",
+                                          "damaged": True}, node=N)
+    assert CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), rot, other, start(4.1, N)], {}).valid is False
+    # a rot of a file the manifest did not name (params.file) excuses nothing
+    named = fault_start(3.0, "bit-rot", N, rotted={**rotted, "manifest_file": False})
+    assert CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), named, said, start(4.1, N)], {}).valid is False
+    # killed again before a new checkpoint: the rotted file is owed no more, and saying so again is right
+    again = fault_start(6.0, "kill", N)
+    said2 = ev(7.05, "checkpoint-error", {"shard": 0, "error": "local checkpoint: b: its bytes' CRC-32 ...",
+                                          "damaged": True}, node=N)
+    h = [local(2, N, 9, "b"), rot, said, start(4.1, N), again, said2, start(7.1, N)]
+    assert CHECKERS["checkpoint-loads"](h, {}).valid is True

@@ -112,3 +112,34 @@ def test_params_are_checked_when_the_scenario_loads():
     assert "keep" in params_error("torn-write", {"keep": "half"})
     assert params_error("power-loss", {"during": "checkpoint"}) is None
     assert params_error("torn-write", {"keep": "prefix", "file": "wal"}) is None
+
+
+class RotBackend(DiskBackend):
+    def rot(self, name: str, file: str, choose) -> dict:
+        assert name in self.dead, "a file rots at rest only while its copy is down"
+        offset, bit = choose(1000)
+        self.calls.append(("rot", name, file, offset, bit))
+        return {"file": file or "state.psb", "offset": offset, "bit": bit, "before": 0, "after": 1 << bit, "bytes": 1000}
+
+
+def test_bit_rot_flips_the_seeds_bit_of_a_dead_copys_file_and_records_whose_file():
+    be = RotBackend()
+    f, _ = fault("bit-rot", be, seed=3)
+    f.inject()
+    again = RotBackend()
+    g, _ = fault("bit-rot", again, seed=3)
+    g.inject()
+    assert be.calls[0] == ("kill", "shard-0/0") and be.calls[1][:3] == ("rot", "shard-0/0", "")
+    assert f.info["rotted"] == g.info["rotted"] and f.info["rotted"]["manifest_file"] is True
+    named, _ = fault("bit-rot", RotBackend(), {"file": "old.psb"})
+    named.inject()
+    assert named.info["rotted"]["manifest_file"] is False      # not the manifest's: it excuses no refusal
+    f.heal()
+    assert be.calls[-1] == ("restart", "shard-0/0")
+
+
+def test_bit_rot_refuses_paths_outside_the_folder_and_the_unchecked_manifest():
+    assert "inside the copy's data folder" in params_error("bit-rot", {"file": "/etc/passwd"})
+    assert "inside the copy's data folder" in params_error("bit-rot", {"file": "../shard-0-1/x"})
+    assert "no checksum" in params_error("bit-rot", {"file": "manifest.json"})
+    assert params_error("bit-rot", {}) is None
