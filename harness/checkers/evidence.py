@@ -43,8 +43,10 @@ def _fault_reasons(history: list[dict], ctx: dict) -> tuple[list[str], int]:
             reasons.append(f"fault {v['index']} (kill {v['target']} during checkpoint) found no checkpoint "
                            "being written: it was an ordinary kill")
         if during == "catch-up" and not v.get("caught_catching_up"):
-            reasons.append(f"fault {v['index']} (kill {v['target']} during catch-up) never saw the restarted "
-                           "copy back outside the ISR: its primary was not killed mid-catch-up")
+            missed = "its power did not go mid-catch-up" if v.get("kind") == "power-loss" else \
+                "its primary was not killed mid-catch-up"
+            reasons.append(f"fault {v['index']} ({v.get('kind', 'kill')} {v['target']} during catch-up) never saw the "
+                           f"restarted copy back outside the ISR: {missed}")
         if during in ("migration", "handoff") and not v.get("caught_migrating"):
             reasons.append(f"fault {v['index']} (kill {v['target']} during {during}) found no shard migration in "
                            "that phase: it was an ordinary kill")

@@ -181,12 +181,14 @@ def moment_target_error(kind: str, params: dict, target: str) -> str | None:
     """Why a kill timed to a protocol moment cannot act on `target`, or None: both moments act
     on a shard's copies, and catch-up kills the primary that catches a replica up, so its
     target names the replica."""
-    during = params.get("during") if kind == "kill" else None
+    during = params.get("during") if kind in ("kill", "power-loss") else None
     if during not in ("catch-up", "promotion"):
         return None
     if not target.startswith(("shard-", "primary(", "replica(", "replicas(")):
         return f"a kill during {during} acts on a shard's copies; name one (e.g. replica(shard=any)), not {target!r}"
     if during == "catch-up" and target.startswith("primary("):
-        return ("a kill during catch-up names the replica to bring back (replica(shard=N)); it kills the "
+        return (f"a {kind} during catch-up names the replica to bring back (replica(shard=N)); it acts on the "
+                "copy catching up by itself" if kind == "power-loss" else
+                "a kill during catch-up names the replica to bring back (replica(shard=N)); it kills the "
                 "primary catching it up by itself")
     return None

@@ -6,7 +6,8 @@ node's disk (the power-loss disk in front of its data folder, pschaos.diskfaults
 (SIGKILL) and its disk keeps only what it synced; healing starts it again on what is left.
 
 - `power-loss`: what the node never fsynced is gone, file data and directory changes alike.
-  `during: checkpoint` cuts it while the node writes a checkpoint's data file (as kill's).
+  `during: checkpoint` cuts it while the node writes a checkpoint's data file (as kill's);
+  `during: catch-up` kills a replica, starts it, and cuts it while it catches up.
 - `torn-write`: as power-loss, and one file's last held write lands in part: `file` names it
   (a path in the node's data folder; default: the held write the seed picks), `keep: pages`
   keeps a whole number of 4 KiB pages of it, `keep: prefix` any number of bytes (both fewer than
@@ -63,15 +64,20 @@ class PowerLoss(Kill):
 
     @classmethod
     def params_problem(cls, params: dict) -> str | None:
-        if params["during"] not in ("", "checkpoint"):
+        if params["during"] not in ("", "checkpoint", "catch-up") or (cls.kind != "power-loss" and params["during"]
+                                                                     == "catch-up"):
             return (f"{cls.kind}: params.during={params['during']!r}: a power cut is timed to a checkpoint "
-                    "write (during: checkpoint) or comes when scheduled (leave it out)")
+                    "write (during: checkpoint), to a replica's catch-up (during: catch-up, power-loss only) or "
+                    "comes when scheduled (leave it out)")
         return super().params_problem({**params, "wipe": False})
 
     def inject(self) -> None:
         be = self.ctx.backend
         refuse_unless(self, be, "power_loss", "needs the power-loss disk", "--backend process")
-        super().inject()                 # SIGKILL (timed to a checkpoint write when asked), checked dead
+        if self.params.get("during") == "catch-up":
+            self._kill_while_catching_up(be)
+        else:
+            super().inject()             # SIGKILL (timed to a checkpoint write when asked), checked dead
         torn = self._torn(be)
         loss = be.power_loss(self.target, torn)
         self.info["power_loss"] = {
@@ -91,6 +97,31 @@ class PowerLoss(Kill):
             raise HarnessError(f"torn-write {self.target}: nothing was torn: {torn.get('why')}; the fault did not fire")
         for v in be.checkpoint_scan():           # as the cut left them, before the restart writes anew
             self.ctx.record("checkpoint-scan", {**v, "after_power_loss": self.target})
+
+    def _kill_while_catching_up(self, be) -> None:
+        """`during: catch-up`: kill the replica, start it again once its primary dropped it from the
+        ISR, and kill it the moment it answers while still outside the ISR (moments.py's wait, as
+        kill's): its power then goes mid-recovery, and it starts again on what its disk kept. A
+        moment missed is recorded (`caught_catching_up` None: scenario-ran says so)."""
+        from pschaos.harness.faults.moments import CATCHUP_ATTEMPTS, _catch_once, shard_of
+
+        shard = shard_of(self.target)
+        rec = be.routing().get(shard)
+        if rec is None or rec.primary == self.target:
+            raise HarnessError(f"power-loss {self.target} during catch-up: name a replica (e.g. replica(shard=0))")
+        self.info.update(copy=self.target, shard=shard, epoch=rec.epoch, was_primary=False, victims=[self.target],
+                         down=[self.target], caught_catching_up=None, attempts=0)
+        seen = None
+        for attempt in range(1, CATCHUP_ATTEMPTS + 1):
+            self.info["attempts"] = attempt
+            seen = _catch_once(self.ctx, self.target, shard, rec.primary, rec.epoch, self.params.get("wait_s", 10.0),
+                               self.info)
+            if seen is None or seen:
+                break
+        be.kill(self.target)
+        if be.alive(self.target):
+            raise HarnessError(f"power-loss {self.target}: still alive after SIGKILL")
+        self.info["caught_catching_up"] = seen or None
 
     def _await_checkpoint_write(self, be, timeout: float = 10.0) -> str | None:
         """Kill's wait, for a write into the copy's own data folder only: the shard's shared folder

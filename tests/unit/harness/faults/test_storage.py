@@ -143,3 +143,12 @@ def test_bit_rot_refuses_paths_outside_the_folder_and_the_unchecked_manifest():
     assert "inside the copy's data folder" in params_error("bit-rot", {"file": "../shard-0-1/x"})
     assert "no checksum" in params_error("bit-rot", {"file": "manifest.json"})
     assert params_error("bit-rot", {}) is None
+
+
+def test_a_power_cut_during_catch_up_names_a_replica_and_is_power_loss_only():
+    from pschaos.harness.faults.moments import moment_target_error
+
+    assert params_error("power-loss", {"during": "catch-up"}) is None
+    assert "power-loss only" in params_error("torn-write", {"during": "catch-up"})
+    assert "names the replica" in moment_target_error("power-loss", {"during": "catch-up"}, "primary(shard=0)")
+    assert moment_target_error("power-loss", {"during": "catch-up"}, "replica(shard=0)") is None
