@@ -155,8 +155,10 @@ def _acks_durable(p: Plan) -> str | None:
 
 def _best_promoted(p: Plan) -> str | None:
     """A fault that takes a primary away (a process fault on primary(...), or a cut of it from its
-    replicas): a failover elects among candidates. Elsewhere no election may happen at all."""
-    deposes = p.surely(AWAY, lambda t: t.startswith("primary(")) or any(
+    replicas): a failover elects among candidates. Elsewhere no election may happen at all; nor
+    after a power cut of every copy (`copies: all`), which leaves no candidate: a restore follows."""
+    deposes = any(k in AWAY and t.startswith("primary(") and (params or {}).get("copies") != "all"
+                  for k, t, params, _ in p.scheduled) or any(
         k == "kill" and (params or {}).get("during") == "promotion" for k, _, params, _ in p.scheduled) or any(
         k in CUTS and b is not None and a.startswith("primary(") and b.startswith("replica")
         for k, t, _, _ in p.scheduled for a, b in [sides(t)])

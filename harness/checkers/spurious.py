@@ -45,7 +45,9 @@ cluster (run-start's `cluster.shards`, or named by any event below) without a pr
 bootstrap epoch (its first failover would pass for its first term); a gap in a life's epochs (a
 failover whose promote is missing, and the next one's old primary named wrongly; a term a kill
 timed to a promotion cut off before its promote was written is no gap: the runner read the shard
-record naming it, `caught_promoting`, and that term is judged like any other); two nodes
+record naming it, `caught_promoting`, and that term is judged like any other; so is a term any
+kill cut off by chance, whose record the kill read once its copy was dead,
+`primary_when_killed`); two nodes
 promoted at one epoch; a push/pull `ok`, `suspect`, `probe-held`, `fenced` or `detector` event
 naming a shard's epoch that no promote covers; a fault-start without a kind; and a failover whose
 only excuse is a partly injected fault (`partial`: whether it bit cannot be told).
@@ -125,16 +127,18 @@ def _cuts(span: dict, old: str, shard: int, starts: list[tuple[float, str]], t: 
 
 
 def _caught_promoting(history: list[dict]) -> list[tuple]:
-    """Terms whose promote event a kill timed to a promotion cut off: the runner read the shard
-    record naming its successor (`caught_promoting`'s epoch, the kill's `target`) and killed it
-    before it could write the event (harness/faults/moments.py kill_mid_promotion)."""
+    """Terms whose promote event a kill cut off: timed to a promotion, the runner read the shard
+    record naming the successor (`caught_promoting`'s epoch, the kill's `target`) and killed it
+    before it could write the event (harness/faults/moments.py kill_mid_promotion); any kill
+    reads the record once its copies are dead, and one naming a dead copy is
+    `primary_when_killed` ({epoch, node}; faults/process.py)."""
     out = []
     for e in by_f(history, "fault-start"):
         v = e.get("value", {})
-        caught = v.get("caught_promoting")
+        caught = v.get("caught_promoting") or v.get("primary_when_killed")
         if isinstance(caught, dict) and caught.get("epoch") is not None and v.get("shard") is not None \
                 and v.get("target") and not v.get("partial"):
-            out.append((e["t"], v["shard"], caught["epoch"], v["target"]))
+            out.append((e["t"], v["shard"], caught["epoch"], caught.get("node") or v["target"]))
     return out
 
 

@@ -76,6 +76,7 @@ class Kill(Fault):
         # a supervised job's role may already run again (its restart): its kill() checked the pid it killed
         if not getattr(be, "supervised", False) and be.alive(self.target):
             raise HarnessError(f"kill {self.target}: still alive after SIGKILL")
+        self._primary_when_killed(be)
         caught = self.info.get("caught_writing")
         if caught and caught not in be.checkpoint_writes(self.target):
             # renamed into place (or swept) before the kill landed: it was not killed mid-write
@@ -88,6 +89,22 @@ class Kill(Fault):
         if self.params.get("wipe") and self.target.startswith("shard-"):
             be.wipe_data(self.target)
             self.info["wiped"] = True
+
+    def _primary_when_killed(self, be, dead: list[str] | None = None) -> None:
+        """The shard record as the kill left it, when it names a copy the kill took (`dead`,
+        default the target) primary: a copy killed between winning its epoch in etcd and writing
+        its promote event leaves a term with no event, and this record is its evidence
+        (`primary_when_killed` {epoch, node}, judged like a kill timed to a promotion:
+        checkers/spurious.py). Best effort: etcd may be down, and then nothing is claimed."""
+        dead = dead or [self.target]
+        if not self.target.startswith("shard-"):
+            return
+        try:
+            rec = be.routing().get(int(self.target.split("-")[1].split("/")[0]))
+        except Exception:  # noqa: BLE001 - no record read is no evidence claimed
+            return
+        if rec is not None and rec.primary in dead:
+            self.info["primary_when_killed"] = {"epoch": rec.epoch, "node": rec.primary}
 
     def _await_checkpoint_write(self, be, timeout: float = 10.0) -> str | None:
         seen: list[str] = []

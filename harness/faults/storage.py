@@ -7,7 +7,9 @@ node's disk (the power-loss disk in front of its data folder, pschaos.diskfaults
 
 - `power-loss`: what the node never fsynced is gone, file data and directory changes alike.
   `during: checkpoint` cuts it while the node writes a checkpoint's data file (as kill's);
-  `during: catch-up` kills a replica, starts it, and cuts it while it catches up.
+  `during: catch-up` kills a replica, starts it, and cuts it while it catches up;
+  `copies: all` cuts every live copy of the target's shard at once (a rack's power): all die
+  before any disk is cut, so no copy lives on to win an election between the cuts.
 - `torn-write`: as power-loss, and one file's last held write lands in part: `file` names it
   (a path in the node's data folder; default: the held write the seed picks), `keep: pages`
   keeps a whole number of 4 KiB pages of it, `keep: prefix` any number of bytes (both fewer than
@@ -56,20 +58,29 @@ def refuse_unless(fault: Kill, be, method: str, why: str, where: str) -> None:
 class PowerLoss(Kill):
     """The copy dies (SIGKILL) and its disk loses what the copy never fsynced: file data and
     directory changes alike, as after a power cut; healing starts it again on what is left.
-    `during: checkpoint` cuts it while the copy writes a checkpoint's data file. The process
-    backend (the power-loss disk in front of each copy's data folder) and the simulator."""
+    `during: checkpoint` cuts it while the copy writes a checkpoint's data file; `during:
+    catch-up` cuts a replica while it catches up. `copies: all` cuts every live copy of the
+    target's shard at once: each dies before any disk is cut, so none lives on to win an
+    election between the cuts. The process backend (the power-loss disk in front of each copy's
+    data folder) and the simulator."""
 
     kind = "power-loss"
-    params_spec = {"during": (str, ""), "wait_s": (float, 10.0), "after_s": (float, 0.0)}
+    params_spec = {"during": (str, ""), "wait_s": (float, 10.0), "after_s": (float, 0.0), "copies": (str, "one")}
 
     @classmethod
     def params_problem(cls, params: dict) -> str | None:
+        if params["copies"] not in ("one", "all"):
+            return (f"{cls.kind}: params.copies={params['copies']!r}: cut the target copy alone (one, the default) "
+                    "or every live copy of its shard at once (all)")
+        if params["copies"] == "all" and params["during"] == "catch-up":
+            return (f"{cls.kind}: params.copies=all cannot go with during: catch-up (the replica catches up from "
+                    "a copy the cut would take too); cut one copy during catch-up, or all copies at a time")
         if params["during"] not in ("", "checkpoint", "catch-up") or (cls.kind != "power-loss" and params["during"]
                                                                      == "catch-up"):
             return (f"{cls.kind}: params.during={params['during']!r}: a power cut is timed to a checkpoint "
                     "write (during: checkpoint), to a replica's catch-up (during: catch-up, power-loss only) or "
                     "comes when scheduled (leave it out)")
-        return super().params_problem({**params, "wipe": False})
+        return super().params_problem({k: v for k, v in {**params, "wipe": False}.items() if k != "copies"})
 
     def inject(self) -> None:
         be = self.ctx.backend
@@ -78,15 +89,12 @@ class PowerLoss(Kill):
             self._kill_while_catching_up(be)
         else:
             super().inject()             # SIGKILL (timed to a checkpoint write when asked), checked dead
+        others = self._kill_the_other_copies(be) if self.params.get("copies") == "all" else []
         torn = self._torn(be)
-        loss = be.power_loss(self.target, torn)
-        self.info["power_loss"] = {
-            "dropped_bytes": loss.get("dropped_bytes", 0), "dropped_files": sorted(loss.get("dropped_files") or {})[:20],
-            "undone": (loss.get("undone") or [])[:20], "undone_count": len(loss.get("undone") or []),
-            "torn": loss.get("torn")}
-        if loss.get("undo_errors"):
-            raise HarnessError(f"{self.kind} {self.target}: the disk could not undo {loss['undo_errors'][:3]}: "
-                               "it does not hold what a disk would after a power cut")
+        loss = self._cut(be, self.target, torn)
+        self.info["power_loss"] = _summary(loss)
+        if others:
+            self.info["power_loss_others"] = {o: _summary(self._cut(be, o, None)) for o in others}
         caught = self.info.get("caught_writing")
         if caught:                               # the write it was timed to: dropped or undone by the cut
             name = Path(caught).name
@@ -97,6 +105,31 @@ class PowerLoss(Kill):
             raise HarnessError(f"torn-write {self.target}: nothing was torn: {torn.get('why')}; the fault did not fire")
         for v in be.checkpoint_scan():           # as the cut left them, before the restart writes anew
             self.ctx.record("checkpoint-scan", {**v, "after_power_loss": self.target})
+
+    def _cut(self, be, name: str, torn: dict | None) -> dict:
+        """Cut `name`'s disk (dead by now); a change the disk could not undo fails the fault."""
+        loss = be.power_loss(name, torn)
+        if loss.get("undo_errors"):
+            raise HarnessError(f"{self.kind} {name}: the disk could not undo {loss['undo_errors'][:3]}: "
+                               "it does not hold what a disk would after a power cut")
+        return loss
+
+    def _kill_the_other_copies(self, be) -> list[str]:
+        """`copies: all`: SIGKILL every other live copy of the target's shard, each checked dead,
+        before any disk is cut. They are victims: healing starts them again. A copy already down
+        (another fault's) is left to that fault and named in `already_down`."""
+        shard = int(self.target.split("-")[1].split("/")[0])
+        others = [n for n in be.shard_nodes(shard) if n != self.target]
+        live = [n for n in others if be.alive(n)]
+        self.info.update(victims=[self.target], down=[self.target], already_down=[n for n in others if n not in live])
+        for n in live:
+            self.info["victims"].append(n)       # before the kill: a heal after a failure midway restarts it
+            self.info["down"].append(n)
+            be.kill(n)
+            if be.alive(n):
+                raise HarnessError(f"{self.kind} {n}: still alive after SIGKILL")
+        self._primary_when_killed(be, self.info["victims"])
+        return live
 
     def _kill_while_catching_up(self, be) -> None:
         """`during: catch-up`: kill the replica, start it again once its primary dropped it from the
@@ -138,6 +171,13 @@ class PowerLoss(Kill):
 
     def _torn(self, be) -> dict | None:
         return None
+
+
+def _summary(loss: dict) -> dict:
+    """What one cut took, as the fault-start records it (lists cut to 20)."""
+    return {"dropped_bytes": loss.get("dropped_bytes", 0), "dropped_files": sorted(loss.get("dropped_files") or {})[:20],
+            "undone": (loss.get("undone") or [])[:20], "undone_count": len(loss.get("undone") or []),
+            "torn": loss.get("torn")}
 
 
 class TornWrite(PowerLoss):

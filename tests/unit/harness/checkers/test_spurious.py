@@ -239,6 +239,27 @@ def test_a_term_cut_off_by_a_kill_mid_promotion_is_read_from_the_fault_record():
     assert judge(BOOT + [missed, promote(6.0, 0, 3, "shard-0/2")]).valid == "unknown"
 
 
+def test_a_term_a_plain_kill_cut_off_by_chance_is_read_from_the_record_it_left():
+    """CI, power-loss-all-copies seed 1 (three cuts one after another): a replica won epoch 2 in
+    etcd between two cuts and was cut before it wrote its promote event; the kill read the record
+    naming it once it was dead (primary_when_killed), so epoch 2 is known and the restore at 3
+    is no gap. Without that record the jump stays unknown."""
+    first = ev(5.0, "fault-start", {"kind": "power-loss", "target": "shard-1/0", "index": 0, "shard": 1,
+                                    "params": {}}, node="harness")
+    cut = ev(5.4, "fault-start", {"kind": "power-loss", "target": "shard-1/1", "index": 1, "shard": 1, "params": {},
+                                  "primary_when_killed": {"epoch": 2, "node": "shard-1/1"}}, node="harness")
+    restore = ev(8.0, "restore", {"shard": 1, "epoch": 3, "restored_seq": 9}, node="shard-1/2")
+    h = BOOT + [first, cut, restore, promote(8.0, 1, 3, "shard-1/2")]
+    v = judge(h)
+    assert v.valid is True, v.details
+    assert [(r["epoch"], r["node"], r["old_primary"]) for r in v.details["failovers"]] == [
+        (2, "shard-1/1", "shard-1/0"), (3, "shard-1/2", "shard-1/1")]
+    bare = dict(cut, value={k: x for k, x in cut["value"].items() if k != "primary_when_killed"})
+    assert judge(BOOT + [first, bare, restore, promote(8.0, 1, 3, "shard-1/2")]).valid == "unknown"
+    other = dict(cut, value={**cut["value"], "primary_when_killed": {"epoch": 3, "node": "shard-1/1"}})
+    assert judge(BOOT + [first, other, restore, promote(8.0, 1, 3, "shard-1/2")]).valid == "unknown"   # two at 3
+
+
 def _suspect(t, node, silent_ms, silence_ms=150.0, answered=False, took_ms=251.0, ended_ms=5.0):
     probe = {"ran": True, "answered": answered, "wait_ms": 250.0, "took_ms": took_ms, "misses": 1,
              "ended_ms": ended_ms}

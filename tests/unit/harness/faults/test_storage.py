@@ -44,6 +44,17 @@ class DiskBackend:
     def checkpoint_scan(self) -> list[dict]:
         return [{"dir": "data/shard-0-0", "seq": 7, "loadable": True}]
 
+    def shard_nodes(self, shard: int) -> list[str]:
+        return [f"shard-{shard}/{i}" for i in range(3)]
+
+    def routing(self) -> dict:
+        return {0: Rec(self.epoch_after_kill, self.primary_after_kill)} if hasattr(self, "epoch_after_kill") else {}
+
+
+class Rec:
+    def __init__(self, epoch: int, primary: str) -> None:
+        self.epoch, self.primary = epoch, primary
+
 
 def fault(kind: str, be, params: dict | None = None, seed: int = 1, target: str = "shard-0/0"):
     records: list[tuple[str, dict]] = []
@@ -152,3 +163,40 @@ def test_a_power_cut_during_catch_up_names_a_replica_and_is_power_loss_only():
     assert "power-loss only" in params_error("torn-write", {"during": "catch-up"})
     assert "names the replica" in moment_target_error("power-loss", {"during": "catch-up"}, "primary(shard=0)")
     assert moment_target_error("power-loss", {"during": "catch-up"}, "replica(shard=0)") is None
+
+
+def test_power_loss_of_all_copies_kills_every_live_copy_before_any_disk_is_cut():
+    """copies: all is a rack's power: no copy lives on between the cuts (CI, power-loss-all-copies
+    seed 1, cut one by one: a replica won an election between two cuts); a copy another fault
+    holds down is left to it; healing starts every copy this one killed."""
+    be = DiskBackend()
+    be.dead.add("shard-0/2")                      # down already (another fault's)
+    f, records = fault("power-loss", be, {"copies": "all"})
+    f.inject()
+    assert be.calls == [("kill", "shard-0/0"), ("kill", "shard-0/1"), ("power_loss", "shard-0/0", None),
+                        ("power_loss", "shard-0/1", None)]
+    assert f.info["victims"] == ["shard-0/0", "shard-0/1"] and f.info["already_down"] == ["shard-0/2"]
+    assert set(f.info["power_loss_others"]) == {"shard-0/1"}
+    assert len(records) == 1                      # one scan, as the cut left the disks
+    f.heal()
+    assert be.calls[-2:] == [("restart", "shard-0/0"), ("restart", "shard-0/1")]
+    assert "copies" in params_error("power-loss", {"copies": "some"})
+    assert "catch-up" in params_error("power-loss", {"copies": "all", "during": "catch-up"})
+
+
+def test_a_kill_reads_the_record_it_left_and_names_a_dead_copy_it_calls_primary():
+    """A copy killed between winning its epoch and writing its promote event leaves only the
+    shard record: the kill records it (primary_when_killed), and nothing when it names a live copy."""
+    be = DiskBackend()
+    be.epoch_after_kill, be.primary_after_kill = 2, "shard-0/1"
+    f, _ = fault("power-loss", be, {"copies": "all"})
+    f.inject()
+    assert f.info["primary_when_killed"] == {"epoch": 2, "node": "shard-0/1"}
+    plain, _ = fault("kill", be, target="shard-0/1")
+    plain.inject()
+    assert plain.info["primary_when_killed"] == {"epoch": 2, "node": "shard-0/1"}
+    be2 = DiskBackend()
+    be2.epoch_after_kill, be2.primary_after_kill = 2, "shard-0/2"
+    live, _ = fault("kill", be2)
+    live.inject()
+    assert "primary_when_killed" not in live.info

@@ -68,6 +68,9 @@ def test_findings_must_be_among_the_checks_that_run():
     ({}, "losses-accounted", True),
     ({"cluster": {"workers": 0}}, "exactly-once", False),
     ({}, "failover-budget", False),
+    ({"faults": [{"at": {"step": 5}, "kind": "power-loss", "target": "primary(shard=0)"}]}, "best-promoted", True),
+    ({"faults": [{"at": {"step": 5}, "kind": "power-loss", "target": "primary(shard=0)",
+                  "params": {"copies": "all"}}]}, "best-promoted", False),       # no candidate: a restore
     ({}, "converge-baseline", False),
 ])
 def test_applicability_follows_the_schedule_as_written(doc, check, applies):
