@@ -29,46 +29,23 @@ import shutil
 import stat
 import threading
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
-Key = tuple[int, int]         # (st_dev, st_ino) of a file on the disk
-
-
-@dataclass
-class Held:
-    """A file's content as the program sees it, not yet on the disk, and its last write."""
-    data: bytearray
-    last: tuple[int, bytes] | None = None
+from pschaos.diskfaults.records import Change, Held, Key, Loss
+from pschaos.diskfaults.tear import SyncTrap, tear_lands, tearing, trip
 
 
-@dataclass
-class Change:
-    """A directory change not yet durable: `entries` are (directory inode, name) it touched (the
-    first is where it happened, a rename's second its destination), `pending` the directory
-    inodes still to be fsynced, `trash` what it moved aside (an unlinked or replaced entry)."""
-    kind: str
-    entries: list[tuple[int, str]]
-    pending: set[int]
-    trash: str | None = None
-    mode: int = 0o755
-    inode: int | None = None            # create: what it made; rmdir: the folder it removed
-    replaced_dir: bool = False          # rename: it replaced an empty folder (`mode`), remade by an undo
-    said: str = ""
-
-
-@dataclass
-class Loss:
-    """What a power loss took: files whose held data was dropped, changes undone, and any change
-    that could not be undone (the disk is then not what a real one would hold: the caller fails)."""
-    dropped: dict[str, int] = field(default_factory=dict)
-    undone: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    torn: dict | None = None
-
-    def as_dict(self) -> dict:
-        return {"dropped_files": self.dropped, "dropped_bytes": sum(self.dropped.values()),
-                "undone": self.undone, "undo_errors": self.errors, "torn": self.torn}
+def powered(f: Callable) -> Callable:
+    """A call that changes the disk: refused with EIO while the power is off (a sync trap fired,
+    tear.py), under the disk's lock."""
+    def call(self: "Disk", *args, **kw):
+        with self.lock:
+            if self.off:
+                raise OSError(errno.EIO, "the disk's power is off", self.off)
+            return f(self, *args, **kw)
+    call.__doc__, call.__name__ = f.__doc__, f.__name__
+    return call
 
 
 class Disk:
@@ -82,6 +59,8 @@ class Disk:
         self.held: dict[Key, Held] = {}
         self.log: list[Change] = []
         self.syncs = 0
+        self.trap: SyncTrap | None = None
+        self.off = ""                 # why the power is off ('' while on)
 
     # ----------------------------------------------------------------- paths
     def path(self, rel: str) -> Path:
@@ -130,6 +109,7 @@ class Disk:
                 return bytes(h.data[offset:offset + size])
             return os.pread(fd, size, offset)
 
+    @powered
     def write(self, key: Key, fd: int | None, rel: str, data: bytes, offset: int) -> int:
         with self.lock:
             h = self._hold(key, fd, rel)
@@ -139,6 +119,7 @@ class Disk:
             h.last = (offset, bytes(data))
             return len(data)
 
+    @powered
     def truncate(self, key: Key, fd: int | None, rel: str, length: int) -> None:
         with self.lock:
             h = self._hold(key, fd, rel)
@@ -148,9 +129,14 @@ class Disk:
                 h.data.extend(b"\0" * (length - len(h.data)))
             h.last = None
 
+    @powered
     def fsync(self, key: Key, fd: int | None, rel: str) -> None:
-        """The file's held data onto the disk, synced."""
+        """The file's held data onto the disk, synced; or the power cut, when a trap waits for it."""
         with self.lock:
+            if self.trap is not None and self.trap.matches(rel):
+                self.trap.fired = trip(self, self.trap, key, rel)
+                self.off = f"cut as {rel.lstrip('/')} was synced"
+                raise OSError(errno.EIO, "the power went as the file was synced", rel)
             h = self.held.get(key)
             if h is None:
                 return
@@ -180,37 +166,44 @@ class Disk:
         os.rename(p, self.trash / name)
         return name
 
+    @powered
     def create(self, rel: str, mode: int) -> int:
         with self.lock:
             fd = os.open(self.path(rel), os.O_CREAT | os.O_EXCL | os.O_RDWR, mode)
             self._log("create", [self._parent(rel)], f"create {rel}", inode=os.fstat(fd).st_ino)
             return fd
 
+    @powered
     def mknod(self, rel: str, mode: int, dev: int) -> None:
         with self.lock:
             os.mknod(self.path(rel), mode, dev)
             self._log("create", [self._parent(rel)], f"mknod {rel}", inode=os.lstat(self.path(rel)).st_ino)
 
+    @powered
     def symlink(self, rel: str, target: str) -> None:
         with self.lock:
             os.symlink(target, self.path(rel))
             self._log("create", [self._parent(rel)], f"symlink {rel}", inode=os.lstat(self.path(rel)).st_ino)
 
+    @powered
     def link(self, rel: str, existing: str) -> None:
         with self.lock:
             os.link(self.path(existing), self.path(rel))
             self._log("create", [self._parent(rel)], f"link {rel}", inode=os.lstat(self.path(rel)).st_ino)
 
+    @powered
     def mkdir(self, rel: str, mode: int) -> None:
         with self.lock:
             os.mkdir(self.path(rel), mode)
             self._log("create", [self._parent(rel)], f"mkdir {rel}", inode=os.lstat(self.path(rel)).st_ino)
 
+    @powered
     def unlink(self, rel: str) -> None:
         with self.lock:
             where = self._parent(rel)
             self._log("unlink", [where], f"unlink {rel}", trash=self._aside(self.path(rel)))
 
+    @powered
     def rmdir(self, rel: str) -> None:
         with self.lock:
             p = self.path(rel)
@@ -221,6 +214,7 @@ class Disk:
             os.rmdir(p)
             self._log("rmdir", [where], f"rmdir {rel}", mode=st.st_mode & 0o7777, inode=st.st_ino)
 
+    @powered
     def rename(self, old: str, new: str) -> None:
         with self.lock:
             src, dst = self._parent(old), self._parent(new)
@@ -242,6 +236,7 @@ class Disk:
             self._log("rename", [src, dst], f"rename {old} -> {new}", trash=trash,
                       mode=mode if mode is not None else 0o755, replaced_dir=mode is not None)
 
+    @powered
     def fsyncdir(self, rel: str) -> None:
         """The directory's changes durable: each change with nothing else pending is final."""
         with self.lock:
@@ -280,7 +275,7 @@ class Disk:
             loss = Loss()
             tear = None
             if torn is not None:              # what to tear, found before the undo moves names
-                tear = self._tearing(str(torn["path"]), int(torn["keep_bytes"]))
+                tear = tearing(self, str(torn["path"]), int(torn["keep_bytes"]))
             names = self._names()
             for key, h in self.held.items():
                 loss.dropped[names.get(key, f"inode {key[1]}")] = len(h.data)
@@ -294,7 +289,7 @@ class Disk:
                     loss.errors.append(f"{c.said}: {e}")
             self.log.clear()
             if tear is not None:
-                loss.torn = self._tear(*tear)
+                loss.torn = tear_lands(self, *tear)
             return loss
 
     def _names(self) -> dict[Key, str]:
@@ -310,36 +305,6 @@ class Disk:
                 st = os.lstat(self.trash / c.trash)
                 out.setdefault((st.st_dev, st.st_ino), f"{c.said} (put aside)")
         return out
-
-    def _tearing(self, rel: str, keep: int) -> tuple:
-        """(path, key, offset, the part that lands, the write's size) of the last held write of
-        `rel`, or (path, None, why) when it holds none."""
-        try:
-            key = self._key(rel)
-        except OSError:
-            return rel, None, "no such file"
-        h = self.held.get(key)
-        if h is None or h.last is None:
-            return rel, None, "no write held for it (synced, or never written)"
-        offset, data = h.last
-        return rel, key, offset, data[:max(0, min(keep, len(data)))], len(data)
-
-    def _tear(self, rel: str, key: Key | None, *rest) -> dict:
-        """Land the torn part on the disk, if the cut kept the file (its name survived the undo)."""
-        if key is None:
-            return {"path": rel, "torn": False, "why": rest[0]}
-        offset, part, size = rest
-        name = self._names().get(key)
-        p = self.path(name) if name and "(put aside)" not in name else None
-        if p is None:
-            return {"path": rel, "torn": False, "why": "the cut removed the file: its entry never reached the disk"}
-        with open(p, "r+b") as f:
-            f.seek(offset)
-            f.write(part)
-            f.flush()
-            os.fsync(f.fileno())
-        return {"path": str(p.relative_to(self.root)), "torn": True, "offset": offset, "write_bytes": size,
-                "kept_bytes": len(part)}
 
     def _undo(self, c: Change, renamed: dict[int, int]) -> None:
         dirs = self._dirs()
@@ -372,6 +337,24 @@ class Disk:
             elif c.replaced_dir:
                 os.mkdir(free(at(c.entries[1])), c.mode)
 
+    def arm(self, trap: SyncTrap) -> None:
+        """Cut the power at the next sync `trap` matches (one trap at a time)."""
+        with self.lock:
+            if self.off:
+                raise OSError(errno.EIO, "the disk's power is off: power it on first", self.off)
+            self.trap = trap
+
+    def disarm(self) -> dict | None:
+        """No more trap; what it cut if it fired (the power stays off until `power_on`)."""
+        with self.lock:
+            trap, self.trap = self.trap, None
+            return trap.fired if trap is not None else None
+
+    def power_on(self) -> None:
+        """The program that used the disk is dead: its calls are served again."""
+        with self.lock:
+            self.off = ""
+
     def status(self) -> dict:
         """What is held now: files and bytes, each named file's last write (what a torn write could
         tear), the directory changes not durable, and how many syncs came."""
@@ -380,7 +363,8 @@ class Disk:
             return {"held_files": len(self.held), "held_bytes": sum(len(h.data) for h in self.held.values()),
                     "held_writes": {names[k]: len(h.last[1]) for k, h in self.held.items()
                                     if h.last and k in names and "(put aside)" not in names[k]},
-                    "pending_changes": [c.said for c in self.log], "syncs": self.syncs}
+                    "pending_changes": [c.said for c in self.log], "syncs": self.syncs,
+                    "trap": self.trap.as_dict() if self.trap is not None else None, "off": self.off}
 
 
 def _remove(p: Path) -> None:

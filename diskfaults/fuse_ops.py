@@ -11,9 +11,10 @@ from __future__ import annotations
 import errno
 import itertools
 import os
+import signal
 import threading
 
-from mfusepy import FuseOSError, Operations
+from mfusepy import FuseOSError, Operations, fuse_get_context
 
 from pschaos.diskfaults.disk import Disk, Key
 
@@ -112,7 +113,7 @@ class DiskOps(Operations):
         fd, key = self._handle(fh, path)
         n = self.disk.write(key, fd, path, data, offset)
         if fh in self.synced:
-            self.disk.fsync(key, fd, path)
+            self._sync(key, fd, path)
         return n
 
     def truncate(self, path: str, length: int, fh: int | None = None) -> int:
@@ -122,8 +123,22 @@ class DiskOps(Operations):
 
     def fsync(self, path: str, datasync: int, fh: int) -> int:
         fd, key = self._handle(fh, path)
-        self.disk.fsync(key, fd, path)
+        self._sync(key, fd, path)
         return 0
+
+    def _sync(self, key: Key, fd: int | None, path: str) -> None:
+        """Sync a file. When a trap waits for this sync (tear.py), the caller dies first (SIGKILL:
+        the power takes the CPU with the disk); it waits for our answer meanwhile, the kernel's
+        FUSE request being in our hands, and its other threads get EIO from a disk with no power."""
+        trap = self.disk.trap
+        if trap is not None and trap.matches(path):
+            pid = fuse_get_context()[2]
+            if 0 < pid != os.getpid():
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass                  # gone already: the cut below is the same
+        self.disk.fsync(key, fd, path)
 
     def flush(self, path: str, fh: int) -> int:
         return 0                      # close is not a sync: the data stays held

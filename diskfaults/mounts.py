@@ -168,6 +168,13 @@ class DiskMount:
     def status(self) -> dict:
         return self.ask({"op": "status"})
 
+    def order(self, op: str, /, **fields) -> dict:
+        """A control request that must succeed (arm, disarm, power-on: serve.py); DiskError if not."""
+        out = self.ask({"op": op, **fields})
+        if not out.get("ok"):
+            raise DiskError(f"power-loss disk at {self.mount}: {op}: {out.get('error')}")
+        return out
+
     def serving(self) -> bool:
         """Its process still runs (a disk whose server died is no disk: calls on it fail)."""
         return self.proc is not None and self.proc.poll() is None

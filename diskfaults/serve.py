@@ -3,6 +3,10 @@ STORE/disk at MOUNT through FUSE (kept in the foreground, one thread per kernel 
 answers on the abstract Unix socket CONTROL, one JSON line a request:
 
     {"op": "power-loss", "torn": {"path": "ckpt/state.bin", "keep_bytes": 4096}}   (torn optional)
+    {"op": "arm", "name": "manifest.json", "keep": "prefix", "r": 0.42}   (cut at that file's sync;
+                                                                         keep and r optional: a tear)
+    {"op": "disarm"}      (no more trap; what it cut, if it fired: the power stays off)
+    {"op": "power-on"}    (the program is dead: serve its calls again)
     {"op": "status"}
 
 A process of its own, not a thread of the harness: a node's file calls must not wait on the
@@ -47,9 +51,22 @@ def answer(disk, line: bytes) -> dict:
         req = json.loads(line or b"{}")
         if req.get("op") == "power-loss":
             return {"ok": True, **disk.power_loss(req.get("torn")).as_dict()}
+        if req.get("op") == "arm":
+            from pschaos.diskfaults.tear import KEEPS, SyncTrap
+
+            keep = req.get("keep")
+            if not req.get("name") or keep not in (None, *KEEPS):
+                return {"ok": False, "error": f"arm: a file name and keep in {KEEPS} (or none) are needed, not {req}"}
+            disk.arm(SyncTrap(str(req["name"]), keep, float(req.get("r", 0.0))))
+            return {"ok": True}
+        if req.get("op") == "disarm":
+            return {"ok": True, "fired": disk.disarm()}
+        if req.get("op") == "power-on":
+            disk.power_on()
+            return {"ok": True}
         if req.get("op") == "status":
             return {"ok": True, **disk.status()}
-        return {"ok": False, "error": f"unknown op {req.get('op')!r}: power-loss or status"}
+        return {"ok": False, "error": f"unknown op {req.get('op')!r}: power-loss, arm, disarm, power-on or status"}
     except Exception as e:  # noqa: BLE001 - the caller gets every failure as an answer
         return {"ok": False, "error": f"{type(e).__name__}: {e}"}
 

@@ -47,6 +47,9 @@ def _fault_reasons(history: list[dict], ctx: dict) -> tuple[list[str], int]:
                 "its primary was not killed mid-catch-up"
             reasons.append(f"fault {v['index']} ({v.get('kind', 'kill')} {v['target']} during catch-up) never saw the "
                            f"restarted copy back outside the ISR: {missed}")
+        if (v.get("params") or {}).get("sync_of") and not v.get("caught_syncing"):
+            reasons.append(f"fault {v['index']} ({v.get('kind')} {v['target']} at the sync of "
+                           f"{v['params']['sync_of']}) saw no such sync: its power went as an ordinary cut's")
         if during in ("migration", "handoff") and not v.get("caught_migrating"):
             reasons.append(f"fault {v['index']} (kill {v['target']} during {during}) found no shard migration in "
                            "that phase: it was an ordinary kill")

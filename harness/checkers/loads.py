@@ -5,18 +5,21 @@ mtime (a half-written temporary one included) passed every checkpoint and restar
 every write records what it put in force (`checkpoint` for the shard's shared folder,
 `checkpoint-local` for a copy's own: file, (term, epoch, seq), size and CRC-32), and every load
 records what it read (`load` at a restart, `loaded` inside a `restore`: the manifest's file and
-position, the CRC-32 it promised and the CRC-32 of the bytes read; psnodes/store/checkpoint.py).
-A load fails when the bytes are not the file the manifest names, whole, or when it is older than
+position, the CRC-32 it promised and the CRC-32 of the bytes read, the manifest's seal and its
+fields' CRC-32; psnodes/store/checkpoint.py). A load fails when the bytes are not the file the
+manifest names, whole, when the manifest's seal is not its fields' CRC-32, or when it is older than
 the newest checkpoint that node had published before it (its own folder for a restart, the
 shard's for a restore); a restart fails when the copy had published a checkpoint before it went
 down and loaded nothing (a copy killed before its first checkpoint rightly loads nothing: its
-restart is judged, and passes), unless a bit-rot fault damaged its checkpoint while it was down
-and the copy said so (a `checkpoint-error` marked `damaged`) instead of loading it. A load with
+restart is judged, and passes), unless a bit-rot fault damaged its checkpoint (the state file or
+the manifest) while it was down and the copy said so (a `checkpoint-error` marked `damaged`) instead of loading it. A load with
 no record of its bytes (an older psnodes) is unknown.
 """
 from __future__ import annotations
 
 from collections import defaultdict
+
+from pschaos.psnodes.store.checkpoint import MANIFEST
 
 from pschaos.harness.checkers.base import KILLS, Verdict, by_f, unknown, victims
 from pschaos.harness.checkers.durability import checkpoint_order
@@ -36,9 +39,12 @@ def _published(history: list[dict], f: str, key: str) -> dict:
 
 
 def _rotted(fault: dict) -> dict | None:
-    """What a bit-rot fault flipped, when it flipped the file the copy's manifest named."""
+    """What a bit-rot fault flipped, when it flipped the file the copy's manifest named or the
+    manifest itself (its seal tells)."""
     rot = fault.get("rotted") if fault.get("kind") == "bit-rot" else None
-    return rot if isinstance(rot, dict) and rot.get("manifest_file") and rot.get("file") else None
+    if not isinstance(rot, dict) or not rot.get("file"):
+        return None
+    return rot if rot.get("manifest_file") or str(rot["file"]).rsplit("/", 1)[-1] == MANIFEST else None
 
 
 def _damage_said(history: list[dict], node: str, rot: dict | None, down_t: float, until: float) -> dict | None:
@@ -98,9 +104,10 @@ def checkpoint_loads(history: list[dict], ctx: dict) -> Verdict:
             continue
         row = {"node": node, "t": round(t, 3), "kind": kind, "file": v.get("file"), "seq": v.get("seq")}
         if v.get("manifest_crc32") is not None and v["crc32"] != v["manifest_crc32"] or \
-                v.get("read_bytes") != v.get("bytes"):
+                v.get("read_bytes") != v.get("bytes") or v.get("seal") != v.get("fields_crc32", v.get("seal")):
             torn.append({**row, "crc32": v["crc32"], "manifest_crc32": v.get("manifest_crc32"),
-                         "read_bytes": v.get("read_bytes"), "bytes": v.get("bytes")})
+                         "read_bytes": v.get("read_bytes"), "bytes": v.get("bytes"), "seal": v.get("seal"),
+                         "fields_crc32": v.get("fields_crc32")})
             continue
         if kind == "local":      # a copy's own folder starts again when a kill wiped it
             since = max([w for w in wiped.get(node, []) if w < t], default=float("-inf"))

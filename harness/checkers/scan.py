@@ -3,19 +3,22 @@ judges. The process backend, the twin's disk and the disk-full fault all record 
 one function, so the same folder cannot be judged two ways."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
 from pschaos.psnodes.store.blob import unpack
+from pschaos.psnodes.store.checkpoint import parse_manifest
 
 
 def scan_entry(d: str, stray_tmp: list[str], manifest: bytes | str, read: Callable[[str], bytes]) -> dict:
-    """One `checkpoint-scan` value: does the manifest name a whole, loadable file? `read(name)`
+    """One `checkpoint-scan` value: is the manifest whole (its seal) and does it name a whole,
+    loadable file? `read(name)`
     returns a file of the folder (raising what a missing file raises)."""
     v: dict[str, Any] = {"dir": d, "stray_tmp": stray_tmp}
     try:
-        m = json.loads(manifest)
+        m, broken = parse_manifest(manifest)
+        if m is None:
+            raise ValueError(broken)
         blob = read(m["file"])
         v.update(seq=m["seq"], file=m["file"], size_ok=len(blob) == m["bytes"])
         unpack(blob)

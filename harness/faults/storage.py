@@ -9,9 +9,11 @@ node's disk (the power-loss disk in front of its data folder, pschaos.diskfaults
   `during: checkpoint` cuts it while the node writes a checkpoint's data file (as kill's);
   `during: catch-up` kills a replica, starts it, and cuts it while it catches up;
   `copies: all` cuts every live copy of the target's shard at once (a rack's power): all die
-  before any disk is cut, so no copy lives on to win an election between the cuts.
+  before any disk is cut, so no copy lives on to win an election between the cuts;
+  `sync_of: manifest.json` cuts it the moment it asks its disk to sync a file so named.
 - `torn-write`: as power-loss, and one file's last held write lands in part: `file` names it
-  (a path in the node's data folder; default: the held write the seed picks), `keep: pages`
+  (a path in the node's data folder; default: the held write the seed picks; with `sync_of`,
+  the file being synced), `keep: pages`
   keeps a whole number of 4 KiB pages of it, `keep: prefix` any number of bytes (both fewer than
   all of it, at least one).
 - `bit-rot`: while the node is down, one bit of a file at rest flips (BitRot below).
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pschaos.psnodes.store.checkpoint import MANIFEST
 
 from pschaos.harness.errors import HarnessError
 from pschaos.harness.faults.process import Kill
@@ -42,6 +43,15 @@ def storage_kinds_of(scenario, kinds: tuple[str, ...] = STORAGE_KINDS) -> list[s
     """The storage kinds (`kinds` of them) a scenario schedules (its faults and its nemesis)."""
     got = [f.kind for f in scenario.faults] + (list(scenario.nemesis.kinds) if scenario.nemesis else [])
     return sorted({k for k in got if k in kinds})
+
+
+def not_in_the_twin(scenario) -> list[str]:
+    """The storage faults a scenario schedules that the twin's disk cannot take: a torn write (it
+    writes no partial data) and a cut at a file's sync (it writes a manifest at one instant)."""
+    got = [(f.kind, f.params or {}) for f in scenario.faults]
+    got += [(k, {}) for k in (scenario.nemesis.kinds if scenario.nemesis else [])]
+    return sorted({"torn-write" if k == "torn-write" else f"{k} (sync_of)" for k, ps in got
+                   if k == "torn-write" or (k in STORAGE_KINDS and ps.get("sync_of"))})
 
 
 def refuse_unless(fault: Kill, be, method: str, why: str, where: str) -> None:
@@ -61,14 +71,22 @@ class PowerLoss(Kill):
     `during: checkpoint` cuts it while the copy writes a checkpoint's data file; `during:
     catch-up` cuts a replica while it catches up. `copies: all` cuts every live copy of the
     target's shard at once: each dies before any disk is cut, so none lives on to win an
-    election between the cuts. The process backend (the power-loss disk in front of each copy's
-    data folder) and the simulator."""
+    election between the cuts. `sync_of: NAME` cuts it the moment it asks its disk to sync a
+    file whose name starts with NAME (a manifest's write in flight; the process backend only).
+    The process backend (the power-loss disk in front of each copy's data folder) and the
+    simulator."""
 
     kind = "power-loss"
-    params_spec = {"during": (str, ""), "wait_s": (float, 10.0), "after_s": (float, 0.0), "copies": (str, "one")}
+    params_spec = {"during": (str, ""), "wait_s": (float, 10.0), "after_s": (float, 0.0), "copies": (str, "one"),
+                   "sync_of": (str, "")}
 
     @classmethod
     def params_problem(cls, params: dict) -> str | None:
+        if params["sync_of"] and ("/" in params["sync_of"] or params["during"] or params["copies"] != "one"
+                                  or params["after_s"]):
+            return (f"{cls.kind}: params.sync_of={params['sync_of']!r} times the cut itself (the moment the copy "
+                    "asks to sync a file whose name starts with it, e.g. manifest.json): give a file name (no '/') "
+                    "and no during, after_s or copies: all with it")
         if params["copies"] not in ("one", "all"):
             return (f"{cls.kind}: params.copies={params['copies']!r}: cut the target copy alone (one, the default) "
                     "or every live copy of its shard at once (all)")
@@ -80,18 +98,23 @@ class PowerLoss(Kill):
             return (f"{cls.kind}: params.during={params['during']!r}: a power cut is timed to a checkpoint "
                     "write (during: checkpoint), to a replica's catch-up (during: catch-up, power-loss only) or "
                     "comes when scheduled (leave it out)")
-        return super().params_problem({k: v for k, v in {**params, "wipe": False}.items() if k != "copies"})
+        rest = {k: v for k, v in {**params, "wipe": False}.items() if k not in ("copies", "sync_of")}
+        if params["sync_of"] and params["wait_s"] > 0:
+            rest["wait_s"] = 10.0        # it times the wait for the sync, as during's for its moment
+        return super().params_problem(rest)
 
     def inject(self) -> None:
         be = self.ctx.backend
         refuse_unless(self, be, "power_loss", "needs the power-loss disk", "--backend process")
-        if self.params.get("during") == "catch-up":
+        at_sync, sync_of = None, self.params.get("sync_of")
+        if sync_of:
+            at_sync = self._cut_at_sync(be)        # killed by its disk, or here when the moment never came
+        elif self.params.get("during") == "catch-up":
             self._kill_while_catching_up(be)
         else:
             super().inject()             # SIGKILL (timed to a checkpoint write when asked), checked dead
         others = self._kill_the_other_copies(be) if self.params.get("copies") == "all" else []
-        torn = self._torn(be)
-        loss = self._cut(be, self.target, torn)
+        loss = at_sync if at_sync is not None else self._cut(be, self.target, None if sync_of else self._torn(be))
         self.info["power_loss"] = _summary(loss)
         if others:
             self.info["power_loss_others"] = {o: _summary(self._cut(be, o, None)) for o in others}
@@ -101,10 +124,34 @@ class PowerLoss(Kill):
             self.info["power_loss"]["cut_caught_write"] = any(name in str(x) for x in
                                                               [*(loss.get("dropped_files") or {}), *(loss.get("undone") or [])])
         torn = loss.get("torn")
-        if torn is not None and not torn.get("torn"):
+        if torn is not None and not torn.get("torn") and not (at_sync is not None and torn.get("removed")):
             raise HarnessError(f"torn-write {self.target}: nothing was torn: {torn.get('why')}; the fault did not fire")
         for v in be.checkpoint_scan():           # as the cut left them, before the restart writes anew
             self.ctx.record("checkpoint-scan", {**v, "after_power_loss": self.target})
+
+    def _cut_at_sync(self, be) -> dict | None:
+        """`sync_of`: the copy's disk cuts its power the moment the copy asks it to sync a file so
+        named, killing the copy first (diskfaults/tear.py); what the cut took, or None when no such
+        sync came within `wait_s` (the copy is then killed and cut here, and `caught_syncing`
+        None says the moment was missed: scenario-ran is unknown). A torn-write tears that file's
+        last write, by the seed's draw; a tear whose file the cut removed (a write-aside never
+        renamed) landed nowhere, which is the point of writing aside."""
+        refuse_unless(self, be, "arm_sync_cut", "needs the power-loss disk's sync trap", "--backend process")
+        keep = self.params.get("keep") if self.kind == "torn-write" else None
+        r = self.ctx.rng.random()
+        be.arm_sync_cut(self.target, self.kind, self.params["sync_of"], keep, r)
+        self.info["caught_syncing"] = None
+        self.ctx.clock.wait_until(lambda: be.sync_cut_fired(self.target), self.params.get("wait_s", 10.0), 0.002)
+        fired = be.disarm_sync_cut(self.target, self.kind)    # what it cut, if it fired meanwhile
+        be.kill(self.target)             # dead already when it fired (its disk killed it): then a no-op
+        if be.alive(self.target):
+            raise HarnessError(f"{self.kind} {self.target}: still alive after SIGKILL")
+        self._primary_when_killed(be)
+        if fired is None:
+            return None
+        be.power_on(self.target, self.kind)
+        self.info["caught_syncing"] = fired.get("path")
+        return fired
 
     def _cut(self, be, name: str, torn: dict | None) -> dict:
         """Cut `name`'s disk (dead by now); a change the disk could not undo fails the fault."""
@@ -185,13 +232,18 @@ class TornWrite(PowerLoss):
     part. `file` names it (default: the held write the seed picks), `keep: pages` keeps a whole
     number of 4 KiB pages counted from the write's start (a write of one page or less: a
     prefix), `keep: prefix` any number of bytes, always fewer than all. A file whose entry the cut
-    removes keeps no tear: the fault did not fire (unknown). The process backend only."""
+    removes keeps no tear: the fault did not fire (unknown). With `sync_of`, the write torn is
+    the last one of the file whose sync the cut caught, and a tear of a file the cut removed (a
+    write-aside never renamed) landed nowhere, as writing aside intends. The process backend only."""
 
     kind = "torn-write"
     params_spec = {**PowerLoss.params_spec, "file": (str, ""), "keep": (str, "pages")}
 
     @classmethod
     def params_problem(cls, params: dict) -> str | None:
+        if params["file"] and params["sync_of"]:
+            return ("torn-write: params.file and params.sync_of both name the write to tear; give one (sync_of tears "
+                    "the file whose sync the cut catches)")
         if params["keep"] not in ("pages", "prefix"):
             return f"torn-write: params.keep={params['keep']!r}: keep whole 4 KiB pages (pages) or any prefix (prefix)"
         return super().params_problem({k: v for k, v in params.items() if k not in ("file", "keep")})
@@ -225,7 +277,8 @@ class BitRot(Kill):
     """While the copy is down, one bit of a file at rest flips: the state file its newest local
     checkpoint's manifest names, or `file` (a path in its data folder); the seed picks the byte and
     the bit. Healing starts the copy again: it must see the damage (the bytes' CRC-32 is not the
-    manifest's), say so in a checkpoint-error and start without that checkpoint. The process
+    manifest's; a rotted manifest.json fails its own seal or does not parse), say so in a
+    checkpoint-error and start without that checkpoint. The process
     backend (with or without the power-loss disk) and the simulator; the docker backend refuses it
     when the scenario loads."""
 
@@ -237,9 +290,6 @@ class BitRot(Kill):
         f = params["file"]
         if f.startswith("/") or ".." in Path(f).parts:
             return f"bit-rot: params.file={f!r} must be a path inside the copy's data folder (relative, no '..')"
-        if Path(f).name == MANIFEST:
-            return (f"bit-rot: params.file={f!r}: psnodes' manifest carries no checksum of its own, so a rotted one "
-                    "cannot be told from a whole one; rot the state file it names (leave params.file out)")
         return None
 
     def inject(self) -> None:

@@ -105,7 +105,7 @@ class ScenarioItem(pytest.Item):
         from pschaos.harness.errors import HarnessError
         from pschaos.diskfaults.mounts import available as disk_missing
         from pschaos.harness.faults.container import container_kinds_of
-        from pschaos.harness.faults.storage import NOT_ON_DOCKER, storage_kinds_of
+        from pschaos.harness.faults.storage import NOT_ON_DOCKER, not_in_the_twin, storage_kinds_of
         from pschaos.harness.run.runner import Runner
 
         cfg = self.config
@@ -118,7 +118,7 @@ class ScenarioItem(pytest.Item):
                         "--pschaos-backend docker")
         disk = storage_kinds_of(sc)
         cannot = storage_kinds_of(sc, NOT_ON_DOCKER) if backend == "docker" else \
-            [k for k in disk if k == "torn-write" and backend == "sim"]
+            (not_in_the_twin(sc) if backend == "sim" else [])
         if cannot:                           # pschaos run refuses them by name (exit 2 on docker, unknown on sim)
             pytest.skip(f"{sc.name}: fault kinds {', '.join(cannot)} are not faults of the {backend} backend's "
                         "disks; run it with --pschaos-backend process")

@@ -1,7 +1,8 @@
-"""Atomic checkpoints: write aside, fsync, rename; the manifest is written last.
+"""Atomic checkpoints: write aside, fsync, rename; the manifest is written last, sealed.
 
 A reader trusts only what the manifest names, so a crash at any point leaves either the old
-checkpoint or the new one, never a torn file.
+checkpoint or the new one, never a torn file. The manifest carries its own CRC-32 (`seal`) and
+the state file's: a manifest or a state file torn or changed at rest is refused, never loaded.
 
 Several writers may share a folder: the shard's shared checkpoint is written by its primary, and
 a deposed primary that does not know it yet, its periodic writer and a Snapshot call can all
@@ -28,6 +29,7 @@ from typing import Callable, Iterator, Mapping
 from pschaos.psnodes.core.checkpoints import keeps_current
 
 MANIFEST = "manifest.json"
+SEAL = "seal"             # the manifest's own CRC-32 (seal())
 LOCK = ".lock"
 STALE_TMP_S = 60.0        # a temporary file this old belongs to a writer that died mid-write
 
@@ -94,11 +96,44 @@ def _locked(d: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _current(directory: Path) -> dict | None:
+def seal(manifest: Mapping) -> dict:
+    """`manifest` with its own CRC-32 (`seal`, over its other fields as canonical JSON): a
+    manifest torn in flight or changed at rest can then be told from a whole one, even when its
+    bytes still parse (a new manifest's prefix over an old one's tail parses, and names the old
+    file under the new position)."""
+    body = {k: v for k, v in manifest.items() if k != SEAL}
+    return {**body, SEAL: zlib.crc32(json.dumps(body, sort_keys=True).encode())}
+
+
+def parse_manifest(raw: bytes | str | None) -> tuple[dict | None, str]:
+    """(the manifest, '') when `raw` is one, whole and sealed; (None, why) when it is not: it does
+    not parse, or its seal is missing or is not its fields' CRC-32. (None, '') when there is none."""
+    if raw is None:
+        return None, ""
     try:
-        return json.loads((directory / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return None
+        man = json.loads(raw)
+    except ValueError:
+        return None, f"{MANIFEST}: does not parse (torn or empty)"
+    if not isinstance(man, dict) or SEAL not in man:
+        return None, f"{MANIFEST}: carries no {SEAL} (torn, or not written by this psnodes)"
+    want = seal(man)[SEAL]
+    if man[SEAL] != want:
+        return None, f"{MANIFEST}: its fields' CRC-32 {want:08x} is not its seal {int(man[SEAL]) & 0xffffffff:08x} " \
+                     "(torn, or changed at rest)"
+    return man, ""
+
+
+def _read_manifest(directory: Path) -> tuple[dict | None, str]:
+    try:
+        raw = (directory / MANIFEST).read_bytes()
+    except OSError:
+        raw = None
+    return parse_manifest(raw)
+
+
+def _current(directory: Path) -> dict | None:
+    """The folder's manifest, or None: none, or one that is not whole (a writer replaces it)."""
+    return _read_manifest(directory)[0]
 
 
 def write_checkpoint(directory: Path, blob: bytes, seq: int, epoch: int, node: str, term: int | None = None,
@@ -121,6 +156,7 @@ def write_checkpoint(directory: Path, blob: bytes, seq: int, epoch: int, node: s
                              cur is not None and (directory / cur.get("file", "")).is_file()):
                 return cur, False
             manifest["time"] = time.time()       # under the lock: manifests of a folder in write order
+            manifest = seal(manifest)
             man_tmp = _write_aside(directory / MANIFEST, json.dumps(manifest).encode())
             os.replace(state_tmp, directory / name)
             os.replace(man_tmp, directory / MANIFEST)
@@ -161,16 +197,19 @@ def damage(manifest: Mapping, blob: bytes) -> str:
 
 def read_checkpoint(directory: Path, on_damage: Callable[[str], None] | None = None) -> tuple[dict, bytes] | None:
     """The checkpoint the manifest names, whole and unchanged, or None. A manifest that does not
-    parse, or names a file that is incomplete or whose bytes fail its CRC-32, is no checkpoint:
+    parse or whose seal fails, or that names a file that is incomplete or whose bytes fail its
+    CRC-32, is no checkpoint:
     `on_damage` hears why (a node says so in its event log and starts without it).
 
     Lock-free: a writer may replace the manifest and remove the file it named between our two
     reads; then the manifest changed, and we read again."""
     for _ in range(5):
-        manifest = _current(directory)
+        manifest, broken = _read_manifest(directory)
         if manifest is None:
-            if on_damage is not None and (directory / MANIFEST).is_file():
-                on_damage(f"{MANIFEST} does not parse (torn or empty)")
+            if broken and _read_manifest(directory)[1] != broken:
+                continue                 # replaced between two reads: read again
+            if broken and on_damage is not None:
+                on_damage(broken)
             return None
         try:
             blob = (directory / manifest["file"]).read_bytes()
@@ -199,6 +238,8 @@ def published(shard: int, manifest: Mapping) -> dict:
 def loaded(manifest: Mapping, blob: bytes) -> dict:
     """What a load took: the manifest's file and position, the checksum it promised, and the
     checksum of the bytes actually read (a load of anything but the file the manifest names
-    whole shows as a mismatch)."""
+    whole shows as a mismatch), and the manifest's seal beside its fields' CRC-32 as read (a
+    load from a torn or rotted manifest shows as a mismatch there)."""
     return {**{k: manifest.get(k) for k in ("file", "seq", "epoch", "term", "bytes")},
-            "manifest_crc32": manifest.get("crc32"), "crc32": zlib.crc32(blob), "read_bytes": len(blob)}
+            "manifest_crc32": manifest.get("crc32"), "crc32": zlib.crc32(blob), "read_bytes": len(blob),
+            "seal": manifest.get(SEAL), "fields_crc32": seal(manifest)[SEAL]}

@@ -15,7 +15,7 @@ import pytest
 
 from pschaos.diskfaults.mounts import DiskMount, available, mounted, reap
 from pschaos.harness.machinery.tools import REPO
-from pschaos.psnodes.store.checkpoint import _fsync_dir as sync_dir, read_checkpoint, write_checkpoint
+from pschaos.psnodes.store.checkpoint import MANIFEST, _fsync_dir as sync_dir, read_checkpoint, write_checkpoint
 
 if available():
     pytest.skip(f"the power-loss disk cannot be mounted here: {available()}", allow_module_level=True)
@@ -121,3 +121,44 @@ def test_a_shorter_rewrite_truncates_and_a_dsync_write_is_durable_at_once(disk):
     sync_dir(m)
     disk.power_loss()
     assert (m / "log").read_bytes() == b"abc" and (m / "f").read_bytes() == b""
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from pschaos.psnodes.store.checkpoint import write_checkpoint
+folder = Path(sys.argv[1])
+write_checkpoint(folder, b"a" * 5000, seq=10, epoch=1, node="shard-0/0")
+print("first", flush=True)
+sys.stdin.readline()
+write_checkpoint(folder, b"b" * 5000, seq=20, epoch=1, node="shard-0/0")
+print("second written: the trap did not fire", flush=True)
+"""
+
+
+def test_a_trap_cuts_the_power_as_a_real_writer_syncs_its_manifest_and_kills_it_first(disk):
+    """A real process writing psnodes checkpoints: the trap armed on manifest.json kills it inside
+    its manifest's fsync and cuts the power there. The write-aside never reached the folder, so
+    the first checkpoint stands, whole; the disk refuses calls until it is powered on."""
+    folder = disk.mount / "ckpt"
+    p = subprocess.Popen([sys.executable, "-c", WRITER, str(folder)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline().strip() == "first"
+        disk.order("arm", name="manifest.json", keep="prefix", r=0.5)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        assert p.wait(20) == -signal.SIGKILL, p.stdout.read()
+    finally:
+        p.kill()
+    fired = disk.order("disarm")["fired"]
+    assert fired["path"].startswith("ckpt/manifest.json.") and fired["path"].endswith(".tmp")
+    assert fired["torn"]["removed"] is True and not fired["undo_errors"]
+    assert any(u.startswith("create /ckpt/state-t1-000000000020") for u in fired["undone"])
+    assert disk.status()["off"]
+    with pytest.raises(OSError):
+        (disk.mount / "x").write_bytes(b"refused while the power is off")
+    disk.order("power-on")
+    man, blob = read_checkpoint(folder)
+    assert (man["seq"], blob) == (10, b"a" * 5000)
+    assert sorted(n for n in os.listdir(folder) if not n.startswith(".")) == [MANIFEST, man["file"]]

@@ -214,3 +214,24 @@ CHECKSUM_NOT_CHECKED = Mutant(
     scenarios=("bit-rot-newest-checkpoint",),
     sim="core",
 )
+
+MANIFEST_IN_PLACE = Mutant(
+    name="manifest-in-place",
+    description="a checkpoint's manifest is rewritten in place (truncated, written, fsynced) instead of written "
+                "aside and renamed",
+    models="trusting fsync to make an overwrite atomic: a power cut while the manifest's bytes are in flight "
+           "leaves a torn manifest, and the copy loses the whole checkpoint it had synced before",
+    patch={"psnodes/store/checkpoint.py": [(
+        "            man_tmp = _write_aside(directory / MANIFEST, json.dumps(manifest).encode())\n"
+        "            os.replace(state_tmp, directory / name)\n"
+        "            os.replace(man_tmp, directory / MANIFEST)\n",
+        "            os.replace(state_tmp, directory / name)" + PLANTED + "\n"
+        "            with open(directory / MANIFEST, \"wb\") as f:\n"
+        "                f.write(json.dumps(manifest).encode())\n"
+        "                f.flush()\n"
+        "                os.fsync(f.fileno())\n")]},
+    checker="checkpoint-loads",
+    scenarios=("torn-manifest",),
+    sim="the twin's disk writes a manifest at one instant and tears no write (torn-write is refused there): "
+        "process only",
+)

@@ -65,10 +65,21 @@ class NodeDisks:
         except (DiskError, OSError) as e:
             raise HarnessError(f"power-loss {name}: the disk did not answer: {e}") from None
 
+    def order(self, copy: str, kind: str, op: str, /, **fields) -> dict:
+        """A sync trap's control request (arm, disarm, power-on) to the copy's disk."""
+        try:
+            return self._disk(copy, kind).order(op, **fields)
+        except (DiskError, OSError) as e:
+            raise HarnessError(f"{kind} {copy}: the disk did not answer {op}: {e}") from None
+
     def held(self, name: str) -> dict:
         """The writes the disk holds now: {path: bytes of its last write}."""
+        return dict(self.held_status(name).get("held_writes") or {})
+
+    def held_status(self, name: str) -> dict:
+        """The disk's status (serve.py): what it holds, its trap, whether its power is off."""
         try:
-            return dict(self._disk(name, "torn-write").status().get("held_writes") or {})
+            return self._disk(name, "torn-write").status()
         except (DiskError, OSError) as e:
             raise HarnessError(f"torn-write {name}: the disk did not answer: {e}") from None
 
@@ -105,6 +116,29 @@ class DiskFaults:
         if self.alive(name):          # a copy started again meanwhile (another fault's heal) keeps writing
             raise HarnessError(f"power-loss {name}: the copy runs again; its disk's power goes only while it is down")
         return self.disks.power_loss(name, torn)
+
+    def arm_sync_cut(self, name: str, kind: str, file: str, keep: str | None, r: float) -> None:
+        """Cut `name`'s power the moment it asks its disk to sync a file whose name starts with
+        `file` (the disk kills the copy first, then cuts; diskfaults/tear.py), tearing that
+        file's last write when `keep` is given."""
+        if self.disks is None:
+            raise HarnessError(f"{kind} {name}: this run mounted no power-loss disks")
+        self.disks.order(name, kind, "arm", name=file, keep=keep, r=r)
+
+    def sync_cut_fired(self, name: str) -> bool:
+        trap = self.disks.held_status(name).get("trap") if self.disks is not None else None
+        return bool(trap and trap.get("fired"))
+
+    def disarm_sync_cut(self, name: str, kind: str) -> dict | None:
+        """No more trap; what its cut took if it fired (the disk stays off until `power_on`)."""
+        return self.disks.order(name, kind, "disarm").get("fired") if self.disks is not None else None
+
+    def power_on(self, name: str, kind: str) -> None:
+        """The copy is dead: its disk serves calls again (before its restart)."""
+        if self.alive(name):
+            raise HarnessError(f"{kind} {name}: the copy runs; its disk is powered on only once it is dead")
+        if self.disks is not None:
+            self.disks.order(name, kind, "power-on")
 
     def held_writes(self, name: str) -> dict:
         if self.disks is None:

@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 
 import simpy
 
-from pschaos.psnodes.store.checkpoint import MANIFEST, STALE_TMP_S, damage
+from pschaos.psnodes.store.checkpoint import MANIFEST, STALE_TMP_S, damage, parse_manifest, seal
 from pschaos.psnodes.core.checkpoints import keeps_current
 from pschaos.psnodes.placement import parse_node_name
 
@@ -161,20 +161,16 @@ class SimDisk:
         f.durable = {n: (b"" if n in f.unsynced else data) for n, data in f.files.items()}
 
     def manifest(self, d: str) -> dict | None:
-        raw = self.get(d, MANIFEST)
-        try:
-            return None if raw is None else json.loads(raw)
-        except ValueError:
-            return None
+        """The folder's manifest if it is one, whole and sealed (psnodes' parse_manifest)."""
+        return parse_manifest(self.get(d, MANIFEST))[0]
 
     def read(self, d: str, on_damage: Callable[[str], None] | None = None) -> tuple[dict, bytes] | None:
         """pschaos.psnodes.store.checkpoint.read_checkpoint: what the manifest names, whole and
         unchanged, or None; `on_damage` hears why a checkpoint that is there is not taken."""
-        man = self.manifest(d)
+        man, why = parse_manifest(self.get(d, MANIFEST))
         blob = self.get(d, man.get("file", "")) if man else None
-        why = ""
         if man is None:
-            why = f"{MANIFEST} does not parse (torn or empty)" if self.get(d, MANIFEST) is not None else ""
+            pass
         elif blob is None:
             why = f"{MANIFEST} names {man.get('file')}, which is not there"
         else:
@@ -214,6 +210,7 @@ class SimDisk:
             f = self._still(d, state_tmp)
             del f.tmp[state_tmp], f.tmp[man_tmp]
             f.files[name] = blob
+            manifest = seal(manifest)
             f.files[MANIFEST] = json.dumps(manifest).encode()
             synced = True                # psnodes' _write_aside fsyncs each file before its rename
             (f.unsynced.difference_update if synced else f.unsynced.update)({name, MANIFEST})

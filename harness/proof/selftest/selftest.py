@@ -14,8 +14,9 @@ async mode, an isolated primary that must stop acking, a paused primary that mus
 replica that restarts and catches up, a kill during a checkpoint, the loss of every copy
 (restore), a split brain through a restore, a stale checkpoint writer, SSP across a failover
 and SSP with a straggler (ssp-straggler, written for the zoo: without a straggler the bound is
-never reached), a restarted worker and lossy worker links (retries), a power cut mid-checkpoint
-and a checkpoint rotted at rest (the durability bugs no kill shows). Left out: scenarios that add time but no checker or mechanism
+never reached), a restarted worker and lossy worker links (retries), a power cut mid-checkpoint,
+a checkpoint rotted at rest and a manifest torn at its sync (the durability bugs no kill shows;
+the torn one on processes only). Left out: scenarios that add time but no checker or mechanism
 the chosen ones lack (flapping-primary, loss-5, bandwidth, scale-out, nemesis-soak:
 25-45 s each in the twin), and the three container-only faults (unknown off --backend docker).
 """
@@ -40,22 +41,24 @@ DEFAULT_SUITE = (
     "kill-during-checkpoint", "all-copies-lost", "split-brain-restore", "stale-checkpoint-writer",
     "ssp-kill-primary", "ssp-straggler", "async-kill-primary", "async-partition-primary", "kill-restart-worker",
     "loss-20-worker-links", "short-cut-primary", "latency-primary-replica",
-    "power-loss-primary-mid-checkpoint", "bit-rot-newest-checkpoint",
+    "power-loss-primary-mid-checkpoint", "bit-rot-newest-checkpoint", "torn-manifest",
 )
 BACKENDS = ("process", "sim")
-NEEDS_FUSE = ("power-loss-primary-mid-checkpoint",)      # the power-loss disk on processes
+NEEDS_FUSE = ("power-loss-primary-mid-checkpoint", "torn-manifest")      # the power-loss disk on processes
+PROCESS_ONLY = ("torn-manifest",)       # the twin's disk tears no write
 
 
 def default_suite(backend: str) -> list[str]:
-    """DEFAULT_SUITE, less what cannot run here: on processes without FUSE the power-loss scenario
-    (its baseline would be unknown and no mutant would run), said on stderr."""
+    """DEFAULT_SUITE, less what cannot run here: on processes without FUSE the power-loss scenarios
+    (their baselines would be unknown and no mutant would run), said on stderr; in the twin the
+    torn write, which its disk does not make."""
     from pschaos.diskfaults.mounts import available
 
     why = available() if backend == "process" else ""
     if why:
         print(f"[selftest] leaving out {', '.join(NEEDS_FUSE)}: the power-loss disk cannot be mounted here ({why})",
               file=sys.stderr)
-    return [s for s in DEFAULT_SUITE if not (why and s in NEEDS_FUSE)]
+    return [s for s in DEFAULT_SUITE if not (why and s in NEEDS_FUSE) and not (backend != "process" and s in PROCESS_ONLY)]
 
 
 class BadInput(ValueError):

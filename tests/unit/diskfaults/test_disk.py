@@ -163,6 +163,45 @@ def test_a_tear_of_a_file_the_cut_removes_is_no_tear(disk):
     disk.write(k, fd, "fresh", b"Z" * 100, 0)
     os.close(fd)
     loss = disk.power_loss(torn={"path": "fresh", "keep_bytes": 10})
-    assert loss.torn == {"path": "fresh", "torn": False,
+    assert loss.torn == {"path": "fresh", "torn": False, "removed": True, "write_bytes": 100, "kept_bytes": 10,
                          "why": "the cut removed the file: its entry never reached the disk"}
     assert not (disk.root / "fresh").exists()
+
+
+def test_a_sync_trap_cuts_the_power_as_the_named_file_is_synced_and_tears_its_write(disk):
+    """The manifest's sync is the moment a torn write matters: the trap cuts there, under the
+    disk's lock, tears that file's last held write and keeps the disk off until powered on."""
+    from pschaos.diskfaults.tear import SyncTrap
+
+    new(disk, "manifest.json", b'{"seq": 1, "file": "old"}', sync=True)
+    disk.fsyncdir("")
+    disk.arm(SyncTrap("manifest.json", keep="prefix", r=0.5))
+    k = new(disk, "state.psb", b"S" * 50, sync=True)         # another file's sync: no cut
+    assert disk.trap.fired is None
+    fd = os.open(disk.path("manifest.json"), os.O_RDWR)
+    disk.truncate(k2 := (os.fstat(fd).st_dev, os.fstat(fd).st_ino), fd, "manifest.json", 0)
+    disk.write(k2, fd, "manifest.json", b'{"seq": 22, "file": "new"}', 0)
+    with pytest.raises(OSError) as e:
+        disk.fsync(k2, fd, "/manifest.json")
+    os.close(fd)
+    assert e.value.errno == 5
+    fired = disk.disarm()
+    assert fired["path"] == "manifest.json" and fired["held_bytes"] == 26 and fired["undone"] == ["create state.psb"]
+    assert fired["torn"]["torn"] is True and fired["torn"]["kept_bytes"] == 13
+    assert on_disk(disk)["manifest.json"] == b'{"seq": 22, "ile": "old"}'    # the new's prefix over the old
+    with pytest.raises(OSError):                               # off until the program is dead and it is powered on
+        new(disk, "after", b"x")
+    disk.power_on()
+    new(disk, "after", b"x", sync=True)
+    assert k not in disk.held and disk.disarm() is None
+
+
+def test_keep_for_lands_at_least_one_byte_and_never_all(disk):
+    from pschaos.diskfaults.tear import PAGE, keep_for
+
+    assert [keep_for(10, "prefix", r) for r in (0.0, 0.5, 0.999999)] == [1, 5, 9]
+    assert keep_for(3 * PAGE + 5, "pages", 0.0) == PAGE and keep_for(3 * PAGE + 5, "pages", 0.99) == 3 * PAGE
+    assert keep_for(PAGE, "pages", 0.9999999) == PAGE - 1       # a page or less: a prefix
+    assert keep_for(1, "prefix", 0.3) is None
+    with pytest.raises(ValueError):
+        keep_for(10, "all", 0.1)

@@ -80,3 +80,22 @@ def test_a_copy_that_refuses_its_rotted_checkpoint_and_says_so_passes():
                                           "damaged": True}, node=N)
     h = [local(2, N, 9, "b"), rot, said, start(4.1, N), again, said2, start(7.1, N)]
     assert CHECKERS["checkpoint-loads"](h, {}).valid is True
+
+
+def test_a_load_from_a_manifest_whose_seal_fails_fails_and_a_rotted_manifest_refused_passes():
+    """The manifest's seal as read beside its fields' CRC-32 (psnodes' `loaded`): a copy that
+    loaded from a torn or rotted manifest fails however whole the state file was; one that refused
+    its rotted manifest and said so passes, as for a rotted state file."""
+    sealed = dict(load(4, N, 9, "b"))
+    sealed["value"] = {**sealed["value"], "seal": 11, "fields_crc32": 11}
+    broken = dict(sealed, value={**sealed["value"], "fields_crc32": 12})
+    assert CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), KILL, sealed, start(4.1, N)], {}).valid is True
+    v = CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), KILL, broken, start(4.1, N)], {})
+    assert v.valid is False and v.details["not_the_manifests_file"][0]["fields_crc32"] == 12
+    rot = fault_start(3.0, "bit-rot", N, rotted={"file": "manifest.json", "offset": 3, "bit": 1, "before": 0,
+                                                 "after": 2, "manifest_file": False})
+    said = ev(4.05, "checkpoint-error", {"shard": 0, "damaged": True, "error": "local checkpoint: manifest.json: its "
+                                         "fields' CRC-32 0000000c is not its seal 0000000b (torn, or changed at rest)"},
+              node=N)
+    assert CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), rot, said, start(4.1, N)], {}).valid is True
+    assert CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), rot, start(4.1, N)], {}).valid is False

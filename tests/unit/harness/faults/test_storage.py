@@ -149,11 +149,20 @@ def test_bit_rot_flips_the_seeds_bit_of_a_dead_copys_file_and_records_whose_file
     assert be.calls[-1] == ("restart", "shard-0/0")
 
 
-def test_bit_rot_refuses_paths_outside_the_folder_and_the_unchecked_manifest():
+def test_bit_rot_refuses_paths_outside_the_folder_and_takes_the_sealed_manifest():
     assert "inside the copy's data folder" in params_error("bit-rot", {"file": "/etc/passwd"})
     assert "inside the copy's data folder" in params_error("bit-rot", {"file": "../shard-0-1/x"})
-    assert "no checksum" in params_error("bit-rot", {"file": "manifest.json"})
+    assert params_error("bit-rot", {"file": "manifest.json"}) is None      # its seal tells a rotted one
     assert params_error("bit-rot", {}) is None
+
+
+def test_a_cut_at_a_sync_names_a_file_and_goes_alone():
+    assert params_error("torn-write", {"sync_of": "manifest.json", "keep": "prefix"}) is None
+    assert params_error("power-loss", {"sync_of": "manifest.json"}) is None
+    for bad in ({"sync_of": "a/manifest.json"}, {"sync_of": "manifest.json", "during": "checkpoint"},
+                {"sync_of": "manifest.json", "copies": "all"}, {"sync_of": "manifest.json", "after_s": 1.0}):
+        assert "sync_of" in params_error("power-loss", bad), bad
+    assert "both name" in params_error("torn-write", {"sync_of": "manifest.json", "file": "x"})
 
 
 def test_a_power_cut_during_catch_up_names_a_replica_and_is_power_loss_only():
@@ -200,3 +209,59 @@ def test_a_kill_reads_the_record_it_left_and_names_a_dead_copy_it_calls_primary(
     live, _ = fault("kill", be2)
     live.inject()
     assert "primary_when_killed" not in live.info
+
+
+class TrapBackend(DiskBackend):
+    """A disk whose sync trap fires at once (`fires`), or never."""
+
+    def __init__(self, fires: bool, torn: dict | None = None) -> None:
+        super().__init__()
+        self.fires, self.torn, self.armed = fires, torn, None
+
+    def arm_sync_cut(self, name, kind, file, keep, r):
+        self.calls.append(("arm", name, file, keep))
+        self.armed = (file, keep, r)
+        if self.fires:
+            self.dead.add(name)                    # the disk kills the copy, then cuts
+
+    def sync_cut_fired(self, name):
+        return self.fires
+
+    def disarm_sync_cut(self, name, kind):
+        self.calls.append(("disarm", name))
+        if not self.fires:
+            return None
+        return {"path": "manifest.json.1.tmp", "held_bytes": 120, "dropped_bytes": 120, "dropped_files": {"m": 120},
+                "undone": ["create /manifest.json.1.tmp"], "undo_errors": [], "torn": self.torn}
+
+    def power_on(self, name, kind):
+        assert name in self.dead, "powered on while the copy ran"
+        self.calls.append(("power_on", name))
+
+
+def test_a_cut_at_a_manifests_sync_arms_the_disk_and_records_the_cut_it_made():
+    removed = {"path": "/manifest.json.1.tmp", "torn": False, "removed": True, "why": "the cut removed the file"}
+    be = TrapBackend(fires=True, torn=removed)
+    f, records = fault("torn-write", be, {"sync_of": "manifest.json", "keep": "prefix"})
+    f.inject()
+    assert be.calls == [("arm", "shard-0/0", "manifest.json", "prefix"), ("disarm", "shard-0/0"),
+                        ("kill", "shard-0/0"), ("power_on", "shard-0/0")]
+    assert 0 <= be.armed[2] < 1                               # the seed's draw for the tear
+    assert f.info["caught_syncing"] == "manifest.json.1.tmp" and f.info["power_loss"]["torn"] == removed
+    assert len(records) == 1
+    nothing = {"path": "/m", "torn": False, "why": "its last held write is 1 byte(s): nothing to tear"}
+    f, _ = fault("torn-write", TrapBackend(fires=True, torn=nothing), {"sync_of": "manifest.json"})
+    with pytest.raises(HarnessError, match="nothing was torn"):
+        f.inject()
+
+
+def test_a_sync_that_never_came_is_a_plain_cut_that_says_the_moment_was_missed():
+    be = TrapBackend(fires=False)
+    f, _ = fault("power-loss", be, {"sync_of": "manifest.json", "wait_s": 0.05})
+    f.inject()
+    assert be.calls == [("arm", "shard-0/0", "manifest.json", None), ("disarm", "shard-0/0"), ("kill", "shard-0/0"),
+                        ("power_loss", "shard-0/0", None)]
+    assert f.info["caught_syncing"] is None
+    f, _ = fault("power-loss", DiskBackend(), {"sync_of": "manifest.json"})
+    with pytest.raises(HarnessError, match="sync trap"):
+        f.inject()                                            # a backend without the trap: refused by name

@@ -65,3 +65,38 @@ def test_a_checkpoint_damaged_at_rest_is_not_read_and_the_reader_hears_why(tmp_p
     (tmp_path / MANIFEST).write_text("")
     assert read_checkpoint(tmp_path, on_damage=heard.append) is None and "does not parse" in heard[-1]
     assert read_checkpoint(tmp_path) is None                  # no listener: still nothing read
+
+
+def test_a_torn_manifest_that_still_parses_is_refused_by_its_seal_and_written_over(tmp_path):
+    """A new manifest's prefix over the old one's tail can parse, and name the old file under the
+    new position (torn-manifest with the zoo's manifest-in-place, seed 1: the copy loaded seq 184's
+    file as seq 214). The seal refuses it, the reader hears why, and the next write replaces it."""
+    import json
+
+    from pschaos.psnodes.store.checkpoint import SEAL, loaded
+
+    old, _ = write_checkpoint(tmp_path, b"a" * 10, seq=184, epoch=1, node="shard-0/0")
+    new = json.dumps({**old, "seq": 214}).encode()
+    raw = (tmp_path / MANIFEST).read_bytes()
+    torn = new[:12] + raw[12:]                                  # '{"seq": 214,' then the old tail
+    assert json.loads(torn)["seq"] == 214 and json.loads(torn)["file"] == old["file"]
+    (tmp_path / MANIFEST).write_bytes(torn)
+    heard: list[str] = []
+    assert read_checkpoint(tmp_path, on_damage=heard.append) is None
+    assert heard == [f"{MANIFEST}: its fields' CRC-32 {json.loads(torn) and _fields(torn):08x} is not its seal "
+                     f"{old[SEAL]:08x} (torn, or changed at rest)"]
+    (tmp_path / MANIFEST).write_text(json.dumps({k: v for k, v in old.items() if k != SEAL}))
+    assert read_checkpoint(tmp_path, on_damage=heard.append) is None and "carries no seal" in heard[-1]
+    man, wrote = write_checkpoint(tmp_path, b"b" * 10, seq=100, epoch=1, node="shard-0/0")   # lower, yet in force
+    assert wrote and read_checkpoint(tmp_path) == (man, b"b" * 10)
+    got = loaded(man, b"b" * 10)
+    assert got["seal"] == got["fields_crc32"] == man[SEAL]
+    assert loaded({**man, "seq": 7}, b"b" * 10)["fields_crc32"] != man[SEAL]     # a changed field shows
+
+
+def _fields(raw: bytes) -> int:
+    import json
+
+    from pschaos.psnodes.store.checkpoint import seal
+
+    return seal(json.loads(raw))["seal"]
