@@ -1,7 +1,8 @@
 """progress: the workload kept going, or the run says who stopped it.
 
 The runner watches the acknowledged steps while it drives (harness/run/stall.py) and ends a
-run whose workload went quiet for longer than `workload.stall_s` after the last heal. This check
+run whose workload, or one running worker of it (`stuck` names them), went quiet for longer than
+`workload.stall_s` after the last heal. This check
 passes on the watch's own record (`progress-watch`: how often it looked, how many steps it saw,
 the longest quiet time) and fails on a `workload-stall`, with who was waiting for what when the
 run was stopped: each stepping process's last step, and the calls it had in flight (a barrier

@@ -30,7 +30,7 @@ from pschaos.harness.run.shared_runs import NOTE, SharedRuns, key_of
 from pschaos.harness.run.progress import Progress
 from pschaos.harness.run.nemesis import schedule as nemesis_schedule
 from pschaos.harness.run.scenario import Scenario
-from pschaos.harness.run.stall import StallWatch
+from pschaos.harness.run.stall import StallWatch, running_on
 from pschaos.harness.faults.targets import resolve
 from pschaos.harness.backends.systems import system_named
 
@@ -224,7 +224,7 @@ class Runner(RunReport):
         ctx = FaultContext(self.backend, self.rng, lambda f, v: self.history.record(f, v), w.steps, w.step_delay_s)
         self.sampling = True
         sampler = self.clock.spawn(self._sample, "sampler")      # a thread, or the simulator's turn-taker
-        stall = StallWatch(self.backend.event_files, w.stall_s, 0.0)
+        stall = StallWatch(self.backend.event_files, w.stall_s, 0.0, alive=running_on(self.backend))
         try:
             self._loop(ctx, pending, watch, t0, limit, stall)
         finally:
@@ -271,8 +271,9 @@ class Runner(RunReport):
             quiet = stall.tick(now, bool(self.open))
             if quiet is not None:   # judged by `progress`, with who waited for what
                 self.history.record("workload-stall", {"bound_s": stall.bound, "quiet_s": round(quiet, 3),
-                                                       "step": step})
-                self.say(f"no step for {quiet:.0f}s (workload.stall_s {stall.bound:g}): the workload stalled; "
+                                                       "step": step, "stuck": stall.stuck})
+                who = f" from {', '.join(stall.stuck)}" if stall.stuck else ""
+                self.say(f"no step{who} for {quiet:.0f}s (workload.stall_s {stall.bound:g}): the workload stalled; "
                          "stopping the run")
                 self.stalled = True
                 return

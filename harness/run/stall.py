@@ -8,9 +8,15 @@ an adapted system's workload-step, a training job's shim `step` ok). While a fau
 silence is the fault's, so the quiet time counts from the last heal. Quiet longer than the
 bound (workload.stall_s) is a stall: the runner records `workload-stall` and stops driving;
 checkers/progress.py judges it from the history, naming who waited for what.
+
+It watches each psnodes worker as well (its `train-step`s): one worker stuck while the others
+step on (a pull that never returns, a barrier it alone waits at) is a stall as soon as that
+worker has been quiet past the bound, not only once the others have finished. A worker that said
+`train-done`, or is not running (killed, scaled in), is not watched.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Callable
 
@@ -25,9 +31,24 @@ def progressed(line: str) -> bool:
     return any(s in line for s in STEP_EVENTS) and '"type": "invoke"' not in line
 
 
+def running_on(backend) -> Callable[[str], bool]:
+    """Whether a worker the watch follows runs now on `backend` (one killed or scaled in is not
+    stuck; one the backend no longer knows is not running)."""
+    def running(name: str) -> bool:
+        try:
+            return bool(backend.alive(name))
+        except Exception:  # noqa: BLE001 - unknown to the backend: not running
+            return False
+    return running
+
+
 class StallWatch:
-    def __init__(self, files: Callable[[], list[Path]], bound_s: float, now: float, period_s: float = 0.5) -> None:
-        self.files, self.bound, self.period = files, bound_s, period_s
+    def __init__(self, files: Callable[[], list[Path]], bound_s: float, now: float, period_s: float = 0.5,
+                 alive: Callable[[str], bool] = lambda worker: True) -> None:
+        self.files, self.bound, self.period, self.alive = files, bound_s, period_s, alive
+        self.last: dict[str, float] = {}     # psnodes worker -> when its last train-step was read
+        self.done: set[str] = set()
+        self.stuck: list[str] = []           # the workers quiet past the bound, at the stall
         self.pos: dict[Path, int] = {}
         self.steps = 0
         self.polls = 0
@@ -36,20 +57,27 @@ class StallWatch:
         self.longest = 0.0
 
     def tick(self, now: float, held: bool) -> float | None:
-        """The seconds the workload has been quiet when that is past the bound, else None.
-        `held`: a fault is open now."""
+        """The seconds the workload, or one running psnodes worker (`stuck` names them), has been
+        quiet when that is past the bound, else None. `held`: a fault is open now."""
         if now < self.next_poll:
             return None
         self.next_poll = now + self.period
         self.polls += 1
-        if self._new_steps() or held:
+        stepped = self._new_steps(now)
+        if held:
+            self.last = dict.fromkeys(self.last, now)
+        if stepped or held:
             self.quiet_since = now
-            return None
         quiet = now - self.quiet_since
         self.longest = max(self.longest, quiet)
-        return quiet if quiet > self.bound else None
+        if quiet > self.bound:
+            self.stuck = sorted(w for w in self.last if w not in self.done)
+            return quiet
+        late = {w: now - t for w, t in self.last.items() if w not in self.done and now - t > self.bound}
+        self.stuck = sorted(w for w in late if self.alive(w))
+        return max(late[w] for w in self.stuck) if self.stuck else None
 
-    def _new_steps(self) -> int:
+    def _new_steps(self, now: float | None = None) -> int:
         n = 0
         for p in self.files():
             pos = self.pos.get(p, 0)
@@ -64,8 +92,25 @@ class StallWatch:
             for line in whole.decode("utf-8", "replace").splitlines():
                 if progressed(line):
                     n += 1
+                    if now is not None and '"train-step"' in line:
+                        self._saw(line, now, self.last)
+                elif '"train-done"' in line:
+                    self._saw(line, now, None)
         self.steps += n
         return n
+
+    def _saw(self, line: str, now: float | None, last: dict | None) -> None:
+        """A psnodes worker's step (`last`: when it was read) or its end (None: no longer watched)."""
+        try:
+            worker = json.loads(line).get("node")
+        except ValueError:
+            return
+        if not isinstance(worker, str):
+            return
+        if last is None:
+            self.done.add(worker)
+        else:
+            last[worker] = now
 
     def summary(self) -> dict:
         """What the watch saw, for the history: the evidence `progress` passes on (read through

@@ -64,3 +64,37 @@ def test_the_watch_counts_acknowledged_steps_only_and_reads_on(tmp_path):
     assert w.tick(2.95, False) is None                                    # not due yet
     assert w.tick(3.5, True) is None and w.tick(5.6, False) is None and round(w.tick(6.1, False), 6) == 2.6   # held until 3.5
     assert w.summary()["longest_quiet_s"] == 2.6
+
+
+def test_one_worker_stuck_while_the_others_step_is_a_stall_that_names_it(tmp_path):
+    """The whole-workload watch saw steps from worker-1 and never fired while worker-0 stood still
+    (it did only once every other worker finished); the per-worker watch names worker-0 at the
+    bound. A worker that finished, or is not running, is not stuck; an open fault holds them all."""
+    f0, f1 = tmp_path / "worker-0.jsonl", tmp_path / "worker-1.jsonl"
+
+    def step(f, node, n):
+        with open(f, "a") as g:
+            g.write(f'{{"t": 0, "node": "{node}", "type": "info", "f": "train-step", "value": {{"step": {n}}}}}\n')
+
+    running = {"worker-0", "worker-1"}
+    w = StallWatch(lambda: [f0, f1], 2.0, 0.0, period_s=0.5, alive=lambda n: n in running)
+    step(f0, "worker-0", 1)
+    step(f1, "worker-1", 1)
+    assert w.tick(0.0, False) is None
+    for i, t in enumerate((0.5, 1.0, 1.5, 2.0)):
+        step(f1, "worker-1", i + 2)
+        assert w.tick(t, False) is None
+    step(f1, "worker-1", 9)
+    assert w.tick(2.5, False) == 2.5 and w.stuck == ["worker-0"]
+    running.discard("worker-0")                               # killed and not started again: not stuck
+    step(f1, "worker-1", 10)
+    assert w.tick(3.0, False) is None and w.stuck == []
+    running.add("worker-0")
+    w.tick(3.5, True)                                         # a fault open: every worker's quiet starts again
+    step(f1, "worker-1", 11)
+    assert w.tick(4.0, False) is None
+    with open(f0, "a") as g:
+        g.write('{"t": 0, "node": "worker-0", "type": "info", "f": "train-done", "value": {}}\n')
+    for t in (4.5, 5.0, 5.5, 6.0):
+        step(f1, "worker-1", int(t * 10))
+        assert w.tick(t, False) is None                       # done: no longer watched
