@@ -131,6 +131,9 @@ def _judge(history: list[dict], ctx: dict, f: str, why_async: str, why_none: str
     if ctx.get("replication", "sync") != "sync":
         return unknown(why_async)
     answers, bad = _placed(history, f)
+    if f == "pull":              # a row read is a read: held to the same ISR promise
+        rows, bad_rows = _placed(history, "pull-rows")
+        answers, bad = sorted(answers + rows, key=lambda a: a[0]), bad or bad_rows
     if not answers:
         return unknown(why_none)
     if bad is not None:
@@ -150,6 +153,6 @@ def acks_durable(history: list[dict], ctx: dict) -> Verdict:
 def reads_committed(history: list[dict], ctx: dict) -> Verdict:
     """In sync mode a pull reads only what every in-sync replica applied (a dirty read is one a
     failover can undo): the next epoch's promotion began at a seq at or above the pull's, and no
-    replica still in the ISR reported a lower seq after it."""
+    replica still in the ISR reported a lower seq after it. Row reads (`pull-rows`) are reads too."""
     return _judge(history, ctx, "pull", "async replication reads before its replicas apply by design: "
                   "monotone-reads reports the reads a failover undid", "no pull was answered: no read to judge")

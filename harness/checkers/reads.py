@@ -144,7 +144,8 @@ def _undone(pulls: list[tuple[float, dict]], promotes: list[tuple[float, dict]],
 def monotone_reads(history: list[dict], ctx: dict) -> Verdict:
     """Per worker and shard, each pull reads a state at least as new as the one before: the epoch
     never goes back, nor the seq within an epoch. A read of state that a failover later undid is
-    reported; in sync mode (reads wait for replication) it fails the check."""
+    reported, a row read (`pull-rows`) as a dense one; in sync mode (reads wait for replication)
+    it fails the check."""
     pulls = [(e["t"], e["value"]) for e in by_f(history, "pull", "ok")]
     if not pulls:
         return unknown("no pull was answered: no read to judge")
@@ -158,7 +159,9 @@ def monotone_reads(history: list[dict], ctx: dict) -> Verdict:
                          "before": list(last[k]), "t": round(t, 4)})
         last[k] = max(cur, last.get(k, cur))
     restored = {(e["value"]["shard"], e["value"].get("epoch")) for e in by_f(history, "restore")}
-    undone = _undone(pulls, [(e["t"], e["value"]) for e in by_f(history, "promote")], restored)
+    rows = [(e["t"], e["value"]) for e in by_f(history, "pull-rows", "ok")]     # row reads: undone ones too
+    undone = _undone(sorted(pulls + rows, key=lambda p: p[0]), [(e["t"], e["value"]) for e in by_f(history, "promote")],
+                     restored)
     sync = ctx.get("replication", "sync") == "sync"
     unexcused = [u for u in undone if not u["restored"]]
     return Verdict(not back and not (sync and unexcused), {

@@ -66,7 +66,7 @@ CUT_LINK_KINDS = ("partition", "link-down", "timeout", "reset_peer", "limit_data
 DEGRADING_LINK_KINDS = ("latency", "loss", "bandwidth", "slicer")
 GAVE_UP = ("lease-lost", "step-down", "fenced")
 # events that name a term of a shard: each must be covered by a promote
-NAMES_EPOCH = (("push", "ok"), ("pull", "ok"), ("suspect", None), ("probe-held", None), ("fenced", None),
+NAMES_EPOCH = (("push", "ok"), ("pull", "ok"), ("pull-rows", "ok"), ("suspect", None), ("probe-held", None), ("fenced", None),
                ("detector", None))
 EXCUSES = ("a kill/stop/restart/pause/flap of the old primary",
            "cpu-throttle/memory-limit/disk-full of the old primary with an OOM kill or a restart on record",

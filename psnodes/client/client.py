@@ -315,6 +315,23 @@ class PSClient(ShardCalls):
         copy = self.copies[shard] = dict(arrays) if since == 0 else {**self.copies.get(shard, {}), **arrays}
         return copy
 
+    def _pull_rows_one(self, shard: int, rows, routing_epoch: int):
+        """One shard's rows; recorded as a `pull-rows` (the reply's epoch, seq and ISR watermark),
+        so the read checks see what a row read returned as they see a dense pull's."""
+        op = f"{self.name}:{next(self._ops)}"
+        val = {"worker": self.name, "shard": shard, "table": rows.table, "rows": len(rows.ids) // 8}
+        self.events.emit("pull-rows", val, "invoke", op)
+        try:
+            rep = self.call(shard, "Pull", lambda ep: ps_pb2.PullRequest(
+                shard=shard, epoch=ep, sparse=[rows], no_dense=True, min_clock=-1, worker=self.name,
+                routing_epoch=routing_epoch))
+        except PSError as e:
+            self.events.emit("pull-rows", {**val, "error": str(e)}, "fail", op)
+            raise
+        self.events.emit("pull-rows", {**val, "epoch": rep.epoch, "seq": rep.seq, "node": rep.node, "bytes": rep.bytes,
+                                       **({"committed": rep.committed} if rep.HasField("committed") else {})}, "ok", op)
+        return rep
+
     def pull_rows(self, table: str, ids: np.ndarray, dim: int) -> np.ndarray:
         """Rows for `ids` (any order, repeats allowed), gathered from their shards."""
         ids = np.asarray(ids, dtype=np.int64)
@@ -326,10 +343,7 @@ class PSClient(ShardCalls):
             futs = {}
             for s in np.unique(homes).tolist():
                 m = homes == s
-                req_rows = rows_to_pb(table, ids[m], None, dim)
-                futs[s] = (m, self.pool.submit(self.call, s, "Pull", lambda ep, s=s, r=req_rows: ps_pb2.PullRequest(
-                    shard=s, epoch=ep, sparse=[r], no_dense=True, min_clock=-1, worker=self.name,
-                    routing_epoch=ro.epoch)))
+                futs[s] = (m, self.pool.submit(self._pull_rows_one, s, rows_to_pb(table, ids[m], None, dim), ro.epoch))
             stale: StaleRouting | None = None
             for s, (m, f) in futs.items():
                 try:

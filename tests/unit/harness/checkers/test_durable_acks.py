@@ -88,3 +88,22 @@ def test_a_read_served_past_its_own_isr_watermark_fails_without_any_failover_or_
     assert v.valid == "unknown" and v.details["judged_by_watermark"] == 1
     v = CHECKERS["reads-committed"](BASE + read + [sample(2.6, "shard-0/2", 1, 9)], SYNC)
     assert v.valid is True
+
+
+def test_a_row_read_is_held_to_the_isr_promise_and_to_monotone_reads_as_a_dense_one():
+    """Row pulls (embedding tables) recorded no event, so a dirty row read passed every check;
+    now each is a `pull-rows` the read checks judge as a dense pull."""
+    rows = ev(2.0, "pull-rows", {"worker": "worker-1", "shard": 0, "table": "emb", "rows": 4, "epoch": 1,
+                                 "seq": 9, "node": "shard-0/0", "committed": 9}, node="worker-1")
+    rows["type"], rows["op_id"] = "ok", "r1"
+    nxt = promote(5.0, 2, "shard-0/1", 8, ["shard-0/1"])
+    v = CHECKERS["reads-committed"](BASE + [rows, nxt], SYNC)
+    assert v.valid is False and v.details["ahead_of_next_promotion"][0]["op"] == "r1"
+    past = dict(rows, value={**rows["value"], "committed": 8})
+    assert CHECKERS["reads-committed"](BASE + [past, sample(2.6, "shard-0/2", 1, 9)], SYNC).valid is False
+    assert CHECKERS["reads-committed"](BASE + [rows, sample(2.6, "shard-0/2", 1, 9)], SYNC).valid is True
+    from tests.unit.histories import pull
+
+    dense = pull(1.0, 1.1, "worker-1", 0, 0, 1, 3, ["w"], "p1")
+    m = CHECKERS["monotone-reads"](BASE + dense + [rows, nxt], SYNC)
+    assert m.valid is False and m.details["undone_reads"][0]["seq"] == 9
