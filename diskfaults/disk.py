@@ -26,6 +26,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import signal
 import stat
 import threading
 import uuid
@@ -130,10 +131,18 @@ class Disk:
             h.last = None
 
     @powered
-    def fsync(self, key: Key, fd: int | None, rel: str) -> None:
-        """The file's held data onto the disk, synced; or the power cut, when a trap waits for it."""
+    def fsync(self, key: Key, fd: int | None, rel: str, caller: int = 0) -> None:
+        """The file's held data onto the disk, synced; or the power cut, when a trap waits for it:
+        then the calling process (`caller`, its pid or thread id; 0 unknown) dies first, SIGKILL
+        under the disk's lock, as the power takes the CPU with the disk. It waits for this call's
+        answer meanwhile, and its other threads' calls find the power off."""
         with self.lock:
-            if self.trap is not None and self.trap.matches(rel):
+            if self.trap is not None and self.trap.matches(rel or ""):
+                if 0 < caller != os.getpid():
+                    try:
+                        os.kill(caller, signal.SIGKILL)
+                    except OSError:
+                        pass              # gone already: the cut is the same
                 self.trap.fired = trip(self, self.trap, key, rel)
                 self.off = f"cut as {rel.lstrip('/')} was synced"
                 raise OSError(errno.EIO, "the power went as the file was synced", rel)
@@ -338,11 +347,19 @@ class Disk:
                 os.mkdir(free(at(c.entries[1])), c.mode)
 
     def arm(self, trap: SyncTrap) -> None:
-        """Cut the power at the next sync `trap` matches (one trap at a time)."""
+        """Cut the power at the next sync `trap` matches (one trap at a time: another armed, or
+        fired and not yet taken back, is refused)."""
         with self.lock:
             if self.off:
                 raise OSError(errno.EIO, "the disk's power is off: power it on first", self.off)
+            if self.trap is not None:
+                raise OSError(errno.EBUSY, "a trap is armed already: disarm it first", self.trap.name)
             self.trap = trap
+
+    def trap_status(self) -> dict:
+        """The trap and whether the power is off, without walking the disk (polled)."""
+        with self.lock:
+            return {"trap": self.trap.as_dict() if self.trap is not None else None, "off": self.off}
 
     def disarm(self) -> dict | None:
         """No more trap; what it cut if it fired (the power stays off until `power_on`)."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import errno
 import itertools
 import os
-import signal
 import threading
 
 from mfusepy import FuseOSError, Operations, fuse_get_context
@@ -127,18 +126,8 @@ class DiskOps(Operations):
         return 0
 
     def _sync(self, key: Key, fd: int | None, path: str) -> None:
-        """Sync a file. When a trap waits for this sync (tear.py), the caller dies first (SIGKILL:
-        the power takes the CPU with the disk); it waits for our answer meanwhile, the kernel's
-        FUSE request being in our hands, and its other threads get EIO from a disk with no power."""
-        trap = self.disk.trap
-        if trap is not None and trap.matches(path):
-            pid = fuse_get_context()[2]
-            if 0 < pid != os.getpid():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass                  # gone already: the cut below is the same
-        self.disk.fsync(key, fd, path)
+        """Sync a file, naming its caller: a trap waiting for this sync (tear.py) kills it first."""
+        self.disk.fsync(key, fd, path, caller=fuse_get_context()[2])
 
     def flush(self, path: str, fh: int) -> int:
         return 0                      # close is not a sync: the data stays held

@@ -5,6 +5,7 @@ answers on the abstract Unix socket CONTROL, one JSON line a request:
     {"op": "power-loss", "torn": {"path": "ckpt/state.bin", "keep_bytes": 4096}}   (torn optional)
     {"op": "arm", "name": "manifest.json", "keep": "prefix", "r": 0.42}   (cut at that file's sync;
                                                                          keep and r optional: a tear)
+    {"op": "trap"}        (the trap and whether the power is off: cheap, for polling)
     {"op": "disarm"}      (no more trap; what it cut, if it fired: the power stays off)
     {"op": "power-on"}    (the program is dead: serve its calls again)
     {"op": "status"}
@@ -59,6 +60,8 @@ def answer(disk, line: bytes) -> dict:
                 return {"ok": False, "error": f"arm: a file name and keep in {KEEPS} (or none) are needed, not {req}"}
             disk.arm(SyncTrap(str(req["name"]), keep, float(req.get("r", 0.0))))
             return {"ok": True}
+        if req.get("op") == "trap":
+            return {"ok": True, **disk.trap_status()}
         if req.get("op") == "disarm":
             return {"ok": True, "fired": disk.disarm()}
         if req.get("op") == "power-on":
@@ -66,7 +69,7 @@ def answer(disk, line: bytes) -> dict:
             return {"ok": True}
         if req.get("op") == "status":
             return {"ok": True, **disk.status()}
-        return {"ok": False, "error": f"unknown op {req.get('op')!r}: power-loss, arm, disarm, power-on or status"}
+        return {"ok": False, "error": f"unknown op {req.get('op')!r}: power-loss, arm, trap, disarm, power-on or status"}
     except Exception as e:  # noqa: BLE001 - the caller gets every failure as an answer
         return {"ok": False, "error": f"{type(e).__name__}: {e}"}
 

@@ -10,14 +10,36 @@ RACE_S = 0.5    # see _older_restores
 
 
 def checkpoints_atomic(history: list[dict], ctx: dict) -> Verdict:
-    """Every manifest names a whole, loadable checkpoint (a torn .tmp beside it is fine)."""
-    scans = [e["value"] for e in by_f(history, "checkpoint-scan")]
+    """Every manifest names a whole, loadable checkpoint (a torn .tmp beside it is fine). A copy's
+    own folder that a bit-rot damaged is not held to it from the rot until the copy publishes its
+    next checkpoint there: the damage is the fault's (checkpoint-loads judges what the copy did)."""
+    events = by_f(history, "checkpoint-scan")
+    scans = [e["value"] for e in events]
     if not scans:
         return Verdict("unknown", {"reason": "no checkpoint was found to check"})
-    bad = [s for s in scans if not (s.get("size_ok") and s.get("loadable"))]
+    rotted = _rotted_folders(history)
+    bad, excused = [], []
+    for e in events:
+        s = e["value"]
+        if not (s.get("size_ok") and s.get("loadable")):
+            (excused if any(d == s.get("dir") and t0 <= e["t"] < t1 for d, t0, t1 in rotted) else bad).append(s)
     caught = [e["value"].get("caught_writing") for e in by_f(history, "fault-start") if e["value"].get("caught_writing")]
     return Verdict(not bad, {"checkpoints": len(scans), "bad": bad, "killed_mid_write": caught,
+                             "rotted_at_rest": excused[:10],
                              "stray_tmp": sum(len(s["stray_tmp"]) for s in scans)})
+
+
+def _rotted_folders(history: list[dict]) -> list[tuple[str, float, float]]:
+    """(the copy's folder, from the bit-rot, until the copy's next local checkpoint) per bit-rot."""
+    out = []
+    for e in by_f(history, "fault-start"):
+        v = e["value"]
+        if v.get("kind") == "bit-rot" and v.get("rotted") and str(v.get("target", "")).startswith("shard-"):
+            node = v["target"]
+            nxt = min((x["t"] for x in by_f(history, "checkpoint-local") if x.get("node") == node and x["t"] > e["t"]),
+                      default=float("inf"))
+            out.append((f"data/{node.replace('/', '-')}", e["t"], nxt))
+    return out
 
 
 def checkpoints_monotone(history: list[dict], ctx: dict) -> Verdict:

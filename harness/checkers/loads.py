@@ -7,7 +7,8 @@ every write records what it put in force (`checkpoint` for the shard's shared fo
 records what it read (`load` at a restart, `loaded` inside a `restore`: the manifest's file and
 position, the CRC-32 it promised and the CRC-32 of the bytes read, the manifest's seal and its
 fields' CRC-32; psnodes/store/checkpoint.py). A load fails when the bytes are not the file the
-manifest names, whole, when the manifest's seal is not its fields' CRC-32, or when it is older than
+manifest names, whole, when the manifest's seal is not its fields' CRC-32 or its position is not
+the one the file's name carries (state-t<term>-<seq>-e<epoch>-...), or when it is older than
 the newest checkpoint that node had published before it (its own folder for a restart, the
 shard's for a restore); a restart fails when the copy had published a checkpoint before it went
 down and loaded nothing (a copy killed before its first checkpoint rightly loads nothing: its
@@ -17,6 +18,7 @@ no record of its bytes (an older psnodes) is unknown.
 """
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 from pschaos.psnodes.store.checkpoint import MANIFEST
@@ -87,6 +89,9 @@ def checkpoint_loads(history: list[dict], ctx: dict) -> Verdict:
     for node, down_t, up_t, fault in restarts:   # a restart must load what it had published before it went down
         since = max([w for w in wiped.get(node, []) if w <= down_t], default=float("-inf"))
         spoilt = {r["file"] for n, d, _, f in restarts if n == node and d < down_t and (r := _rotted(f))}
+        # a rotted manifest names nothing any more: what it named before is no checkpoint of the copy's
+        since = max([since, *(d for n, d, _, f in restarts if n == node and d < down_t
+                              and (r := _rotted(f)) and r["file"].rsplit("/", 1)[-1] == MANIFEST)])
         had = [f for tp, _, f in local.get(node, []) if since < tp <= down_t and f not in spoilt]
         until = min([up_t + LOAD_SLACK_S, *(d for d in downs[node] if d > down_t)])
         took = [v for t, n, kind, v in loads if n == node and kind == "local" and down_t < t <= until]
@@ -103,11 +108,13 @@ def checkpoint_loads(history: list[dict], ctx: dict) -> Verdict:
             unrecorded.append({"node": node, "t": round(t, 3), "kind": kind})
             continue
         row = {"node": node, "t": round(t, 3), "kind": kind, "file": v.get("file"), "seq": v.get("seq")}
+        named = _named_position(v.get("file"))
         if v.get("manifest_crc32") is not None and v["crc32"] != v["manifest_crc32"] or \
-                v.get("read_bytes") != v.get("bytes") or v.get("seal") != v.get("fields_crc32", v.get("seal")):
+                v.get("read_bytes") != v.get("bytes") or v.get("seal") != v.get("fields_crc32", v.get("seal")) or \
+                (named is not None and named != tuple(v.get(k) for k in ("term", "seq", "epoch"))):
             torn.append({**row, "crc32": v["crc32"], "manifest_crc32": v.get("manifest_crc32"),
                          "read_bytes": v.get("read_bytes"), "bytes": v.get("bytes"), "seal": v.get("seal"),
-                         "fields_crc32": v.get("fields_crc32")})
+                         "fields_crc32": v.get("fields_crc32"), "file_names": named})
             continue
         if kind == "local":      # a copy's own folder starts again when a kill wiped it
             since = max([w for w in wiped.get(node, []) if w < t], default=float("-inf"))
@@ -151,6 +158,17 @@ def _restarts(history: list[dict]) -> list[tuple[str, float, float, dict]]:
             if n.startswith("shard-") and up is not None:
                 out.append((n, e["t"], up, e["value"]))
     return out
+
+
+NAMED = re.compile(r"^state-t(\d+)-(\d+)-e(\d+)-")
+
+
+def _named_position(file: str | None) -> tuple[int, int, int] | None:
+    """(term, seq, epoch) a psnodes state file's name carries (checkpoint.py names it so), or None
+    for a name of another form: a load whose manifest says otherwise read a manifest that is not
+    the file's (a torn one's prefix over an old one's tail names the old file under the new seq)."""
+    m = NAMED.match(str(file or ""))
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
 
 
 def _shard_of(node: str | None) -> int | None:

@@ -37,8 +37,8 @@ def scan_folder(d: str, folder: Path, attempts: int = 5) -> dict:
 
     man = folder / MANIFEST
     for _ in range(attempts):
-        text = man.read_text()
+        text = man.read_bytes()           # bytes: a rotted manifest need not be UTF-8 any more
         v = scan_entry(d, sorted(p.name for p in folder.glob("*.tmp")), text, lambda name: (folder / name).read_bytes())
-        if v.get("loadable") or man.read_text() == text:
+        if v.get("loadable") or man.read_bytes() == text:
             return v
     return v

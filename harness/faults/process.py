@@ -90,20 +90,24 @@ class Kill(Fault):
             be.wipe_data(self.target)
             self.info["wiped"] = True
 
+    epoch_before: int | None = None     # the shard's epoch as the runner read it before the inject
+
     def _primary_when_killed(self, be, dead: list[str] | None = None) -> None:
         """The shard record as the kill left it, when it names a copy the kill took (`dead`,
-        default the target) primary: a copy killed between winning its epoch in etcd and writing
-        its promote event leaves a term with no event, and this record is its evidence
-        (`primary_when_killed` {epoch, node}, judged like a kill timed to a promotion:
-        checkers/spurious.py). Best effort: etcd may be down, and then nothing is claimed."""
+        default the target) primary at an epoch above the one read before the inject: a copy
+        killed between winning its epoch in etcd and writing its promote event leaves a term with
+        no event, and this record is its evidence (`primary_when_killed` {epoch, node}, judged
+        like a kill timed to a promotion: checkers/spurious.py). A term won before the fault came
+        is not claimed (its missing event stays a gap); nor anything when etcd is down or no
+        epoch was read before."""
         dead = dead or [self.target]
-        if not self.target.startswith("shard-"):
+        if not self.target.startswith("shard-") or self.epoch_before is None:
             return
         try:
             rec = be.routing().get(int(self.target.split("-")[1].split("/")[0]))
         except Exception:  # noqa: BLE001 - no record read is no evidence claimed
             return
-        if rec is not None and rec.primary in dead:
+        if rec is not None and rec.primary in dead and rec.epoch > self.epoch_before:
             self.info["primary_when_killed"] = {"epoch": rec.epoch, "node": rec.primary}
 
     def _await_checkpoint_write(self, be, timeout: float = 10.0) -> str | None:

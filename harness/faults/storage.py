@@ -49,7 +49,10 @@ def not_in_the_twin(scenario) -> list[str]:
     """The storage faults a scenario schedules that the twin's disk cannot take: a torn write (it
     writes no partial data) and a cut at a file's sync (it writes a manifest at one instant)."""
     got = [(f.kind, f.params or {}) for f in scenario.faults]
-    got += [(k, {}) for k in (scenario.nemesis.kinds if scenario.nemesis else [])]
+    nem = scenario.nemesis
+    for k in (nem.kinds if nem else []):
+        ps = (nem.params or {}).get(k, {})
+        got += [(k, p) for p in ([ps] if isinstance(ps, dict) else ps)] or [(k, {})]
     return sorted({"torn-write" if k == "torn-write" else f"{k} (sync_of)" for k, ps in got
                    if k == "torn-write" or (k in STORAGE_KINDS and ps.get("sync_of"))})
 
@@ -106,18 +109,19 @@ class PowerLoss(Kill):
     def inject(self) -> None:
         be = self.ctx.backend
         refuse_unless(self, be, "power_loss", "needs the power-loss disk", "--backend process")
-        at_sync, sync_of = None, self.params.get("sync_of")
+        at_sync, sync_of, everyone = None, self.params.get("sync_of"), self.params.get("copies") == "all"
         if sync_of:
             at_sync = self._cut_at_sync(be)        # killed by its disk, or here when the moment never came
         elif self.params.get("during") == "catch-up":
             self._kill_while_catching_up(be)
+        elif everyone:
+            self._kill_every_copy(be)
         else:
             super().inject()             # SIGKILL (timed to a checkpoint write when asked), checked dead
-        others = self._kill_the_other_copies(be) if self.params.get("copies") == "all" else []
         loss = at_sync if at_sync is not None else self._cut(be, self.target, None if sync_of else self._torn(be))
         self.info["power_loss"] = _summary(loss)
-        if others:
-            self.info["power_loss_others"] = {o: _summary(self._cut(be, o, None)) for o in others}
+        if everyone:
+            self.info["power_loss_others"] = {o: _summary(self._cut(be, o, None)) for o in self.info["cut_too"]}
         caught = self.info.get("caught_writing")
         if caught:                               # the write it was timed to: dropped or undone by the cut
             name = Path(caught).name
@@ -161,22 +165,39 @@ class PowerLoss(Kill):
                                "it does not hold what a disk would after a power cut")
         return loss
 
-    def _kill_the_other_copies(self, be) -> list[str]:
-        """`copies: all`: SIGKILL every other live copy of the target's shard, each checked dead,
-        before any disk is cut. They are victims: healing starts them again. A copy already down
-        (another fault's) is left to that fault and named in `already_down`."""
+    def _kill_every_copy(self, be) -> None:
+        """`copies: all`: SIGKILL every live copy of the target's shard, the target first (timed to
+        its checkpoint write when asked), one right after another, and only then check them
+        dead and read the shard record: no copy lives on to win an election between two kills.
+        They are victims (healing starts them again). A copy already down (another fault's, which
+        starts it again) has its disk cut too, as a rack's power would (`cut_too`)."""
         shard = int(self.target.split("-")[1].split("/")[0])
-        others = [n for n in be.shard_nodes(shard) if n != self.target]
-        live = [n for n in others if be.alive(n)]
-        self.info.update(victims=[self.target], down=[self.target], already_down=[n for n in others if n not in live])
-        for n in live:
-            self.info["victims"].append(n)       # before the kill: a heal after a failure midway restarts it
-            self.info["down"].append(n)
+        if self.params.get("during") == "checkpoint":
+            self.info["caught_writing"] = self._await_checkpoint_write(be, self.params.get("wait_s", 10.0))
+        if self.params.get("after_s"):
+            self.ctx.clock.sleep(self.params["after_s"])
+        copies = be.shard_nodes(shard)
+        victims = [self.target] + [n for n in copies if n != self.target and be.alive(n)]
+        down = [n for n in copies if n not in victims]
+        self.info.update(victims=victims, down=list(victims), already_down=down, cut_too=victims[1:] + down)
+        for n in victims:                        # listed before: a heal after a failure midway restarts them
             be.kill(n)
+        for n in victims:
             if be.alive(n):
                 raise HarnessError(f"{self.kind} {n}: still alive after SIGKILL")
-        self._primary_when_killed(be, self.info["victims"])
-        return live
+        self._primary_when_killed(be, victims)
+
+    def heal(self) -> None:
+        """A sync trap a failed inject left armed is taken back, and a disk it left off is powered
+        on (its copy killed first if it still runs) before any copy starts again on it."""
+        be = self.ctx.backend
+        if self.params.get("sync_of") and hasattr(be, "disarm_sync_cut"):
+            be.disarm_sync_cut(self.target, self.kind)
+            if be.disk_off(self.target):
+                if be.alive(self.target):
+                    be.kill(self.target)
+                be.power_on(self.target, self.kind)
+        super().heal()
 
     def _kill_while_catching_up(self, be) -> None:
         """`during: catch-up`: kill the replica, start it again once its primary dropped it from the

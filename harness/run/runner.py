@@ -305,6 +305,7 @@ class Runner(RunReport):
             rec = self.backend.routing().get(shard)
             info.update(shard=shard, epoch=rec.epoch if rec else 0, was_primary=bool(rec and rec.primary == target))
         fault.info["index"] = i
+        fault.epoch_before = info.get("epoch")      # a term won after this read is one the fault may cut off
         failed: BaseException | None = None
         try:
             fault.prepare()             # resolving and making what it needs: before its start time

@@ -108,7 +108,8 @@ MANIFEST_BEFORE_DATA = Mutant(
             ("        self.folder(d).tmp[state_tmp] = self.env.now\n",
              "        self.folder(d).tmp[state_tmp] = self.env.now\n"
              "        if not keeps_current(self.manifest(d), manifest, newer_only, True):" + PLANTED + "\n"
-             "            self.folder(d).files[MANIFEST] = json.dumps({**manifest, \"time\": self.clock.now()}).encode()\n")]},
+             "            self.folder(d).files[MANIFEST] = json.dumps(seal({**manifest, \"time\": self.clock.now()}))"
+             ".encode()\n")]},
     checker="checkpoints-atomic",
     scenarios=("kill-during-checkpoint", "stale-checkpoint-writer", "all-copies-lost"),
     sim="shell",

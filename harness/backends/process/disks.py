@@ -8,7 +8,6 @@ processes carry the run's tag, so the run's teardown and `pschaos clean` find th
 """
 from __future__ import annotations
 
-import json
 import os
 import threading
 from pathlib import Path
@@ -126,8 +125,12 @@ class DiskFaults:
         self.disks.order(name, kind, "arm", name=file, keep=keep, r=r)
 
     def sync_cut_fired(self, name: str) -> bool:
-        trap = self.disks.held_status(name).get("trap") if self.disks is not None else None
+        trap = self.disks.order(name, "power-loss", "trap").get("trap") if self.disks is not None else None
         return bool(trap and trap.get("fired"))
+
+    def disk_off(self, name: str) -> bool:
+        """Whether the copy's disk is off (a sync trap fired and nothing powered it on yet)."""
+        return bool(self.disks.order(name, "power-loss", "trap").get("off")) if self.disks is not None else False
 
     def disarm_sync_cut(self, name: str, kind: str) -> dict | None:
         """No more trap; what its cut took if it fired (the disk stays off until `power_on`)."""
@@ -169,12 +172,15 @@ class DiskFaults:
 
 def _manifest_file(folder: Path, name: str) -> str:
     """The state file the folder's manifest names (what a bit-rot rots by default)."""
-    from pschaos.psnodes.store.checkpoint import MANIFEST
+    from pschaos.psnodes.store.checkpoint import MANIFEST, parse_manifest
 
     try:
-        return str(json.loads((folder / MANIFEST).read_text())["file"])
+        man, broken = parse_manifest((folder / MANIFEST).read_bytes())
+        if man is None:
+            raise ValueError(broken or "there is none")
+        return str(man["file"])
     except (OSError, ValueError, KeyError) as e:
-        raise HarnessError(f"bit-rot {name}: no checkpoint to rot: its manifest does not name a file ({e}); "
+        raise HarnessError(f"bit-rot {name}: no checkpoint to rot: its manifest does not name a file whole ({e}); "
                            "rot it later (at a later step), or name params.file") from None
 
 

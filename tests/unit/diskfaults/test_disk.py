@@ -205,3 +205,29 @@ def test_keep_for_lands_at_least_one_byte_and_never_all(disk):
     assert keep_for(1, "prefix", 0.3) is None
     with pytest.raises(ValueError):
         keep_for(10, "all", 0.1)
+
+
+def test_one_trap_at_a_time_its_status_is_cheap_and_its_caller_dies_first(disk):
+    """A second trap is refused until the first is taken back; `trap_status` reads no files; the
+    process that asks for the trapped sync is SIGKILLed before the cut (a real child here)."""
+    import signal
+    import subprocess
+    import sys
+
+    from pschaos.diskfaults.tear import SyncTrap
+
+    disk.arm(SyncTrap("m"))
+    with pytest.raises(OSError):
+        disk.arm(SyncTrap("n"))
+    assert disk.trap_status() == {"trap": {"name": "m", "keep": None, "fired": None}, "off": ""}
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        k = new(disk, "m.tmp", b"abc")
+        with pytest.raises(OSError):
+            disk.fsync(k, None, "m.tmp", caller=child.pid)
+        assert child.wait(10) == -signal.SIGKILL
+    finally:
+        child.kill()
+    assert disk.trap_status()["off"] and disk.disarm()["path"] == "m.tmp"
+    disk.power_on()
+    disk.arm(SyncTrap("n"))

@@ -315,6 +315,24 @@ def test_checkpoints_atomic():
     assert CHECKERS["checkpoints-atomic"]([good, torn], CTX).valid is False
 
 
+def test_a_folder_a_bit_rot_damaged_is_not_held_atomic_until_its_copy_publishes_again():
+    """The rot is the fault's: a scan of the rotted copy's folder between the rot and the copy's
+    next local checkpoint is excused (checkpoint-loads judges the copy); another folder, or the
+    same folder after the copy published again, is held as before."""
+    rot = ev(5, "fault-start", {"kind": "bit-rot", "target": "shard-0/1", "index": 0,
+                                "rotted": {"file": "manifest.json"}}, node="harness")
+    bad = {"stray_tmp": [], "size_ok": False, "loadable": False, "error": "ValueError: manifest.json: its seal"}
+    during = ev(6, "checkpoint-scan", {"dir": "data/shard-0-1", **bad})
+    v = CHECKERS["checkpoints-atomic"]([rot, during], CTX)
+    assert v.valid is True and v.details["rotted_at_rest"][0]["dir"] == "data/shard-0-1"
+    other = ev(6, "checkpoint-scan", {"dir": "data/shard-0-2", **bad})
+    assert CHECKERS["checkpoints-atomic"]([rot, other], CTX).valid is False
+    published = ev(7, "checkpoint-local", {"shard": 0, "seq": 9, "file": "f"}, node="shard-0/1")
+    after = ev(8, "checkpoint-scan", {"dir": "data/shard-0-1", **bad})
+    assert CHECKERS["checkpoints-atomic"]([rot, published, after], CTX).valid is False
+    assert CHECKERS["checkpoints-atomic"]([during], CTX).valid is False         # no rot: a torn checkpoint
+
+
 def test_losses_accounted():
     h = [ok(1, "worker-0", 1, 0, 1, 5), final("shard-0/0", 0, "primary", 2, 3, {})]
     assert CHECKERS["losses-accounted"](h, CTX).valid is False

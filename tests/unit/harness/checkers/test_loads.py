@@ -99,3 +99,28 @@ def test_a_load_from_a_manifest_whose_seal_fails_fails_and_a_rotted_manifest_ref
               node=N)
     assert CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), rot, said, start(4.1, N)], {}).valid is True
     assert CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), rot, start(4.1, N)], {}).valid is False
+
+
+def test_a_load_whose_position_is_not_the_one_its_files_name_carries_fails():
+    """Independent of the seal (psnodes' own computation): psnodes names each state file by its
+    (term, seq, epoch); a torn manifest's prefix over an old tail named seq 184's file as seq 214."""
+    f = "state-t1-000000000184-e1-shard-0-1.psb"
+    good = dict(load(4, N, 184, f))
+    bad = dict(good, value={**good["value"], "seq": 214})
+    assert CHECKERS["checkpoint-loads"]([local(2, N, 184, f), KILL, good, start(4.1, N)], {}).valid is True
+    v = CHECKERS["checkpoint-loads"]([local(2, N, 184, f), KILL, bad, start(4.1, N)], {})
+    assert v.valid is False and v.details["not_the_manifests_file"][0]["file_names"] == (1, 184, 1)
+
+
+def test_after_a_rotted_manifest_the_copy_owes_no_load_until_it_publishes_again():
+    """A rotted manifest names nothing: a second restart before the copy's next checkpoint rightly
+    loads nothing; once it published again, a restart that loads nothing fails as before."""
+    rot = fault_start(3.0, "bit-rot", N, rotted={"file": "manifest.json", "offset": 3, "bit": 1, "before": 0,
+                                                 "after": 2, "manifest_file": False})
+    said = ev(4.05, "checkpoint-error", {"shard": 0, "damaged": True, "error": "local checkpoint: manifest.json: "
+                                         "does not parse (torn or empty)"}, node=N)
+    again = fault_start(6.0, "kill", N)
+    h = [local(2, N, 9, "b"), rot, said, start(4.1, N), again, start(7.1, N)]
+    assert CHECKERS["checkpoint-loads"](h, {}).valid is True
+    h = [local(2, N, 9, "b"), rot, said, start(4.1, N), local(5, N, 12, "c"), again, start(7.1, N)]
+    assert CHECKERS["checkpoint-loads"](h, {}).valid is False

@@ -18,9 +18,9 @@ BLOB = pack({"seq": 0}, {"w": np.zeros(100, dtype=np.float32)})
 
 def _write_after_each_manifest_read(monkeypatch: pytest.MonkeyPatch, folder: Path, times: int) -> list[int]:
     """Every read of `folder`'s manifest (up to `times`) is followed by a newer checkpoint."""
-    real, seqs, busy = Path.read_text, [0], [False]
+    real, seqs, busy = Path.read_bytes, [0], [False]
 
-    def read_text(self: Path, *a, **kw) -> str:
+    def read_bytes(self: Path, *a, **kw) -> bytes:
         text = real(self, *a, **kw)
         if self == folder / MANIFEST and seqs[0] < times and not busy[0]:
             seqs[0] += 1
@@ -30,7 +30,7 @@ def _write_after_each_manifest_read(monkeypatch: pytest.MonkeyPatch, folder: Pat
             finally:
                 busy[0] = False
         return text
-    monkeypatch.setattr(Path, "read_text", read_text)
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
     return seqs
 
 

@@ -175,17 +175,18 @@ def test_a_power_cut_during_catch_up_names_a_replica_and_is_power_loss_only():
 
 
 def test_power_loss_of_all_copies_kills_every_live_copy_before_any_disk_is_cut():
-    """copies: all is a rack's power: no copy lives on between the cuts (CI, power-loss-all-copies
-    seed 1, cut one by one: a replica won an election between two cuts); a copy another fault
-    holds down is left to it; healing starts every copy this one killed."""
+    """copies: all is a rack's power: every copy is killed, one right after another, before any
+    disk is cut (CI, power-loss-all-copies seed 1, cut one by one: a replica won an election
+    between two cuts); a copy another fault holds down has its disk cut too but is left to that
+    fault to start; healing starts every copy this one killed."""
     be = DiskBackend()
     be.dead.add("shard-0/2")                      # down already (another fault's)
     f, records = fault("power-loss", be, {"copies": "all"})
     f.inject()
     assert be.calls == [("kill", "shard-0/0"), ("kill", "shard-0/1"), ("power_loss", "shard-0/0", None),
-                        ("power_loss", "shard-0/1", None)]
+                        ("power_loss", "shard-0/1", None), ("power_loss", "shard-0/2", None)]
     assert f.info["victims"] == ["shard-0/0", "shard-0/1"] and f.info["already_down"] == ["shard-0/2"]
-    assert set(f.info["power_loss_others"]) == {"shard-0/1"}
+    assert set(f.info["power_loss_others"]) == {"shard-0/1", "shard-0/2"}
     assert len(records) == 1                      # one scan, as the cut left the disks
     f.heal()
     assert be.calls[-2:] == [("restart", "shard-0/0"), ("restart", "shard-0/1")]
@@ -193,20 +194,30 @@ def test_power_loss_of_all_copies_kills_every_live_copy_before_any_disk_is_cut()
     assert "catch-up" in params_error("power-loss", {"copies": "all", "during": "catch-up"})
 
 
-def test_a_kill_reads_the_record_it_left_and_names_a_dead_copy_it_calls_primary():
+def test_a_kill_claims_a_term_the_record_names_a_dead_copy_at_only_when_it_was_won_during_the_fault():
     """A copy killed between winning its epoch and writing its promote event leaves only the
-    shard record: the kill records it (primary_when_killed), and nothing when it names a live copy."""
+    shard record: the kill records it (primary_when_killed) when the epoch is above the one read
+    before the fault; a term won before (its missing event a gap of the system's), one naming a
+    live copy, or no epoch read before claims nothing."""
     be = DiskBackend()
     be.epoch_after_kill, be.primary_after_kill = 2, "shard-0/1"
     f, _ = fault("power-loss", be, {"copies": "all"})
+    f.epoch_before = 1
     f.inject()
     assert f.info["primary_when_killed"] == {"epoch": 2, "node": "shard-0/1"}
     plain, _ = fault("kill", be, target="shard-0/1")
+    plain.epoch_before = 1
     plain.inject()
     assert plain.info["primary_when_killed"] == {"epoch": 2, "node": "shard-0/1"}
+    for before in (2, None):                      # won before the fault came, or nothing read before
+        old, _ = fault("kill", be, target="shard-0/1")
+        old.epoch_before = before
+        old.inject()
+        assert "primary_when_killed" not in old.info
     be2 = DiskBackend()
     be2.epoch_after_kill, be2.primary_after_kill = 2, "shard-0/2"
     live, _ = fault("kill", be2)
+    live.epoch_before = 1
     live.inject()
     assert "primary_when_killed" not in live.info
 
@@ -223,6 +234,7 @@ class TrapBackend(DiskBackend):
         self.armed = (file, keep, r)
         if self.fires:
             self.dead.add(name)                    # the disk kills the copy, then cuts
+            self.off = True
 
     def sync_cut_fired(self, name):
         return self.fires
@@ -237,6 +249,10 @@ class TrapBackend(DiskBackend):
     def power_on(self, name, kind):
         assert name in self.dead, "powered on while the copy ran"
         self.calls.append(("power_on", name))
+        self.off = False
+
+    def disk_off(self, name):
+        return getattr(self, "off", False)
 
 
 def test_a_cut_at_a_manifests_sync_arms_the_disk_and_records_the_cut_it_made():
@@ -265,3 +281,21 @@ def test_a_sync_that_never_came_is_a_plain_cut_that_says_the_moment_was_missed()
     f, _ = fault("power-loss", DiskBackend(), {"sync_of": "manifest.json"})
     with pytest.raises(HarnessError, match="sync trap"):
         f.inject()                                            # a backend without the trap: refused by name
+
+
+def test_a_cut_at_a_sync_that_failed_midway_is_cleaned_up_by_its_heal():
+    """An inject that fails after the trap fired (here the kill check) leaves the disk off: the
+    heal takes the trap back and powers the disk on before the copy starts again on it."""
+    class Broken(TrapBackend):
+        def kill(self, name):
+            super().kill(name)
+            raise HarnessError("kill: the launcher did not answer")
+
+    be = Broken(fires=True)
+    f, _ = fault("power-loss", be, {"sync_of": "manifest.json"})
+    with pytest.raises(HarnessError):
+        f.inject()
+    assert be.disk_off("shard-0/0")
+    f.heal()
+    assert be.calls[-3:] == [("disarm", "shard-0/0"), ("power_on", "shard-0/0"), ("restart", "shard-0/0")]
+    assert not be.disk_off("shard-0/0")
