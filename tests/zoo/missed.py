@@ -235,3 +235,16 @@ MANIFEST_IN_PLACE = Mutant(
     sim="the twin's disk writes a manifest at one instant and tears no write (torn-write is refused there): "
         "process only",
 )
+
+SEAL_NOT_CHECKED = Mutant(
+    name="seal-not-checked",
+    description="a checkpoint's manifest is trusted because it parses: its own CRC-32 (the seal) is not compared",
+    models="a commit record read without its checksum: a bit flipped at rest in the manifest (a bad sector) "
+           "changes the position, the file or the checksum it promises, and the copy loads by it",
+    patch={"psnodes/store/checkpoint.py": [(
+        "    if man[SEAL] != want:",
+        "    if False:" + PLANTED)]},
+    checker="checkpoint-loads",
+    scenarios=("bit-rot-manifest",),
+    sim="core",
+)
