@@ -34,6 +34,15 @@ from pschaos.harness.errors import HarnessError  # noqa: E402
 def cmd_doctor(args: argparse.Namespace) -> int:
     from pschaos.harness.commands.doctor import doctor
 
+    if args.on is not None:
+        from pschaos.harness.commands.doctor import doctor_on_ray
+        from pschaos.harness.proof.soak.soak import parse_on
+
+        on = parse_on(args.on)
+        if isinstance(on, str):
+            print(f"pschaos doctor: {on}")
+            return 2
+        return doctor_on_ray(on[1], as_json=args.json)
     return doctor(as_json=args.json)
 
 
@@ -117,6 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
     refdocs.add_parsers(sub)
     d = sub.add_parser("doctor", help="list the real parts and their versions, or how to install them")
     d.add_argument("--json", action="store_true")
+    d.add_argument("--on", metavar="ray[=ADDRESS]",
+                   help="ask every node of a Ray cluster (ADDRESS, or a new local one on 127.0.0.1) what it has, "
+                        "and what it lacks for sim and process runs (exit 1 when a node lacks something: no such "
+                        "run is placed there)")
     d.set_defaults(fn=cmd_doctor)
 
     c = sub.add_parser("clean", help="reap processes left by killed runs")

@@ -3,40 +3,14 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import json
-import re
 import sys
 
 from pschaos.harness.backends.docker.engine import network_status, server_version
-from pschaos.harness.machinery.tools import INSTALL, version
-
-PARTS = [("etcd", "etcd"), ("toxiproxy-server", "toxiproxy-server"), ("nft", "nft"), ("docker-cli", "docker"),
-         ("debootstrap", "debootstrap"),        # the docker backend's default image base (harness/backends/docker/build.py)
-         ("redis-server", "redis-server"), ("redis-sentinel", "redis-sentinel")]    # the redis-sentinel adapter's
-PY = ["torch", "grpcio", "protobuf", "numpy", "pydantic", "prometheus-client", "pytest", "hypothesis", "docker", "redis"]
-REQUIRED = {"etcd", "torch", "grpcio", "protobuf", "numpy", "pydantic"}
-
-
-ETCD_MIN = (3, 4)      # the JSON gateway at /v3/ (psnodes/etcd.py)
-
-
-def etcd_problem(v: str | None) -> str | None:
-    """Why this etcd cannot serve pschaos (with the fix), or None: its version line must say 3.4+."""
-    m = re.search(r"(\d+)\.(\d+)\.\d+", v or "")
-    if m is None:
-        return f"cannot read etcd's version from {v!r}; install etcd 3.4 or later: {INSTALL['etcd']}"
-    if (int(m.group(1)), int(m.group(2))) < ETCD_MIN:
-        return (f"etcd {m.group(0)} is too old: pschaos uses the JSON gateway at /v3/, served from etcd 3.4 on; "
-                f"install a newer one: {INSTALL['etcd']}")
-    return None
+from pschaos.harness.machinery.parts import etcd_problem, python_rows, tool_rows  # noqa: F401 - etcd_problem: its users
 
 
 def collect() -> list[dict]:
-    rows = []
-    for name, tool in PARTS:
-        v = version(tool)
-        bad = etcd_problem(v) if tool == "etcd" and v is not None else None
-        rows.append({"part": name, "version": v, "ok": v is not None and bad is None, "required": name in REQUIRED,
-                     "install": bad or (None if v else INSTALL[tool])})
+    rows = tool_rows()
     engine, why = server_version()      # the engine itself (its API), not only the client binary
     rows.append({"part": "docker-engine", "version": engine, "ok": engine is not None, "required": False,
                  "install": why})
@@ -44,13 +18,7 @@ def collect() -> list[dict]:
         broken = network_status()
         rows.append({"part": "docker-network", "version": None if broken else "host network only, no bridge",
                      "ok": broken is None, "required": False, "install": broken})
-    for pkg in PY:
-        try:
-            v = md.version(pkg)
-        except md.PackageNotFoundError:
-            v = None
-        rows.append({"part": pkg, "version": v, "ok": v is not None, "required": pkg in REQUIRED,
-                     "install": None if v else f".venv/bin/pip install {pkg}   (or: make install)"})
+    rows += python_rows()
     rows.append(power_loss_disk())
     try:
         import torch
@@ -88,3 +56,36 @@ def doctor(as_json: bool = False) -> int:
             if r["install"]:
                 print(f"           -> {r['install']}")
     return 0 if all(r["ok"] for r in rows if r["required"]) else 2
+
+
+def doctor_on_ray(address: str | None, as_json: bool = False) -> int:
+    """`pschaos doctor --on ray[=ADDRESS]`: every node, what it has, what it lacks for each
+    backend. Exit 0 when every node can run both backends, 1 when some node lacks something for
+    one (it places no such run), 2 when no node can run even the sim backend or Ray is not there."""
+    from pschaos.harness.errors import HarnessError
+    from pschaos.harness.fanout.nodes import lacks, placeable, survey
+    from pschaos.harness.fanout.ray_runs import connect, disconnect
+    from pschaos.harness.fanout.task import version
+
+    try:
+        ray, local = connect(address, 1)
+    except HarnessError as e:
+        print(f"pschaos doctor --on ray: {e}")
+        return 2
+    try:
+        reports = survey(ray)
+    finally:
+        disconnect(ray, local, address)
+    mine = version()
+    if as_json:
+        print(json.dumps({"driver_version": mine, "nodes": reports}, indent=2))
+    else:
+        print(f"Ray at {address or 'a local cluster on 127.0.0.1'}: {len(reports)} node(s); the driver runs pschaos {mine}")
+        for r in reports:
+            print(f"  node {r['node'][:12]} on {r['host']}, {r['cpus']} CPU(s), pschaos {r.get('version')}")
+            for backend in ("sim", "process"):
+                got = lacks(r, backend, mine)
+                print(f"    {backend:8} " + ("ready" if not got else "lacks " + ", ".join(got)))
+    if not placeable(reports, "sim", mine):
+        return 2
+    return 0 if all(not lacks(r, b, mine) for r in reports for b in ("sim", "process")) else 1

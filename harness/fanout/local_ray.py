@@ -62,19 +62,22 @@ class LocalRay:
     """`nodes` Ray nodes on this machine (a head and nodes-1 more), `cpus` CPUs each, on 127.0.0.1.
     `with LocalRay(2) as cluster:` connects this process as the driver and shuts all down after."""
 
-    def __init__(self, nodes: int = 2, cpus: int = 1, connect: bool = True) -> None:
+    def __init__(self, nodes: int = 2, cpus: int = 1, connect: bool = True,
+                 node_env: dict[int, dict[str, str]] | None = None) -> None:
         if nodes < 1 or cpus < 1:
             raise ValueError(f"a local Ray cluster needs at least 1 node and 1 CPU a node (asked {nodes}, {cpus})")
         self.nodes_wanted, self.cpus, self.connect_driver = nodes, cpus, connect
+        self.node_env = node_env or {}       # node index (0: the head) -> environment its raylet and tasks get
         self.cluster: Any = None
         self.workers: list[Any] = []
         self.temp = ""
         self.kept_address: str | None = None
         self.made_dir = False
 
-    def _node_args(self) -> dict:
+    def _node_args(self, index: int = 0) -> dict:
+        env = {"env_vars": dict(self.node_env[index])} if self.node_env.get(index) else {}
         return {"node_ip_address": "127.0.0.1", "num_cpus": self.cpus, "include_dashboard": False,
-                "object_store_memory": 100 * 1024 * 1024, "temp_dir": self.temp}
+                "object_store_memory": 100 * 1024 * 1024, "temp_dir": self.temp, **env}
 
     def start(self) -> "LocalRay":
         ray = import_ray()
@@ -88,8 +91,8 @@ class LocalRay:
         try:
             self.cluster = Cluster()             # held before the head starts: a failure after it is shut down
             self.cluster.add_node(**self._node_args())
-            for _ in range(self.nodes_wanted - 1):
-                self.workers.append(self.cluster.add_node(**self._node_args()))
+            for i in range(1, self.nodes_wanted):
+                self.workers.append(self.cluster.add_node(**self._node_args(i)))
             if self.connect_driver:
                 ray.init(address=self.cluster.address, log_to_driver=False, configure_logging=False)
         except BaseException:

@@ -1,8 +1,9 @@
 """Scenario runs fanned out as Ray tasks: the driver side of `pschaos soak --on ray[=ADDRESS]`.
 
 Seeds are independent, so a soak fans out on the engine ML-infrastructure teams already run.
-Each run is one task of one CPU (harness/fanout/task.py); as many are in flight as the cluster
-has CPUs, the rest wait here. Each result is written under the run's folder (out/seed-S) as a
+Each run is one task of one CPU (harness/fanout/task.py), pinned to a node that lacks nothing
+for its backend (harness/fanout/nodes.py asks every node first); as many are in flight on each
+as it has CPUs, the rest wait here. Each result is written under the run's folder (out/seed-S) as a
 local run's would be, its old contents first removed, its report's `rerun` made the command for
 this machine, and judged by the soak's own judge, so the same seeds give the same verdicts.
 
@@ -86,23 +87,36 @@ def execute_on_ray(scenario: Path, plan: list[tuple[int, int]], run_dir: Callabl
                    command: Callable[[int, Path], str] = lambda s, d: "") -> list:
     """Run the plan as Ray tasks, as many in flight as the cluster has CPUs (the rest queued
     here); each result judged as it arrives (`judge`, on a `make_result(seed, k, dir)`)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from pschaos.harness.fanout.nodes import Placer, describe, placeable, survey
+
     ray, local = connect(address, cpus)
     task = ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(run_on_node)
     text, name, mine = scenario.read_text(), scenario.stem, version()
     pythonpath = str(REPO) if CHECKOUT else ""
     pending, running, done = list(plan), {}, []
     try:
-        width = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        progress(f"Ray at {address or 'a local cluster on 127.0.0.1'}: {width} CPU(s), {len(plan)} run(s)")
+        reports = survey(ray)
+        placer = Placer(placeable(reports, backend, mine))
+        if not placer.width:
+            raise HarnessError(f"--on ray: no node of the cluster can run a {backend} run: {describe(reports, backend, mine)}"
+                               " (pschaos doctor --on ray says what each node lacks)")
+        left_out = [r for r in reports if r["node"] not in placer.slots]
+        progress(f"Ray at {address or 'a local cluster on 127.0.0.1'}: {placer.width} CPU(s) on {len(placer.slots)} "
+                 f"node(s), {len(plan)} run(s)" + (f"; left out, lacking parts for a {backend} run: "
+                                                   f"{describe(left_out, backend, mine)}" if left_out else ""))
         while pending or running:
-            while pending and len(running) < width:
+            while pending and (node := placer.take()) is not None:
                 seed, k = pending.pop(0)
                 d = run_dir(seed, k)
                 fresh(d)
-                running[task.remote(name, text, seed, backend, timeout_s, pythonpath)] = (seed, k, d)
+                pinned = task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+                running[pinned.remote(name, text, seed, backend, timeout_s, pythonpath)] = (seed, k, d, node)
             ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
             for ref in ready:
-                seed, k, d = running.pop(ref)
+                seed, k, d, node = running.pop(ref)
+                placer.give(node)
                 done.append(judge(_result(ray, ref, make_result(seed, k, d), mine, command(seed, d))))
                 r = done[-1]
                 progress(f"{len(done)}/{len(plan)} done, {len(running)} in flight, {len(pending)} queued: seed={seed} "
@@ -111,15 +125,20 @@ def execute_on_ray(scenario: Path, plan: list[tuple[int, int]], run_dir: Callabl
         cancel(ray, list(running))
         raise
     finally:
-        try:
-            if local is not None:
-                local.stop()
-            elif ray.is_initialized():
-                ray.shutdown()
-        finally:
-            if local is not None or (address or "").split(":")[0] in ("127.0.0.1", "localhost"):
-                leftovers.sweep_here()
+        disconnect(ray, local, address)
     return done
+
+
+def disconnect(ray: Any, local: LocalRay | None, address: str | None) -> None:
+    """Leave the cluster (stop it when it is ours) and sweep what killed tasks left on this machine."""
+    try:
+        if local is not None:
+            local.stop()
+        elif ray.is_initialized():
+            ray.shutdown()
+    finally:
+        if local is not None or (address or "").split(":")[0] in ("127.0.0.1", "localhost"):
+            leftovers.sweep_here()
 
 
 def _result(ray: Any, ref: Any, r: Any, mine: str, command: str) -> Any:

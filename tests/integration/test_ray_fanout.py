@@ -197,12 +197,23 @@ def test_a_failing_run_comes_back_whole_and_judged_as_here(tmp_path):
     assert (local / "history.jsonl").read_bytes() == (tmp_path / "seed-1" / "history.jsonl").read_bytes()
 
 
-def test_a_result_from_another_pschaos_version_is_unknown(tmp_path, monkeypatch):
+def test_no_run_goes_to_a_node_of_another_pschaos_version_and_its_result_would_be_unknown(tmp_path, monkeypatch):
+    """Nodes that run another pschaos than the driver are asked first and get no run (the same
+    seed may judge differently there); a result that comes back from one anyway is unknown."""
+    from pschaos.harness.errors import HarnessError
+
     monkeypatch.setattr(ray_runs, "version", lambda: "0.0.0-elsewhere")
     other = tmp_path / "other"
     other.mkdir()
-    r, _ = _run_one(other, kills=0)
-    assert r.verdict == "unknown" and "install the same pschaos on every node" in r.reason
+    with pytest.raises(HarnessError, match=r"no node of the cluster can run a sim run: .*the driver runs 0.0.0-elsewhere"):
+        _run_one(other, kills=0)
+
+    class Got:
+        def get(self, ref):
+            return {"rc": 0, "wall_s": 1.0, "timed_out": False, "node": "n1", "version": "0.1.0", "files": {},
+                    "log_tail": ""}
+    r = ray_runs._result(Got(), None, RunResult(1, 1, other), "0.0.0-elsewhere", "")
+    assert judge_run(r).verdict == "unknown" and "install the same pschaos on every node" in r.reason
 
 
 @pytest.mark.timeout(600)
@@ -235,3 +246,43 @@ def test_ctrl_c_cancels_every_task_and_leaves_no_run_behind(tmp_path):
 
 def _ray_of_ours() -> list:
     return [p for p in psutil.process_iter(["cmdline"]) if "pschaos-ray-" in " ".join(p.info["cmdline"] or [])]
+
+
+def test_doctor_on_ray_says_what_each_node_lacks_and_process_runs_go_only_where_the_parts_are(tmp_path):
+    """Two nodes, the second without Toxiproxy (its tasks see PSCHAOS_TOXIPROXY_SERVER pointing
+    nowhere): the doctor names it, process runs are all placed on the first node, sim runs on
+    both; a cluster where no node has the parts refuses a process run, naming what lacks where."""
+    from pschaos.harness.commands.doctor import doctor_on_ray
+    from pschaos.harness.fanout.nodes import describe, placeable, survey
+    from pschaos.harness.fanout.task import version
+    from pschaos.harness.errors import HarnessError
+
+    folders = _folders()
+    nowhere = {"PSCHAOS_TOXIPROXY_SERVER": str(tmp_path / "no-toxiproxy")}
+    with LocalRay(nodes=2, cpus=1, connect=False, node_env={1: nowhere}) as cluster:
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        try:
+            reports = survey(ray)
+        finally:
+            ray.shutdown()
+        mine = version()
+        assert len(reports) == 2 and len(placeable(reports, "sim", mine)) == 2
+        (ready,) = placeable(reports, "process", mine)
+        lacking = [r for r in reports if r["node"] != ready]
+        assert lacking[0]["lacks"]["process"] == ["toxiproxy-server"] and "toxiproxy-server" in describe(
+            reports, "process", mine)
+        assert doctor_on_ray(cluster.address) == 1
+        runs = {}
+        for backend in ("process", "sim"):
+            out = tmp_path / backend
+            got = execute_on_ray(REPO / "scenarios" / "kill-primary.yaml", [(s, 1) for s in (1, 2, 3)],
+                                 lambda s, k, o=out: o / f"seed-{s}", backend, 300.0, cluster.address, 1, RunResult,
+                                 judge_run)
+            assert [r.verdict for r in got] == ["pass"] * 3, [r.reason for r in got]
+            runs[backend] = {r.where for r in got}
+        assert runs["process"] == {ready} and len(runs["sim"]) == 2
+    with LocalRay(nodes=1, cpus=1, connect=False, node_env={0: nowhere}) as cluster:
+        with pytest.raises(HarnessError, match="no node of the cluster can run a process run.*toxiproxy-server"):
+            execute_on_ray(REPO / "scenarios" / "kill-primary.yaml", [(1, 1)], lambda s, k: tmp_path / "none",
+                           "process", 300.0, cluster.address, 1, RunResult, judge_run)
+    assert not _ours_left(folders)

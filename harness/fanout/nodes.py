@@ -1,0 +1,101 @@
+"""What each node of a Ray cluster can run: `pschaos doctor --on ray`, and where `--on ray` places runs.
+
+A sim run needs only pschaos (the same version as the driver's: a run by another version may
+judge the same seed differently, and its result is refused) and the Python parts every run
+imports. A process-backend run needs the real parts on its node as well: etcd, Toxiproxy,
+nftables, and root (nftables tables, the cgroup and network faults). Each alive node is asked
+by a task of its own, pinned there (no CPU: a busy node answers too), which runs the doctor's
+own checks; a run is then placed only on nodes that lack nothing for its backend, by node
+affinity, as many at a time on each as it has CPUs.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from typing import Any
+
+PROCESS_PARTS = ("etcd", "toxiproxy-server", "nft")      # beyond the required Python parts
+SURVEY_TIMEOUT_S = 120.0
+
+
+def node_report() -> dict:
+    """On a node (a Ray task): the doctor's rows, this pschaos' version, and what a sim run and a
+    process run would lack here."""
+    from pschaos.harness.fanout.task import version
+    from pschaos.harness.machinery.parts import python_rows, tool_rows
+
+    node = ""
+    try:
+        import ray
+        node = ray.get_runtime_context().get_node_id()
+    except Exception:  # noqa: BLE001 - outside a task (tests): no node id
+        pass
+    rows = tool_rows() + python_rows()
+    sim = [r["part"] for r in rows if r["required"] and not r["ok"] and r["part"] not in PROCESS_PARTS]
+    process = sim + [r["part"] for r in rows if r["part"] in PROCESS_PARTS and not r["ok"]]
+    if os.geteuid() != 0:
+        process.append("root (nftables tables, cgroup limits)")
+    return {"node": node, "host": socket.gethostname(), "version": version(), "rows": rows,
+            "lacks": {"sim": sim, "process": process}}
+
+
+def survey(ray: Any, timeout_s: float = SURVEY_TIMEOUT_S) -> list[dict]:
+    """node_report() from every alive node, each with its CPUs; a node that does not answer in
+    time is reported with the reason (and places no run)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    task = ray.remote(num_cpus=0, max_retries=0)(node_report)
+    refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
+            for n in alive]
+    out = []
+    for n, ref in zip(alive, refs):
+        cpus = int(n.get("Resources", {}).get("CPU", 0))
+        try:
+            rep = ray.get(ref, timeout=timeout_s)
+        except Exception as e:  # noqa: BLE001 - a node that cannot answer places nothing
+            rep = {"node": n["NodeID"], "host": n.get("NodeManagerHostname", "?"), "version": None, "rows": [],
+                   "lacks": {"sim": [f"no answer ({type(e).__name__})"], "process": [f"no answer ({type(e).__name__})"]}}
+        out.append({**rep, "node": n["NodeID"], "cpus": cpus})
+    return out
+
+
+def lacks(report: dict, backend: str, mine: str) -> list[str]:
+    """What `report`'s node lacks for a `backend` run driven by pschaos `mine`."""
+    got = list(report["lacks"].get(backend, report["lacks"]["process"]))
+    if report.get("version") != mine:
+        got.insert(0, f"pschaos {report.get('version')} (the driver runs {mine})")
+    return got
+
+
+def placeable(reports: list[dict], backend: str, mine: str) -> dict[str, int]:
+    """node id -> CPUs, for the nodes that lack nothing for a `backend` run."""
+    return {r["node"]: r["cpus"] for r in reports if r["cpus"] > 0 and not lacks(r, backend, mine)}
+
+
+def describe(reports: list[dict], backend: str, mine: str) -> str:
+    """Each node and what it lacks for `backend`, one line each (for errors and the doctor)."""
+    return "; ".join(f"{r['host']} {r['node'][:8]}: " + (", ".join(lacks(r, backend, mine)) or "ready")
+                     for r in reports)
+
+
+class Placer:
+    """Hands out nodes with a free CPU among `slots` (node -> CPUs), and takes them back."""
+
+    def __init__(self, slots: dict[str, int]) -> None:
+        self.slots, self.busy = dict(slots), dict.fromkeys(slots, 0)
+
+    @property
+    def width(self) -> int:
+        return sum(self.slots.values())
+
+    def take(self) -> str | None:
+        free = [n for n in self.slots if self.busy[n] < self.slots[n]]
+        if not free:
+            return None
+        node = min(free, key=lambda n: (self.busy[n] / self.slots[n], n))
+        self.busy[node] += 1
+        return node
+
+    def give(self, node: str) -> None:
+        self.busy[node] = max(0, self.busy[node] - 1)
