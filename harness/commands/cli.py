@@ -175,6 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--scenarios", help="sim: comma-separated library scenarios (default: six of the core)")
     b.add_argument("--seed", type=int, default=1, help="sim: the seed of every run (default 1)")
     b.add_argument("--soak-seeds", type=int, default=3, help="sim: nemesis-soak seeds timed on sim (default 3; 0 skips)")
+    b.add_argument("--ray-seeds", type=int, default=0,
+                   help="sim: nemesis-soak seeds run through Ray on a local cluster with 1, then 2 workers: seeds/hour, "
+                        "scaling efficiency, the 1,000-seed projection (default 0: skipped; needs pschaos[ray])")
     b.set_defaults(fn=cmd_bench)
 
     sk = sub.add_parser("soak", help="one scenario over many seeds: pass rate, lost acks, failover, flaky seeds "

@@ -57,6 +57,8 @@ def bench_sim(args) -> int:
     if missing:
         print(f"pschaos bench sim: --scenarios: no library scenario {missing}; see scenarios/*.yaml", file=sys.stderr)
         return 2
+    if getattr(args, "ray_seeds", 0) and not args.scenarios and not args.soak_seeds:     # the Ray figures alone
+        return _ray_only(args)
     rows = []
     with tempfile.TemporaryDirectory(prefix="pschaos-bench-sim-") as tmp:
         for n in names:
@@ -83,6 +85,10 @@ def bench_sim(args) -> int:
            "nemesis_soak": None if per_seed is None else {
                "seeds_timed": args.soak_seeds, "wall_s_per_seed": round(per_seed, 2), "cores": cores,
                "projected_1000_seeds_min": round(1000 * per_seed / cores / 60, 1), "target_min": 10}}
+    if getattr(args, "ray_seeds", 0):
+        from pschaos.harness.proof.bench.ray_scaling import ray_scaling
+
+        doc["ray"] = ray_scaling(args.ray_seeds, cores, lambda m: print(f"  {m}", file=sys.stderr, flush=True))
     if args.json:
         print(json.dumps(doc, indent=2))
     else:
@@ -94,6 +100,19 @@ def bench_sim(args) -> int:
             s = doc["nemesis_soak"]
             print(f"nemesis-soak on sim: {s['wall_s_per_seed']} s a seed; 1000 seeds on {cores} cores "
                   f"~ {s['projected_1000_seeds_min']} min (target 10)")
+        if doc.get("ray"):
+            from pschaos.harness.proof.bench.ray_scaling import describe
+
+            print(describe(doc["ray"]))
+    return 0
+
+
+def _ray_only(args) -> int:
+    """`--ray-seeds N --soak-seeds 0` with no --scenarios: only the Ray scaling figures."""
+    from pschaos.harness.proof.bench.ray_scaling import describe, ray_scaling
+
+    doc = ray_scaling(args.ray_seeds, os.cpu_count() or 1, lambda m: print(f"  {m}", file=sys.stderr, flush=True))
+    print(json.dumps({"schema": "pschaos.bench-sim-ray/1", **doc}, indent=2) if args.json else describe(doc))
     return 0
 
 
