@@ -85,48 +85,83 @@ def execute_on_ray(scenario: Path, plan: list[tuple[int, int]], run_dir: Callabl
                    timeout_s: float, address: str | None, cpus: int, make_result: Callable[..., Any],
                    judge: Callable[[Any], Any], progress: Callable[[str], None] = lambda m: None,
                    command: Callable[[int, Path], str] = lambda s, d: "") -> list:
-    """Run the plan as Ray tasks, as many in flight as the cluster has CPUs (the rest queued
-    here); each result judged as it arrives (`judge`, on a `make_result(seed, k, dir)`)."""
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    """Run the plan (one scenario, many seeds) as Ray tasks: RayPool.run's jobs."""
+    text, name = scenario.read_text(), scenario.stem
+    with RayPool(address, cpus, backend, progress) as pool:
+        return pool.run([(seed, k, name, text) for seed, k in plan], run_dir, timeout_s, make_result, judge, command)
 
-    from pschaos.harness.fanout.nodes import Placer, describe, placeable, survey
 
-    ray, local = connect(address, cpus)
-    task = ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(run_on_node)
-    text, name, mine = scenario.read_text(), scenario.stem, version()
-    pythonpath = str(REPO) if CHECKOUT else ""
-    pending, running, done = list(plan), {}, []
-    try:
-        reports = survey(ray)
-        placer = Placer(placeable(reports, backend, mine))
-        if not placer.width:
-            raise HarnessError(f"--on ray: no node of the cluster can run a {backend} run: {describe(reports, backend, mine)}"
-                               " (pschaos doctor --on ray says what each node lacks)")
-        left_out = [r for r in reports if r["node"] not in placer.slots]
-        progress(f"Ray at {address or 'a local cluster on 127.0.0.1'}: {placer.width} CPU(s) on {len(placer.slots)} "
-                 f"node(s), {len(plan)} run(s)" + (f"; left out, lacking parts for a {backend} run: "
-                                                   f"{describe(left_out, backend, mine)}" if left_out else ""))
-        while pending or running:
-            while pending and (node := placer.take()) is not None:
-                seed, k = pending.pop(0)
-                d = run_dir(seed, k)
-                fresh(d)
-                pinned = task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
-                running[pinned.remote(name, text, seed, backend, timeout_s, pythonpath)] = (seed, k, d, node)
-            ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
-            for ref in ready:
-                seed, k, d, node = running.pop(ref)
-                placer.give(node)
-                done.append(judge(_result(ray, ref, make_result(seed, k, d), mine, command(seed, d))))
-                r = done[-1]
-                progress(f"{len(done)}/{len(plan)} done, {len(running)} in flight, {len(pending)} queued: seed={seed} "
-                         f"{r.verdict.upper()} ({r.wall_s:.0f} s)" + (f": {r.reason}" if r.reason and r.verdict != "pass" else ""))
-    except KeyboardInterrupt:
-        cancel(ray, list(running))
-        raise
-    finally:
-        disconnect(ray, local, address)
-    return done
+class RayPool:
+    """A connection to a Ray cluster (or a local one it starts), its nodes asked what they can
+    run (nodes.py), for one backend: `run` sends jobs as tasks pinned to nodes that lack nothing
+    for it, as many in flight on each as it has CPUs. Leaving it disconnects (and stops a local
+    cluster) and sweeps what killed tasks left on this machine."""
+
+    def __init__(self, address: str | None, cpus: int, backend: str,
+                 progress: Callable[[str], None] = lambda m: None) -> None:
+        self.address, self.cpus, self.backend, self.progress = address, cpus, backend, progress
+
+    def __enter__(self) -> "RayPool":
+        from pschaos.harness.fanout.nodes import Placer, describe, placeable, survey
+
+        self.ray, self.local = connect(self.address, self.cpus)
+        try:
+            self.mine, backend = version(), self.backend
+            reports = survey(self.ray)
+            self.placer = Placer(placeable(reports, backend, self.mine))
+            if not self.placer.width:
+                raise HarnessError(f"--on ray: no node of the cluster can run a {backend} run: "
+                                   f"{describe(reports, backend, self.mine)} (pschaos doctor --on ray says what each "
+                                   "node lacks)")
+            left_out = [r for r in reports if r["node"] not in self.placer.slots]
+            self.progress(f"Ray at {self.address or 'a local cluster on 127.0.0.1'}: {self.placer.width} CPU(s) on "
+                          f"{len(self.placer.slots)} node(s)" + (f"; left out, lacking parts for a {backend} run: "
+                                                                  f"{describe(left_out, backend, self.mine)}"
+                                                                  if left_out else ""))
+        except BaseException:
+            disconnect(self.ray, self.local, self.address)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        disconnect(self.ray, self.local, self.address)
+
+    @property
+    def width(self) -> int:
+        return self.placer.width
+
+    def run(self, jobs: list[tuple[int, int, str, str]], run_dir: Callable[[int, int], Path], timeout_s: float,
+            make_result: Callable[..., Any], judge: Callable[[Any], Any],
+            command: Callable[[int, Path], str] = lambda s, d: "") -> list:
+        """Each job (seed, k, scenario name, scenario text) as a task; each result judged as it
+        arrives (`judge`, on a `make_result(seed, k, dir)`), in the order they arrive."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        ray = self.ray
+        task = ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(run_on_node)
+        pythonpath = str(REPO) if CHECKOUT else ""
+        pending, running, done = list(jobs), {}, []
+        try:
+            while pending or running:
+                while pending and (node := self.placer.take()) is not None:
+                    seed, k, name, text = pending.pop(0)
+                    d = run_dir(seed, k)
+                    fresh(d)
+                    pinned = task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+                    running[pinned.remote(name, text, seed, self.backend, timeout_s, pythonpath)] = (seed, k, d, node)
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+                for ref in ready:
+                    seed, k, d, node = running.pop(ref)
+                    self.placer.give(node)
+                    done.append(judge(_result(ray, ref, make_result(seed, k, d), self.mine, command(seed, d))))
+                    r = done[-1]
+                    self.progress(f"{len(done)}/{len(jobs)} done, {len(running)} in flight, {len(pending)} queued: "
+                                  f"seed={seed} {r.verdict.upper()} ({r.wall_s:.0f} s)"
+                                  + (f": {r.reason}" if r.reason and r.verdict != "pass" else ""))
+        except KeyboardInterrupt:
+            cancel(ray, list(running))
+            raise
+        return done
 
 
 def disconnect(ray: Any, local: LocalRay | None, address: str | None) -> None:

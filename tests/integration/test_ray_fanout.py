@@ -286,3 +286,28 @@ def test_doctor_on_ray_says_what_each_node_lacks_and_process_runs_go_only_where_
             execute_on_ray(REPO / "scenarios" / "kill-primary.yaml", [(1, 1)], lambda s, k: tmp_path / "none",
                            "process", 300.0, cluster.address, 1, RunResult, judge_run)
     assert not _ours_left(folders)
+
+
+@pytest.mark.timeout(600)
+def test_a_hunt_on_ray_finds_the_schedule_a_local_hunt_finds(tmp_path):
+    """`pschaos hunt --on ray` on a planted bug (the zoo's early ack, in a copy of the code): its
+    trials run as Ray tasks two at a time, and it finds, shrinks and replays the same failing
+    schedule as the hunt here; trials past the first failing one are dropped."""
+    from .mutants import mutant_copy
+    from .test_sim_parity import EARLY_ACK
+
+    folders = _folders()
+    root = mutant_copy(tmp_path / "code", EARLY_ACK)
+    docs = {}
+    for where, extra in (("here", []), ("ray", ["--on", "ray", "-j", "2"])):
+        p = subprocess.run(CLI + ["hunt", "kill-primary", "--seed", "2", "--duration", "8", "--budget", "2",
+                                  "--shrink-budget", "1", "--no-confirm", "--out", str(tmp_path / where), "--json",
+                                  *extra], cwd=root, env={**_env(), **loopback_env(), "PYTHONPATH": str(root)},
+                           capture_output=True, text=True, timeout=600)
+        assert p.returncode == 1, p.stderr[-3000:]
+        docs[where] = json.loads(p.stdout)
+    here, on_ray = docs["here"], docs["ray"]
+    assert on_ray["found"]["seed"] == here["found"]["seed"] and on_ray["found"]["failed"] == here["found"]["failed"]
+    assert on_ray["trials"] == here["trials"] and on_ray["verdicts"] == here["verdicts"]
+    assert on_ray["shrunk"]["faults"] == here["shrunk"]["faults"] and on_ray["replayed"]["same_failure"] is True
+    assert not _ours_left(folders)

@@ -27,6 +27,11 @@ def add_parser(sub) -> None:
                    help="run the shrunk scenario on the real (process) backend too (default: yes when hunting on sim)")
     h.add_argument("--no-confirm", dest="confirm", action="store_false")
     h.add_argument("--json", action="store_true", help="print hunt.json instead of the summary")
+    h.add_argument("--on", metavar="ray[=ADDRESS]",
+                   help="run the search's schedules as Ray tasks, as many at a time as the cluster has CPUs: on the "
+                        "cluster at ADDRESS, or on a new local one bound to 127.0.0.1 with -j CPUs (the same "
+                        "schedule is found; the shrink runs here)")
+    h.add_argument("-j", "--jobs", type=int, default=2, help="--on ray without an address: the local cluster's CPUs")
     h.add_argument("--mutant", help="hunt on a temporary copy of the code with this bug zoo mutant applied "
                                     "(`pschaos selftest --list` names them): how fast the hunt finds and "
                                     "shrinks a known bug")
@@ -61,6 +66,7 @@ def hunt_mutant(args: argparse.Namespace) -> int:
     argv += ["--kinds", args.kinds] if args.kinds else []
     argv += [] if args.confirm is None else ["--confirm" if args.confirm else "--no-confirm"]
     argv += ["--json"] if args.json else []
+    argv += ["--on", args.on, "-j", str(args.jobs)] if getattr(args, "on", None) else []
     with tempfile.TemporaryDirectory(prefix=f"pschaos-hunt-{args.mutant}-") as tmp:
         root = mutant_copy(Path(tmp) / "code", zoo[args.mutant].patch)
         print(f"[hunt] mutant {args.mutant}: code copied to {root} with its patch applied", file=sys.stderr,
@@ -107,8 +113,27 @@ def hunt_main(args: argparse.Namespace) -> int:
         print(f"[hunt] {m}", file=sys.stderr, flush=True)
     say(f"{base.name}: up to {args.budget} schedule(s) of 1-{args.max_faults} fault(s) from {', '.join(kinds)} "
         f"on --backend {args.backend}, seed {args.seed} -> {out}")
-    res = hunt(base, space, args.budget, args.seed, out, run_in_process(args.backend), args.shrink_budget,
+    hunting = (base, space, args.budget, args.seed, out, run_in_process(args.backend), args.shrink_budget,
                args.duration, args.backend, run_in_process("process") if confirm else None, "process", say)
+    if getattr(args, "on", None):
+        from pschaos.harness.errors import HarnessError
+        from pschaos.harness.fanout.ray_runs import RayPool
+        from pschaos.harness.proof.hunt.on_ray import ray_batch
+        from pschaos.harness.proof.soak.soak import parse_on
+
+        on = parse_on(args.on)
+        if isinstance(on, str):
+            return bad(on)
+        if args.backend == "docker":
+            return bad("--on ray runs the sim and process backends: a docker run needs the engine and the image on "
+                       "every node; run it here without --on")
+        try:
+            with RayPool(on[1], max(1, args.jobs), args.backend, say) as pool:
+                res = hunt(*hunting, batch=ray_batch(pool), width=pool.width)
+        except HarnessError as e:
+            return bad(str(e))
+    else:
+        res = hunt(*hunting)
     doc = res.to_json()
     if args.json:
         print(json.dumps(doc, indent=2))

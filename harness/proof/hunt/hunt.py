@@ -146,29 +146,44 @@ class HuntResult:
                                  if t.verdict == "fail" and not t.failed]}
 
 
+Batch = Callable[[list[tuple[Scenario, int, Path]]], list[tuple[dict, "str | None", float]]]
+
+
 def hunt(base: Scenario, space: FaultSpace, budget: int, seed: int, out: Path, run: Run,
          shrink_budget: int = 40, duration_s: float = 18.0, backend: str = "sim",
          confirm: Run | None = None, confirm_backend: str = "process",
-         say: Callable[[str], None] = lambda m: None) -> HuntResult:
+         say: Callable[[str], None] = lambda m: None, batch: Batch | None = None, width: int = 1) -> HuntResult:
+    """`batch` (with `width`): the search's trials `width` at a time elsewhere (Ray: --on ray),
+    each (report, error, wall seconds); they are drawn and judged in index order as one at a
+    time would be, and trials run past the first failing one are dropped, so the hunt finds the
+    same schedule. The shrink and the replays run here, one at a time."""
     t0 = time.monotonic()
     res = HuntResult([])
     out.mkdir(parents=True, exist_ok=True)
-    for i in range(budget):
-        rng = random.Random(f"pschaos-hunt:{seed}:{i}")
-        faults = space.draw(rng)
-        run_seed = seed * 1000 + i
-        sc = hunt_scenario(base, faults, duration_s=duration_s)
-        t1 = time.monotonic()
-        rep, err = safe_run(run, sc, run_seed, out / "trials" / f"trial-{i}")
-        trial = Trial(i, run_seed, faults, rep.get("verdict", "unknown"), failed_checks(rep),
-                      round(time.monotonic() - t1, 1), err, unknown_checks(rep))
-        res.trials.append(trial)
-        say(f"trial {i + 1}/{budget} (seed {run_seed}, {len(faults)} fault(s): "
-            + ", ".join(f"{f.kind} {f.target} @{f.at.time}s" for f in faults)
-            + f"): {trial.verdict.upper()}" + (f" {trial.failed}" if trial.failed else "")
-            + (f" (run raised {err})" if err else "") + f" ({trial.wall_s:.0f}s)")
-        if trial.verdict == "fail" and trial.failed:
-            res.found = trial
+    width = max(1, width if batch is not None else 1)
+    for first in range(0, budget, width):
+        drawn = []
+        for i in range(first, min(budget, first + width)):
+            faults = space.draw(random.Random(f"pschaos-hunt:{seed}:{i}"))
+            drawn.append((i, seed * 1000 + i, faults, hunt_scenario(base, faults, duration_s=duration_s)))
+        if batch is None:
+            i, run_seed, faults, sc = drawn[0]
+            t1 = time.monotonic()
+            got = [(*safe_run(run, sc, run_seed, out / "trials" / f"trial-{i}"), time.monotonic() - t1)]
+        else:
+            got = batch([(sc, run_seed, out / "trials" / f"trial-{i}") for i, run_seed, _, sc in drawn])
+        for (i, run_seed, faults, _), (rep, err, wall) in zip(drawn, got):
+            trial = Trial(i, run_seed, faults, rep.get("verdict", "unknown"), failed_checks(rep), round(wall, 1), err,
+                          unknown_checks(rep))
+            res.trials.append(trial)
+            say(f"trial {i + 1}/{budget} (seed {run_seed}, {len(faults)} fault(s): "
+                + ", ".join(f"{f.kind} {f.target} @{f.at.time}s" for f in faults)
+                + f"): {trial.verdict.upper()}" + (f" {trial.failed}" if trial.failed else "")
+                + (f" (run raised {err})" if err else "") + f" ({trial.wall_s:.0f}s)")
+            if trial.verdict == "fail" and trial.failed:
+                res.found = trial
+                break
+        if res.found is not None:
             break
     res.find_s = time.monotonic() - t0
     if res.found is None:
