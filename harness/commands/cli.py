@@ -36,7 +36,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     if args.on is not None:
         from pschaos.harness.commands.doctor import doctor_on_ray
-        from pschaos.harness.proof.soak.soak import parse_on
+        from pschaos.harness.fanout.ray_runs import parse_on
 
         on = parse_on(args.on)
         if isinstance(on, str):

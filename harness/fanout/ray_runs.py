@@ -36,6 +36,18 @@ RUN_FILES = ("report.json", "summary.md", "report.html", "history.jsonl", "junit
              "lost-updates.jsonl")
 
 
+def parse_on(value: str | None) -> tuple[bool, str | None] | str:
+    """`--on ray` -> (True, None: a local cluster), `--on ray=ADDRESS` -> (True, ADDRESS), no
+    --on -> (False, None); anything else -> the error to print (exit 2)."""
+    if value is None:
+        return False, None
+    engine, _, address = value.partition("=")
+    if engine != "ray" or ("=" in value and not address) or address == "local":
+        return (f"--on {value}: only Ray is supported: --on ray (a local cluster on 127.0.0.1) or "
+                "--on ray=ADDRESS (e.g. --on ray=auto on a node of your cluster, or ray://HEAD:10001)")
+    return True, address or None
+
+
 def fresh(folder: Path) -> None:
     """A run's folder before its task: what an earlier run left there removed (its `run/` only
     when a run made it), so no old file stands beside the new result."""
@@ -129,6 +141,38 @@ class RayPool:
     @property
     def width(self) -> int:
         return self.placer.width
+
+    def map(self, fn: Callable[..., Any], calls: list[tuple], progress: Callable[[int, Any], None] = lambda i, r: None
+            ) -> list[Any]:
+        """fn(*call) for each call as a task of one CPU on a placed node, results in the calls'
+        order; `progress(index, result)` as each arrives. A task lost twice (its node or worker
+        died) raises HarnessError naming the call: a function's result has no unknown to stand
+        for it."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        ray = self.ray
+        task = ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(fn)
+        pending, running, out = list(enumerate(calls)), {}, [None] * len(calls)
+        try:
+            while pending or running:
+                while pending and (node := self.placer.take()) is not None:
+                    i, call = pending.pop(0)
+                    pinned = task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
+                    running[pinned.remote(*call)] = (i, node)
+                ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+                for ref in ready:
+                    i, node = running.pop(ref)
+                    self.placer.give(node)
+                    try:
+                        out[i] = ray.get(ref)
+                    except Exception as e:  # noqa: BLE001 - lost twice, or the function raised there
+                        raise HarnessError(f"--on ray: task {i + 1} of {len(calls)} ({calls[i]!r:.200}) failed: "
+                                           f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}") from None
+                    progress(i, out[i])
+        except BaseException:
+            cancel(ray, list(running))
+            raise
+        return out
 
     def run(self, jobs: list[tuple[int, int, str, str]], run_dir: Callable[[int, int], Path], timeout_s: float,
             make_result: Callable[..., Any], judge: Callable[[Any], Any],

@@ -311,3 +311,31 @@ def test_a_hunt_on_ray_finds_the_schedule_a_local_hunt_finds(tmp_path):
     assert on_ray["trials"] == here["trials"] and on_ray["verdicts"] == here["verdicts"]
     assert on_ray["shrunk"]["faults"] == here["shrunk"]["faults"] and on_ray["replayed"]["same_failure"] is True
     assert not _ours_left(folders)
+
+
+def test_a_sweep_on_ray_gives_the_runs_a_local_sweep_gives(tmp_path):
+    """`pschaos sim sweep --on ray`: each grid point's seeds run as Ray tasks on two nodes; every
+    run's figures (wall time aside) and the aggregate equal the local sweep's, the calibration
+    file travelling with the tasks."""
+    from pschaos.harness.backends.sim.calibration import DEFAULT_PATH
+    from pschaos.harness.backends.sim.scale.sweep import run_sweep
+
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text("name: tiny\nbase: {shards: 50, hours: 24, failures: none, server_mtbf: 'exp:20', "
+                    "server_repair: 'exp:1800', workers: 2}\ngrid: {copies: [2, 3]}\nseeds: 2\n"
+                    "plots: [{x: copies, y: p_shard_loss}]\n")
+    cal = tmp_path / "cal.json"
+    cal.write_text(Path(DEFAULT_PATH).read_text())
+    folders = _folders()
+    assert run_sweep(spec, tmp_path / "here", 2, str(cal)) == 0
+    with LocalRay(nodes=2, cpus=1, connect=False) as cluster:
+        assert run_sweep(spec, tmp_path / "ray", 2, str(cal), (True, cluster.address)) == 0
+
+    def runs(d: Path) -> dict:
+        drop = ("wall_s", "worker_steps_per_wall_s", "max_rss_mb", "cal_path")
+        return {p.name: {k: v for k, v in json.loads(p.read_text()).items() if k not in drop}
+                for p in sorted((d / "runs").glob("*.json"))}
+    assert runs(tmp_path / "ray") == runs(tmp_path / "here") and len(runs(tmp_path / "here")) == 4
+    rows = [json.loads((tmp_path / d / "sweep.json").read_text())["rows"] for d in ("here", "ray")]
+    assert rows[0] == rows[1]
+    assert not _ours_left(folders)

@@ -119,7 +119,7 @@ def hunt_main(args: argparse.Namespace) -> int:
         from pschaos.harness.errors import HarnessError
         from pschaos.harness.fanout.ray_runs import RayPool
         from pschaos.harness.proof.hunt.on_ray import ray_batch
-        from pschaos.harness.proof.soak.soak import parse_on
+        from pschaos.harness.fanout.ray_runs import parse_on
 
         on = parse_on(args.on)
         if isinstance(on, str):

@@ -28,6 +28,7 @@ from pschaos.reports.totals import figure, total, unknown_total, without
 
 from pschaos.harness.run.metrics import failover_stats
 from pschaos.harness.proof.soak.fork import CLI_MODULE, ForkedRun
+from pschaos.harness.fanout.ray_runs import parse_on  # noqa: F401 - soak's --on, and its users
 from pschaos.harness.machinery.procs import interrupt_group
 from pschaos.harness.machinery.tools import CHECKOUT, REPO
 from pschaos.harness.run import library
@@ -129,18 +130,6 @@ def _count_line(c: dict, what: str, seeds_label: str, seeds_with: str) -> str:
 def _brief(r: RunResult) -> dict:
     return {"seed": r.seed, "repeat": r.repeat, "dir": str(r.dir), "reason": r.reason,
             "rerun": (r.report or {}).get("rerun"), **({"ray_node": r.where} if r.where else {})}
-
-
-def parse_on(value: str | None) -> tuple[bool, str | None] | str:
-    """`--on ray` -> (True, None: a local cluster), `--on ray=ADDRESS` -> (True, ADDRESS), no
-    --on -> (False, None); anything else -> the error to print (exit 2)."""
-    if value is None:
-        return False, None
-    engine, _, address = value.partition("=")
-    if engine != "ray" or ("=" in value and not address) or address == "local":
-        return (f"--on {value}: only Ray is supported: --on ray (a local cluster on 127.0.0.1) or "
-                "--on ray=ADDRESS (e.g. --on ray=auto on a node of your cluster, or ray://HEAD:10001)")
-    return True, address or None
 
 
 def exit_code(agg: dict) -> int:

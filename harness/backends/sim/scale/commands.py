@@ -48,6 +48,9 @@ def add_parsers(smsub) -> None:
     sw.add_argument("--out", required=True, help="folder for runs/, sweep.json and report.html")
     sw.add_argument("-j", "--jobs", type=int, default=0, help="parallel runs (default: one per core)")
     sw.add_argument("--calibration", help="calibration file (default: the committed one)")
+    sw.add_argument("--on", metavar="ray[=ADDRESS]",
+                    help="run each grid point's seeds as Ray tasks: on the cluster at ADDRESS, or on a new local one "
+                         "bound to 127.0.0.1 with -j CPUs (pip install 'pschaos[ray]')")
 
 
 def _calibration(path: str | None):
@@ -91,4 +94,13 @@ def scale_main(args: argparse.Namespace) -> int:
 
 def sweep_main(args: argparse.Namespace) -> int:
     from pschaos.harness.backends.sim.scale.sweep import run_sweep
-    return run_sweep(Path(args.spec), Path(args.out), args.jobs, args.calibration)
+
+    from pschaos.harness.fanout.ray_runs import parse_on
+
+    on = parse_on(getattr(args, "on", None))
+    if isinstance(on, str):
+        print(f"pschaos sim sweep: {on}", file=sys.stderr)
+        return 2
+    if on[0] and args.jobs <= 0:
+        args.jobs = 2            # a local cluster's CPUs
+    return run_sweep(Path(args.spec), Path(args.out), args.jobs, args.calibration, on)

@@ -191,7 +191,22 @@ def _maybe_number(v: Any) -> float | None:
         return None
 
 
-def run_sweep(spec_path: Path, out: Path, jobs: int, cal_path: str | None) -> int:
+def _one_sent(settings: dict, cal_text: str | None) -> dict:
+    """_one on a Ray node: the calibration travels as text (the driver's file is not there)."""
+    import tempfile
+
+    if cal_text is None:
+        return _one(settings, None)
+    with tempfile.TemporaryDirectory(prefix="pschaos-sweep-cal-") as tmp:
+        path = Path(tmp) / "calibration.json"
+        path.write_text(cal_text)
+        return _one(settings, str(path))
+
+
+def run_sweep(spec_path: Path, out: Path, jobs: int, cal_path: str | None, on: tuple[bool, str | None] = (False, None)
+              ) -> int:
+    """The grid's runs `jobs` at a time here, or as Ray tasks (`on`: (True, ADDRESS or None for a
+    local cluster of `jobs` CPUs)); the same settings and seeds give the same runs either way."""
     spec = load(spec_path)
     jobs = jobs or os.cpu_count() or 1
     (out / "runs").mkdir(parents=True, exist_ok=True)
@@ -200,16 +215,27 @@ def run_sweep(spec_path: Path, out: Path, jobs: int, cal_path: str | None) -> in
     t0, runs = time.monotonic(), []
     say = (lambda m: print(m, file=sys.stderr, flush=True))
     say(f"sweep {spec['name']}: {len(todo)} runs ({len(spec['points'])} points x {len(spec['seeds'])} seeds), "
-        f"{jobs} at a time")
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        futs = {pool.submit(_one, settings, cal_path): (settings, k, i) for settings, k, i in todo}
-        for n, fut in enumerate(as_completed(futs), 1):
-            settings, k, i = futs[fut]
-            res = fut.result()
-            res["settings"], res["point_index"] = settings, i
-            (out / "runs" / f"{k:04d}.json").write_text(json.dumps(res) + "\n")
-            runs.append(res)
-            say(f"  [{n}/{len(todo)}] {settings} -> {res['wall_s']} s wall, {res['failovers']} failovers")
+        + ("as Ray tasks" if on[0] else f"{jobs} at a time"))
+
+    def took(n: int, settings: dict, k: int, i: int, res: dict) -> None:
+        res["settings"], res["point_index"] = settings, i
+        (out / "runs" / f"{k:04d}.json").write_text(json.dumps(res) + "\n")
+        runs.append(res)
+        say(f"  [{n}/{len(todo)}] {settings} -> {res['wall_s']} s wall, {res['failovers']} failovers")
+    if on[0]:
+        from pschaos.harness.fanout.ray_runs import RayPool
+
+        cal_text = Path(cal_path).read_text() if cal_path else None
+        with RayPool(on[1], jobs, "sim", say) as ray_pool:
+            ray_pool.map(_one_sent, [(settings, cal_text) for settings, _, _ in todo],
+                         lambda j, res: took(len(runs) + 1, todo[j][0], todo[j][1], todo[j][2], res))
+    else:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            futs = {pool.submit(_one, settings, cal_path): (settings, k, i) for settings, k, i in todo}
+            for n, fut in enumerate(as_completed(futs), 1):
+                settings, k, i = futs[fut]
+                took(n, settings, k, i, fut.result())
+    runs.sort(key=lambda r: (r["point_index"], r["settings"].get("seed", 0)))
     agg = aggregate(spec, runs)
     agg["wall_s"] = round(time.monotonic() - t0, 2)
     (out / "sweep.json").write_text(json.dumps(agg, indent=2) + "\n")
