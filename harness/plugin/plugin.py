@@ -29,6 +29,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                 help="backend that runs scenarios (default: process)")
     g.addoption("--pschaos-seed", type=int, default=1, help="seed of every scenario run (default: 1)")
     g.addoption("--pschaos-out", default="out/pytest", help="where runs write reports (default: out/pytest)")
+    g.addoption("--pschaos-on", default=None, metavar="ray[=ADDRESS]",
+                help="run each scenario item as a Ray task: on the cluster at ADDRESS, or on a local one on 127.0.0.1 "
+                     "(pip install 'pschaos[ray]'); its report comes back into --pschaos-out")
     g.addoption("--pschaos-fresh-baselines", action="store_true",
                 help="every run that compares with a fault-free run makes its own (by default scenarios that "
                      "ask for the same one in a session share it: same scenario less its faults, seed, backend)")
@@ -50,6 +53,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if config.getoption("pschaos_on", None):
+        from pschaos.harness.plugin.on_ray import close
+
+        close(config)
     root = getattr(config, SHARED_KEY, None)
     if root and not hasattr(config, "workerinput"):
         from pschaos.harness.run.shared_runs import close_session
@@ -122,13 +129,19 @@ class ScenarioItem(pytest.Item):
         if cannot:                           # pschaos run refuses them by name (exit 2 on docker, unknown on sim)
             pytest.skip(f"{sc.name}: fault kinds {', '.join(cannot)} are not faults of the {backend} backend's "
                         "disks; run it with --pschaos-backend process")
-        if disk and backend == "process" and disk_missing():
+        on_ray = cfg.getoption("pschaos_on")
+        if disk and backend == "process" and disk_missing() and not on_ray:      # a node may have it: it says
             pytest.skip(f"{sc.name}: fault kinds {', '.join(disk)} need the power-loss disk: {disk_missing()}")
         try:       # another system's adapter runs where it can (redis-sentinel and etcd: processes)
             system_named(sc.system).backend_factory(backend)
         except HarnessError as e:
             pytest.skip(f"{sc.name}: {e}")
-        rep = Runner(sc, seed, out_dir(cfg, sc.name, seed), backend, quiet=True, shared=baselines(cfg)).run()
+        if on_ray:
+            from pschaos.harness.plugin.on_ray import run_on_ray
+
+            rep = run_on_ray(cfg, sc, seed, backend, out_dir(cfg, sc.name, seed))
+        else:
+            rep = Runner(sc, seed, out_dir(cfg, sc.name, seed), backend, quiet=True, shared=baselines(cfg)).run()
         self.user_properties.append(("report", str(out_dir(cfg, sc.name, seed) / "report.json")))
         cfg.hook.pytest_pschaos_report(report=rep, item=self)
         if not as_expected(sc, rep):

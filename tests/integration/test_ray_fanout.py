@@ -339,3 +339,23 @@ def test_a_sweep_on_ray_gives_the_runs_a_local_sweep_gives(tmp_path):
     rows = [json.loads((tmp_path / d / "sweep.json").read_text())["rows"] for d in ("here", "ray")]
     assert rows[0] == rows[1]
     assert not _ours_left(folders)
+
+
+def test_pytest_sends_library_scenarios_to_ray_and_judges_them_as_here(tmp_path):
+    """`pytest --pschaos-on ray=ADDRESS`: two library scenarios run as Ray tasks on the twin; each
+    item's report comes back into --pschaos-out and is judged as a run here (same metrics)."""
+    folders = _folders()
+    items = [str(REPO / "scenarios" / f"{n}.yaml") for n in ("kill-primary", "pause-primary")]
+    with LocalRay(nodes=2, cpus=1, connect=False) as cluster:
+        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *items,
+                            "--pschaos-backend", "sim", "--pschaos-on", f"ray={cluster.address}",
+                            "--pschaos-out", str(tmp_path / "ray")], capture_output=True, text=True, timeout=600,
+                           cwd=REPO, env={**_env(), **loopback_env()})
+    assert p.returncode == 0 and "2 passed" in p.stdout, p.stdout[-3000:] + p.stderr[-2000:]
+    for n in ("kill-primary", "pause-primary"):
+        ours = json.loads((tmp_path / "ray" / f"{n}-1" / "report.json").read_text())
+        here = tmp_path / "here" / n
+        subprocess.run(CLI + ["run", n, "--backend", "sim", "--seed", "1", "--out", str(here), "--quiet"],
+                       capture_output=True, timeout=300, cwd=REPO)
+        assert ours["metrics"] == json.loads((here / "report.json").read_text())["metrics"] and ours["ray_node"]
+    assert not _ours_left(folders)
