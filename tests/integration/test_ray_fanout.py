@@ -359,3 +359,23 @@ def test_pytest_sends_library_scenarios_to_ray_and_judges_them_as_here(tmp_path)
                        capture_output=True, timeout=300, cwd=REPO)
         assert ours["metrics"] == json.loads((here / "report.json").read_text())["metrics"] and ours["ray_node"]
     assert not _ours_left(folders)
+
+
+@pytest.mark.timeout(600)
+def test_selftest_on_ray_kills_what_the_local_selftest_kills(tmp_path):
+    """`pschaos selftest --on ray`: the baseline and two mutants' runs as Ray tasks on two nodes,
+    each node making the mutant's copy itself; the verdicts per mutant equal the local selftest's."""
+    folders = _folders()
+    args = ["selftest", "--backend", "sim", "--mutants", "sync-early-ack,delta-get-and-clear", "--scenarios",
+            "kill-primary", "--min-score", "0", "--json"]
+    here = subprocess.run(CLI + args + ["--out", str(tmp_path / "here")], capture_output=True, text=True,
+                          timeout=600, cwd=REPO)
+    with LocalRay(nodes=2, cpus=1, connect=False) as cluster:
+        there = subprocess.run(CLI + args + ["--out", str(tmp_path / "ray"), "--on", f"ray={cluster.address}"],
+                               capture_output=True, text=True, timeout=600, cwd=REPO, env={**_env(), **loopback_env()})
+    assert here.returncode == there.returncode == 0, there.stderr[-3000:]
+    a, b = json.loads(here.stdout), json.loads(there.stdout)
+    verdicts = [{m["name"]: m["status"] for m in d["mutants"]} for d in (a, b)]
+    assert verdicts[0] == verdicts[1] and set(verdicts[0].values()) == {"killed"}, verdicts
+    assert a["baseline"]["verdict"] == b["baseline"]["verdict"] == "pass"
+    assert "as Ray tasks" in there.stderr and not _ours_left(folders)

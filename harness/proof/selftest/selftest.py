@@ -23,6 +23,8 @@ the chosen ones lack (flapping-primary, loss-5, bandwidth, scale-out, nemesis-so
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import signal
 import sys
@@ -30,9 +32,11 @@ import tempfile
 import time
 from collections import deque
 from pathlib import Path
+from typing import Callable, Iterator
 
 from pschaos.harness.proof.selftest.mutation import Mutant, load_zoo, mutant_copy, patch_problems
 from pschaos.harness.proof.selftest.score import MutantResult, RunOutcome, baseline_verdict, exit_code, report, text, write
+from pschaos.harness.errors import HarnessError
 from pschaos.harness.machinery.tools import REPO
 from pschaos.harness.run import library
 
@@ -81,6 +85,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                                                  "(default 0.9)")
     st.add_argument("--out", help="run folders and selftest.json (default out/selftest-<backend>)")
     st.add_argument("--list", action="store_true", help="list the zoo's mutants and exit")
+    st.add_argument("--on", metavar="ray[=ADDRESS]",
+                    help="run every run as a Ray task (each node makes the mutant's copy of its own pschaos): on the "
+                         "cluster at ADDRESS, or on a new local one bound to 127.0.0.1 with -j CPUs")
     st.add_argument("--zoo", help="a zoo of your own: a Python file whose MUTANTS lists Mutant objects "
                                   "(default: the built-in zoo, tests/zoo/registry.py of a source checkout)")
     st.set_defaults(fn=selftest)
@@ -129,7 +136,7 @@ def _progress(msg: str) -> None:
 
 
 def run_baseline(suite: list[str], seeds: list[int], backend: str, out: Path, par: int,
-                 timeout: float) -> tuple[list[RunOutcome], int]:
+                 timeout: float, runner: Callable | None = None) -> tuple[list[RunOutcome], int]:
     """The suite on the unmodified code, stopping at the first run that does not pass."""
     from pschaos.harness.proof.selftest.exec import Task, run_queues
 
@@ -143,19 +150,20 @@ def run_baseline(suite: list[str], seeds: list[int], backend: str, out: Path, pa
                   + (f": {o.reason}" if o.verdict != "pass" else ""))
         return None if o.verdict == "pass" else "all"
 
-    run_queues({None: tasks}, par, backend, timeout, seen)
+    (runner or run_queues)({None: tasks}, par, backend, timeout, seen)
     return done, planned
 
 
 def run_mutants(mutants: list[Mutant], suite: list[str], seeds: list[int], backend: str, out: Path,
-                tmp: Path, par: int, timeout: float) -> list[MutantResult]:
-    """Every mutant's copy and queue; a queue ends at its first failing run."""
+                tmp: Path, par: int, timeout: float, runner: Callable | None = None) -> list[MutantResult]:
+    """Every mutant's copy and queue; a queue ends at its first failing run. With a `runner` of
+    Ray's, each node makes the mutant's copy itself (on_ray.py): none is made here."""
     from pschaos.harness.proof.selftest.exec import Task, run_queues
 
     results = {m.name: MutantResult(m.name, m.description, m.models, m.checker, m.sim) for m in mutants}
     queues: dict[str | None, deque[Task]] = {}
     for m in mutants:
-        root = mutant_copy(tmp / m.name, m.patch)
+        root = REPO if runner is not None else mutant_copy(tmp / m.name, m.patch)
         queues[m.name] = deque(Task(m.name, s, seed, root, out / m.name / f"{s}-s{seed}")
                                for s, seed in order(m, suite, seeds))
     t0 = time.monotonic()
@@ -170,7 +178,7 @@ def run_mutants(mutants: list[Mutant], suite: list[str], seeds: list[int], backe
                   + f"  [{time.monotonic() - t0:.0f} s]")
         return "queue" if o.verdict == "fail" else None
 
-    run_queues(queues, par, backend, timeout, seen)
+    (runner or run_queues)(queues, par, backend, timeout, seen)
     return [results[m.name] for m in mutants]
 
 
@@ -194,24 +202,50 @@ def selftest(args: argparse.Namespace) -> int:
         return 2
     seeds = list(range(1, args.seeds + 1))
     out = (Path(args.out) if args.out else Path("out") / f"selftest-{args.backend}").resolve()
+    from pschaos.harness.fanout.ray_runs import parse_on
+
+    on = parse_on(getattr(args, "on", None))
+    if isinstance(on, str):
+        print(f"pschaos selftest: {on}", file=sys.stderr)
+        return 2
     t0 = time.monotonic()
     old_term = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        _progress(f"baseline: the unmodified code on {len(suite)} scenario(s) x {len(seeds)} seed(s), "
-                  f"{args.par} at a time, --backend {args.backend} -> {out}")
-        baseline, planned = run_baseline(suite, seeds, args.backend, out, args.par, args.timeout)
-        results: list[MutantResult] = []
-        if baseline_verdict(baseline, planned) == "pass":
-            _progress(f"baseline passed; {len(mutants)} mutant(s) next")
-            with tempfile.TemporaryDirectory(prefix="pschaos-selftest-") as tmp:
-                results = run_mutants(mutants, suite, seeds, args.backend, out, Path(tmp), args.par,
-                                      args.timeout)
+        with _pool(on, args) as runner:
+            _progress(f"baseline: the unmodified code on {len(suite)} scenario(s) x {len(seeds)} seed(s), "
+                      + ("as Ray tasks" if runner else f"{args.par} at a time")
+                      + f", --backend {args.backend} -> {out}")
+            baseline, planned = run_baseline(suite, seeds, args.backend, out, args.par, args.timeout, runner)
+            results: list[MutantResult] = []
+            if baseline_verdict(baseline, planned) == "pass":
+                _progress(f"baseline passed; {len(mutants)} mutant(s) next")
+                with tempfile.TemporaryDirectory(prefix="pschaos-selftest-") as tmp:
+                    results = run_mutants(mutants, suite, seeds, args.backend, out, Path(tmp), args.par,
+                                          args.timeout, runner)
         rep = report(args.backend, suite, seeds, baseline, planned, results, time.monotonic() - t0)
+    except HarnessError as e:
+        print(f"pschaos selftest: {e}", file=sys.stderr)
+        return 2
     finally:
         signal.signal(signal.SIGTERM, old_term)
     path = write(rep, out)
     print(json.dumps(rep, default=str) if args.json else text(rep) + f"\n  -> {path}")
     return exit_code(rep, args.min_score)
+
+
+@contextlib.contextmanager
+def _pool(on: tuple[bool, str | None], args: argparse.Namespace) -> Iterator[Callable | None]:
+    """None (runs here, exec.run_queues), or Ray's runner over a pool held for the whole selftest."""
+    if not on[0]:
+        yield None
+        return
+    from pschaos.harness.fanout.ray_runs import RayPool
+    from pschaos.harness.proof.selftest.on_ray import run_queues_on_ray
+
+    zoo = load_zoo(Path(args.zoo)) if args.zoo else load_zoo()
+    patches = {None: None, **{m.name: m.patch for m in zoo}}
+    with RayPool(on[1], max(1, args.par), args.backend, _progress) as pool:
+        yield functools.partial(run_queues_on_ray, pool, patches)
 
 
 def _interrupt(signum: int, frame: object) -> None:

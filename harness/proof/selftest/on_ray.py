@@ -1,0 +1,98 @@
+"""`pschaos selftest --on ray`: the baseline's and the mutants' runs as Ray tasks.
+
+Each run is one task (harness/fanout/ray_runs.py RayPool: placed on a node that lacks nothing for
+the backend), which makes the mutant's copy on its node from that node's own pschaos and the
+mutant's patch (mutation.py mutant_copy: a checkout or an installed package alike), runs the
+scenario there with that copy first on its path, and sends the run's files back into the run's
+folder here. The queues keep exec.py's rules: while several mutants have work each has at most
+one run in flight, and a queue whose verdict is known is dropped and its runs cancelled (SIGINT:
+their clusters tear down). A task lost twice, or one that brought no report back, is unknown.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable
+
+from pschaos.harness.proof.selftest.exec import Task, judge
+from pschaos.harness.proof.selftest.score import RunOutcome
+from pschaos.harness.run import library
+
+
+def run_patched(patch: dict | None, name: str, text: str, seed: int, backend: str, timeout_s: float) -> dict:
+    """On a node: the run, on this node's pschaos, or on a copy of it with `patch` applied."""
+    from pschaos.harness.fanout.task import run_on_node
+    from pschaos.harness.machinery.tools import CHECKOUT, REPO
+    from pschaos.harness.proof.selftest.mutation import mutant_copy
+
+    if not patch:
+        return run_on_node(name, text, seed, backend, timeout_s, str(REPO) if CHECKOUT else "")
+    with tempfile.TemporaryDirectory(prefix="pschaos-selftest-node-") as tmp:
+        root = mutant_copy(Path(tmp) / "code", patch)
+        return run_on_node(name, text, seed, backend, timeout_s, str(root))
+
+
+class _Flight:
+    def __init__(self, task: Task, node: str) -> None:
+        self.task, self.node, self.t0 = task, node, time.monotonic()
+
+
+def run_queues_on_ray(pool: Any, patches: dict[str | None, dict | None], queues: dict[str | None, deque[Task]],
+                      par: int, backend: str, timeout_s: float,
+                      on_outcome: Callable[[RunOutcome], str | None]) -> None:
+    """exec.run_queues' contract, each run a task on `pool` (`par` is the pool's width here)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from pschaos.harness.fanout.ray_runs import cancel, fresh
+    from pschaos.harness.proof.selftest.exec import _next
+
+    ray = pool.ray
+    remote = ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(run_patched)
+    running: dict[Any, _Flight] = {}
+    try:
+        while running or any(queues.values()):
+            while (task := _next(queues, list(running.values()))) is not None:
+                node = pool.placer.take()
+                if node is None:
+                    queues[task.key].appendleft(task)
+                    break
+                fresh(task.dir)
+                text = library.path_of(task.scenario).read_text()
+                ref = remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(
+                    patches.get(task.key), task.scenario, text, task.seed, backend, timeout_s)
+                running[ref] = _Flight(task, node)
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0) if running else ([], [])
+            for ref in ready:
+                f = running.pop(ref, None)
+                if f is None:
+                    continue
+                pool.placer.give(f.node)
+                decided = on_outcome(_outcome(ray, ref, f))
+                if decided in ("queue", "all"):
+                    for key in ([f.task.key] if decided == "queue" else list(queues)):
+                        queues.get(key, deque()).clear()
+                    siblings = [r for r, s in running.items() if decided == "all" or s.task.key == f.task.key]
+                    cancel(ray, siblings)
+                    for r in siblings:
+                        pool.placer.give(running.pop(r).node)
+    except BaseException:
+        cancel(ray, list(running))
+        raise
+
+
+def _outcome(ray: Any, ref: Any, f: _Flight) -> RunOutcome:
+    """A finished task's run judged as exec.judge judges a local one."""
+    from pschaos.harness.fanout.ray_runs import unpack
+
+    wall = time.monotonic() - f.t0
+    try:
+        res = ray.get(ref)
+    except Exception as e:  # noqa: BLE001 - lost twice, or the task failed on its node
+        o = judge(f.task, None, wall, False)
+        o.reason = f"the Ray task failed ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]})"
+        return o
+    unpack(res, f.task.dir, f"pschaos run {f.task.scenario} --seed {f.task.seed}")
+    (f.task.dir / "selftest-run.log").write_text(res.get("log_tail", ""))
+    return judge(f.task, res.get("rc"), float(res.get("wall_s", wall)), bool(res.get("timed_out")))
