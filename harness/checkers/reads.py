@@ -143,8 +143,9 @@ def _undone(pulls: list[tuple[float, dict]], promotes: list[tuple[float, dict]],
 
 def monotone_reads(history: list[dict], ctx: dict) -> Verdict:
     """Per worker and shard, each pull reads a state at least as new as the one before: the epoch
-    never goes back, nor the seq within an epoch. A read of state that a failover later undid is
-    reported, a row read (`pull-rows`) as a dense one; in sync mode (reads wait for replication)
+    never goes back, nor the seq within an epoch (dense pulls: a worker's row pulls run beside
+    them, so their replies' order is not its reads' order). A read of state that a failover later
+    undid is reported, a row read's (`pull-rows`) too; in sync mode (reads wait for replication)
     it fails the check."""
     pulls = [(e["t"], e["value"]) for e in by_f(history, "pull", "ok")]
     if not pulls:

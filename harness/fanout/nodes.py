@@ -48,12 +48,14 @@ def survey(ray: Any, timeout_s: float = SURVEY_TIMEOUT_S) -> list[dict]:
     task = ray.remote(num_cpus=0, max_retries=0)(node_report)
     refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
             for n in alive]
+    if refs:
+        ray.wait(refs, num_returns=len(refs), timeout=timeout_s)      # one bound for them all
     out = []
     for n, ref in zip(alive, refs):
         cpus = int(n.get("Resources", {}).get("CPU", 0))
         try:
-            rep = ray.get(ref, timeout=timeout_s)
-        except Exception as e:  # noqa: BLE001 - a node that cannot answer places nothing
+            rep = ray.get(ref, timeout=0.1)
+        except Exception as e:  # noqa: BLE001 - a node that cannot answer (in time) places nothing
             rep = {"node": n["NodeID"], "host": n.get("NodeManagerHostname", "?"), "version": None, "rows": [],
                    "lacks": {"sim": [f"no answer ({type(e).__name__})"], "process": [f"no answer ({type(e).__name__})"]}}
         out.append({**rep, "node": n["NodeID"], "cpus": cpus})
@@ -98,4 +100,10 @@ class Placer:
         return node
 
     def give(self, node: str) -> None:
-        self.busy[node] = max(0, self.busy[node] - 1)
+        if node in self.busy:
+            self.busy[node] = max(0, self.busy[node] - 1)
+
+    def drop(self, node: str) -> None:
+        """A node that died: no more runs go there."""
+        self.slots.pop(node, None)
+        self.busy.pop(node, None)

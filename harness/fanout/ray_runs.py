@@ -142,36 +142,71 @@ class RayPool:
     def width(self) -> int:
         return self.placer.width
 
-    def map(self, fn: Callable[..., Any], calls: list[tuple], progress: Callable[[int, Any], None] = lambda i, r: None
-            ) -> list[Any]:
-        """fn(*call) for each call as a task of one CPU on a placed node, results in the calls'
-        order; `progress(index, result)` as each arrives. A task lost twice (its node or worker
-        died) raises HarnessError naming the call: a function's result has no unknown to stand
-        for it."""
+    def _drive(self, fn: Callable[..., Any], items: list, args: Callable[[Any], tuple],
+               finish: Callable[[Any, Any, int, int], None], prepare: Callable[[Any], None] = lambda item: None) -> None:
+        """Each item as a task of `fn(*args(item))`, pinned to a placed node with a free CPU;
+        `finish(item, ref, in_flight, queued)` as each ends. A task whose
+        node died is placed again once on another node (Ray's own retry is pinned to the dead
+        one), its node dropped from the placement; cancelled on any exception (Ctrl-C, a
+        timeout) and its CPU given back."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         ray = self.ray
         task = ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(fn)
-        pending, running, out = list(enumerate(calls)), {}, [None] * len(calls)
+        pending, running, moved = list(items), {}, set()
         try:
             while pending or running:
                 while pending and (node := self.placer.take()) is not None:
-                    i, call = pending.pop(0)
+                    item = pending.pop(0)
+                    prepare(item)
                     pinned = task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
-                    running[pinned.remote(*call)] = (i, node)
+                    running[pinned.remote(*args(item))] = (item, node)
+                if not running:
+                    raise HarnessError(f"--on ray: {len(pending)} run(s) left and no node to place them on: every "
+                                       "node that could run them is gone")
                 ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
                 for ref in ready:
-                    i, node = running.pop(ref)
+                    item, node = running.pop(ref)
                     self.placer.give(node)
-                    try:
-                        out[i] = ray.get(ref)
-                    except Exception as e:  # noqa: BLE001 - lost twice, or the function raised there
-                        raise HarnessError(f"--on ray: task {i + 1} of {len(calls)} ({calls[i]!r:.200}) failed: "
-                                           f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}") from None
-                    progress(i, out[i])
+                    if id(item) not in moved and self._lost(ref, node):
+                        moved.add(id(item))
+                        self.placer.drop(node)
+                        self.progress(f"node {node[:12]} is gone: its run goes to another node")
+                        pending.insert(0, item)
+                        continue
+                    finish(item, ref, len(running), len(pending))
         except BaseException:
             cancel(ray, list(running))
+            for _, node in running.values():
+                self.placer.give(node)
             raise
+
+    def _lost(self, ref: Any, node: str) -> bool:
+        """The task failed and its node is no longer alive."""
+        try:
+            self.ray.get(ref, timeout=0)
+            return False
+        except Exception:  # noqa: BLE001 - any failure: was it the node?
+            try:
+                return not any(n["NodeID"] == node and n.get("Alive") for n in self.ray.nodes())
+            except Exception:  # noqa: BLE001 - no answer about the node: the task's own failure stands
+                return False
+
+    def map(self, fn: Callable[..., Any], calls: list[tuple], progress: Callable[[int, Any], None] = lambda i, r: None
+            ) -> list[Any]:
+        """fn(*call) for each call as a task of one CPU on a placed node, results in the calls'
+        order; `progress(index, result)` as each arrives. A task that failed twice raises
+        HarnessError naming the call: a function's result has no unknown to stand for it."""
+        out: list[Any] = [None] * len(calls)
+
+        def finish(i: int, ref: Any, in_flight: int, queued: int) -> None:
+            try:
+                out[i] = self.ray.get(ref)
+            except Exception as e:  # noqa: BLE001 - lost twice, or the function raised there
+                raise HarnessError(f"--on ray: task {i + 1} of {len(calls)} ({calls[i]!r:.200}) failed: "
+                                   f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]}") from None
+            progress(i, out[i])
+        self._drive(fn, list(range(len(calls))), lambda i: calls[i], finish)
         return out
 
     def run(self, jobs: list[tuple[int, int, str, str]], run_dir: Callable[[int, int], Path], timeout_s: float,
@@ -179,32 +214,18 @@ class RayPool:
             command: Callable[[int, Path], str] = lambda s, d: "") -> list:
         """Each job (seed, k, scenario name, scenario text) as a task; each result judged as it
         arrives (`judge`, on a `make_result(seed, k, dir)`), in the order they arrive."""
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        ray = self.ray
-        task = ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(run_on_node)
         pythonpath = str(REPO) if CHECKOUT else ""
-        pending, running, done = list(jobs), {}, []
-        try:
-            while pending or running:
-                while pending and (node := self.placer.take()) is not None:
-                    seed, k, name, text = pending.pop(0)
-                    d = run_dir(seed, k)
-                    fresh(d)
-                    pinned = task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
-                    running[pinned.remote(name, text, seed, self.backend, timeout_s, pythonpath)] = (seed, k, d, node)
-                ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
-                for ref in ready:
-                    seed, k, d, node = running.pop(ref)
-                    self.placer.give(node)
-                    done.append(judge(_result(ray, ref, make_result(seed, k, d), self.mine, command(seed, d))))
-                    r = done[-1]
-                    self.progress(f"{len(done)}/{len(jobs)} done, {len(running)} in flight, {len(pending)} queued: "
-                                  f"seed={seed} {r.verdict.upper()} ({r.wall_s:.0f} s)"
-                                  + (f": {r.reason}" if r.reason and r.verdict != "pass" else ""))
-        except KeyboardInterrupt:
-            cancel(ray, list(running))
-            raise
+        done: list = []
+
+        def finish(job: tuple, ref: Any, in_flight: int, queued: int) -> None:
+            seed, k, _, _ = job
+            d = run_dir(seed, k)
+            done.append(judge(_result(self.ray, ref, make_result(seed, k, d), self.mine, command(seed, d))))
+            r = done[-1]
+            self.progress(f"{len(done)}/{len(jobs)} done, {in_flight} in flight, {queued} queued: seed={seed} "
+                          f"{r.verdict.upper()} ({r.wall_s:.0f} s)" + (f": {r.reason}" if r.reason and r.verdict != "pass" else ""))
+        self._drive(run_on_node, list(jobs), lambda j: (j[2], j[3], j[0], self.backend, timeout_s, pythonpath), finish,
+                    prepare=lambda j: fresh(run_dir(j[0], j[1])))
         return done
 
 

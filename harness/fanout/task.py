@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import base64
 import ctypes
+import functools
+import hashlib
 import io
 import os
 import signal
@@ -60,14 +62,37 @@ def pack(folder: Path, everything: bool) -> dict[str, str]:
     return {"run.tar.gz": base64.b64encode(buf.getvalue()).decode()}
 
 
-def version() -> str:
+CODE_DIRS = ("pschaos", "harness", "psnodes", "netfaults", "diskfaults", "reports")
+
+
+@functools.lru_cache(maxsize=8)
+def code_digest(root: str) -> str:
+    """A digest of the Python code under `root` (a checkout, or the folder that holds an installed
+    pschaos): two trees that judge a seed alike have the same one, whatever their metadata says."""
+    h = hashlib.sha256()
+    base = Path(root)
+    installed = (base / "pschaos" / "harness").is_dir()         # a wheel: everything inside pschaos/
+    for d in ("pschaos",) if installed else CODE_DIRS:
+        for f in sorted((base / d).rglob("*.py")) if (base / d).is_dir() else ():
+            if "__pycache__" not in f.parts:
+                h.update(str(f.relative_to(base)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
+
+
+def version(root: str = "") -> str:
+    """pschaos' version and the digest of its code (`root`: a tree a run will import; default the
+    one this process imported): the package metadata alone is the same for every commit and
+    every mutant copy."""
     import pschaos
-    return str(pschaos.__version__)
+
+    here = root or os.path.dirname(os.path.dirname(os.path.abspath(pschaos.__file__)))
+    return f"{pschaos.__version__}+{code_digest(here)}"
 
 
 def run_on_node(name: str, text: str, seed: int, backend: str, timeout_s: float, pythonpath: str = "") -> dict:
     """The body of one task (the tests call it directly too): one `pschaos run` on this node."""
-    where = {"node": "", "host": socket.gethostname(), "version": version()}
+    where = {"node": "", "host": socket.gethostname(),
+             "version": version(pythonpath if pythonpath and Path(pythonpath).is_dir() else "")}
     try:
         import ray
         where["node"] = ray.get_runtime_context().get_node_id()
@@ -87,7 +112,9 @@ def run_on_node(name: str, text: str, seed: int, backend: str, timeout_s: float,
         t0, timed_out, me = time.monotonic(), False, os.getpid()
         with open(Path(tmp) / "run.log", "wb") as log:
             try:
-                p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                # in the task's own folder: `python -m` puts the working folder first on the path, and a
+                # Ray worker's is the driver's (a checkout there would shadow the code asked for)
+                p = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp,
                                      preexec_fn=lambda: _die_with_parent(me))
                 claim(Path(tmp), me, p.pid)
                 p.wait(timeout_s)

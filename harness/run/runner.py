@@ -30,7 +30,7 @@ from pschaos.harness.run.shared_runs import NOTE, SharedRuns, key_of
 from pschaos.harness.run.progress import Progress
 from pschaos.harness.run.nemesis import schedule as nemesis_schedule
 from pschaos.harness.run.scenario import Scenario
-from pschaos.harness.run.stall import StallWatch, running_on
+from pschaos.harness.run.stall import StallWatch, holding, running_on
 from pschaos.harness.faults.targets import resolve
 from pschaos.harness.backends.systems import system_named
 
@@ -268,7 +268,7 @@ class Runner(RunReport):
                     pending.remove(item)
                     self._inject(ctx, i, f, now, step)
             self.progress.update("training", step, len(self.faults_done) + len(self.open))
-            quiet = stall.tick(now, bool(self.open))
+            quiet = stall.tick(now, holding(self.open, self.clock.now(), stall.bound))
             if quiet is not None:   # judged by `progress`, with who waited for what
                 self.history.record("workload-stall", {"bound_s": stall.bound, "quiet_s": round(quiet, 3),
                                                        "step": step, "stuck": stall.stuck})

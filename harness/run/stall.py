@@ -5,7 +5,8 @@ collective) held the run until pytest's timeout killed it, and left no report: C
 nothing to read. The runner asks a StallWatch on every turn of its loop; every `period_s` it
 reads on in the run's event files and counts the acknowledged steps there (psnodes' train-step,
 an adapted system's workload-step, a training job's shim `step` ok). While a fault is open its
-silence is the fault's, so the quiet time counts from the last heal. Quiet longer than the
+silence is the fault's, so the quiet time counts from the last heal (a fault left open to the
+end, a kill with no duration, holds the watch only for the bound after it started). Quiet longer than the
 bound (workload.stall_s) is a stall: the runner records `workload-stall` and stops driving;
 checkers/progress.py judges it from the history, naming who waited for what.
 
@@ -29,6 +30,14 @@ def progressed(line: str) -> bool:
     if '"f": "step", "value"' in line:
         return '"type": "ok"' in line
     return any(s in line for s in STEP_EVENTS) and '"type": "invoke"' not in line
+
+
+def holding(open_faults: list, now: float, bound_s: float) -> bool:
+    """Whether an open fault holds the watch: one with a scheduled heal until it heals; one with
+    none (a kill left down to the end) only for `bound_s` after it started: the workload must go
+    on around it, and a stall after it is still a verdict, not pytest's timeout."""
+    return any(o.heal_at_t is not None or o.heal_at_step is not None or now - o.start_t < bound_s
+               for o in open_faults)
 
 
 def running_on(backend) -> Callable[[str], bool]:
@@ -71,7 +80,7 @@ class StallWatch:
         quiet = now - self.quiet_since
         self.longest = max(self.longest, quiet)
         if quiet > self.bound:
-            self.stuck = sorted(w for w in self.last if w not in self.done)
+            self.stuck = sorted(w for w in self.last if w not in self.done and self.alive(w))
             return quiet
         late = {w: now - t for w, t in self.last.items() if w not in self.done and now - t > self.bound}
         self.stuck = sorted(w for w in late if self.alive(w))
@@ -109,7 +118,8 @@ class StallWatch:
             return
         if last is None:
             self.done.add(worker)
-        else:
+        else:                          # a step: watched (again: a worker stopped and started is back)
+            self.done.discard(worker)
             last[worker] = now
 
     def summary(self) -> dict:

@@ -42,7 +42,8 @@ def _round(workers: int, seeds: int, out: Path, progress) -> dict:
     return {"workers": workers, "seeds": seeds, "wall_s": round(wall, 1), "seeds_per_hour": round(3600 * seeds / wall, 1),
             "run_wall_s_median": round(statistics.median(r.wall_s for r in runs), 2),
             "run_cpu_s_median": round(statistics.median(cpu), 2) if cpu else None,
-            "verdicts": {r.seed: r.verdict for r in runs}, "nodes": len({r.where for r in runs if r.where})}
+            "verdicts": {r.seed: r.verdict for r in runs}, "nodes": len({r.where for r in runs if r.where}),
+            "undecided": sum(r.verdict == "unknown" for r in runs)}
 
 
 def ray_scaling(seeds: int, cores: int, progress=lambda m: None) -> dict:
@@ -67,5 +68,8 @@ def describe(doc: dict) -> str:
                      f"{r['run_wall_s_median']} s wall, {r['run_cpu_s_median']} CPU-s (medians); {r['nodes']} node(s) ran")
     lines.append(f"  scaling efficiency 1 -> 2 workers: {doc['scaling_efficiency']} (goal {doc['goal_efficiency']}); "
                  f"same verdicts both rounds: {doc['same_verdicts']}")
+    if one.get("undecided") or two.get("undecided"):
+        lines.append(f"  NOTE: {one.get('undecided')} and {two.get('undecided')} run(s) came back unknown: a run that "
+                     "failed fast counts in seeds/hour, so these figures overstate the throughput")
     lines.append(f"  1,000 seeds on {doc['cores']} core(s) at that efficiency ~ {doc['projected_1000_seeds_min']} min")
     return "\n".join(lines)

@@ -51,12 +51,17 @@ def run_queues_on_ray(pool: Any, patches: dict[str | None, dict | None], queues:
     ray = pool.ray
     remote = ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(run_patched)
     running: dict[Any, _Flight] = {}
+    moved: set[int] = set()
     try:
         while running or any(queues.values()):
             while (task := _next(queues, list(running.values()))) is not None:
                 node = pool.placer.take()
                 if node is None:
                     queues[task.key].appendleft(task)
+                    if not running:
+                        from pschaos.harness.errors import HarnessError
+                        raise HarnessError("--on ray: runs left and no node to place them on: every node that "
+                                           "could run them is gone")
                     break
                 fresh(task.dir)
                 text = library.path_of(task.scenario).read_text()
@@ -69,6 +74,11 @@ def run_queues_on_ray(pool: Any, patches: dict[str | None, dict | None], queues:
                 if f is None:
                     continue
                 pool.placer.give(f.node)
+                if id(f.task) not in moved and pool._lost(ref, f.node):     # its node died: once more elsewhere
+                    moved.add(id(f.task))
+                    pool.placer.drop(f.node)
+                    queues[f.task.key].appendleft(f.task)
+                    continue
                 decided = on_outcome(_outcome(ray, ref, f))
                 if decided in ("queue", "all"):
                     for key in ([f.task.key] if decided == "queue" else list(queues)):
@@ -79,6 +89,8 @@ def run_queues_on_ray(pool: Any, patches: dict[str | None, dict | None], queues:
                         pool.placer.give(running.pop(r).node)
     except BaseException:
         cancel(ray, list(running))
+        for f in running.values():
+            pool.placer.give(f.node)
         raise
 
 

@@ -191,8 +191,9 @@ def _maybe_number(v: Any) -> float | None:
         return None
 
 
-def _one_sent(settings: dict, cal_text: str | None) -> dict:
-    """_one on a Ray node: the calibration travels as text (the driver's file is not there)."""
+def _one_sent(settings: dict, cal_text: str | None, cal_path: str | None = None) -> dict:
+    """_one on a Ray node: the calibration travels as text (the driver's file is not there); the
+    result names the driver's file, as a run here would."""
     import tempfile
 
     if cal_text is None:
@@ -200,7 +201,11 @@ def _one_sent(settings: dict, cal_text: str | None) -> dict:
     with tempfile.TemporaryDirectory(prefix="pschaos-sweep-cal-") as tmp:
         path = Path(tmp) / "calibration.json"
         path.write_text(cal_text)
-        return _one(settings, str(path))
+        res = _one(settings, str(path))
+    for k in ("calibration", "rerun"):
+        if isinstance(res.get(k), str) and cal_path:
+            res[k] = res[k].replace(str(path), cal_path)
+    return res
 
 
 def run_sweep(spec_path: Path, out: Path, jobs: int, cal_path: str | None, on: tuple[bool, str | None] = (False, None)
@@ -227,7 +232,7 @@ def run_sweep(spec_path: Path, out: Path, jobs: int, cal_path: str | None, on: t
 
         cal_text = Path(cal_path).read_text() if cal_path else None
         with RayPool(on[1], jobs, "sim", say) as ray_pool:
-            ray_pool.map(_one_sent, [(settings, cal_text) for settings, _, _ in todo],
+            ray_pool.map(_one_sent, [(settings, cal_text, cal_path) for settings, _, _ in todo],
                          lambda j, res: took(len(runs) + 1, todo[j][0], todo[j][1], todo[j][2], res))
     else:
         with ProcessPoolExecutor(max_workers=jobs) as pool:

@@ -98,3 +98,25 @@ def test_one_worker_stuck_while_the_others_step_is_a_stall_that_names_it(tmp_pat
     for t in (4.5, 5.0, 5.5, 6.0):
         step(f1, "worker-1", int(t * 10))
         assert w.tick(t, False) is None                       # done: no longer watched
+
+
+def test_a_fault_never_healed_holds_the_watch_only_for_the_bound_and_a_restarted_worker_is_watched_again(tmp_path):
+    """A kill with no duration stays open to the end: it held the watch for the whole run, so a
+    workload that never stepped again after it ran into pytest's timeout. Now it holds for the
+    bound after it started. A worker that said train-done (SIGTERM) and steps again is watched."""
+    from types import SimpleNamespace
+
+    from pschaos.harness.run.stall import holding
+
+    kill = SimpleNamespace(heal_at_t=None, heal_at_step=None, start_t=100.0)
+    pause = SimpleNamespace(heal_at_t=500.0, heal_at_step=None, start_t=100.0)
+    assert holding([kill], 150.0, 90.0) and not holding([kill], 191.0, 90.0)
+    assert holding([pause], 400.0, 90.0) and not holding([], 150.0, 90.0)
+    f = tmp_path / "worker-0.jsonl"
+    w = StallWatch(lambda: [f], 2.0, 0.0, period_s=0.5)
+    f.write_text('{"t": 0, "node": "worker-0", "type": "info", "f": "train-step", "value": {"step": 1}}\n'
+                 '{"t": 0, "node": "worker-0", "type": "info", "f": "train-done", "value": {}}\n')
+    assert w.tick(0.0, False) is None and "worker-0" in w.done
+    with open(f, "a") as g:
+        g.write('{"t": 0, "node": "worker-0", "type": "info", "f": "train-step", "value": {"step": 1}}\n')
+    assert w.tick(0.5, False) is None and "worker-0" not in w.done
