@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
-from pschaos.harness.checkers.base import Verdict, by_f, final_states, idem, unknown
+from pschaos.harness.checkers.base import KILLS, Verdict, by_f, final_states, idem, unknown, victims
 from pschaos.harness.checkers.promotion import best_candidates
 from pschaos.harness.checkers.migration import (applied_anywhere, bucket_excess, bucket_shortfalls, fq, identity,
                                                retired_copies)
@@ -104,13 +104,43 @@ def _explained(v: dict, promotes: list[dict], max_lag: int, best: dict | None = 
     return None
 
 
+def _isr_history(history: list[dict]) -> dict[tuple[int, int], list[tuple[float, list[str]]]]:
+    """(shard, epoch) -> [(t, ISR)] as the primary recorded it: at its promotion, then each change."""
+    out: dict[tuple[int, int], list[tuple[float, list[str]]]] = defaultdict(list)
+    for e in history:
+        v = e.get("value")
+        if e.get("f") in ("promote", "isr") and isinstance(v, dict) and isinstance(v.get("isr"), list):
+            out[(v.get("shard"), v.get("epoch"))].append((e["t"], list(v["isr"])))
+    return out
+
+
+def _restored(v: dict, t_ack: float, restores: list[tuple[float, dict]], isr: dict, kills: list[tuple[float, set]]
+              ) -> dict | None:
+    """Sync mode: the restore whose declared loss the lost ack falls in, when the loss is the
+    design's: a restore comes only when no ISR copy survived, and it declares that the state after
+    `restored_seq` is gone (losses-accounted holds that against the best checkpoint). Allowed only
+    with the evidence that every copy in the ISR when the ack was given was killed (lost its
+    memory) between the ack and the restore; otherwise a copy that held the ack lived on, and the
+    restore lost it wrongly."""
+    for t_r, r in restores:
+        if r.get("shard") != v["shard"] or r.get("epoch", 0) <= v["epoch"] or t_r < t_ack or \
+                r.get("restored_seq") is None or v["seq"] <= r["restored_seq"]:
+            continue
+        held = [m for t, members in isr.get((v["shard"], v["epoch"]), []) if t <= t_ack for m in [members]][-1:]
+        if held and all(any(t_ack <= t <= t_r and m in victims for t, victims in kills) for m in held[0]):
+            return r
+    return None
+
+
 def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
     """Every push a client saw acknowledged is on every live copy at the end: its key is in the
     final primary's applied set, and each copy's audit count for the worker covers it.
 
-    Sync mode allows none lost. Async mode allows exactly the acks that fell in a failover's
-    unreplicated window (seq above the new primary's seq at promotion, at most `max_lag` above):
-    the replication lag the history shows at that fault, per shard, never a pooled allowance.
+    Sync mode allows none lost but those a restore declared (every copy of the shard went down
+    at once, and the restore says from which seq on the state is gone: losses-accounted judges
+    the declaration). Async mode allows exactly the acks that fell in a failover's unreplicated
+    window (seq above the new primary's seq at promotion, at most `max_lag` above): the
+    replication lag the history shows at that fault, per shard, never a pooled allowance.
     """
     oks = acked(history)
     if not oks:
@@ -123,6 +153,11 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
         return unknown(f"no live primary at the end for shards {missing}")
     mode, max_lag = ctx.get("replication", "sync"), ctx.get("max_lag", 256)
     promotes = [e["value"] for e in by_f(history, "promote")]
+    restores = [(e["t"], e["value"]) for e in by_f(history, "restore")]
+    isr = _isr_history(history) if restores else {}
+    kills = [(e["t"], set(victims(e["value"]))) for e in by_f(history, "fault-start")
+             if e["value"].get("kind") in KILLS and not e["value"].get("partial")] if restores else []
+    t_acked = {id(v): e["t"] for v, e in zip(oks, by_f(history, "push", "ok"))}    # acked() keeps their order
     best = best_candidates(history) if mode == "async" else {}
     keys = unique_keys([credited(v) for v in oks if audited(v)])
     unaudited = sum(1 for v in oks if not audited(v))
@@ -138,7 +173,8 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
             continue
         seen.add(k)
         lost.append(v)
-        p = _explained(v, promotes, max_lag, best) if mode == "async" else None
+        p = _explained(v, promotes, max_lag, best) if mode == "async" else \
+            _restored(v, t_acked.get(id(v), 0.0), restores, isr, kills)
         if p is not None:
             explained[(v["shard"], v["worker"])] += 1
         else:
@@ -164,11 +200,12 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
     details = {"acked": len(oks), "acked_keys": sum(len(k) for k in keys.values()),
                "lost": sum(max(0, n) for n in lost_by.values()), "lost_keys": len(lost),
                "allowed": sum(explained.values()), "mode": mode, "audit_short": short[:10],
+               **({"declared_by_restore": sum(explained.values())} if mode != "async" else {}),
                "examples": [{k: v.get(k) for k in ("worker", "incarnation", "req_id", "shard", "epoch", "seq")}
                             for v in unexplained[:10]]}
     details["unaudited_acks"] = unaudited
     details["lagging_copies"] = sorted(lagging)
-    # an async failover's explained losses took their bucket increments with them
+    # an async failover's explained losses (a restore's declared ones) took their bucket increments with them
     allowed_ids = {identity(v) for v in lost if v not in unexplained}
     bshort, bfig, bwhy = bucket_shortfalls(history, allowed_ids)
     details.update(bfig, bucket_short=bshort[:10])

@@ -244,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how much slower the twin's cores run than at calibration (harness/machinery/hostspeed.py): auto "
                          "(default) gives each sim run its real run's speed probe over the calibration's "
                          "(host_probe_ms), a number that factor on every sim run, 1 the calibration's speed")
+    sv.add_argument("--on", metavar="ray[=ADDRESS]",
+                    help="run the twin runs as Ray tasks (the real runs stay here: each twin needs its real run's "
+                         "load and host speed): on the cluster at ADDRESS, or on a local one on 127.0.0.1")
     from pschaos.harness.backends.sim.scale.commands import add_parsers as add_scale     # the scale level (issue 11)
     add_scale(smsub)
     sm.set_defaults(fn=cmd_sim)

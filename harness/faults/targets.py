@@ -39,6 +39,19 @@ def _shard(backend, arg: str, rng: random.Random) -> int:
     return shard
 
 
+def _shard_with_a_live_replica(backend, rng: random.Random) -> int:
+    """`replica(shard=any)`: a shard drawn among those with a live replica. When every shard has
+    one this is the same draw as `_shard`'s (a seed's schedule is unchanged); a shard whose
+    replicas are all down is not drawn (nemesis-soak seeds 144, 162 and 183: the draw fell on such
+    a shard while a kill timed to a promotion held two copies down, and the run was unknown)."""
+    routes = backend.routing()
+    live = [s for s in sorted(routes)
+            if any(n != routes[s].primary and backend.alive(n) for n in backend.shard_nodes(s))]
+    if not live:
+        raise HarnessError("target replica(shard=any): no shard has a live replica")
+    return rng.choice(live)
+
+
 def resolve_group(pattern: str, backend, rng: random.Random) -> list[str]:
     """All names a node pattern stands for now (a single-node selector gives one)."""
     p = pattern.replace(" ", "")
@@ -61,7 +74,10 @@ def resolve(target: str, backend, rng: random.Random) -> str:
     """One node name for a single-node target."""
     t = target.replace(" ", "")
     if m := re.match(r"^(primary|replica)\(shard=(\d+|any)\)$", t):
-        shard = _shard(backend, m.group(2), rng)
+        if m.group(1) == "replica" and m.group(2) == "any":
+            shard = _shard_with_a_live_replica(backend, rng)
+        else:
+            shard = _shard(backend, m.group(2), rng)
         rec = backend.routing()[shard]
         if m.group(1) == "primary":
             return rec.primary

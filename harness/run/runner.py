@@ -28,7 +28,7 @@ from pschaos.harness.faults.registry import NO_TARGET
 from pschaos.harness.history.events import History, StepWatcher
 from pschaos.harness.run.shared_runs import NOTE, SharedRuns, key_of
 from pschaos.harness.run.progress import Progress
-from pschaos.harness.run.nemesis import schedule as nemesis_schedule
+from pschaos.harness.run.nemesis import schedule as nemesis_schedule, waits
 from pschaos.harness.run.scenario import Scenario
 from pschaos.harness.run.stall import StallWatch, holding, running_on
 from pschaos.harness.faults.targets import resolve
@@ -264,7 +264,8 @@ class Runner(RunReport):
                     self._heal(o, "finished")
             for item in list(pending):
                 i, f = item
-                if (f.at.time is not None and now >= f.at.time) or (f.at.step is not None and step >= f.at.step):
+                if ((f.at.time is not None and now >= f.at.time) or (f.at.step is not None and step >= f.at.step)) \
+                        and not waits(i, len(self.sc.faults), self.sc.nemesis, self.open):
                     pending.remove(item)
                     self._inject(ctx, i, f, now, step)
             self.progress.update("training", step, len(self.faults_done) + len(self.open))

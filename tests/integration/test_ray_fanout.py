@@ -379,3 +379,25 @@ def test_selftest_on_ray_kills_what_the_local_selftest_kills(tmp_path):
     assert verdicts[0] == verdicts[1] and set(verdicts[0].values()) == {"killed"}, verdicts
     assert a["baseline"]["verdict"] == b["baseline"]["verdict"] == "pass"
     assert "as Ray tasks" in there.stderr and not _ours_left(folders)
+
+
+@pytest.mark.timeout(600)
+def test_validate_sends_its_twins_to_ray_and_they_are_the_twins_it_runs_here(tmp_path):
+    """`pschaos sim validate --on ray`: the real run stays here, its twin runs as a Ray task and
+    comes back where a twin run here writes; with the load and speed fixed, its report is the
+    twin this machine makes."""
+    from pschaos.harness.proof.twin.runs import run_one as _run
+    from pschaos.harness.run import library
+
+    folders = _folders()
+    out = tmp_path / "validate"
+    with LocalRay(nodes=1, cpus=1, connect=False) as cluster:
+        p = subprocess.run(CLI + ["sim", "validate", "--scenario", "kill-primary", "--seeds", "1", "--background", "0",
+                                  "--host-slowdown", "1", "--out", str(out), "--on", f"ray={cluster.address}"],
+                           capture_output=True, text=True, timeout=600, cwd=REPO, env={**_env(), **loopback_env()})
+    assert p.returncode in (0, 1), p.stderr[-3000:]                    # targets may or may not hold: not judged here
+    assert "as a Ray task" in p.stderr
+    ours = json.loads((out / "kill-primary" / "sim-1" / "report.json").read_text())
+    here = json.loads((_run(library.path_of("kill-primary"), "sim", 1, tmp_path / "here", None) / "report.json").read_text())
+    assert ours["metrics"] == here["metrics"] and ours["verdict"] == here["verdict"] == "pass"
+    assert not _ours_left(folders)

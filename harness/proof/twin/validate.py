@@ -41,6 +41,7 @@ from pschaos.harness.history.events import read_events
 from pschaos.harness.machinery.hostspeed import identity, slowdown
 from pschaos.harness.run.scenario import load_scenario
 from pschaos.harness.backends.sim.calibration import Calibration
+from pschaos.harness.proof.twin.runs import run_one
 from pschaos.harness.proof.twin.measured import measured_background, measured_probe, probe_why
 from pschaos.harness.backends.sim.handoff_phases import PHASES, call_latency, handoff_phases, median_phases
 from pschaos.harness.run import library
@@ -174,21 +175,52 @@ def slowdown_of(arg: str) -> float | None:
 
 def _run(path: Path, backend: str, seed: int, out: Path, cal: str | None, background: float = 0.0,
          slowdown: float = 1.0) -> Path:
-    from pschaos.harness.backends.adapters.psnodes import BACKENDS
-    from pschaos.harness.run.runner import Runner
+    return run_one(path, backend, seed, out, cal, background, slowdown)
 
-    sc = load_scenario(path)
-    make = BACKENDS[backend]
-    if backend == "sim":
-        from pschaos.harness.backends.sim.backend import sim_factory
 
-        make = sim_factory(cal, background, slowdown)     # the sim with the given calibration, load and speed
-    d = out / sc.name / f"{backend}-{seed}"
-    Runner(sc, seed, d, backend, quiet=True, make_backend=make).run()
-    return d
+def _observed(d: Path, name: str, seed: int, backend: str, not_passed: list[str]) -> dict:
+    obs = observe(d)
+    if obs["verdict"] != "pass":     # a failed or unknown run is no evidence of its timings
+        not_passed.append(f"{name} seed {seed} on {backend}: {obs['verdict']}")
+    return obs
+
+
+def _twins(path: Path, twins: list[tuple[int, float, float]], out: Path, args: argparse.Namespace,
+           t0: float) -> list[Path]:
+    """The twin runs, one per (seed, background, host slowdown), here or as Ray tasks (`--on`):
+    their folders, in that order (twin_on_ray.py)."""
+    for seed, background, slow in twins:
+        print(f"pschaos sim validate: {path.stem} seed {seed} on sim ({time.time() - t0:.0f}s, background "
+              f"{background:.2f} jobs, host slowdown {slow:.3f})" + (" as a Ray task" if args.on else ""),
+              file=sys.stderr, flush=True)
+    if not getattr(args, "on", None):
+        return [_run(path, "sim", seed, out, args.calibration, background, slow) for seed, background, slow in twins]
+    from pschaos.harness.proof.twin.twin_on_ray import twins_on_ray
+
+    return twins_on_ray(args.pool, path, twins, out, args.calibration)
 
 
 def validate_main(args: argparse.Namespace) -> int:
+    """`pschaos sim validate`; with `--on ray`, inside a pool held for the whole comparison."""
+    from pschaos.harness.fanout.ray_runs import RayPool, parse_on
+
+    on = parse_on(getattr(args, "on", None))
+    if isinstance(on, str):
+        print(f"pschaos sim validate: {on}", file=sys.stderr)
+        return 2
+    if not on[0]:
+        args.on = None
+        return _validate(args)
+    try:
+        with RayPool(on[1], 2, "sim", lambda m: print(f"pschaos sim validate: {m}", file=sys.stderr, flush=True)) as pool:
+            args.pool = pool
+            return _validate(args)
+    except HarnessError as e:
+        print(f"pschaos sim validate: {e}", file=sys.stderr)
+        return 2
+
+
+def _validate(args: argparse.Namespace) -> int:
     out = Path(args.out)
     seeds = range(1, args.seeds + 1)
     if args.seeds < 1:
@@ -243,28 +275,24 @@ def validate_main(args: argparse.Namespace) -> int:
                          f"{sc.cluster.replication} replication, {sc.cluster.training} training); its twins ran at "
                          "the calibration's speed")
             print(f"pschaos sim validate: {notes[-1]}", file=sys.stderr, flush=True)
+        twins: list[tuple[int, float, float]] = []        # the real runs first: each twin needs its seed's figures
         for seed in seeds:
-            background, slow = 0.0, 1.0
-            for backend in ("process", "sim"):
-                print(f"pschaos sim validate: {name} seed {seed} on {backend} ({time.time() - t0:.0f}s"
-                      + (f", background {background:.2f} jobs, host slowdown {slow:.3f}" if backend == "sim" else "")
-                      + ")", file=sys.stderr, flush=True)
-                d = _run(path, backend, seed, out, args.calibration, background, slow)
-                if backend == "process":
-                    background = measured_background(d) if fixed is None else fixed
-                    backgrounds.append(background)
-                    measured = None if fixed_slow is not None or probe_off else slowdown(measured_probe(d), cal_probe)
-                    if fixed_slow is None and not probe_off and cal_probe is not None and measured is None:
-                        # no evidence of the host's speed in this run: no correction, said
-                        notes.append(f"{name} seed {seed}: its real run read no host speed ({probe_why(d)}); "
-                                     "its twin ran at the calibration's speed")
-                        print(f"pschaos sim validate: {notes[-1]}", file=sys.stderr, flush=True)
-                    slow = fixed_slow if fixed_slow is not None else (measured or 1.0)
-                    slowdowns.append(measured if fixed_slow is None else fixed_slow)
-                obs = observe(d)
-                if obs["verdict"] != "pass":     # a failed or unknown run is no evidence of its timings
-                    not_passed.append(f"{name} seed {seed} on {backend}: {obs['verdict']}")
-                runs[backend].append(obs)
+            print(f"pschaos sim validate: {name} seed {seed} on process ({time.time() - t0:.0f}s)", file=sys.stderr,
+                  flush=True)
+            d = _run(path, "process", seed, out, args.calibration)
+            background = measured_background(d) if fixed is None else fixed
+            backgrounds.append(background)
+            measured = None if fixed_slow is not None or probe_off else slowdown(measured_probe(d), cal_probe)
+            if fixed_slow is None and not probe_off and cal_probe is not None and measured is None:
+                # no evidence of the host's speed in this run: no correction, said
+                notes.append(f"{name} seed {seed}: its real run read no host speed ({probe_why(d)}); "
+                             "its twin ran at the calibration's speed")
+                print(f"pschaos sim validate: {notes[-1]}", file=sys.stderr, flush=True)
+            slowdowns.append(measured if fixed_slow is None else fixed_slow)
+            twins.append((seed, background, fixed_slow if fixed_slow is not None else (measured or 1.0)))
+            runs["process"].append(_observed(d, name, seed, "process", not_passed))
+        for seed, d in zip(seeds, _twins(path, twins, out, args, t0)):
+            runs["sim"].append(_observed(d, name, seed, "sim", not_passed))
         real, sim = pooled(runs["process"]), pooled(runs["sim"])
         wall = {b: sum(r["wall_s"] or 0 for r in rs) for b, rs in runs.items()}
         result["scenarios"][name] = {"real": real, "sim": sim, "compare": compare(real, sim, targeted), "wall_s": wall,

@@ -33,6 +33,26 @@ def test_no_lost_acks_pass_and_fail_by_bookkeeping():
     assert v.valid is False and v.details["lost"] == 1 and v.details["examples"][0]["req_id"] == 2
 
 
+def test_a_loss_a_restore_declared_after_every_in_sync_copy_was_killed_is_the_designs():
+    """nemesis-soak seeds 96 and 145 (sync): a kill during catch-up, then a kill during promotion
+    took both in-sync copies of a shard, and the restore declared what was acknowledged after its
+    checkpoint lost; no-lost-acks failed them. Allowed now only with the evidence that every
+    copy in the ISR when the ack was given was killed before the restore."""
+    isr = ev(0.5, "promote", {"shard": 0, "epoch": 1, "node": "shard-0/0", "seq": 0,
+                              "isr": ["shard-0/0", "shard-0/1"]}, node="shard-0/0")
+    kill = fault_start(3.0, "kill", "shard-0/1", victims=["shard-0/0", "shard-0/1"])
+    restore = ev(5.0, "restore", {"shard": 0, "epoch": 2, "restored_seq": 1, "restored_seq_epoch": 1}, node="shard-0/2")
+    end = final("shard-0/2", 0, "primary", 2, 1, {"worker-0#1": [[1, 1]]})
+    h = [isr, ok(1, "worker-0", 1, 0, 1, 1), ok(2, "worker-0", 2, 0, 1, 2), kill, restore, end]
+    v = CHECKERS["no-lost-acks"](h, CTX)
+    assert v.valid is True and v.details["declared_by_restore"] == 1
+    half = fault_start(3.0, "kill", "shard-0/0")                  # shard-0/1 held the ack and lived on
+    assert CHECKERS["no-lost-acks"]([isr, ok(1, "worker-0", 1, 0, 1, 1), ok(2, "worker-0", 2, 0, 1, 2), half,
+                                     restore, end], CTX).valid is False
+    assert CHECKERS["no-lost-acks"]([ok(1, "worker-0", 1, 0, 1, 1), ok(2, "worker-0", 2, 0, 1, 2), kill, restore,
+                                     end], CTX).valid is False      # no ISR on record: no evidence
+
+
 def test_no_lost_acks_sees_a_value_the_bookkeeping_hides():
     """The PS records the key but skips the update: the audit count is short."""
     h = [ok(1, "worker-0", 1, 0, 1, 1), ok(2, "worker-0", 2, 0, 1, 2),

@@ -80,3 +80,36 @@ def test_an_overlapping_nemesis_lets_a_fault_start_before_the_last_one_healed():
     many = schedule(Nemesis(**kw, overlap=True), 3)
     gaps = lambda fs: [b.at.time - a.at.time for a, b in zip(fs, fs[1:])]   # noqa: E731
     assert min(gaps(one)) >= 1.5 and min(gaps(many)) < 1.5
+
+
+def test_a_replica_of_any_shard_is_drawn_among_shards_that_have_one_alive():
+    """nemesis-soak seeds 144, 162 and 183: replica(shard=any) drew a shard whose replicas were
+    all down (a kill timed to a promotion held two copies) and the run was unknown. Such a shard
+    is no longer drawn; with every shard eligible the draw is the one it always was."""
+    from types import SimpleNamespace
+
+    from pschaos.harness.errors import HarnessError
+    from pschaos.harness.faults.targets import resolve
+
+    class Shards:
+        def __init__(self, down):
+            self.down = set(down)
+
+        def routing(self):
+            return {s: SimpleNamespace(primary=f"shard-{s}/0") for s in (0, 1)}
+
+        def shard_nodes(self, s):
+            return [f"shard-{s}/{i}" for i in range(3)]
+
+        def alive(self, n):
+            return n not in self.down
+
+    for seed in range(20):
+        got = resolve("replica(shard=any)", Shards({"shard-0/1", "shard-0/2"}), random.Random(seed))
+        assert got.startswith("shard-1/") and got != "shard-1/0"
+        rng_a, rng_b = random.Random(seed), random.Random(seed)
+        everyone = resolve("replica(shard=any)", Shards(set()), rng_a)
+        shard = rng_b.choice([0, 1])                      # the old draw: a shard, then one of its live replicas
+        assert everyone == rng_b.choice([f"shard-{shard}/1", f"shard-{shard}/2"])
+    with pytest.raises(HarnessError, match="no shard has a live replica"):
+        resolve("replica(shard=any)", Shards({"shard-0/1", "shard-0/2", "shard-1/1", "shard-1/2"}), random.Random(1))
