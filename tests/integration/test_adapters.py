@@ -57,6 +57,7 @@ expect: {checks: [no-lost-updates]}
 """
 
 
+@pytest.mark.xdist_group("pschaos-clean")
 @needs_redis
 @pytest.mark.skipif(find("nft") is None, reason="nft is needed (apt-get install nftables)")
 @pytest.mark.parametrize("deep", [False, True], ids=["sockets-in-run", "sockets-under-tmp"])

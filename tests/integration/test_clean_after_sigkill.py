@@ -13,6 +13,8 @@ from pschaos.netfaults.nft import delete_table, tables
 
 from .sigkill import await_fault, reap_run, sigkill_then_clean, start_run
 
+pytestmark = pytest.mark.xdist_group("pschaos-clean")       # `pschaos clean` is machine-wide: one at a time (tests/unit/test_xdist_groups.py)
+
 SCENARIO = """name: killed-harness
 cluster: {shards: 1, copies: 2, workers: 1, model: mlp}
 workload: {steps: 5000}

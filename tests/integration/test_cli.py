@@ -7,6 +7,7 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from pschaos.harness.machinery import registry
 from pschaos.harness.machinery.procs import RUN_ENV, tagged_processes
@@ -47,6 +48,7 @@ def test_cluster_up_status_down_leaves_nothing(tmp_path):
     assert state["run_id"] not in {r["run_id"] for r in registry.runs()}  # down left no registry entry
 
 
+@pytest.mark.xdist_group("pschaos-clean")
 def test_clean_reaps_processes_of_a_dead_owner():
     owner = subprocess.Popen([sys.executable, "-c", "pass"])
     owner.wait()                                   # a pid that no longer runs: the "killed harness"

@@ -14,6 +14,8 @@ from pschaos.harness.machinery.procs import wait_until
 from pschaos.harness.machinery.tools import REPO, find
 from pschaos.netfaults.nft import delete_table, tables
 
+pytestmark = pytest.mark.xdist_group("pschaos-clean")       # `pschaos clean` is machine-wide: one at a time (tests/unit/test_xdist_groups.py)
+
 SCENARIO = """name: killed-docker-harness
 cluster: {shards: 1, copies: 2, workers: 1, model: mlp, checkpoint_interval_s: 0.5}
 workload: {steps: 5000}

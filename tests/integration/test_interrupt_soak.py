@@ -15,6 +15,8 @@ from pschaos.harness.machinery.tools import find
 
 from .interrupts import soak, summary
 
+pytestmark = pytest.mark.xdist_group("pschaos-clean")       # `pschaos clean` is machine-wide: one at a time (tests/unit/test_xdist_groups.py)
+
 
 @pytest.mark.timeout(900)
 def test_interrupts_at_random_moments_leave_no_debris(tmp_path):

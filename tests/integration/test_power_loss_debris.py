@@ -15,6 +15,8 @@ from pschaos.harness.machinery.tools import REPO
 
 from .sigkill import await_fault, reap_run, sigkill_then_clean, start_run
 
+pytestmark = pytest.mark.xdist_group("pschaos-clean")       # `pschaos clean` is machine-wide: one at a time (tests/unit/test_xdist_groups.py)
+
 if available():
     pytest.skip(f"the power-loss disk cannot be mounted here: {available()}", allow_module_level=True)
 

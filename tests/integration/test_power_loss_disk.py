@@ -86,6 +86,7 @@ def test_a_torn_write_through_the_mount(disk):
     assert (m / "wal").read_bytes() == b"A" * 8192 + b"B" * 4096 and loss["torn"]["kept_bytes"] == 4096
 
 
+@pytest.mark.xdist_group("pschaos-clean")
 def test_a_mount_whose_process_was_killed_is_reaped(tmp_path):
     m = DiskMount(tmp_path / "store", tmp_path / "mnt").start()
     os.kill(m.proc.pid, signal.SIGKILL)
@@ -94,6 +95,7 @@ def test_a_mount_whose_process_was_killed_is_reaped(tmp_path):
     assert reap(tmp_path) == [str(tmp_path / "mnt")] and not mounted(tmp_path)
 
 
+@pytest.mark.xdist_group("pschaos-clean")
 def test_pschaos_clean_unmounts_a_killed_runs_disks(tmp_path):
     m = DiskMount(tmp_path / "store", tmp_path / "mnt").start()
     os.kill(m.proc.pid, signal.SIGKILL)

@@ -5,6 +5,9 @@ tests meant to run one after another ran at once (CI, fresh clone of 38a7881: th
 two workers removed each other's /tmp/ray). The dev extra pins pytest below 9 for that."""
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 pytestmark = pytest.mark.xdist_group("xdist-group-check")
@@ -16,3 +19,34 @@ def test_a_grouped_test_carries_its_group_under_loadgroup(request):
     assert request.node.nodeid.endswith("@xdist-group-check"), (
         f"pytest-xdist did not tag this grouped test ({request.node.nodeid}): its loadgroup is not honoured by "
         f"pytest {pytest.__version__}; the groups' tests run at once (pin pytest<9 with pytest-xdist 3.8)")
+
+
+CLEANS = {"sigkill_then_clean", "soak", "reap"}      # helpers that run `pschaos clean` or reap dead disks
+
+
+def _group(node) -> str | None:
+    for d in getattr(node, "decorator_list", []):
+        if isinstance(d, ast.Call) and ast.unparse(d.func).endswith("xdist_group") and d.args:
+            return ast.literal_eval(d.args[0])
+    return None
+
+
+def test_every_test_that_runs_pschaos_clean_runs_in_its_group():
+    """`pschaos clean` reaps every orphaned process and dead disk on the machine, not only its
+    test's: two at once took each other's (CI of 14be8b9: the interrupt soak's clean unmounted
+    the disk test_pschaos_clean_unmounts_a_killed_runs_disks was to see its own clean unmount)."""
+    root = Path(__file__).resolve().parents[1] / "integration"
+    loose = []
+    for f in sorted(root.glob("test_*.py")):
+        tree = ast.parse(f.read_text())
+        module = next((ast.unparse(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                       and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)), "")
+        for fn in tree.body:
+            if not isinstance(fn, ast.FunctionDef) or not fn.name.startswith("test"):
+                continue
+            used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+            said = {n.value for n in ast.walk(fn) if isinstance(n, ast.Constant)}
+            if used & CLEANS or "clean" in said:
+                if _group(fn) != "pschaos-clean" and "xdist_group('pschaos-clean')" not in module:
+                    loose.append(f"{f.name}::{fn.name}")
+    assert not loose, f"mark these @pytest.mark.xdist_group(\"pschaos-clean\"): {loose}"
