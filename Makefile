@@ -30,7 +30,7 @@ ETCD_TESTS := tests/integration/test_members.py $(addprefix scenarios/,$(addsuff
 # the library core and the faults only containers have, run again as containers (issue 9), and
 # live shard migration with shard groups started and retired as containers (issue 13)
 DOCKER_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-primary replica-restart-catchup \
-  loss-5-worker-links partition-primary-replicas all-copies-lost cpu-throttle-primary memory-limit-primary \
+  partition-primary-replicas all-copies-lost cpu-throttle-primary memory-limit-primary \
   disk-full-primary scale-out-shards scale-in-shards))
 
 # When the docker tier runs, these of its scenarios are not run again on processes: the docker
@@ -38,14 +38,55 @@ DOCKER_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-
 # take stay proved on processes in `make test` by another test:
 #   kill-primary        -> the etcd 3.5 pass runs it on processes (ETCD_TESTS)
 #   pause-primary       -> pause-replica and async-pause-primary (SIGSTOP of a node)
-#   loss-5-worker-links -> loss-20-worker-links (nftables loss on the same links)
 #   all-copies-lost     -> stale-checkpoint-writer (kills with wiped disks, losses-accounted) and
 #                          test_catchup_checkpoint.py::test_all_copies_lost_restores_from_checkpoint_and_reports_it
 #   scale-out-shards    -> every migration-* scenario starts with the same scale-out on processes
 # Locally, without the docker tier, they run on processes as before. `make test-long` runs them there.
-DOCKER_ALSO := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-primary loss-5-worker-links all-copies-lost \
+DOCKER_ALSO := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-primary all-copies-lost \
   scale-out-shards))
-MAIN_SKIP = $(if $(DOCKER_TIER),$(DOCKER_ALSO))
+
+# What `make test` leaves to `make test-long` on processes, for its 25 minutes on 2 cores
+# (docs/measurements/suite-time.md). Each psnodes scenario below still runs in `make test` on the
+# twin (the same psnodes code and checkers, in virtual time); each line names the scenario or
+# test that proves its process path in `make test`:
+#   split-brain-restore         -> test_failover.py::test_primary_cut_from_etcd_stops_acking_before_a_restore
+#                                  (the same cut from etcd past the lease, then a restore) and
+#                                  stale-checkpoint-writer (a restore judged by losses-accounted)
+#   nemesis-partitions          -> nemesis-soak (the same partition shapes, pause and kill)
+#   latency-100-primary-replica -> latency-100-both-ways (100 ms on the same links, both ways)
+#   latency-primary-replica     -> latency-100-both-ways and kill-primary-slow-replication (150 ms)
+#   kill-during-checkpoint      -> power-loss-primary-mid-checkpoint (a kill timed to the same
+#                                  checkpoint write, and its disk cut)
+#   async-kill-primary          -> async-kill-lagging-replica (a kill of an async primary)
+#   migration-kill-source-primary      -> migration-kill-source-handoff (the source primary killed
+#                                         during a scale-out, later in the hand-off)
+#   migration-kill-destination-primary -> migration-kill-source-handoff and migration-etcd-outage
+#   tf-kill-worker              -> tf-kill-worker-mid-closure (the same kill, its finding certain)
+#   tf-kill-chief               -> ddp-kill-agent (the job's driver killed and started again by the
+#                                  harness, resumed from its last checkpoint, judged bit-identical)
+#   tf-latency-ps, tf-loss-ps   -> tf-pause-ps (the same worker-to-ps links stalled, no-silent-hang),
+#                                  ddp-loss-rank (loss on a job's links through nftables) and
+#                                  latency-100-both-ways (Toxiproxy's latency)
+#   ddp-kill-rank               -> ddp-kill-mid-checkpoint (a rank killed, torchrun restarts the group)
+#   ddp-pause-rank              -> tf-pause-ps (a job's task paused, judged by no-silent-hang) and
+#                                  ddp-kill-mid-checkpoint (torchrun's group restart); what only it
+#                                  proves, a collective timeout starting that restart, waits 45 s
+#   accelerate-restart-static-store -> accelerate-kill-rank (the same kill; the finding is a race,
+#                                      may_find, docs/findings/accelerate-static-restart.md)
+#   ddp-restart-shared-store    -> ddp-kill-mid-checkpoint (the same rank kill and group restart; the
+#                                  finding is a race, may_find, docs/findings/torchrun-restart-shared-store.md)
+#   one-way-cut-primary         -> cut-primary-retries (the same one-way cut of a primary from its
+#                                  replicas, longer, judged by stops-acking and best-promoted)
+#   loss-5-worker-links         -> loss-20-worker-links (the same links through nftables, more loss)
+#   redis-partition-master, redis-partition-master-keep -> redis-partition-master-wait (the same
+#                                  partition and the same finding)
+LONG_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,split-brain-restore nemesis-partitions \
+  latency-100-primary-replica latency-primary-replica kill-during-checkpoint async-kill-primary \
+  migration-kill-source-primary migration-kill-destination-primary tf-kill-worker tf-kill-chief \
+  tf-latency-ps tf-loss-ps ddp-kill-rank ddp-pause-rank accelerate-restart-static-store \
+  ddp-restart-shared-store one-way-cut-primary loss-5-worker-links redis-partition-master \
+  redis-partition-master-keep))
+MAIN_SKIP = $(LONG_SCENARIOS) $(if $(DOCKER_TIER),$(DOCKER_ALSO))
 
 .PHONY: tf-venv install system-deps test-deps docker-engine test test-long test-docker unit integration demo bench doctor clean proto
 
@@ -151,11 +192,11 @@ endif
 
 # What `make test` leaves out for time: the tests marked `long` (each mark names the faster test in
 # `make test` that proves the same property), the interrupt soak's full three rounds of each kind,
-# and the docker tier's scenarios on processes
+# the docker tier's scenarios on processes and LONG_SCENARIOS
 test-long: install
 	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider -m long tests
 	PSCHAOS_INTERRUPTS=3 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_interrupt_soak.py
-	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider $(DOCKER_ALSO)
+	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider $(DOCKER_ALSO) $(LONG_SCENARIOS)
 
 test-docker: install docker-engine
 	$(BIN)/pschaos image

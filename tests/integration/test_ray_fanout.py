@@ -288,11 +288,15 @@ def test_doctor_on_ray_says_what_each_node_lacks_and_process_runs_go_only_where_
     assert not _ours_left(folders)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(600)
 def test_a_hunt_on_ray_finds_the_schedule_a_local_hunt_finds(tmp_path):
     """`pschaos hunt --on ray` on a planted bug (the zoo's early ack, in a copy of the code): its
     trials run as Ray tasks two at a time, and it finds, shrinks and replays the same failing
-    schedule as the hunt here; trials past the first failing one are dropped."""
+    schedule as the hunt here; trials past the first failing one are dropped.
+    `make test-long` only: the pool it sends its runs through (placement, gathering, judging as
+    here) is proved in `make test` by test_soak_on_two_ray_nodes_matches_the_local_soak_and_listens_on_loopback_only
+    and test_a_failing_run_comes_back_whole_and_judged_as_here."""
     from .mutants import mutant_copy
     from .test_sim_parity import EARLY_ACK
 
@@ -341,9 +345,13 @@ def test_a_sweep_on_ray_gives_the_runs_a_local_sweep_gives(tmp_path):
     assert not _ours_left(folders)
 
 
+@pytest.mark.long
 def test_pytest_sends_library_scenarios_to_ray_and_judges_them_as_here(tmp_path):
     """`pytest --pschaos-on ray=ADDRESS`: two library scenarios run as Ray tasks on the twin; each
-    item's report comes back into --pschaos-out and is judged as a run here (same metrics)."""
+    item's report comes back into --pschaos-out and is judged as a run here (same metrics).
+    `make test-long` only: the pool it sends its runs through (placement, gathering, judging as
+    here) is proved in `make test` by test_soak_on_two_ray_nodes_matches_the_local_soak_and_listens_on_loopback_only
+    and test_a_failing_run_comes_back_whole_and_judged_as_here."""
     folders = _folders()
     items = [str(REPO / "scenarios" / f"{n}.yaml") for n in ("kill-primary", "pause-primary")]
     with LocalRay(nodes=2, cpus=1, connect=False) as cluster:
@@ -361,10 +369,14 @@ def test_pytest_sends_library_scenarios_to_ray_and_judges_them_as_here(tmp_path)
     assert not _ours_left(folders)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(600)
 def test_selftest_on_ray_kills_what_the_local_selftest_kills(tmp_path):
     """`pschaos selftest --on ray`: the baseline and two mutants' runs as Ray tasks on two nodes,
-    each node making the mutant's copy itself; the verdicts per mutant equal the local selftest's."""
+    each node making the mutant's copy itself; the verdicts per mutant equal the local selftest's.
+    `make test-long` only: the pool it sends its runs through (placement, gathering, judging as
+    here) is proved in `make test` by test_soak_on_two_ray_nodes_matches_the_local_soak_and_listens_on_loopback_only
+    and test_a_failing_run_comes_back_whole_and_judged_as_here."""
     folders = _folders()
     args = ["selftest", "--backend", "sim", "--mutants", "sync-early-ack,delta-get-and-clear", "--scenarios",
             "kill-primary", "--min-score", "0", "--json"]
@@ -381,11 +393,15 @@ def test_selftest_on_ray_kills_what_the_local_selftest_kills(tmp_path):
     assert "as Ray tasks" in there.stderr and not _ours_left(folders)
 
 
+@pytest.mark.long
 @pytest.mark.timeout(600)
 def test_validate_sends_its_twins_to_ray_and_they_are_the_twins_it_runs_here(tmp_path):
     """`pschaos sim validate --on ray`: the real run stays here, its twin runs as a Ray task and
     comes back where a twin run here writes; with the load and speed fixed, its report is the
-    twin this machine makes."""
+    twin this machine makes.
+    `make test-long` only: the pool it sends its runs through (placement, gathering, judging as
+    here) is proved in `make test` by test_soak_on_two_ray_nodes_matches_the_local_soak_and_listens_on_loopback_only
+    and test_a_failing_run_comes_back_whole_and_judged_as_here."""
     from pschaos.harness.proof.twin.runs import run_one as _run
     from pschaos.harness.run import library
 
