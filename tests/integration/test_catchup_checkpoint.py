@@ -4,6 +4,7 @@ import shutil
 import time
 
 import numpy as np
+import pytest
 
 from pschaos.harness.history.events import read_events
 from pschaos.harness.machinery.procs import wait_until
@@ -13,7 +14,10 @@ from .pushers import PUSHER_KEY, applied_contains, start_load
 from .test_failover import settle
 
 
+@pytest.mark.long
 def test_restarted_replica_catches_up_by_delta(make_cluster):
+    """`make test-long` only: replica-restart-catchup restarts a replica on processes in `make test`
+    and holds its catch-up to the same bounds (catch-up-by-delta: catchup_ratio 1.1, catchup_vs_snapshot 0.5)."""
     be = make_cluster(shards=1, copies=2, replication="sync", tables={"emb": 8})
     p = start_load(be, 1.5, ids=True)
     rep = next(n for n in be.cfg.shard_nodes(0) if n != be.routing()[0].primary)

@@ -135,7 +135,10 @@ def test_python_scenario_with_fixture_and_marker(pytester):
     r.assert_outcomes(passed=2)
 
 
+@pytest.mark.long
 def test_parallel_under_xdist(pytester):
+    """`make test-long` only: test_scenarios_that_ask_for_the_same_fault_free_run_share_it_in_a_session
+    runs two scenario items under `-n 2` in `make test`."""
     pytest.importorskip("xdist")
     scenario(pytester, "tiny-x1")
     scenario(pytester, "tiny-x2")

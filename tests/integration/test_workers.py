@@ -20,8 +20,11 @@ def lead(be, steps):
     return worst
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("mode,staleness,bound", [("bsp", 0, 0), ("ssp", 2, 2)])
 def test_staleness_is_bounded(make_cluster, mode, staleness, bound):
+    """`make test-long` only: in `make test` the staleness check bounds the same lead on processes in
+    ssp-straggler (a straggler that reaches staleness 2) and the four bsp-* scenarios (staleness 0)."""
     be = make_cluster(shards=2, copies=2, workers=2, training=mode, staleness=staleness, model="mlp")
     be.start_worker("worker-0", 40)
     be.start_worker("worker-1", 40, step_delay=0.05)      # the slow one
@@ -29,7 +32,9 @@ def test_staleness_is_bounded(make_cluster, mode, staleness, bound):
     assert lead(be, 40) <= bound
 
 
+@pytest.mark.long
 def test_async_mode_lets_a_fast_worker_run_ahead(make_cluster):
+    """The negative control of test_staleness_is_bounded, with it in `make test-long`."""
     be = make_cluster(shards=2, copies=2, workers=2, training="async", model="mlp")
     be.start_worker("worker-0", 60)
     be.start_worker("worker-1", 60, step_delay=0.1)
@@ -37,7 +42,10 @@ def test_async_mode_lets_a_fast_worker_run_ahead(make_cluster):
     assert lead(be, 60) > 2      # the negative control: without SSP the lead is not bounded
 
 
+@pytest.mark.long
 def test_widedeep_reaches_its_target_loss(make_cluster):
+    """`make test-long` only: replica-restart-catchup trains widedeep on processes in `make test`,
+    and its converged check holds every worker to the model's target loss."""
     be = make_cluster(shards=2, copies=2, workers=1, training="async", model="widedeep", tables=None)
     be.start_worker("worker-0", 250)
     assert be.wait_workers(240)

@@ -39,3 +39,10 @@ def test_long_scenarios_run_in_test_long_and_are_left_out_of_test():
     long_recipe = text[text.index("\ntest-long:"):]
     long_recipe = long_recipe[:long_recipe.index("\n\n")]
     assert "$(LONG_SCENARIOS)" in long_recipe, "make test-long does not run LONG_SCENARIOS"
+
+
+def test_what_the_main_pass_leaves_to_etcd_35_runs_there():
+    text = _joined()
+    only = re.search(r"^ETCD35_ONLY\s*:=\s*(.*)$", text, re.M).group(1).split()
+    etcd = re.search(r"^ETCD_TESTS\s*:=\s*(.*)$", text, re.M).group(1)
+    assert only and all(t in etcd.split() and (REPO / t).is_file() for t in only), (only, etcd)
