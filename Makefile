@@ -29,7 +29,9 @@ ETCD35  := $(TOOLS)/etcd-3.5
 ETCD_TESTS := tests/integration/test_members.py $(addprefix scenarios/,$(addsuffix .yaml,kill-primary etcd-store-kill-leader))
 # the library core and the faults only containers have, run again as containers (issue 9), and
 # live shard migration with shard groups started and retired as containers (issue 13)
-DOCKER_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-primary replica-restart-catchup \
+# (replica-restart-catchup and loss-5-worker-links left it for time: a container's stop and start
+# are taken by kill-primary's heal and scale-in-shards, nftables on the host network by partition-primary-replicas)
+DOCKER_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-primary \
   partition-primary-replicas all-copies-lost cpu-throttle-primary memory-limit-primary \
   disk-full-primary scale-out-shards scale-in-shards))
 
