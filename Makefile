@@ -29,11 +29,13 @@ ETCD35  := $(TOOLS)/etcd-3.5
 ETCD_TESTS := tests/integration/test_members.py $(addprefix scenarios/,$(addsuffix .yaml,kill-primary etcd-store-kill-leader))
 # the library core and the faults only containers have, run again as containers (issue 9), and
 # live shard migration with shard groups started and retired as containers (issue 13)
-# (replica-restart-catchup and loss-5-worker-links left it for time: a container's stop and start
-# are taken by kill-primary's heal and scale-in-shards, nftables on the host network by partition-primary-replicas)
+# (DOCKER_LONG left it for time and runs in `make test-docker`: a container started again is taken
+# by kill-primary's heal, one stopped by scale-in-shards, nftables on the host network by
+# partition-primary-replicas; only replica-restart-catchup judges a catch-up by delta in containers)
 DOCKER_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-primary \
   partition-primary-replicas all-copies-lost cpu-throttle-primary memory-limit-primary \
   disk-full-primary scale-out-shards scale-in-shards))
+DOCKER_LONG := $(addprefix scenarios/,$(addsuffix .yaml,replica-restart-catchup loss-5-worker-links))
 
 # When the docker tier runs, these of its scenarios are not run again on processes: the docker
 # tier runs them on the same psnodes with the same checks, and the process backend's paths they
@@ -50,25 +52,26 @@ DOCKER_ALSO := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-prima
 # What `make test` leaves to `make test-long` on processes, for its 25 minutes on 2 cores
 # (docs/measurements/suite-time.md). Each psnodes scenario below still runs in `make test` on the
 # twin (the same psnodes code and checkers, in virtual time); each line names the scenario or
-# test that proves its process path in `make test`:
+# test that takes its process path in `make test`, and what only it proves, where anything:
 #   split-brain-restore         -> test_failover.py::test_primary_cut_from_etcd_stops_acking_before_a_restore
 #                                  (the same cut from etcd past the lease, then a restore) and
 #                                  stale-checkpoint-writer (a restore judged by losses-accounted)
-#   nemesis-partitions          -> nemesis-soak (the same partition shapes, pause and kill)
 #   latency-100-primary-replica -> latency-100-both-ways (100 ms on the same links, both ways)
 #   latency-primary-replica     -> latency-100-both-ways and kill-primary-slow-replication (150 ms)
 #   kill-during-checkpoint      -> power-loss-primary-mid-checkpoint (a kill timed to the same
-#                                  checkpoint write, and its disk cut)
+#                                  checkpoint write, and its disk cut; skipped where no FUSE disk mounts)
 #   async-kill-primary          -> async-kill-lagging-replica (a kill of an async primary)
-#   migration-kill-source-primary      -> migration-kill-source-handoff (the source primary killed
-#                                         during a scale-out, later in the hand-off)
-#   migration-kill-destination-primary -> migration-kill-source-handoff and migration-etcd-outage
-#   tf-kill-worker              -> tf-kill-worker-mid-closure (the same kill, its finding certain)
-#   tf-kill-chief               -> ddp-kill-agent (the job's driver killed and started again by the
-#                                  harness, resumed from its last checkpoint, judged bit-identical)
-#   tf-latency-ps, tf-loss-ps   -> tf-pause-ps (the same worker-to-ps links stalled, no-silent-hang),
-#                                  ddp-loss-rank (loss on a job's links through nftables) and
-#                                  latency-100-both-ways (Toxiproxy's latency)
+#   migration-kill-source-primary -> migration-kill-source-handoff (the source primary killed during
+#                                  a scale-out, later: in the hand-off); only it: a kill during the copy
+#   tf-kill-worker              -> tf-kill-worker-mid-closure (the same worker kill, its finding
+#                                  certain) and tf-kill-ps (lost-work-bounded and restarts-bounded on
+#                                  the same job); only it: the closures rescheduled on a second worker
+#   tf-kill-chief               -> tf-kill-ps (the coordinator restarts and resumes from its last
+#                                  checkpoint on the same servers) and ddp-kill-agent (a job's driver
+#                                  killed and started again by the harness); only it: the chief's kill
+#   tf-latency-ps               -> tf-loss-ps (the same worker-to-ps links, through nftables) and
+#                                  latency-100-both-ways (Toxiproxy's latency); only it: Toxiproxy in
+#                                  front of a parameter server
 #   ddp-kill-rank               -> ddp-kill-mid-checkpoint (a rank killed, torchrun restarts the group)
 #   ddp-pause-rank              -> tf-pause-ps (a job's task paused, judged by no-silent-hang) and
 #                                  ddp-kill-mid-checkpoint (torchrun's group restart); what only it
@@ -78,14 +81,16 @@ DOCKER_ALSO := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-prima
 #   ddp-restart-shared-store    -> ddp-kill-mid-checkpoint (the same rank kill and group restart; the
 #                                  finding is a race, may_find, docs/findings/torchrun-restart-shared-store.md)
 #   one-way-cut-primary         -> cut-primary-retries (the same one-way cut of a primary from its
-#                                  replicas, longer, judged by stops-acking and best-promoted)
+#                                  replicas, longer, judged by stops-acking and best-promoted); only
+#                                  it: the default probe hold (2 s) bounding the outage
 #   loss-5-worker-links         -> loss-20-worker-links (the same links through nftables, more loss)
-#   redis-partition-master, redis-partition-master-keep -> redis-partition-master-wait (the same
-#                                  partition and the same finding)
-LONG_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,split-brain-restore nemesis-partitions \
+#   redis-partition-master, redis-partition-master-keep -> redis-partition-master-wait (the master
+#                                  partitioned, one replica link kept, WAIT: the same no-lost-updates
+#                                  finding); only they: the full isolation's finding, and the WAIT
+#                                  comparison seed by seed
+LONG_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,split-brain-restore \
   latency-100-primary-replica latency-primary-replica kill-during-checkpoint async-kill-primary \
-  migration-kill-source-primary migration-kill-destination-primary tf-kill-worker tf-kill-chief \
-  tf-latency-ps tf-loss-ps ddp-kill-rank ddp-pause-rank accelerate-restart-static-store \
+  migration-kill-source-primary tf-kill-worker tf-kill-chief tf-latency-ps ddp-kill-rank ddp-pause-rank accelerate-restart-static-store \
   ddp-restart-shared-store one-way-cut-primary loss-5-worker-links redis-partition-master \
   redis-partition-master-keep))
 # psnodes' membership tests run once, on etcd 3.5 (ETCD_TESTS): on Debian's etcd 3.4 the bsp-*
@@ -197,7 +202,8 @@ endif
 
 # What `make test` leaves out for time: the tests marked `long` (each mark names the faster test in
 # `make test` that proves the same property), the interrupt soak's full three rounds of each kind,
-# the docker tier's scenarios on processes and LONG_SCENARIOS
+# the docker tier's scenarios on processes and LONG_SCENARIOS (the docker tier's own DOCKER_LONG
+# runs in `make test-docker`)
 test-long: install
 	$(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider -m long tests
 	PSCHAOS_INTERRUPTS=3 $(BIN)/python -m pytest -q -p no:cacheprovider tests/integration/test_interrupt_soak.py
@@ -205,7 +211,7 @@ test-long: install
 
 test-docker: install docker-engine
 	$(BIN)/pschaos image
-	$(BIN)/python -m pytest -q -p no:cacheprovider $(DOCKER_SCENARIOS) --pschaos-backend docker
+	$(BIN)/python -m pytest -q -p no:cacheprovider $(DOCKER_SCENARIOS) $(DOCKER_LONG) --pschaos-backend docker
 
 unit: install
 	$(BIN)/python -m pytest -q tests/unit

@@ -12,7 +12,8 @@ import pytest
 import pschaos.netfaults.nft as nftmod
 from pschaos.harness.machinery.tools import find
 
-pytestmark = pytest.mark.skipif(find("nft") is None, reason="nft (apt-get install nftables) is needed")
+pytestmark = [pytest.mark.skipif(find("nft") is None, reason="nft (apt-get install nftables) is needed"),
+              pytest.mark.xdist_group("pschaos-clean")]   # its tables are in no registry: a concurrent clean drops them
 
 
 @pytest.fixture

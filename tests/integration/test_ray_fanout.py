@@ -27,8 +27,9 @@ from pschaos.harness.fanout.leftovers import sweep  # noqa: E402
 from pschaos.harness.fanout.ray_runs import execute_on_ray  # noqa: E402
 from pschaos.harness.proof.soak.soak import RunResult, judge_run  # noqa: E402
 
-# one xdist worker runs them all, one after another: the killer below takes any run task's worker
-pytestmark = pytest.mark.xdist_group("ray")
+# one xdist worker runs them all, one after another: the killer below takes any run task's worker;
+# with the other tests that run `pschaos clean` (the leftovers sweep runs it: tests/unit/test_xdist_groups.py)
+pytestmark = pytest.mark.xdist_group("pschaos-clean")
 
 CLI = [sys.executable, "-m", "pschaos.harness.commands.cli"]
 LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")

@@ -57,6 +57,7 @@ def test_one_seed_one_schedule_on_processes_and_on_the_simulator(tmp_path):
     s = _run(path, tmp_path / "s", "sim")
     other = _run(path, tmp_path / "o", "sim", seed=8)
     assert a[1] and a[1] == s[1]                                # the drawn schedule itself, in two runs
+    assert sorted(f["kind"] for f in a[1]) == ["kill", "latency", "pause"]      # seed 5's draw: every kind
     assert other[1] != a[1]                                     # and it does depend on the seed
     for p, sched, fired, rep in (a, s):
         assert p.returncode == 0, p.stdout + p.stderr[-2000:]

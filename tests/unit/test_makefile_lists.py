@@ -20,7 +20,7 @@ def _list(name: str) -> list[str]:
 
 
 def test_every_listed_scenario_exists():
-    for name in ("DOCKER_SCENARIOS", "DOCKER_ALSO", "LONG_SCENARIOS"):
+    for name in ("DOCKER_SCENARIOS", "DOCKER_ALSO", "DOCKER_LONG", "LONG_SCENARIOS"):
         missing = [n for n in _list(name) if not (REPO / "scenarios" / f"{n}.yaml").is_file()]
         assert not missing, f"Makefile {name} names scenarios that are not in scenarios/: {missing}"
 
@@ -46,3 +46,22 @@ def test_what_the_main_pass_leaves_to_etcd_35_runs_there():
     only = re.search(r"^ETCD35_ONLY\s*:=\s*(.*)$", text, re.M).group(1).split()
     etcd = re.search(r"^ETCD_TESTS\s*:=\s*(.*)$", text, re.M).group(1)
     assert only and all(t in etcd.split() and (REPO / t).is_file() for t in only), (only, etcd)
+
+
+def test_each_named_proof_runs_on_processes_in_make_test():
+    """A proof is a scenario of the library or a test; a scenario named as a proof is not itself
+    left out of the process pass (LONG_SCENARIOS, or DOCKER_ALSO when the docker tier runs)."""
+    text = (REPO / "Makefile").read_text()
+    block = text[text.index("# What `make test` leaves to `make test-long`"):text.index("LONG_SCENARIOS :=")]
+    entries = re.split(r"\n#   (?=\S[^\n]*->)", block)[1:]
+    left_out = set(_list("LONG_SCENARIOS")) | set(_list("DOCKER_ALSO"))
+    library = {f.stem for f in (REPO / "scenarios").glob("*.yaml")}
+    for entry in entries:
+        moved, _, proof = entry.partition("->")
+        named = {w for w in re.findall(r"[a-z0-9]+(?:-[a-z0-9]+)+", proof) if w in library}
+        tests = re.findall(r"test_\w+\.py::test_\w+", proof)
+        assert named or tests, f"Makefile: {moved.strip()} names no scenario or test as its proof"
+        assert not named & left_out, f"Makefile: {moved.strip()}'s proof {sorted(named & left_out)} is left out too"
+        for t in tests:
+            f, _, fn = t.partition("::")
+            assert f"def {fn}(" in (REPO / "tests" / "integration" / f).read_text(), f"Makefile: no test {t}"

@@ -21,7 +21,8 @@ def test_a_grouped_test_carries_its_group_under_loadgroup(request):
         f"pytest {pytest.__version__}; the groups' tests run at once (pin pytest<9 with pytest-xdist 3.8)")
 
 
-CLEANS = {"sigkill_then_clean", "soak", "reap"}      # helpers that run `pschaos clean` or reap dead disks
+CLEANS = {"sigkill_then_clean", "soak", "reap", "sweep", "clean"}   # what runs `pschaos clean` or reaps dead disks
+RAY = "pschaos.harness.fanout"      # Ray tasks' leftovers sweep runs `pschaos clean` (harness/fanout/leftovers.py)
 
 
 def _group(node) -> str | None:
@@ -41,12 +42,14 @@ def test_every_test_that_runs_pschaos_clean_runs_in_its_group():
         tree = ast.parse(f.read_text())
         module = next((ast.unparse(n.value) for n in tree.body if isinstance(n, ast.Assign)
                        and any(getattr(t, "id", "") == "pytestmark" for t in n.targets)), "")
+        on_ray = any(isinstance(n, ast.ImportFrom) and (n.module or "").startswith(RAY) for n in tree.body)
         for fn in tree.body:
             if not isinstance(fn, ast.FunctionDef) or not fn.name.startswith("test"):
                 continue
-            used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+            used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)} | {
+                n.func.attr for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
             said = {n.value for n in ast.walk(fn) if isinstance(n, ast.Constant)}
-            if used & CLEANS or "clean" in said:
+            if used & CLEANS or "clean" in said or on_ray:
                 if _group(fn) != "pschaos-clean" and "xdist_group('pschaos-clean')" not in module:
                     loose.append(f"{f.name}::{fn.name}")
     assert not loose, f"mark these @pytest.mark.xdist_group(\"pschaos-clean\"): {loose}"

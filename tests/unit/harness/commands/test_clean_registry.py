@@ -29,12 +29,21 @@ def _environ(p: psutil.Process) -> dict:
         return {}
 
 
+def _only_here(monkeypatch) -> None:
+    """No disk, Ray folder or image rootfs of the machine is these tests' to reap: another test's
+    dead disk is that test's to see unmounted by its own clean (CI of 14be8b9)."""
+    monkeypatch.setattr(clean_cmd, "reap_disks", lambda all_mounts=False: [])
+    monkeypatch.setattr(clean_cmd, "remove_dead", lambda: [])
+    monkeypatch.setattr(clean_cmd, "stale_rootfs", lambda: [])
+
+
 def test_clean_drops_a_dead_detached_cluster_and_keeps_a_live_one(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(registry, "DIR", tmp_path / "runs")
     monkeypatch.setattr(clean_cmd, "reap_engine", lambda all_runs: ([], [], None))   # no engine here
     monkeypatch.setattr(clean_cmd, "engine_runs", lambda: {"cluster-box01"})       # one lives in containers
     # the registry here is the test's own: every real run's table would look dead, so none is listed
     monkeypatch.setattr(clean_cmd.nft, "tables", lambda: [])
+    _only_here(monkeypatch)
     # and only this test's processes are clean's to see: another test's orphans are that test's to reap
     ours = ("cluster-dead01", "cluster-live01")
     real = clean_cmd.tagged_processes
@@ -63,6 +72,7 @@ def test_clean_keeps_every_detached_cluster_when_the_engine_does_not_answer(tmp_
     monkeypatch.setattr(clean_cmd, "reap_engine", lambda all_runs: ([], [], "no engine"))
     monkeypatch.setattr(clean_cmd, "engine_runs", lambda: None)          # configured, not answering
     monkeypatch.setattr(clean_cmd.nft, "tables", lambda: [])
+    _only_here(monkeypatch)
     monkeypatch.setattr(clean_cmd, "tagged_processes", lambda run_id=None: [])
     registry.register("cluster-unknown01", -1, "pschaos_cluster_unknown01")
     _age("cluster-unknown01", 1000)
