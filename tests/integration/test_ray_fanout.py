@@ -26,12 +26,22 @@ from pschaos.harness.fanout import ray_runs  # noqa: E402
 from pschaos.harness.fanout.leftovers import sweep  # noqa: E402
 from pschaos.harness.fanout.ray_runs import execute_on_ray  # noqa: E402
 from pschaos.harness.proof.soak.soak import RunResult, judge_run  # noqa: E402
+from tests.unit.helpers import only_text  # noqa: E402
 
 # one xdist worker runs them all, one after another: the killer below takes any run task's worker;
 # with the other tests that run `pschaos clean` (the leftovers sweep runs it: tests/unit/test_xdist_groups.py)
 pytestmark = pytest.mark.xdist_group("pschaos-clean")
 
 CLI = [sys.executable, "-m", "pschaos.harness.commands.cli"]
+PLACED = """\
+name: placed
+cluster: {shards: 1, copies: 2, workers: 1, replication: sync, training: async, model: mlp}
+workload: {steps: 40}
+faults:
+  - {at: {step: 20}, kind: kill, target: primary(shard=0)}
+expect:
+  checks: [no-lost-acks, single-primary]
+"""
 LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")
 
 
@@ -274,9 +284,11 @@ def test_doctor_on_ray_says_what_each_node_lacks_and_process_runs_go_only_where_
             reports, "process", mine)
         assert doctor_on_ray(cluster.address) == 1
         runs = {}
+        small = tmp_path / "placed.yaml"      # where a run goes does not depend on what it runs: a small one
+        small.write_text(only_text(PLACED, "40 steps: no checkpoint, no target loss; where the runs go is what this test is about"))
         for backend in ("process", "sim"):
             out = tmp_path / backend
-            got = execute_on_ray(REPO / "scenarios" / "kill-primary.yaml", [(s, 1) for s in (1, 2, 3)],
+            got = execute_on_ray(small, [(s, 1) for s in (1, 2, 3)],
                                  lambda s, k, o=out: o / f"seed-{s}", backend, 300.0, cluster.address, 1, RunResult,
                                  judge_run)
             assert [r.verdict for r in got] == ["pass"] * 3, [r.reason for r in got]
