@@ -108,10 +108,15 @@ class LocalRay:
         """Disconnect, shut every node down, remove our folder, put Ray's address file back."""
         ray = import_ray()
         try:
-            if ray.is_initialized():
-                ray.shutdown()
+            # always: a driver whose ray.init a Ctrl-C cut short is not initialized, yet holds the
+            # head's socket, and Ray refuses to remove a node a driver holds (seen: a soak's Ctrl-C
+            # during its local cluster's start raised ValueError from the teardown, rc 139)
+            ray.shutdown()
             if self.cluster is not None:
-                self.cluster.shutdown()
+                try:
+                    self.cluster.shutdown()
+                except ValueError:         # the refusal let go of the driver first: once more
+                    self.cluster.shutdown()
         finally:
             self.cluster = None
             self._tidy()

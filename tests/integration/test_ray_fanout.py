@@ -232,7 +232,6 @@ def test_ctrl_c_cancels_every_task_and_leaves_no_run_behind(tmp_path):
     """A terminal's Ctrl-C (SIGINT to the soak's process group) while process-backend runs train
     on a local Ray cluster: the soak exits, and no run, node, etcd or Ray process is left."""
     import signal
-    from pschaos.harness.machinery.procs import tagged_processes
     from pschaos.harness.machinery.tools import find
 
     if find("etcd") is None or find("toxiproxy-server") is None:
@@ -241,18 +240,35 @@ def test_ctrl_c_cancels_every_task_and_leaves_no_run_behind(tmp_path):
     p = subprocess.Popen(CLI + ["soak", "kill-primary", "--seeds", "2", "-j", "2", "--on", "ray", "--out", str(tmp_path)],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=REPO, start_new_session=True)
     deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and len(tagged_processes()) < 4:     # clusters up: nodes running
+    owners: set[int] = set()
+    while time.monotonic() < deadline and len(_runs_on(owners)) < 4:     # clusters up: nodes running
+        owners |= {r.pid for r in _ray_of_ours() + _task_runs()}   # only ours: the other worker's runs are tagged too
         time.sleep(0.5)
-    assert tagged_processes(), "no run started its cluster"
+    assert _runs_on(owners), "no run started its cluster"
     os.killpg(p.pid, signal.SIGINT)
     out, _ = p.communicate(timeout=180)
     assert p.returncode != 0, out
     deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and (tagged_processes() or _task_runs() or _ray_of_ours()):
+    while time.monotonic() < deadline and (_runs_on(owners) or _task_runs() or _ray_of_ours()):
         time.sleep(0.5)
     said = out.decode(errors="replace")[-2000:]
-    assert not tagged_processes() and not _task_runs() and not _ray_of_ours(), said
+    assert not _runs_on(owners) and not _task_runs() and not _ray_of_ours(), said
     assert not _ours_left(folders), said
+
+
+def _runs_on(ray_pids: set[int]) -> list:
+    """This test's runs: tagged processes whose owner is a worker of our local Ray (the other xdist
+    worker's runs are tagged too)."""
+    from pschaos.harness.machinery.procs import OWNER_ENV, tagged_processes
+
+    out = []
+    for t in tagged_processes():
+        try:
+            if int(t.environ().get(OWNER_ENV, "0")) in ray_pids:
+                out.append(t)
+        except (psutil.Error, ValueError):
+            continue
+    return out
 
 
 def _ray_of_ours() -> list:
