@@ -1,12 +1,12 @@
 """`pschaos doctor`: which real parts are present, their versions, and how to install what is not."""
 from __future__ import annotations
 
-import importlib.metadata as md
 import json
 import sys
 
 from pschaos.harness.backends.docker.engine import network_status, server_version
-from pschaos.harness.machinery.parts import etcd_problem, python_rows, tool_rows  # noqa: F401 - etcd_problem: its users
+from pschaos.harness.machinery.parts import (etcd_problem, power_loss_disk, python_rows,  # noqa: F401 - etcd_problem: its users
+                                             tool_rows)
 
 
 def collect() -> list[dict]:
@@ -31,19 +31,6 @@ def collect() -> list[dict]:
     return rows
 
 
-def power_loss_disk() -> dict:
-    """The power-loss disk (power-loss and torn-write on processes): /dev/fuse, libfuse3, mfusepy."""
-    from pschaos.diskfaults.mounts import available
-
-    why = available()
-    try:
-        v = None if why else f"mfusepy {md.version('mfusepy')}, libfuse3"
-    except md.PackageNotFoundError:          # importable from a path of its own, not installed
-        v = "mfusepy, libfuse3"
-    return {"part": "power-loss-disk", "version": v, "ok": not why, "required": False,
-            "install": (why + " (power-loss and torn-write need it)") if why else None}
-
-
 def doctor(as_json: bool = False) -> int:
     rows = collect()
     if as_json:
@@ -63,7 +50,7 @@ def doctor_on_ray(address: str | None, as_json: bool = False) -> int:
     backend. Exit 0 when every node can run both backends, 1 when some node lacks something for
     one (it places no such run), 2 when no node can run even the sim backend or Ray is not there."""
     from pschaos.harness.errors import HarnessError
-    from pschaos.harness.fanout.nodes import lacks, placeable, survey
+    from pschaos.harness.fanout.nodes import DISK_PART, lacks, placeable, survey
     from pschaos.harness.fanout.ray_runs import connect, disconnect
     from pschaos.harness.fanout.task import version
 
@@ -82,10 +69,16 @@ def doctor_on_ray(address: str | None, as_json: bool = False) -> int:
     else:
         print(f"Ray at {address or 'a local cluster on 127.0.0.1'}: {len(reports)} node(s); the driver runs pschaos {mine}")
         for r in reports:
-            print(f"  node {r['node'][:12]} on {r['host']}, {r['cpus']} CPU(s), pschaos {r.get('version')}")
+            print(f"  node {r['node'][:12]} on {r['host']}, {r['cpus']} CPU(s), pschaos {r.get('version')}"
+                  + ("" if r["cpus"] > 0 else ": no CPU, runs nothing (a head started with --num-cpus=0)"))
             for backend in ("sim", "process"):
                 got = lacks(r, backend, mine)
                 print(f"    {backend:8} " + ("ready" if not got else "lacks " + ", ".join(got)))
+            disk = lacks(r, "process", mine, (DISK_PART,))
+            if not lacks(r, "process", mine) and disk:
+                print(f"    {'':8} runs of power-loss and torn-write scenarios also need {', '.join(disk)}: none is "
+                      "placed here")
     if not placeable(reports, "sim", mine):
         return 2
-    return 0 if all(not lacks(r, b, mine) for r in reports for b in ("sim", "process")) else 1
+    runners = [r for r in reports if r["cpus"] > 0]      # a node with no CPU places nothing: what it lacks is moot
+    return 0 if all(not lacks(r, b, mine) for r in runners for b in ("sim", "process")) else 1

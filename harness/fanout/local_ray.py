@@ -63,10 +63,13 @@ class LocalRay:
     `with LocalRay(2) as cluster:` connects this process as the driver and shuts all down after."""
 
     def __init__(self, nodes: int = 2, cpus: int = 1, connect: bool = True,
-                 node_env: dict[int, dict[str, str]] | None = None) -> None:
+                 node_env: dict[int, dict[str, str]] | None = None, head_cpus: int | None = None) -> None:
         if nodes < 1 or cpus < 1:
             raise ValueError(f"a local Ray cluster needs at least 1 node and 1 CPU a node (asked {nodes}, {cpus})")
+        if head_cpus is not None and (head_cpus < 0 or (head_cpus == 0 and nodes < 2)):
+            raise ValueError(f"head_cpus={head_cpus}: at least 0, and a head of no CPU needs another node to run on")
         self.nodes_wanted, self.cpus, self.connect_driver = nodes, cpus, connect
+        self.head_cpus = cpus if head_cpus is None else head_cpus      # 0: a head that runs no task, as clusters keep theirs
         self.node_env = node_env or {}       # node index (0: the head) -> environment its raylet and tasks get
         self.cluster: Any = None
         self.workers: list[Any] = []
@@ -76,7 +79,8 @@ class LocalRay:
 
     def _node_args(self, index: int = 0) -> dict:
         env = {"env_vars": dict(self.node_env[index])} if self.node_env.get(index) else {}
-        return {"node_ip_address": "127.0.0.1", "num_cpus": self.cpus, "include_dashboard": False,
+        return {"node_ip_address": "127.0.0.1", "num_cpus": self.head_cpus if index == 0 else self.cpus,
+                "include_dashboard": False,
                 "object_store_memory": 100 * 1024 * 1024, "temp_dir": self.temp, **env}
 
     def start(self) -> "LocalRay":

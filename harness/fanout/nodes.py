@@ -6,7 +6,13 @@ imports. A process-backend run needs the real parts on its node as well: etcd, T
 nftables, and root (nftables tables, the cgroup and network faults). Each alive node is asked
 by a task of its own, pinned there (no CPU: a busy node answers too), which runs the doctor's
 own checks; a run is then placed only on nodes that lack nothing for its backend, by node
-affinity, as many at a time on each as it has CPUs.
+affinity, as many at a time on each as it has CPUs. A node with no CPU (a head started with
+`--num-cpus=0`, as clusters often keep theirs) answers the survey but runs nothing.
+
+Some scenarios need more than their backend's parts (`run_needs`): a process run that cuts a
+copy's power needs the power-loss disk (FUSE, libfuse3, mfusepy), one of the redis-sentinel
+adapter needs Redis' binaries. Such a run goes only to a node that has them too; where no node
+has them it is unknown with the reason, never sent to fail there.
 """
 from __future__ import annotations
 
@@ -15,6 +21,9 @@ import socket
 from typing import Any
 
 PROCESS_PARTS = ("etcd", "toxiproxy-server", "nft")      # beyond the required Python parts
+SYSTEM_PARTS = {"redis-sentinel": ("redis-server", "redis-sentinel")}     # a system's own binaries (process runs)
+DISK_PART = "power-loss-disk"           # what the kinds below need on processes
+DISK_KINDS = ("power-loss", "torn-write")      # harness/faults/storage.py STORAGE_KINDS (below faults: a unit test holds them equal)
 SURVEY_TIMEOUT_S = 120.0
 
 
@@ -22,7 +31,7 @@ def node_report() -> dict:
     """On a node (a Ray task): the doctor's rows, this pschaos' version, and what a sim run and a
     process run would lack here."""
     from pschaos.harness.fanout.task import version
-    from pschaos.harness.machinery.parts import python_rows, tool_rows
+    from pschaos.harness.machinery.parts import power_loss_disk, python_rows, tool_rows
 
     node = ""
     try:
@@ -30,7 +39,7 @@ def node_report() -> dict:
         node = ray.get_runtime_context().get_node_id()
     except Exception:  # noqa: BLE001 - outside a task (tests): no node id
         pass
-    rows = tool_rows() + python_rows()
+    rows = tool_rows() + python_rows() + [power_loss_disk()]
     sim = [r["part"] for r in rows if r["required"] and not r["ok"] and r["part"] not in PROCESS_PARTS]
     process = sim + [r["part"] for r in rows if r["part"] in PROCESS_PARTS and not r["ok"]]
     if os.geteuid() != 0:
@@ -62,22 +71,44 @@ def survey(ray: Any, timeout_s: float = SURVEY_TIMEOUT_S) -> list[dict]:
     return out
 
 
-def lacks(report: dict, backend: str, mine: str) -> list[str]:
-    """What `report`'s node lacks for a `backend` run driven by pschaos `mine`."""
+def run_needs(text: str, backend: str) -> tuple[str, ...]:
+    """The parts a run of this scenario (its YAML text) needs on its node beyond its backend's:
+    none for the twin (its disk and its stores are simulated). A text that does not load needs
+    nothing more here: its run says why it cannot run, as a local one would."""
+    if backend != "process":
+        return ()
+    import yaml
+
+    try:         # read as data, not loaded as a Scenario: the run on the node validates it (and names the field)
+        data = yaml.safe_load(text)
+        faults, nemesis = data.get("faults") or [], data.get("nemesis") or {}
+        kinds = {f.get("kind") for f in faults} | set(nemesis.get("kinds") or [])
+        system = data.get("system") or "psnodes"
+        disk = bool(kinds & set(DISK_KINDS))
+        return ((DISK_PART,) if disk else ()) + tuple(SYSTEM_PARTS.get(system, ()))
+    except Exception:  # noqa: BLE001 - not a scenario's shape: its run says why, as a local one would
+        return ()
+
+
+def lacks(report: dict, backend: str, mine: str, needs: tuple[str, ...] = ()) -> list[str]:
+    """What `report`'s node lacks for a `backend` run driven by pschaos `mine` that also needs
+    `needs` (run_needs)."""
     got = list(report["lacks"].get(backend, report["lacks"]["process"]))
     if report.get("version") != mine:
         got.insert(0, f"pschaos {report.get('version')} (the driver runs {mine})")
-    return got
+    ok = {r["part"]: r["ok"] for r in report.get("rows", [])}
+    return got + [n for n in needs if not ok.get(n, False) and n not in got]
 
 
-def placeable(reports: list[dict], backend: str, mine: str) -> dict[str, int]:
-    """node id -> CPUs, for the nodes that lack nothing for a `backend` run."""
-    return {r["node"]: r["cpus"] for r in reports if r["cpus"] > 0 and not lacks(r, backend, mine)}
+def placeable(reports: list[dict], backend: str, mine: str, needs: tuple[str, ...] = ()) -> dict[str, int]:
+    """node id -> CPUs, for the nodes with a CPU that lack nothing for a `backend` run (that needs `needs`)."""
+    return {r["node"]: r["cpus"] for r in reports if r["cpus"] > 0 and not lacks(r, backend, mine, needs)}
 
 
-def describe(reports: list[dict], backend: str, mine: str) -> str:
-    """Each node and what it lacks for `backend`, one line each (for errors and the doctor)."""
-    return "; ".join(f"{r['host']} {r['node'][:8]}: " + (", ".join(lacks(r, backend, mine)) or "ready")
+def describe(reports: list[dict], backend: str, mine: str, needs: tuple[str, ...] = ()) -> str:
+    """Each node and what it lacks for `backend` (and `needs`), one line each (for errors and the doctor)."""
+    return "; ".join(f"{r['host']} {r['node'][:8]}: " + (", ".join(lacks(r, backend, mine, needs)) or
+                                                        ("ready" if r["cpus"] > 0 else "no CPU (runs nothing)"))
                      for r in reports)
 
 
@@ -91,8 +122,12 @@ class Placer:
     def width(self) -> int:
         return sum(self.slots.values())
 
-    def take(self) -> str | None:
-        free = [n for n in self.slots if self.busy[n] < self.slots[n]]
+    def has_free(self) -> bool:
+        return any(self.busy[n] < self.slots[n] for n in self.slots)
+
+    def take(self, allowed: set[str] | None = None) -> str | None:
+        """The least busy node with a free CPU (among `allowed`, when given), or None."""
+        free = [n for n in self.slots if self.busy[n] < self.slots[n] and (allowed is None or n in allowed)]
         if not free:
             return None
         node = min(free, key=lambda n: (self.busy[n] / self.slots[n], n))

@@ -32,6 +32,10 @@ from pschaos.harness.machinery.registry import made_by_a_run
 from pschaos.harness.machinery.tools import CHECKOUT, REPO
 
 CANCEL_GRACE_S = INTERRUPT_GRACE_S + 15.0     # longer than a task's own wait for its run's teardown
+# a run's task not back this long past its run's own bound (a node that is alive but never starts
+# it: its CPUs held by another job, a worker that cannot start) is cancelled and unknown, so a
+# pinned task can never hold a soak forever
+START_WAIT_S = 600.0
 RUN_FILES = ("report.json", "summary.md", "report.html", "history.jsonl", "junit.xml", "soak-run.log",
              "lost-updates.jsonl")
 
@@ -117,9 +121,10 @@ class RayPool:
         from pschaos.harness.fanout.nodes import Placer, describe, placeable, survey
 
         self.ray, self.local = connect(self.address, self.cpus)
+        self.overdue: dict[int, str] = {}        # id(item) -> why its task was cancelled unfinished
         try:
             self.mine, backend = version(), self.backend
-            reports = survey(self.ray)
+            self.reports = reports = survey(self.ray)
             self.placer = Placer(placeable(reports, backend, self.mine))
             if not self.placer.width:
                 raise HarnessError(f"--on ray: no node of the cluster can run a {backend} run: "
@@ -142,13 +147,34 @@ class RayPool:
     def width(self) -> int:
         return self.placer.width
 
+    def allowed(self, needs: tuple[str, ...]) -> set[str] | None:
+        """The placed nodes that also have `needs` (nodes.run_needs): None for any placed node."""
+        from pschaos.harness.fanout.nodes import lacks
+
+        if not needs:
+            return None
+        by_node = {r["node"]: r for r in self.reports}
+        return {n for n in self.placer.slots if not lacks(by_node[n], self.backend, self.mine, needs)}
+
+    def unplaceable(self, needs: tuple[str, ...]) -> str:
+        """Why no node can run a run that needs `needs` (for its unknown)."""
+        from pschaos.harness.fanout.nodes import describe
+
+        return (f"no node of the Ray cluster has {', '.join(needs)} for this scenario: "
+                f"{describe(self.reports, self.backend, self.mine, needs)} (pschaos doctor --on ray says what each "
+                "node lacks)")
+
     def _drive(self, fn: Callable[..., Any], items: list, args: Callable[[Any], tuple],
-               finish: Callable[[Any, Any, int, int], None], prepare: Callable[[Any], None] = lambda item: None) -> None:
-        """Each item as a task of `fn(*args(item))`, pinned to a placed node with a free CPU;
+               finish: Callable[[Any, Any, int, int], None], prepare: Callable[[Any], None] = lambda item: None,
+               needs_of: Callable[[Any], tuple[str, ...]] = lambda item: (),
+               unplaced: Callable[[Any, str], None] | None = None, deadline_s: float | None = None) -> None:
+        """Each item as a task of `fn(*args(item))`, pinned to a placed node with a free CPU that
+        has what the item needs (`needs_of`; one no node has goes to `unplaced` with the reason);
         `finish(item, ref, in_flight, queued)` as each ends. A task whose
         node died is placed again once on another node (Ray's own retry is pinned to the dead
-        one), its node dropped from the placement; cancelled on any exception (Ctrl-C, a
-        timeout) and its CPU given back."""
+        one), its node dropped from the placement; one not back `deadline_s` after it was sent
+        is cancelled and finished (self.overdue says why); all are cancelled on any exception
+        (Ctrl-C, a timeout) and their CPUs given back."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         ray = self.ray
@@ -156,30 +182,61 @@ class RayPool:
         pending, running, moved = list(items), {}, set()
         try:
             while pending or running:
-                while pending and (node := self.placer.take()) is not None:
-                    item = pending.pop(0)
+                i = 0
+                while i < len(pending) and self.placer.has_free():
+                    item = pending[i]
+                    allowed = self.allowed(needs_of(item))
+                    if allowed is not None and not allowed:       # no node of the cluster has what it needs
+                        pending.pop(i)
+                        if unplaced is None:
+                            raise HarnessError(f"--on ray: {self.unplaceable(needs_of(item))}")
+                        unplaced(item, self.unplaceable(needs_of(item)))
+                        continue
+                    node = self.placer.take(allowed)
+                    if node is None:            # its nodes are busy: a later item may go elsewhere
+                        i += 1
+                        continue
+                    pending.pop(i)
                     prepare(item)
                     pinned = task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
-                    running[pinned.remote(*args(item))] = (item, node)
+                    running[pinned.remote(*args(item))] = (item, node, time.monotonic())
                 if not running:
+                    if not pending:
+                        break
                     raise HarnessError(f"--on ray: {len(pending)} run(s) left and no node to place them on: every "
                                        "node that could run them is gone")
                 ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0)
+                if deadline_s is not None:
+                    ready += self._overdue(running, ready, deadline_s)
                 for ref in ready:
-                    item, node = running.pop(ref)
+                    item, node, _ = running.pop(ref)
                     self.placer.give(node)
-                    if id(item) not in moved and self._lost(ref, node):
+                    if id(item) not in moved and id(item) not in self.overdue and self._lost(ref, node):
                         moved.add(id(item))
                         self.placer.drop(node)
                         self.progress(f"node {node[:12]} is gone: its run goes to another node")
                         pending.insert(0, item)
                         continue
-                    finish(item, ref, len(running), len(pending))
+                    refill = min(len(pending), self.placer.width - len(running))    # placed the next moment
+                    finish(item, ref, len(running) + refill, len(pending) - refill)
         except BaseException:
             cancel(ray, list(running))
-            for _, node in running.values():
+            for _, node, _ in running.values():
                 self.placer.give(node)
             raise
+
+    def _overdue(self, running: dict, ready: list, deadline_s: float) -> list:
+        """The tasks not back `deadline_s` after they were sent, cancelled (self.overdue says why)."""
+        now, late = time.monotonic(), []
+        for ref, (item, node, sent) in running.items():
+            if ref not in ready and now - sent > deadline_s:
+                self.overdue[id(item)] = (f"its Ray task was not back {deadline_s:.0f} s after it was sent to node "
+                                          f"{node[:12]} (the run's own bound and {START_WAIT_S:.0f} s to start): "
+                                          "cancelled; is that node's CPU held by another job?")
+                late.append(ref)
+        if late:
+            cancel(self.ray, late)
+        return late
 
     def _lost(self, ref: Any, node: str) -> bool:
         """The task failed and its node is no longer alive."""
@@ -214,18 +271,35 @@ class RayPool:
             command: Callable[[int, Path], str] = lambda s, d: "") -> list:
         """Each job (seed, k, scenario name, scenario text) as a task; each result judged as it
         arrives (`judge`, on a `make_result(seed, k, dir)`), in the order they arrive."""
+        from pschaos.harness.fanout.nodes import run_needs
+
         pythonpath = str(REPO) if CHECKOUT else ""
         done: list = []
+        needs = {text: run_needs(text, self.backend) for text in {j[3] for j in jobs}}
+
+        def report(seed: int, r: Any, in_flight: int, queued: int) -> None:
+            done.append(judge(r))
+            r = done[-1]
+            self.progress(f"{len(done)}/{len(jobs)} done, {in_flight} in flight, {queued} queued: seed={seed} "
+                          f"{r.verdict.upper()} ({r.wall_s:.0f} s)" + (f": {r.reason}" if r.reason and r.verdict != "pass" else ""))
 
         def finish(job: tuple, ref: Any, in_flight: int, queued: int) -> None:
             seed, k, _, _ = job
             d = run_dir(seed, k)
-            done.append(judge(_result(self.ray, ref, make_result(seed, k, d), self.mine, command(seed, d))))
-            r = done[-1]
-            self.progress(f"{len(done)}/{len(jobs)} done, {in_flight} in flight, {queued} queued: seed={seed} "
-                          f"{r.verdict.upper()} ({r.wall_s:.0f} s)" + (f": {r.reason}" if r.reason and r.verdict != "pass" else ""))
+            r = _result(self.ray, ref, make_result(seed, k, d), self.mine, command(seed, d))
+            if id(job) in self.overdue and r.rc is None:     # cancelled unfinished (a result that came back stands)
+                r.reason = self.overdue[id(job)]
+            report(seed, r, in_flight, queued)
+
+        def unplaced(job: tuple, why: str) -> None:
+            seed, k, _, _ = job
+            fresh(run_dir(seed, k))
+            r = make_result(seed, k, run_dir(seed, k))
+            r.reason = why
+            report(seed, r, 0, 0)
         self._drive(run_on_node, list(jobs), lambda j: (j[2], j[3], j[0], self.backend, timeout_s, pythonpath), finish,
-                    prepare=lambda j: fresh(run_dir(j[0], j[1])))
+                    prepare=lambda j: fresh(run_dir(j[0], j[1])), needs_of=lambda j: needs[j[3]], unplaced=unplaced,
+                    deadline_s=timeout_s + START_WAIT_S)
         return done
 
 

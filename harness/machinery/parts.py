@@ -51,3 +51,16 @@ def python_rows() -> list[dict]:
         rows.append({"part": pkg, "version": v, "ok": v is not None, "required": pkg in REQUIRED,
                      "install": None if v else f".venv/bin/pip install {pkg}   (or: make install)"})
     return rows
+
+
+def power_loss_disk() -> dict:
+    """The power-loss disk (power-loss and torn-write on processes): /dev/fuse, libfuse3, mfusepy."""
+    from pschaos.diskfaults.mounts import available
+
+    why = available()
+    try:
+        v = None if why else f"mfusepy {md.version('mfusepy')}, libfuse3"
+    except md.PackageNotFoundError:          # importable from a path of its own, not installed
+        v = "mfusepy, libfuse3"
+    return {"part": "power-loss-disk", "version": v, "ok": not why, "required": False,
+            "install": (why + " (power-loss and torn-write need it)") if why else None}

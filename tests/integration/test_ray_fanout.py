@@ -275,30 +275,39 @@ def _ray_of_ours() -> list:
     return [p for p in psutil.process_iter(["cmdline"]) if "pschaos-ray-" in " ".join(p.info["cmdline"] or [])]
 
 
-def test_doctor_on_ray_says_what_each_node_lacks_and_process_runs_go_only_where_the_parts_are(tmp_path):
-    """Two nodes, the second without Toxiproxy (its tasks see PSCHAOS_TOXIPROXY_SERVER pointing
-    nowhere): the doctor names it, process runs are all placed on the first node, sim runs on
-    both; a cluster where no node has the parts refuses a process run, naming what lacks where."""
+def test_doctor_on_ray_says_what_each_node_lacks_and_process_runs_go_only_where_the_parts_are(tmp_path, capsys):
+    """A head of no CPU (as clusters keep theirs), a node without Toxiproxy (its tasks see
+    PSCHAOS_TOXIPROXY_SERVER pointing nowhere) and one without the power-loss disk (its libfuse
+    path points nowhere): the doctor names each, process runs all go to the third node, sim runs
+    to the two with a CPU, none to the head; a power-loss run, which no node with the parts can
+    take, is unknown with the reason and sent nowhere; a cluster where no node has the parts
+    refuses a process run, naming what lacks where."""
     from pschaos.harness.commands.doctor import doctor_on_ray
-    from pschaos.harness.fanout.nodes import describe, placeable, survey
+    from pschaos.harness.fanout.nodes import DISK_PART, describe, placeable, survey
     from pschaos.harness.fanout.task import version
     from pschaos.harness.errors import HarnessError
 
     folders = _folders()
     nowhere = {"PSCHAOS_TOXIPROXY_SERVER": str(tmp_path / "no-toxiproxy")}
-    with LocalRay(nodes=2, cpus=1, connect=False, node_env={1: nowhere}) as cluster:
+    nodisk = {"FUSE_LIBRARY_PATH": str(tmp_path / "no-libfuse3.so")}
+    with LocalRay(nodes=3, cpus=1, connect=False, node_env={1: nowhere, 2: nodisk}, head_cpus=0) as cluster:
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
         try:
             reports = survey(ray)
         finally:
             ray.shutdown()
         mine = version()
-        assert len(reports) == 2 and len(placeable(reports, "sim", mine)) == 2
+        head = [r["node"] for r in reports if r["cpus"] == 0]
+        assert len(reports) == 3 and len(head) == 1 and len(placeable(reports, "sim", mine)) == 2
         (ready,) = placeable(reports, "process", mine)
-        lacking = [r for r in reports if r["node"] != ready]
+        lacking = [r for r in reports if r["node"] not in (ready, *head)]
         assert lacking[0]["lacks"]["process"] == ["toxiproxy-server"] and "toxiproxy-server" in describe(
             reports, "process", mine)
+        assert not placeable(reports, "process", mine, (DISK_PART,))
+        capsys.readouterr()
         assert doctor_on_ray(cluster.address) == 1
+        said = capsys.readouterr().out
+        assert "no CPU, runs nothing" in said and "also need power-loss-disk" in said, said
         runs = {}
         small = tmp_path / "placed.yaml"      # where a run goes does not depend on what it runs: a small one
         small.write_text(only_text(PLACED, "40 steps: no checkpoint, no target loss; where the runs go is what this test is about"))
@@ -309,7 +318,10 @@ def test_doctor_on_ray_says_what_each_node_lacks_and_process_runs_go_only_where_
                                  judge_run)
             assert [r.verdict for r in got] == ["pass"] * 3, [r.reason for r in got]
             runs[backend] = {r.where for r in got}
-        assert runs["process"] == {ready} and len(runs["sim"]) == 2
+        assert runs["process"] == {ready} and len(runs["sim"]) == 2 and not runs["sim"] & set(head)
+        (cut,) = execute_on_ray(REPO / "scenarios" / "power-loss-primary-mid-checkpoint.yaml", [(1, 1)],
+                                lambda s, k: tmp_path / "cut", "process", 300.0, cluster.address, 1, RunResult, judge_run)
+        assert cut.verdict == "unknown" and not cut.where and "has power-loss-disk" in cut.reason, cut.reason
     with LocalRay(nodes=1, cpus=1, connect=False, node_env={0: nowhere}) as cluster:
         with pytest.raises(HarnessError, match="no node of the cluster can run a process run.*toxiproxy-server"):
             execute_on_ray(REPO / "scenarios" / "kill-primary.yaml", [(1, 1)], lambda s, k: tmp_path / "none",

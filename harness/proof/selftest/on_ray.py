@@ -45,6 +45,7 @@ def run_queues_on_ray(pool: Any, patches: dict[str | None, dict | None], queues:
     """exec.run_queues' contract, each run a task on `pool` (`par` is the pool's width here)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    from pschaos.harness.fanout.nodes import run_needs
     from pschaos.harness.fanout.ray_runs import cancel, fresh
     from pschaos.harness.proof.selftest.exec import _next
 
@@ -55,7 +56,13 @@ def run_queues_on_ray(pool: Any, patches: dict[str | None, dict | None], queues:
     try:
         while running or any(queues.values()):
             while (task := _next(queues, list(running.values()))) is not None:
-                node = pool.placer.take()
+                text = library.path_of(task.scenario).read_text()
+                allowed = pool.allowed(run_needs(text, backend))
+                if allowed is not None and not allowed:
+                    from pschaos.harness.errors import HarnessError
+                    raise HarnessError(f"--on ray: {task.scenario}: {pool.unplaceable(run_needs(text, backend))}; "
+                                       "leave it out of the suite (--scenarios A,B,...: the ones to run)")
+                node = pool.placer.take(allowed)
                 if node is None:
                     queues[task.key].appendleft(task)
                     if not running:
@@ -64,7 +71,6 @@ def run_queues_on_ray(pool: Any, patches: dict[str | None, dict | None], queues:
                                            "could run them is gone")
                     break
                 fresh(task.dir)
-                text = library.path_of(task.scenario).read_text()
                 ref = remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(
                     patches.get(task.key), task.scenario, text, task.seed, backend, timeout_s)
                 running[ref] = _Flight(task, node)

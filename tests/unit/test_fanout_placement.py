@@ -1,0 +1,153 @@
+"""Where `--on ray` places a run: what a scenario needs beyond its backend (the power-loss disk,
+a system's binaries), nodes with no CPU, and a pinned task that never comes back. The pool's
+loop runs against a fake Ray here; tests/integration/test_ray_fanout.py runs it on a real one."""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from pschaos.harness.errors import HarnessError
+from pschaos.harness.fanout import ray_runs
+from pschaos.harness.fanout.nodes import DISK_PART, Placer, describe, lacks, placeable, run_needs
+from pschaos.harness.fanout.ray_runs import RayPool
+
+REPO = Path(__file__).resolve().parents[2]
+A, B = "a" * 56, "b" * 56      # node ids as Ray writes them (hex)
+
+
+def _text(name: str) -> str:
+    return (REPO / "scenarios" / f"{name}.yaml").read_text()
+
+
+def _report(node: str, cpus: int = 1, disk: bool = True, redis: bool = True, version: str = "v") -> dict:
+    rows = [{"part": DISK_PART, "ok": disk}, {"part": "redis-server", "ok": redis}, {"part": "redis-sentinel", "ok": redis}]
+    return {"node": node, "host": "h", "cpus": cpus, "version": version, "rows": rows, "lacks": {"sim": [], "process": []}}
+
+
+def test_a_process_run_that_cuts_power_needs_the_disk_and_a_redis_one_its_binaries():
+    assert run_needs(_text("power-loss-primary-mid-checkpoint"), "process") == (DISK_PART,)
+    assert run_needs(_text("power-loss-primary-mid-checkpoint"), "sim") == ()       # the twin's disk is simulated
+    assert run_needs(_text("redis-partition-master"), "process") == ("redis-server", "redis-sentinel")
+    assert run_needs(_text("kill-primary"), "process") == ()
+    assert run_needs("nemesis:\n  kinds: [kill, torn-write]\n", "process") == (DISK_PART,)     # a nemesis' kinds too
+    assert run_needs("name: [not a scenario", "process") == ()       # its run on the node says why
+
+
+def test_the_kinds_that_need_the_disk_are_the_storage_faults_kinds():
+    from pschaos.harness.faults.storage import STORAGE_KINDS
+    from pschaos.harness.fanout.nodes import DISK_KINDS
+
+    assert DISK_KINDS == STORAGE_KINDS
+
+
+def test_a_node_lacks_what_the_run_needs_and_one_with_no_cpu_places_nothing():
+    nodisk, head = _report("n1", disk=False), _report("head", cpus=0)
+    assert lacks(nodisk, "process", "v") == [] and lacks(nodisk, "process", "v", (DISK_PART,)) == [DISK_PART]
+    assert lacks({**nodisk, "rows": []}, "process", "v", (DISK_PART,)) == [DISK_PART]     # not reported: lacking
+    reports = [head, nodisk, _report("n2")]
+    assert placeable(reports, "process", "v") == {"n1": 1, "n2": 1}
+    assert placeable(reports, "process", "v", (DISK_PART,)) == {"n2": 1}
+    assert "head: no CPU (runs nothing)" in describe(reports, "process", "v")
+    assert "n1: power-loss-disk" in describe(reports, "process", "v", (DISK_PART,))
+
+
+def test_the_placer_takes_only_an_allowed_node():
+    p = Placer({"a": 1, "b": 1})
+    assert p.take({"b"}) == "b" and p.take({"b"}) is None and p.has_free()
+    assert p.take() == "a" and not p.has_free()
+
+
+class _Ref:
+    def __init__(self, n: int, node: str, value: object) -> None:
+        self.n, self.node, self.value, self.cancelled = n, node, value, False
+
+    def __hash__(self) -> int:
+        return self.n
+
+
+class _FakeRay:
+    """Tasks finish at once, except on the `stuck` nodes, where they never start."""
+
+    def __init__(self, stuck: set[str] = frozenset()) -> None:
+        self.stuck, self.sent, self.count = set(stuck), [], itertools.count()
+
+    def remote(self, **_: object):
+        fake = self
+
+        class _Task:
+            def __init__(self, fn) -> None:
+                self.fn = fn
+
+            def options(self, scheduling_strategy):
+                node, fn = scheduling_strategy.node_id, self.fn
+
+                class _Pinned:
+                    def remote(self, *args):
+                        fake.sent.append((args, node))
+                        return _Ref(next(fake.count), node, None if node in fake.stuck else fn(*args))
+                return _Pinned()
+        return _Task
+
+    def wait(self, refs, num_returns=1, timeout=None):
+        ready = [r for r in refs if r.node not in self.stuck or r.cancelled][:num_returns]
+        return ready, [r for r in refs if r not in ready]
+
+    def get(self, ref, timeout=None):
+        if ref.cancelled or ref.node in self.stuck:
+            raise RuntimeError("TaskCancelledError: cancelled")
+        return ref.value
+
+    def cancel(self, ref, force=False):
+        ref.cancelled = True
+
+    def nodes(self):
+        return [{"NodeID": n, "Alive": True} for n in (A, B)]
+
+
+def _pool(fake: _FakeRay, reports: list[dict]) -> RayPool:
+    pool = RayPool(None, 2, "process")
+    pool.ray, pool.reports, pool.mine, pool.overdue = fake, reports, "v", {}
+    pool.placer = Placer(placeable(reports, "process", "v"))
+    return pool
+
+
+def test_runs_that_need_the_disk_go_only_to_a_node_that_has_it_and_none_is_lost():
+    fake = _FakeRay()
+    pool = _pool(fake, [_report(A, disk=False), _report(B)])
+    done: list = []
+    pool._drive(lambda x: x, list(range(6)), lambda i: (i,), lambda i, ref, f, q: done.append((i, ref.node)),
+                needs_of=lambda i: (DISK_PART,) if i % 2 else ())
+    assert sorted(i for i, _ in done) == list(range(6))
+    assert {node for i, node in done if i % 2} == {B}
+
+
+def test_a_run_no_node_can_take_is_unplaced_with_the_reason_and_a_map_refuses():
+    pool = _pool(_FakeRay(), [_report(A, disk=False), _report(B, disk=False)])
+    unplaced: list = []
+    pool._drive(lambda x: x, [0, 1], lambda i: (i,), lambda *a: None, needs_of=lambda i: (DISK_PART,) if i else (),
+                unplaced=lambda i, why: unplaced.append((i, why)))
+    assert [i for i, _ in unplaced] == [1] and "no node of the Ray cluster has power-loss-disk" in unplaced[0][1]
+    with pytest.raises(HarnessError, match="power-loss-disk"):
+        pool._drive(lambda x: x, [1], lambda i: (i,), lambda *a: None, needs_of=lambda i: (DISK_PART,))
+
+
+def test_a_pinned_task_that_never_comes_back_is_cancelled_and_unknown_with_the_reason(tmp_path, monkeypatch):
+    """Node a is alive but never starts its task: past the deadline it is cancelled, its run
+    unknown saying so, and the soak goes on to the end on node b."""
+    from pschaos.harness.proof.soak.soak import RunResult, judge_run
+
+    fake = _FakeRay(stuck={A})
+    pool = _pool(fake, [_report(A), _report(B)])
+    monkeypatch.setattr(ray_runs, "run_on_node", lambda *a: {"rc": 0, "wall_s": 1.0, "timed_out": False, "node": B,
+                                                              "version": "v", "files": {}, "log_tail": ""})
+    clock = itertools.count(0, 50)
+    monkeypatch.setattr(ray_runs.time, "monotonic", lambda: float(next(clock)))
+    text = _text("kill-primary")
+    got = pool.run([(s, 1, "kill-primary", text) for s in (1, 2, 3)], lambda s, k: tmp_path / f"seed-{s}", 10.0,
+                   RunResult, judge_run)
+    assert len(got) == 3 and all(r.verdict == "unknown" for r in got)     # b's runs wrote no report here either
+    late = [r for r in got if "was not back" in (r.reason or "")]
+    assert len(late) == 1 and "cancelled" in late[0].reason
+    assert [node for _, node in fake.sent].count(A) == 1
