@@ -47,10 +47,12 @@ def doctor(as_json: bool = False) -> int:
 
 def doctor_on_ray(address: str | None, as_json: bool = False) -> int:
     """`pschaos doctor --on ray[=ADDRESS]`: every node, what it has, what it lacks for each
-    backend. Exit 0 when every node can run both backends, 1 when some node lacks something for
-    one (it places no such run), 2 when no node can run even the sim backend or Ray is not there."""
+    backend. Exit 0 when every node with a CPU can run both backends, 1 when one lacks something
+    for one (it places no such run), 2 when no node can run even the sim backend or Ray is not
+    there. A node of no CPU runs nothing, so what it lacks does not count; what a scenario needs
+    beyond its backend (the power-loss disk, a system's parts) is said, and does not count either."""
     from pschaos.harness.errors import HarnessError
-    from pschaos.harness.fanout.nodes import DISK_PART, lacks, placeable, survey
+    from pschaos.harness.fanout.nodes import DISK_PART, SYSTEM_PARTS, lacks, placeable, survey
     from pschaos.harness.fanout.ray_runs import connect, disconnect
     from pschaos.harness.fanout.task import version
 
@@ -74,10 +76,10 @@ def doctor_on_ray(address: str | None, as_json: bool = False) -> int:
             for backend in ("sim", "process"):
                 got = lacks(r, backend, mine)
                 print(f"    {backend:8} " + ("ready" if not got else "lacks " + ", ".join(got)))
-            disk = lacks(r, "process", mine, (DISK_PART,))
-            if not lacks(r, "process", mine) and disk:
-                print(f"    {'':8} runs of power-loss and torn-write scenarios also need {', '.join(disk)}: none is "
-                      "placed here")
+            for what, needs in (("power-loss and torn-write", (DISK_PART,)), *SYSTEM_PARTS.items()):
+                extra = lacks(r, "process", mine, needs)
+                if r["cpus"] > 0 and not lacks(r, "process", mine) and extra:
+                    print(f"    {'':8} {what} process runs also need {', '.join(extra)}: none is placed here")
     if not placeable(reports, "sim", mine):
         return 2
     runners = [r for r in reports if r["cpus"] > 0]      # a node with no CPU places nothing: what it lacks is moot

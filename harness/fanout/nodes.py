@@ -21,7 +21,8 @@ import socket
 from typing import Any
 
 PROCESS_PARTS = ("etcd", "toxiproxy-server", "nft")      # beyond the required Python parts
-SYSTEM_PARTS = {"redis-sentinel": ("redis-server", "redis-sentinel")}     # a system's own binaries (process runs)
+SYSTEM_PARTS = {"redis-sentinel": ("redis-server", "redis-sentinel", "redis"),     # a system's own parts (process runs)
+                "accelerate-ddp": ("accelerate",)}
 DISK_PART = "power-loss-disk"           # what the kinds below need on processes
 DISK_KINDS = ("power-loss", "torn-write")      # harness/faults/storage.py STORAGE_KINDS (below faults: a unit test holds them equal)
 SURVEY_TIMEOUT_S = 120.0
@@ -107,8 +108,8 @@ def placeable(reports: list[dict], backend: str, mine: str, needs: tuple[str, ..
 
 def describe(reports: list[dict], backend: str, mine: str, needs: tuple[str, ...] = ()) -> str:
     """Each node and what it lacks for `backend` (and `needs`), one line each (for errors and the doctor)."""
-    return "; ".join(f"{r['host']} {r['node'][:8]}: " + (", ".join(lacks(r, backend, mine, needs)) or
-                                                        ("ready" if r["cpus"] > 0 else "no CPU (runs nothing)"))
+    return "; ".join(f"{r['host']} {r['node'][:8]}: " + ("no CPU (runs nothing)" if r["cpus"] <= 0 else
+                                                        ", ".join(lacks(r, backend, mine, needs)) or "ready")
                      for r in reports)
 
 
@@ -122,8 +123,12 @@ class Placer:
     def width(self) -> int:
         return sum(self.slots.values())
 
+    def free(self) -> int:
+        """CPUs free on the nodes still placed."""
+        return sum(max(0, self.slots[n] - self.busy[n]) for n in self.slots)
+
     def has_free(self) -> bool:
-        return any(self.busy[n] < self.slots[n] for n in self.slots)
+        return self.free() > 0
 
     def take(self, allowed: set[str] | None = None) -> str | None:
         """The least busy node with a free CPU (among `allowed`, when given), or None."""

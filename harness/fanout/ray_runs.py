@@ -36,6 +36,12 @@ CANCEL_GRACE_S = INTERRUPT_GRACE_S + 15.0     # longer than a task's own wait fo
 # it: its CPUs held by another job, a worker that cannot start) is cancelled and unknown, so a
 # pinned task can never hold a soak forever
 START_WAIT_S = 600.0
+
+
+def deadline(timeout_s: float) -> float:
+    """How long a run's task may take from being sent: its run's bound and teardown, twice (Ray
+    retries a task whose worker died once, on the same node), and START_WAIT_S to start."""
+    return 2 * (timeout_s + CANCEL_GRACE_S + 60.0) + START_WAIT_S
 RUN_FILES = ("report.json", "summary.md", "report.html", "history.jsonl", "junit.xml", "soak-run.log",
              "lost-updates.jsonl")
 
@@ -116,12 +122,13 @@ class RayPool:
     def __init__(self, address: str | None, cpus: int, backend: str,
                  progress: Callable[[str], None] = lambda m: None) -> None:
         self.address, self.cpus, self.backend, self.progress = address, cpus, backend, progress
+        self.overdue: dict[Any, str] = {}        # a task's ref -> why it was cancelled unfinished (this drive's)
+        self.clock: Callable[[], float] = time.monotonic      # the deadline's clock (a test's own)
 
     def __enter__(self) -> "RayPool":
         from pschaos.harness.fanout.nodes import Placer, describe, placeable, survey
 
         self.ray, self.local = connect(self.address, self.cpus)
-        self.overdue: dict[int, str] = {}        # id(item) -> why its task was cancelled unfinished
         try:
             self.mine, backend = version(), self.backend
             self.reports = reports = survey(self.ray)
@@ -160,9 +167,12 @@ class RayPool:
         """Why no node can run a run that needs `needs` (for its unknown)."""
         from pschaos.harness.fanout.nodes import describe
 
+        gone = [r for r in self.reports if r["cpus"] > 0 and r["node"] not in self.placer.slots]
+        alive = [r for r in self.reports if r not in gone]
         return (f"no node of the Ray cluster has {', '.join(needs)} for this scenario: "
-                f"{describe(self.reports, self.backend, self.mine, needs)} (pschaos doctor --on ray says what each "
-                "node lacks)")
+                f"{describe(alive, self.backend, self.mine, needs)}"
+                + (f"; gone since the start or left out: {describe(gone, self.backend, self.mine, needs)}" if gone else "")
+                + " (pschaos doctor --on ray says what each node lacks)")
 
     def _drive(self, fn: Callable[..., Any], items: list, args: Callable[[Any], tuple],
                finish: Callable[[Any, Any, int, int], None], prepare: Callable[[Any], None] = lambda item: None,
@@ -180,6 +190,7 @@ class RayPool:
         ray = self.ray
         task = ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(fn)
         pending, running, moved = list(items), {}, set()
+        self.overdue = {}
         try:
             while pending or running:
                 i = 0
@@ -199,7 +210,7 @@ class RayPool:
                     pending.pop(i)
                     prepare(item)
                     pinned = task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))
-                    running[pinned.remote(*args(item))] = (item, node, time.monotonic())
+                    running[pinned.remote(*args(item))] = (item, node, self.clock())
                 if not running:
                     if not pending:
                         break
@@ -211,13 +222,13 @@ class RayPool:
                 for ref in ready:
                     item, node, _ = running.pop(ref)
                     self.placer.give(node)
-                    if id(item) not in moved and id(item) not in self.overdue and self._lost(ref, node):
+                    if id(item) not in moved and ref not in self.overdue and self._lost(ref, node):
                         moved.add(id(item))
                         self.placer.drop(node)
                         self.progress(f"node {node[:12]} is gone: its run goes to another node")
                         pending.insert(0, item)
                         continue
-                    refill = min(len(pending), self.placer.width - len(running))    # placed the next moment
+                    refill = min(len(pending), self.placer.free())      # placed the next moment (at most)
                     finish(item, ref, len(running) + refill, len(pending) - refill)
         except BaseException:
             cancel(ray, list(running))
@@ -227,12 +238,12 @@ class RayPool:
 
     def _overdue(self, running: dict, ready: list, deadline_s: float) -> list:
         """The tasks not back `deadline_s` after they were sent, cancelled (self.overdue says why)."""
-        now, late = time.monotonic(), []
+        now, late = self.clock(), []
         for ref, (item, node, sent) in running.items():
             if ref not in ready and now - sent > deadline_s:
-                self.overdue[id(item)] = (f"its Ray task was not back {deadline_s:.0f} s after it was sent to node "
-                                          f"{node[:12]} (the run's own bound and {START_WAIT_S:.0f} s to start): "
-                                          "cancelled; is that node's CPU held by another job?")
+                self.overdue[ref] = (f"its Ray task was not back {deadline_s:.0f} s after it was sent to node "
+                                     f"{node[:12]} (twice the run's own bound, for Ray's one retry, and "
+                                     f"{START_WAIT_S:.0f} s to start): cancelled; is that node's CPU held by another job?")
                 late.append(ref)
         if late:
             cancel(self.ray, late)
@@ -286,9 +297,11 @@ class RayPool:
         def finish(job: tuple, ref: Any, in_flight: int, queued: int) -> None:
             seed, k, _, _ = job
             d = run_dir(seed, k)
-            r = _result(self.ray, ref, make_result(seed, k, d), self.mine, command(seed, d))
-            if id(job) in self.overdue and r.rc is None:     # cancelled unfinished (a result that came back stands)
-                r.reason = self.overdue[id(job)]
+            late = self.overdue.get(ref)
+            # a cancelled task's get is bounded: a node that never started it may never answer for it
+            r = _result(self.ray, ref, make_result(seed, k, d), self.mine, command(seed, d), 5.0 if late else None)
+            if late and r.rc is None:     # cancelled unfinished (a result that came back stands)
+                r.reason = late
             report(seed, r, in_flight, queued)
 
         def unplaced(job: tuple, why: str) -> None:
@@ -299,7 +312,7 @@ class RayPool:
             report(seed, r, 0, 0)
         self._drive(run_on_node, list(jobs), lambda j: (j[2], j[3], j[0], self.backend, timeout_s, pythonpath), finish,
                     prepare=lambda j: fresh(run_dir(j[0], j[1])), needs_of=lambda j: needs[j[3]], unplaced=unplaced,
-                    deadline_s=timeout_s + START_WAIT_S)
+                    deadline_s=deadline(timeout_s))
         return done
 
 
@@ -315,11 +328,11 @@ def disconnect(ray: Any, local: LocalRay | None, address: str | None) -> None:
             leftovers.sweep_here()
 
 
-def _result(ray: Any, ref: Any, r: Any, mine: str, command: str) -> Any:
+def _result(ray: Any, ref: Any, r: Any, mine: str, command: str, timeout_s: float | None = None) -> Any:
     """The task's result on `r` (a RunResult): its figures first, then its files; anything that
     goes wrong leaves no report.json behind, so the judge says unknown with the reason."""
     try:
-        res = ray.get(ref)
+        res = ray.get(ref, timeout=timeout_s)
     except Exception as e:  # noqa: BLE001 - lost twice, or the task itself failed
         r.reason = f"the Ray task failed ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]})"
         return r

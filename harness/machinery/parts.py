@@ -11,7 +11,8 @@ from pschaos.harness.machinery.tools import INSTALL, version
 PARTS = [("etcd", "etcd"), ("toxiproxy-server", "toxiproxy-server"), ("nft", "nft"), ("docker-cli", "docker"),
          ("debootstrap", "debootstrap"),        # the docker backend's default image base (harness/backends/docker/build.py)
          ("redis-server", "redis-server"), ("redis-sentinel", "redis-sentinel")]    # the redis-sentinel adapter's
-PY = ["torch", "grpcio", "protobuf", "numpy", "pydantic", "prometheus-client", "pytest", "hypothesis", "docker", "redis"]
+PY = ["torch", "grpcio", "protobuf", "numpy", "pydantic", "prometheus-client", "pytest", "hypothesis", "docker", "redis",
+      "accelerate"]      # accelerate: the accelerate-ddp job's launcher
 REQUIRED = {"etcd", "torch", "grpcio", "protobuf", "numpy", "pydantic"}
 
 

@@ -23,6 +23,7 @@ TASK_TIMEOUT_S = 3600.0           # pytest's own timeout, when set, ends an item
 def run_on_ray(config: pytest.Config, sc, seed: int, backend: str, out: Path) -> dict:
     """The item's run on the cluster: its report, read back from `out`."""
     from pschaos.harness.errors import HarnessError
+    from pschaos.harness.fanout.nodes import run_needs
     from pschaos.harness.fanout.ray_runs import RayPool, parse_on
     from pschaos.harness.proof.soak.soak import RunResult, judge_run
 
@@ -37,6 +38,9 @@ def run_on_ray(config: pytest.Config, sc, seed: int, backend: str, out: Path) ->
             raise pytest.UsageError(f"--pschaos-on {config.getoption('pschaos_on')}: {e}") from None
         setattr(config, POOL_KEY, pool)
     text = yaml.safe_dump(sc.model_dump(mode="json", exclude_unset=True), sort_keys=False)
+    needs = run_needs(text, backend)
+    if (allowed := pool.allowed(needs)) is not None and not allowed:     # as a local run without them skips
+        pytest.skip(f"{sc.name}: {pool.unplaceable(needs)}")
     (r,) = pool.run([(seed, 1, sc.name, text)], lambda s, k: out, TASK_TIMEOUT_S, RunResult, judge_run,
                     command=lambda s, d: f"pschaos run {sc.name} --backend {backend} --seed {s} --out {d}")
     report = out / "report.json"

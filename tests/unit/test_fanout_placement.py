@@ -29,7 +29,7 @@ def _report(node: str, cpus: int = 1, disk: bool = True, redis: bool = True, ver
 def test_a_process_run_that_cuts_power_needs_the_disk_and_a_redis_one_its_binaries():
     assert run_needs(_text("power-loss-primary-mid-checkpoint"), "process") == (DISK_PART,)
     assert run_needs(_text("power-loss-primary-mid-checkpoint"), "sim") == ()       # the twin's disk is simulated
-    assert run_needs(_text("redis-partition-master"), "process") == ("redis-server", "redis-sentinel")
+    assert run_needs(_text("redis-partition-master"), "process") == ("redis-server", "redis-sentinel", "redis")
     assert run_needs(_text("kill-primary"), "process") == ()
     assert run_needs("nemesis:\n  kinds: [kill, torn-write]\n", "process") == (DISK_PART,)     # a nemesis' kinds too
     assert run_needs("name: [not a scenario", "process") == ()       # its run on the node says why
@@ -133,21 +133,50 @@ def test_a_run_no_node_can_take_is_unplaced_with_the_reason_and_a_map_refuses():
         pool._drive(lambda x: x, [1], lambda i: (i,), lambda *a: None, needs_of=lambda i: (DISK_PART,))
 
 
-def test_a_pinned_task_that_never_comes_back_is_cancelled_and_unknown_with_the_reason(tmp_path, monkeypatch):
-    """Node a is alive but never starts its task: past the deadline it is cancelled, its run
-    unknown saying so, and the soak goes on to the end on node b."""
+def _passing(*args) -> dict:
+    """A task's result as run_on_node gives it: a passing report.json."""
+    import base64
+    import json
+
+    rep = base64.b64encode(json.dumps({"verdict": "pass", "checks": {}}).encode()).decode()
+    return {"rc": 0, "wall_s": 1.0, "timed_out": False, "node": B, "version": "v", "files": {"report.json": rep},
+            "log_tail": ""}
+
+
+def _soak(pool: RayPool, tmp_path: Path, seeds=(1, 2, 3)) -> list:
     from pschaos.harness.proof.soak.soak import RunResult, judge_run
 
+    text = _text("kill-primary")
+    return pool.run([(s, 1, "kill-primary", text) for s in seeds], lambda s, k: tmp_path / f"seed-{s}", 10.0,
+                    RunResult, judge_run)
+
+
+def test_a_pinned_task_that_never_comes_back_is_cancelled_and_unknown_with_the_reason(tmp_path, monkeypatch):
+    """Node a is alive but never starts its task: past the deadline it is cancelled, its run
+    unknown saying so, and the soak goes on to the end on node b, whose runs pass."""
     fake = _FakeRay(stuck={A})
     pool = _pool(fake, [_report(A), _report(B)])
-    monkeypatch.setattr(ray_runs, "run_on_node", lambda *a: {"rc": 0, "wall_s": 1.0, "timed_out": False, "node": B,
-                                                              "version": "v", "files": {}, "log_tail": ""})
+    monkeypatch.setattr(ray_runs, "run_on_node", _passing)
     clock = itertools.count(0, 50)
-    monkeypatch.setattr(ray_runs.time, "monotonic", lambda: float(next(clock)))
-    text = _text("kill-primary")
-    got = pool.run([(s, 1, "kill-primary", text) for s in (1, 2, 3)], lambda s, k: tmp_path / f"seed-{s}", 10.0,
-                   RunResult, judge_run)
-    assert len(got) == 3 and all(r.verdict == "unknown" for r in got)     # b's runs wrote no report here either
-    late = [r for r in got if "was not back" in (r.reason or "")]
-    assert len(late) == 1 and "cancelled" in late[0].reason
+    pool.clock = lambda: float(next(clock))
+    got = _soak(pool, tmp_path)
+    assert sorted(r.verdict for r in got) == ["pass", "pass", "unknown"]
+    (late,) = [r for r in got if r.verdict == "unknown"]
+    assert "was not back" in late.reason and "cancelled" in late.reason, late.reason
     assert [node for _, node in fake.sent].count(A) == 1
+    # the same pool again, node a healthy now: nothing of the last drive's cancellation sticks
+    fake.stuck = set()
+    assert [r.verdict for r in _soak(pool, tmp_path, (4, 5))] == ["pass", "pass"]
+
+
+def test_a_result_that_came_back_as_its_task_was_cancelled_stands(tmp_path, monkeypatch):
+    class _LateRay(_FakeRay):
+        def get(self, ref, timeout=None):       # the run finished as the cancel went out
+            return ref.value if ref.value is not None else _passing()
+
+    fake = _LateRay(stuck={A})
+    pool = _pool(fake, [_report(A), _report(B)])
+    monkeypatch.setattr(ray_runs, "run_on_node", _passing)
+    clock = itertools.count(0, 50)
+    pool.clock = lambda: float(next(clock))
+    assert [r.verdict for r in _soak(pool, tmp_path)] == ["pass"] * 3

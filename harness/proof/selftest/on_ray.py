@@ -39,6 +39,19 @@ class _Flight:
         self.task, self.node, self.t0 = task, node, time.monotonic()
 
 
+def refuse_unplaceable(pool: Any, suite: list[str], backend: str) -> None:
+    """Before any run: a suite scenario no node of the cluster has the parts for is bad input
+    (HarnessError), never a baseline run that fails where it lands."""
+    from pschaos.harness.errors import HarnessError
+    from pschaos.harness.fanout.nodes import run_needs
+
+    for name in suite:
+        needs = run_needs(library.path_of(name).read_text(), backend)
+        if (allowed := pool.allowed(needs)) is not None and not allowed:
+            raise HarnessError(f"--on ray: {name}: {pool.unplaceable(needs)}; leave it out of the suite "
+                               "(--scenarios A,B,...: the ones to run)")
+
+
 def run_queues_on_ray(pool: Any, patches: dict[str | None, dict | None], queues: dict[str | None, deque[Task]],
                       par: int, backend: str, timeout_s: float,
                       on_outcome: Callable[[RunOutcome], str | None]) -> None:
@@ -58,10 +71,9 @@ def run_queues_on_ray(pool: Any, patches: dict[str | None, dict | None], queues:
             while (task := _next(queues, list(running.values()))) is not None:
                 text = library.path_of(task.scenario).read_text()
                 allowed = pool.allowed(run_needs(text, backend))
-                if allowed is not None and not allowed:
+                if allowed is not None and not allowed:      # its nodes died since refuse_unplaceable
                     from pschaos.harness.errors import HarnessError
-                    raise HarnessError(f"--on ray: {task.scenario}: {pool.unplaceable(run_needs(text, backend))}; "
-                                       "leave it out of the suite (--scenarios A,B,...: the ones to run)")
+                    raise HarnessError(f"--on ray: {task.scenario}: {pool.unplaceable(run_needs(text, backend))}")
                 node = pool.placer.take(allowed)
                 if node is None:
                     queues[task.key].appendleft(task)

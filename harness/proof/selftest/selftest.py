@@ -211,7 +211,7 @@ def selftest(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     old_term = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        with _pool(on, args) as runner:
+        with _pool(on, args, suite) as runner:
             _progress(f"baseline: the unmodified code on {len(suite)} scenario(s) x {len(seeds)} seed(s), "
                       + ("as Ray tasks" if runner else f"{args.par} at a time")
                       + f", --backend {args.backend} -> {out}")
@@ -234,17 +234,19 @@ def selftest(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _pool(on: tuple[bool, str | None], args: argparse.Namespace) -> Iterator[Callable | None]:
-    """None (runs here, exec.run_queues), or Ray's runner over a pool held for the whole selftest."""
+def _pool(on: tuple[bool, str | None], args: argparse.Namespace, suite: list[str]) -> Iterator[Callable | None]:
+    """None (runs here, exec.run_queues), or Ray's runner over a pool held for the whole selftest;
+    a suite with a scenario no node can run is refused before any run (HarnessError)."""
     if not on[0]:
         yield None
         return
     from pschaos.harness.fanout.ray_runs import RayPool
-    from pschaos.harness.proof.selftest.on_ray import run_queues_on_ray
+    from pschaos.harness.proof.selftest.on_ray import refuse_unplaceable, run_queues_on_ray
 
     zoo = load_zoo(Path(args.zoo)) if args.zoo else load_zoo()
     patches = {None: None, **{m.name: m.patch for m in zoo}}
     with RayPool(on[1], max(1, args.par), args.backend, _progress) as pool:
+        refuse_unplaceable(pool, suite, args.backend)
         yield functools.partial(run_queues_on_ray, pool, patches)
 
 
