@@ -180,3 +180,17 @@ def test_a_result_that_came_back_as_its_task_was_cancelled_stands(tmp_path, monk
     clock = itertools.count(0, 50)
     pool.clock = lambda: float(next(clock))
     assert [r.verdict for r in _soak(pool, tmp_path)] == ["pass"] * 3
+
+
+def test_selftest_on_ray_cancels_a_run_not_back_in_time_and_judges_it_unknown_with_the_reason(tmp_path):
+    from pschaos.harness.proof.selftest.exec import Task
+    from pschaos.harness.proof.selftest.on_ray import _Flight, _outcome, _overdue
+
+    fake = _FakeRay(stuck={A})
+    old, new = _Flight(Task(None, "kill-primary", 1, REPO, tmp_path / "a"), A), _Flight(Task(None, "kill-primary", 2, REPO, tmp_path / "b"), A)
+    old.t0 -= 5000.0
+    r_old, r_new = _Ref(1, A, None), _Ref(2, A, None)
+    running = {r_old: old, r_new: new}
+    assert _overdue(fake, running, [], 1000.0) == [r_old] and r_old.cancelled and not r_new.cancelled
+    o = _outcome(fake, r_old, old)
+    assert o.verdict == "unknown" and "was not back 1000 s" in o.reason, o.reason

@@ -37,6 +37,7 @@ def run_patched(patch: dict | None, name: str, text: str, seed: int, backend: st
 class _Flight:
     def __init__(self, task: Task, node: str) -> None:
         self.task, self.node, self.t0 = task, node, time.monotonic()
+        self.late = ""          # why it was cancelled unfinished (ray_runs.deadline passed)
 
 
 def refuse_unplaceable(pool: Any, suite: list[str], backend: str) -> None:
@@ -59,7 +60,7 @@ def run_queues_on_ray(pool: Any, patches: dict[str | None, dict | None], queues:
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from pschaos.harness.fanout.nodes import run_needs
-    from pschaos.harness.fanout.ray_runs import cancel, fresh
+    from pschaos.harness.fanout.ray_runs import cancel, deadline, fresh
     from pschaos.harness.proof.selftest.exec import _next
 
     ray = pool.ray
@@ -87,12 +88,13 @@ def run_queues_on_ray(pool: Any, patches: dict[str | None, dict | None], queues:
                     patches.get(task.key), task.scenario, text, task.seed, backend, timeout_s)
                 running[ref] = _Flight(task, node)
             ready, _ = ray.wait(list(running), num_returns=1, timeout=1.0) if running else ([], [])
+            ready = list(ready) + _overdue(ray, running, ready, deadline(timeout_s))
             for ref in ready:
                 f = running.pop(ref, None)
                 if f is None:
                     continue
                 pool.placer.give(f.node)
-                if id(f.task) not in moved and pool._lost(ref, f.node):     # its node died: once more elsewhere
+                if not f.late and id(f.task) not in moved and pool._lost(ref, f.node):     # its node died: once more elsewhere
                     moved.add(id(f.task))
                     pool.placer.drop(f.node)
                     queues[f.task.key].appendleft(f.task)
@@ -112,16 +114,31 @@ def run_queues_on_ray(pool: Any, patches: dict[str | None, dict | None], queues:
         raise
 
 
+def _overdue(ray: Any, running: dict[Any, _Flight], ready: list, limit_s: float) -> list:
+    """The runs not back `limit_s` after they were sent (a node that never starts them),
+    cancelled: their outcome is unknown with the reason, as ray_runs.RayPool's are."""
+    from pschaos.harness.fanout.ray_runs import cancel
+
+    now = time.monotonic()
+    late = [r for r, f in running.items() if r not in ready and not f.late and now - f.t0 > limit_s]
+    for r in late:
+        running[r].late = (f"its Ray task was not back {limit_s:.0f} s after it was sent to node {running[r].node[:12]}: "
+                           "cancelled; is that node's CPU held by another job?")
+    if late:
+        cancel(ray, late)
+    return late
+
+
 def _outcome(ray: Any, ref: Any, f: _Flight) -> RunOutcome:
     """A finished task's run judged as exec.judge judges a local one."""
     from pschaos.harness.fanout.ray_runs import unpack
 
     wall = time.monotonic() - f.t0
     try:
-        res = ray.get(ref)
+        res = ray.get(ref, timeout=5.0 if f.late else None)     # a cancelled task's node may never answer
     except Exception as e:  # noqa: BLE001 - lost twice, or the task failed on its node
         o = judge(f.task, None, wall, False)
-        o.reason = f"the Ray task failed ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]})"
+        o.reason = f.late or f"the Ray task failed ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]})"
         return o
     unpack(res, f.task.dir, f"pschaos run {f.task.scenario} --seed {f.task.seed}")
     (f.task.dir / "selftest-run.log").write_text(res.get("log_tail", ""))
