@@ -259,9 +259,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     # Ctrl-C must stop a run and tear it down even when a shell started us with SIGINT ignored
     # (a background job in a script, nohup): Python keeps an inherited SIG_IGN.
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        # inside the try: Python's own handler is in force from start-up, so a Ctrl-C can land on
+        # this very line (make test, 2026-12-07: a traceback from signal.signal, 0.1 s after start)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         # inside the handler: building the parser imports every subcommand's modules, long
         # enough on a loaded machine for a Ctrl-C to land there
         args = build_parser().parse_args(argv)

@@ -332,7 +332,7 @@ def _result(ray: Any, ref: Any, r: Any, mine: str, command: str, timeout_s: floa
     """The task's result on `r` (a RunResult): its figures first, then its files; anything that
     goes wrong leaves no report.json behind, so the judge says unknown with the reason."""
     try:
-        res = ray.get(ref, timeout=timeout_s)
+        res = ray.get(ref) if timeout_s is None else ray.get(ref, timeout=timeout_s)
     except Exception as e:  # noqa: BLE001 - lost twice, or the task itself failed
         r.reason = f"the Ray task failed ({type(e).__name__}: {(str(e).splitlines() or [''])[0][:300]})"
         return r
