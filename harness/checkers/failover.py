@@ -10,9 +10,10 @@ def failover_times(history: list[dict]) -> list[dict]:
     (a later failover is that fault's, not this one's; faults injected together share theirs).
 
     A partition that cut a primary off can be ridden out: its lease outlives a short cut, so no
-    successor is elected and the same primary acks on at its epoch once the cut heals. Such a
-    fault (no promotion on its shard, and its primary acking at its epoch after the heal) is not
-    a failover and is left out (before, the next fault's failover was counted for it: a 14 s
+    successor is elected and the same primary acks on at its epoch once the cut heals. So can a
+    pause that no copy could succeed (the others restarting, out of the ISR). Such a fault (no
+    promotion on its shard, and its primary acking at its epoch after the heal) is not a
+    failover and is left out (before, the next fault's failover was counted for it: a 14 s
     "failover" on a nemesis-soak seed). Without that evidence, a cut, a kill or a
     pause with no successor stays in with ms None (never completed). A kill timed to a moment
     is timed from the primary's own kill (`primary_killed_after_s` into the fault) to an ack above the epoch it
@@ -40,7 +41,9 @@ def failover_times(history: list[dict]) -> list[dict]:
         above = v.get("failover_after_epoch", v["epoch"])
         first = next((e for e in oks if t <= e["t"] < until and e["value"]["shard"] == v["shard"]
                       and e["value"]["epoch"] > above), None)
-        rode_out = first is None and isolated and not any(
+        # a cut or a pause can be ridden out (no copy eligible to succeed it: a pause while the
+        # others restart, nemesis-soak seed 136); a kill never is: its primary is gone
+        rode_out = first is None and (isolated or v["kind"] == "pause") and not any(
             t <= e["t"] < until and e["value"].get("shard") == v["shard"] and e["value"].get("epoch", 0) > v["epoch"]
             for e in promotes) and any(
             healed <= e["t"] < until and e["value"]["shard"] == v["shard"] and e["value"]["epoch"] == v["epoch"]

@@ -529,6 +529,16 @@ def test_a_failover_is_the_fault_that_caused_it_not_an_earlier_one():
     assert [(f["kind"], f["ms"]) for f in times] == [("kill", 500.0)]
     promoted = h[:2] + [ev(1.6, "promote", {"shard": 0, "epoch": 2, "node": "shard-0/1"})] + h[2:]
     assert [(f["kind"], f["ms"]) for f in failover_times(promoted)] == [("partition", None), ("kill", 500.0)]
+    # a pause no copy could succeed (nemesis-soak seed 136: the others restarting) is ridden out as
+    # a cut is: the same primary acks at its epoch after the heal; one it did not come back from stays in
+    pause = fault_start(40.0, "pause", "shard-0/0", shard=0, epoch=1, was_primary=True, index=9)
+    back = [pause, fault_stop(41.5, "pause", "shard-0/0", index=9), ok(41.6, "worker-0", 9, 0, 1, 7)]
+    assert failover_times(back) == []
+    assert [(f["kind"], f["ms"]) for f in failover_times(back[:2])] == [("pause", None)]
+    # a kill is never ridden out, even with an ack of its old epoch after (a stale reply)
+    gone = [fault_start(40.0, "kill", "shard-0/0", shard=0, epoch=1, was_primary=True, index=9),
+            fault_stop(41.5, "kill", "shard-0/0", index=9), ok(41.6, "worker-0", 9, 0, 1, 7)]
+    assert [(f["kind"], f["ms"]) for f in failover_times(gone)] == [("kill", None)]
     # a cut that nobody rode out (no ack of its primary after it) and that nothing followed stays in
     assert [(f["kind"], f["ms"]) for f in failover_times([cut])] == [("partition", None)]
     # a kill without a successor before the next fault on its shard never completed, whatever came later
