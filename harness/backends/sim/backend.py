@@ -96,6 +96,7 @@ class SimBackend(ElasticShards):
         self.cpu.log = self.charge_log
         self.etcd = SimEtcd(self.env, read_s=self.cal.etcd_read_s, write_s=self.cal.etcd_write_s, cpu=self.cpu,
                             cpu_s=self.cal.etcd_request_s, client_cpu_s=self.cal.etcd_client_s)
+        self.etcd.wake_points = [(float(g), float(e)) for g, e in self.cal.etcd_wake_s]
         self.net = SimNetwork(self.env, self.rng, self.cal.network)
         self.disk = SimDisk(self.env, self.sim_clock, self.cal.to_json())     # checkpoint_mb_s: the write rate
         self.cfg = ClusterConfig(cluster_id=self.run_id, etcd="sim://etcd", shards=s.shards, copies=s.copies,
@@ -111,14 +112,23 @@ class SimBackend(ElasticShards):
             self._new_copy(n)
         if workers_steps is not None:
             self.workers_.start_all(workers_steps, duration, step_delay)
-        ok = self.clock.wait_until(lambda: len(self.routing()) == s.shards, timeout, 0.05)
+        ok = self.clock.wait_until(lambda: len(self.routing()) == s.shards and self._primaries_serve(), timeout, 0.05)
         if not ok:
             raise HarnessError(f"simulated cluster did not elect a primary for every shard in {timeout}s virtual")
+
+    def _primaries_serve(self, shards: list[int] | None = None) -> bool:
+        """Every routed primary (of `shards`, default all) has taken its role: the record's
+        compare-and-swap and the copy's promotion land at one virtual instant, and a look between
+        them saw a primary in etcd whose Status still said `starting`."""
+        routes = self.routing()
+        return all(i in routes and (c := self.copies.get(routes[i].primary)) is not None and c.role == "primary"
+                   for i in (self.active if shards is None else shards))
 
     def _new_copy(self, name: str) -> None:
         self.files.pids[name] = self.files.pids.get(name, 1000 + 10 * len(self.files.pids)) + 1
         c = SimCopy(self.env, self.sim_clock, self.etcd, self.net, self.cfg, name, self.files, disk=self.disk)
         c.start_delay_s = self.cal.node_start_s
+        c.teardown_s = self.cal.kill_teardown_s or 0.0
         c.cpu = self.cpu
         c.request_s, c.apply_s_per_mb = self.cal.request_cpu(), self.cal.apply_s_per_mb
         c.call_apply_cpu = self.cal.cpu_model     # a file from before the model: pushes cost no apply CPU
@@ -164,6 +174,7 @@ class SimBackend(ElasticShards):
         if self.etcd.frozen:        # a paused etcd: the process backend's client waits up to 1 s
             self.vt.wait_event(self.etcd.thawed | self.env.timeout(1.0))
         try:
+            self.etcd.touch(self.env.now)     # the harness's reads keep etcd awake, as the real ones do
             for i in self.active:
                 kv = self.etcd.get(self.cfg.shard_key(i))
                 if kv is not None:
@@ -228,7 +239,11 @@ class SimBackend(ElasticShards):
         elif name.startswith("worker-"):
             self.workers_.kill(name)
         else:
-            self._copy(name, "kill").kill()
+            c = self._copy(name, "kill")
+            was_alive = c.alive
+            c.kill()
+            if was_alive and c.teardown_s > 0:     # as the process backend's kill waits for the reap
+                self.vt.wait_event(self.env.timeout(c.teardown_s))
 
     def stop(self, name: str) -> None:
         if name == ETCD:
@@ -249,7 +264,9 @@ class SimBackend(ElasticShards):
         if name.startswith("worker-"):
             self.workers_.restart(name)
             return
-        self._copy(name, "restart")
+        c = self._copy(name, "restart")
+        if self.env.now < c.closed_at:       # another thread's kill has not returned yet (the reap)
+            self.vt.wait_event(self.env.timeout(c.closed_at - self.env.now))
         self.files.pids[name] += 1
         self.copies[name].restart()
 

@@ -19,6 +19,14 @@ a real run's eval events less a simulated pass's without it), `apply_s_per_mb` (
 `node_start_s` (a shard copy's start, from the harness's spawn until its gRPC server takes
 calls: the process, its ShardNode and its local checkpoint; a simulated copy refuses calls that
 long after each start, so a restarted replica misses as many pushes as a real one),
+`kill_teardown_s` (a copy's SIGKILL until its sockets close: the kernel unmaps a process's memory
+before it closes its files, tens of ms for a Python process with PyTorch loaded, so a call in
+flight to a killed copy fails that long after the kill and the harness's kill returns then; the
+median of the same kills' times until the process was reaped; absent in older files: at once),
+`etcd_wake_s` (how much later etcd answers a call when it sat idle: [gap, extra] points, each the
+median read after that long a pause less the median read back to back, applied to every call
+(reads, writes, compare-and-swaps, keepalives) by the gap since etcd last answered or was asked;
+a failover's reads and compare-and-swaps come after such pauses; absent in older files: none),
 `etcd_read_s` and `etcd_write_s` (the real etcd's time to answer a read, and a write or lease
 grant that goes through its log, beyond the modelled wire: its HTTP gateway, the client's
 JSON and, for a write, the WAL's fsync), `etcd_start_s` (a killed etcd started again until it serves: the process backend's restart
@@ -91,7 +99,7 @@ OVERHEAD_S = {"mlp": 0.006, "widedeep": 0.010}
 EVAL_S = {"mlp": 0.0004, "widedeep": 0.006}
 KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "worker_eval_s", "apply_s_per_mb",
         "checkpoint_mb_s",
-        "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s", "server_request_s", "client_request_s",
+        "node_start_s", "kill_teardown_s", "etcd_wake_s", "etcd_read_s", "etcd_write_s", "etcd_start_s", "server_request_s", "client_request_s",
         "etcd_request_s", "etcd_client_s", "replicate_request_s", "replicate_s_per_mb", "replicate_send_s", "cores",
         "push_cpu_extra_s", "replicate_cpu_extra_s", "client_cpu_extra_s", "copy_idle_cpu_s", "host_probe_ms", "measured")
 
@@ -99,7 +107,7 @@ KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "
 #: keys that hold model -> seconds maps (every value a figure), and those that hold one figure
 _MAPS = ("worker_step_s", "worker_overhead_s", "worker_step_jitter", "worker_eval_s", "push_cpu_extra_s",
          "replicate_cpu_extra_s", "client_cpu_extra_s", "host_probe_ms")
-_FIGURES = ("apply_s_per_mb", "checkpoint_mb_s", "node_start_s", "etcd_read_s", "etcd_write_s", "etcd_start_s",
+_FIGURES = ("apply_s_per_mb", "checkpoint_mb_s", "node_start_s", "kill_teardown_s", "etcd_read_s", "etcd_write_s", "etcd_start_s",
             "server_request_s", "client_request_s", "etcd_request_s", "etcd_client_s", "replicate_request_s",
             "replicate_s_per_mb", "replicate_send_s", "cores", "copy_idle_cpu_s")
 
@@ -119,6 +127,12 @@ def bad_figure(data: dict) -> str | None:
             why = _figure_problem(k, data[k], positive=k in ("cores", "checkpoint_mb_s"))
             if why:
                 return why
+    wake = data.get("etcd_wake_s", [])
+    if not isinstance(wake, list) or not all(
+            isinstance(p, list) and len(p) == 2 and all(_figure_problem("", v) is None for v in p) for p in wake):
+        return f"etcd_wake_s={wake!r} must be a list of [idle gap s, extra s] pairs of finite numbers >= 0"
+    if any(b[0] <= a[0] for a, b in zip(wake, wake[1:])):
+        return f"etcd_wake_s={wake!r}: the gaps must rise"
     for k in _MAPS:
         m = data.get(k, {})
         if not isinstance(m, dict):
@@ -128,6 +142,20 @@ def bad_figure(data: dict) -> str | None:
             if why:
                 return why
     return None
+
+
+def wake_after(points: list, gap: float) -> float:
+    """The extra answer time of an etcd call `gap` seconds after etcd last answered or was asked
+    (`etcd_wake_s` points from (0, 0), linear between them, the last one's beyond it; none
+    without points): a tight loop keeps etcd's threads and the host's cores awake, a failover's
+    reads and compare-and-swaps come after pauses."""
+    if not points:
+        return 0.0
+    pts = [(0.0, 0.0), *((float(g), float(e)) for g, e in points)]
+    for (g0, e0), (g1, e1) in zip(pts, pts[1:]):
+        if gap <= g1:
+            return e0 + (e1 - e0) * max(0.0, gap - g0) / (g1 - g0) if g1 > g0 else e1
+    return pts[-1][1]
 
 
 @dataclass
@@ -140,6 +168,8 @@ class Calibration:
     apply_s_per_mb: float = 0.004
     checkpoint_mb_s: float = 200.0
     node_start_s: float = 0.0
+    kill_teardown_s: float = 0.0              # a SIGKILL until the copy's sockets close (0: at once)
+    etcd_wake_s: list = field(default_factory=list)   # [[idle gap s, extra answer s], ...], gaps rising
     etcd_read_s: float = 0.0
     etcd_write_s: float = 0.0
     etcd_start_s: float = 0.6
@@ -289,6 +319,7 @@ class Calibration:
                 "worker_eval_s": self.worker_eval_s,
                 "apply_s_per_mb": self.apply_s_per_mb,
                 "checkpoint_mb_s": self.checkpoint_mb_s, "node_start_s": self.node_start_s,
+                "kill_teardown_s": self.kill_teardown_s, "etcd_wake_s": self.etcd_wake_s,
                 "etcd_read_s": self.etcd_read_s,
                 "etcd_write_s": self.etcd_write_s, "etcd_start_s": self.etcd_start_s,
                 "server_request_s": self.server_request_s, "client_request_s": self.client_request_s,

@@ -51,6 +51,7 @@ class ElasticShards:
                 else:
                     self._new_copy(n)
         start_groups(self, shards, start, self.etcd, timeout)
+        self.clock.wait_until(lambda: self._primaries_serve(shards), timeout, 0.001)
 
     def migrate_shards(self, dst: list[int], record: Callable[[str, dict], Any], hold_s: float = 0.0,
                        nonce: str | None = None, fenced_hold_s: float = 0.0):

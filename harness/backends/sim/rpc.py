@@ -3,8 +3,8 @@
 A call is what a gRPC unary call is to the real shells: the request travels the caller's link
 to the callee (`SimNetwork.deliver`), the callee's handler runs (a generator: it may wait in
 virtual time), and the reply travels back downstream on the same link. A transport failure
-raises `SimRpcError` with the gRPC status the caller would see; a dead callee refuses the
-connection (UNAVAILABLE), as a killed process does. Domain errors (pschaos.psnodes.errors) raised by the
+raises `SimRpcError` with the gRPC status the caller would see; a dead callee fails the call
+(UNAVAILABLE) once its sockets close, a killed one `kill_teardown_s` after its kill (`refused`). Domain errors (pschaos.psnodes.errors) raised by the
 handler reach the caller as they are, as the real client maps them back at its boundary.
 
 CPU (harness/backends/sim/cpu.py): a call charges the caller's CPU per call (`client_s`: encoding, the
@@ -25,7 +25,7 @@ from pschaos.psnodes.errors import PSError
 
 from pschaos.harness.backends.sim.clock import SimClock
 from pschaos.harness.backends.sim.cpu import SimCPU, io_line, use
-from pschaos.harness.backends.sim.network import UNAVAILABLE, SimNetwork
+from pschaos.harness.backends.sim.network import DEADLINE_EXCEEDED, UNAVAILABLE, SimNetwork
 
 Gen = Generator[simpy.Event, Any, Any]
 ETCD = "etcd"
@@ -61,12 +61,29 @@ class SimHistory:
         return ev
 
 
+def refused(net: SimNetwork, closed_at: Callable[[], float] | None, deadline: float, why: str) -> Gen:
+    """A call to a dead callee fails once its process's sockets are closed (`closed_at`, virtual
+    time). A SIGKILLed process keeps them open, silent, until the kernel has unmapped its memory
+    (calibration `kill_teardown_s`: 31 ms for a copy with PyTorch loaded on this 2-core VM,
+    measured by `pschaos sim calibrate` as a connection's close after a SIGKILL), so a call in
+    flight at the kill, or sent meanwhile, hangs until then (or its deadline); a caller's retry
+    schedule starts from there, not from the kill."""
+    now = net.env.now
+    end = closed_at() if closed_at is not None else now
+    if end > now:
+        if end > deadline:
+            yield net.env.timeout(max(0.0, deadline - now))
+            raise SimRpcError(DEADLINE_EXCEEDED, f"{why}; no answer by the deadline")
+        yield net.env.timeout(end - now)
+    raise SimRpcError(UNAVAILABLE, why)
+
+
 def call(net: SimNetwork, src: str, dst: str, alive: Callable[[], bool], handler: Callable[[], Gen],
          req_bytes: int, reply_bytes: Callable[[Any], int], deadline: float, cpu: SimCPU | None = None,
-         client_s: float = 0.0, client_io_s: float = 0.0) -> Gen:
+         client_s: float = 0.0, client_io_s: float = 0.0, closed_at: Callable[[], float] | None = None) -> Gen:
     """`reply = yield from call(...)`: the caller's CPU (`client_s` on `cpu` under its GIL and,
     side by side with it, `client_io_s` outside it), deliver, run `handler()` if the callee
-    lives, deliver back."""
+    lives, deliver back. A dead callee fails the call once its sockets close (`refused`)."""
     if cpu is not None and client_io_s > 0:
         io = cpu.submit(client_io_s, io_line(src))
         try:
@@ -81,15 +98,18 @@ def call(net: SimNetwork, src: str, dst: str, alive: Callable[[], bool], handler
     if not d.ok:
         raise SimRpcError(d.error or UNAVAILABLE, f"{src}->{dst} request: {d.cause}")
     if not alive():
-        raise SimRpcError(UNAVAILABLE, f"{dst} is down: connection refused")
+        yield from refused(net, closed_at, deadline, f"{dst} is down: connection refused")
     try:
         reply = yield from handler()
     except PSError:
         if not alive():        # a process killed mid-call answers nothing, not an error of its own
-            raise SimRpcError(UNAVAILABLE, f"{dst} went down during the call") from None
-        raise
-    if not alive():
-        raise SimRpcError(UNAVAILABLE, f"{dst} went down before it answered")
+            died = True
+        else:
+            raise
+    else:
+        died = not alive()
+    if died:
+        yield from refused(net, closed_at, deadline, f"{dst} went down during the call")
     d = yield net.deliver(dst, src, reply_bytes(reply), deadline, reply=True)
     if not d.ok:
         raise SimRpcError(d.error or UNAVAILABLE, f"{dst}->{src} reply: {d.cause}")
@@ -116,7 +136,7 @@ def etcd_call(net: SimNetwork, env: simpy.Environment, src: str, fn: Callable[[]
     out = fn()
     if server is not None and server.last_path is not None:
         serving = server.running
-        service = server.service_s()
+        service = server.service_s() + server.wake_s(env.now)
         client_cpu, server_cpu = server.cpu_of()
         yield from use(server.cpu, client_cpu, src)         # the client's encoding and decoding
         yield from use(server.cpu, server_cpu)
@@ -129,6 +149,7 @@ def etcd_call(net: SimNetwork, env: simpy.Environment, src: str, fn: Callable[[]
             yield server.thawed | env.timeout(max(0.0, deadline - env.now))
             if server.frozen:
                 raise EtcdError(f"etcd unreachable from {src}: ReadTimeout (the server is paused)")
+        server.touch(env.now)
     d = yield net.deliver(ETCD, src, ETCD_MSG_BYTES, deadline, reply=True)
     if not d.ok:
         raise EtcdError(f"etcd answer to {src} lost: {d.error} ({d.cause})")

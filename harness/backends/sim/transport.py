@@ -69,7 +69,8 @@ class SimStub:
         copy = w.copies[self.dst]
         deadline = w.env.now + (timeout or w.cfg.rpc_timeout_s)
         gen = call(w.net, self.src, self.dst, lambda: copy.alive, lambda: handler(copy, deadline),
-                   req.ByteSize(), reply_bytes, deadline, w.cpu, self.cpu_s, self.io_s if data else 0.0)
+                   req.ByteSize(), reply_bytes, deadline, w.cpu, self.cpu_s, self.io_s if data else 0.0,
+                   closed_at=lambda: copy.closed_at)
         try:
             out = w.vt.run_process(gen)
         except (SimRpcError, PSError) as e:

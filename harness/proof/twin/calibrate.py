@@ -70,9 +70,9 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
             say("shard apply (sync pushes):")
             apply_s = apply_cost(be, net, say)
             say("etcd (reads and writes through the real server):")
-            etcd_read, etcd_write, etcd_cpu, etcd_client = etcd_ops(be, net, say)
+            etcd_read, etcd_write, etcd_cpu, etcd_client, etcd_wake = etcd_ops(be, net, say)
             say("node start (kill and restart, until it answers):")
-            start_s = node_start(be, say)
+            start_s, teardown_s = node_start(be, say)
         finally:
             be.teardown()
         say("replication CPU (a 1-shard x 3-copy sync cluster: a replica's per Replicate and per MB, the "
@@ -94,7 +94,7 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
     say(f"worker step overhead (real 2x3 clusters with 2 workers, sync and async replication per model and SSP, "
         f"{RUNS} runs each, then their twins; about four minutes):")
     cal = Calibration(network=net, worker_step_s=steps, apply_s_per_mb=apply_s,
-                      checkpoint_mb_s=ckpt, node_start_s=start_s, etcd_read_s=etcd_read, etcd_write_s=etcd_write,
+                      checkpoint_mb_s=ckpt, node_start_s=start_s, kill_teardown_s=teardown_s, etcd_wake_s=etcd_wake, etcd_read_s=etcd_read, etcd_write_s=etcd_write,
                       server_request_s=server_s, client_request_s=client_s, etcd_request_s=etcd_cpu,
                       etcd_client_s=etcd_client, replicate_request_s=rep_request, replicate_s_per_mb=rep_mb,
                       replicate_send_s=rep_send, cores=os.cpu_count(),

@@ -65,7 +65,7 @@ def apply_cost(be, net: dict, say: Callable[[str], None], n: int = 15) -> float:
     return round(statistics.mean(per_mb), 6)
 
 
-def etcd_ops(be, net: dict, say: Callable[[str], None], n: int = 40) -> tuple[float, float, float, float]:
+def etcd_ops(be, net: dict, say: Callable[[str], None], n: int = 40) -> tuple[float, float, float, float, list]:
     """The real etcd's answer time for a read and for a write (a put: through the WAL and its
     fsync), through psnodes' own client, less the modelled wire both ways; and the CPU per
     operation of the etcd server and of this process (the client), over a burst of 4n reads
@@ -87,29 +87,91 @@ def etcd_ops(be, net: dict, say: Callable[[str], None], n: int = 40) -> tuple[fl
             etcd.get(key)
     per = per_op({"server": cpu_of(psutil.Process(be.pids()["etcd"])), "client": cpu_of(psutil.Process())},
                   burst, 4 * n)
+    wake = etcd_wake(etcd, key, n)
     etcd.delete(key)
     wire = 2 * net["fixed_s"]
     say(f"  etcd read {read * 1e3:.2f} ms, write {write * 1e3:.2f} ms (round trips, wire included); CPU an "
         f"operation: server {per['server'] * 1e3:.3f} ms, client {per['client'] * 1e3:.3f} ms")
+    say("  etcd read after an idle pause: " + ", ".join(f"{g * 1e3:g} ms -> +{e * 1e3:.2f} ms" for g, e in wake))
     return (round(max(0.0, read - wire), 6), round(max(0.0, write - wire), 6), round(per["server"], 7),
-            round(per["client"], 7))
+            round(per["client"], 7), wake)
 
 
-def node_start(be, say: Callable[[str], None], n: int = 5) -> float:
+WAKE_GAPS_S = (0.001, 0.005, 0.025, 0.1)
+
+
+def etcd_wake(etcd, key: str, n: int) -> list[list[float]]:
+    """How much later a read answers after etcd sat idle: per pause in WAKE_GAPS_S, the median read
+    after it less the median read back to back (`etcd_wake_s`), never falling as the pause grows.
+    A tight loop keeps etcd's threads and the host's cores awake; a failover's reads come after
+    pauses (on this 2-core VM, 2026-12-07: +0.05 ms after 1 ms, +2.1 ms after 25 ms)."""
+    def reads(gap: float) -> float:
+        out = []
+        for _ in range(n):
+            if gap:
+                time.sleep(gap)
+            t0 = time.perf_counter()
+            etcd.get(key)
+            out.append(time.perf_counter() - t0)
+        return statistics.median(out)
+
+    base, points, top = reads(0.0), [], 0.0
+    for gap in WAKE_GAPS_S:
+        top = max(top, reads(gap) - base)
+        points.append([gap, round(top, 6)])
+    return points
+
+
+def node_start(be, say: Callable[[str], None], n: int = 5) -> tuple[float, float]:
     """A copy's start: from the backend's restart (a fork from the zygote) until its gRPC server
-    answers a Status, the median of `n` kill-and-restart trials of the cluster's one copy."""
+    answers a Status, the median of `n` kill-and-restart trials of the cluster's one copy; and how
+    long after each SIGKILL its connections closed (`kill_teardown_s`), the median of the same
+    trials."""
     node = be.nodes()[0]
-    out = []
+    out, kills = [], []
     for _ in range(n):
-        be.kill(node)
+        kills.append(_socket_close(be, node))
+        be.kill(node)                                # reaps it (already dead)
         t0 = time.perf_counter()
         be.restart(node)
         while be.status(node, timeout=0.2) is None and time.perf_counter() - t0 < 30:
             time.sleep(0.002)
         out.append(time.perf_counter() - t0)
-    s = statistics.median(out)
-    say(f"  node start: {s * 1e3:.0f} ms (median of {n}: {', '.join(f'{x * 1e3:.0f}' for x in out)})")
-    return round(s, 4)
+    s, k = statistics.median(out), statistics.median(kills)
+    say(f"  node start: {s * 1e3:.0f} ms (median of {n}: {', '.join(f'{x * 1e3:.0f}' for x in out)}); a SIGKILL until "
+        f"its connections close: {k * 1e3:.1f} ms ({', '.join(f'{x * 1e3:.1f}' for x in kills)})")
+    return round(s, 4), round(k, 4)
+
+
+def _socket_close(be, node: str) -> float:
+    """SIGKILL the copy and time until a connection to its gRPC port closes (the kernel tears the
+    process's memory down before it closes its files): how long a call in flight to a killed
+    copy hangs. A raw TCP connection, so no gRPC reconnect logic sits in between."""
+    import os
+    import signal
+    import socket
+
+    host, port = be.cfg.addresses[node].rsplit(":", 1)
+    conn = socket.create_connection((host, int(port)), timeout=5)
+    try:
+        time.sleep(0.05)                             # the server accepted it and sent its HTTP/2 settings
+        conn.setblocking(False)
+        try:
+            while conn.recv(65536):
+                pass
+        except BlockingIOError:
+            pass
+        conn.settimeout(5)
+        t0 = time.perf_counter()
+        os.kill(be.pids()[node], signal.SIGKILL)
+        try:
+            while conn.recv(65536):                  # until b"" (closed) or a reset
+                pass
+        except OSError:
+            pass
+        return time.perf_counter() - t0
+    finally:
+        conn.close()
 
 
 def worker_steps(say: Callable[[str], None], n: int = 30) -> dict[str, float]:

@@ -24,8 +24,10 @@ calibration's runs (harness/machinery/hostspeed.py: the same seeds took 182 to 2
 host as its cores' speed moved); a number gives every sim run that factor, 1 the calibration's
 speed. Each sim run's factor is in validate.json (`host_slowdown`).
 Targets (issue 8): failover p50 within 10%, p99 within 20%, throughput within 10%, catch-up bytes
-within 5%; the migration figures are reported, not targeted. Exit 0 when every target holds, 1
-when one does not, 3 when a run gave no evidence. `--scenario` runs some of the set only.
+within 5%; the migration figures are reported, not targeted. A scenario with a run that did not
+pass is not judged (the others are); a metric that errs the same way on every scenario is named
+(`one_sided`). Exit 0 when every target holds, 1 when one does not, 3 when a run gave no
+evidence. `--scenario` runs some of the set only.
 """
 from __future__ import annotations
 
@@ -134,6 +136,40 @@ def compare(real: dict, sim: dict, targeted: tuple[str, ...] = ()) -> dict:
     holds = None if band is None or p is None else band[0] * 0.9 <= p <= band[1] * 1.1
     out["final_loss"] = {"measured_band": band, "predicted": p, "holds": holds}
     return out
+
+
+def judge(result: dict, not_passed: list[str]) -> None:
+    """Judge the targets in place. A scenario with a run that did not pass is no evidence of its
+    timings: its targets are not judged (`holds` None, the scenario's `not_judged` says why), and
+    the other scenarios' are. `targets` counts what held of what was judged; `all_targets_hold` is
+    None unless every target was judged. `one_sided` names each targeted metric that errs the same
+    way on every scenario that has it (two or more): a model that is off in one direction
+    everywhere, even when each error is within its target."""
+    total = held = judged = 0
+    signs: dict[str, list[tuple[str, float]]] = {}
+    for name, sc_ in result["scenarios"].items():
+        why = [r for r in not_passed if r.startswith(f"{name} seed ")]
+        if why:
+            sc_["not_judged"] = why
+        for k, c in sc_["compare"].items():
+            if why:
+                c["holds"] = None            # the final-loss band too: no evidence from this scenario
+            if c.get("target") is None:
+                continue
+            total += 1
+            if why:
+                continue
+            judged += 1
+            held += bool(c["holds"])
+            m, p = c.get("measured"), c.get("predicted")
+            if m not in (None, 0) and p is not None:
+                signs.setdefault(k, []).append((name, (p - m) / abs(m)))
+    result["targets"] = {"held": held, "judged": judged, "total": total}
+    result["all_targets_hold"] = (held == judged) if judged and judged == total else None
+    result["one_sided"] = {k: ("high" if v[0][1] > 0 else "low", [n for n, _ in v]) for k, v in signs.items()
+                           if len(v) >= 2 and (all(e > 0 for _, e in v) or all(e < 0 for _, e in v))}
+    if not_passed:
+        result["unknown_reasons"] = not_passed
 
 
 def _auto_or(arg: str, flag: str, ok, want: str) -> float | None:
@@ -298,15 +334,7 @@ def _validate(args: argparse.Namespace) -> int:
         result["scenarios"][name] = {"real": real, "sim": sim, "compare": compare(real, sim, targeted), "wall_s": wall,
                                      "verdicts": {b: [r["verdict"] for r in rs] for b, rs in runs.items()},
                                      "background": backgrounds, "host_slowdown": slowdowns}
-    if not_passed:                       # no target is judged on runs that did not pass
-        for sc_ in result["scenarios"].values():
-            for c in sc_["compare"].values():
-                c["holds"] = None
-    holds = [c["holds"] for s in result["scenarios"].values() for c in s["compare"].values()
-             if c.get("holds") is not None]
-    result["all_targets_hold"] = all(holds) if holds and not not_passed else None
-    if not_passed:
-        result["unknown_reasons"] = not_passed
+    judge(result, not_passed)
     if notes:
         result["notes"] = notes
     out.mkdir(parents=True, exist_ok=True)
@@ -335,7 +363,13 @@ def _print(result: dict) -> None:
             print(f"  {k:28} {f(c['measured']):>12} {f(c['predicted']):>12} {err:>8} {tgt:>7}  {c['holds']}")
     for why in result.get("unknown_reasons", []):
         print(f"not judged: {why}")
-    print(f"\nall targets hold: {result['all_targets_hold']}")
+    t = result.get("targets") or {}
+    if t:
+        print(f"\ntargets held: {t['held']} of {t['total']}" + (f" ({t['total'] - t['judged']} not judged)"
+                                                              if t["judged"] < t["total"] else ""))
+    for k, (way, names) in (result.get("one_sided") or {}).items():
+        print(f"one-sided: {k} errs {way} on every scenario that has it ({', '.join(names)})")
+    print(f"all targets hold: {result['all_targets_hold']}")
 
 
-__all__ = ["background_of", "no_probe_reason", "observe", "slowdown_of", "validate_main"]
+__all__ = ["background_of", "judge", "no_probe_reason", "observe", "slowdown_of", "validate_main"]

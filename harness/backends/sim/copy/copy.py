@@ -68,6 +68,8 @@ class SimCopy:
         self.procs: list[simpy.Process] = []
         self.on_promote: Callable[[], None] = lambda: None          # procs.py: start senders
         self.start_delay_s = 0.0    # calibration node_start_s: a (re)start's time until it serves
+        self.teardown_s = 0.0       # calibration kill_teardown_s: a SIGKILL until its sockets close
+        self.closed_at = 0.0        # when the last kill's sockets close (rpc.refused)
         # the host's cores (harness/backends/sim/cpu.py; None: costs are not charged) and the calibration's
         # CPU per call served (server_request_s, plus apply_s_per_mb for the bytes it carries), per
         # Replicate served (replicate_request_s plus replicate_s_per_mb) and per Replicate sent

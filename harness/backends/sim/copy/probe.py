@@ -33,7 +33,7 @@ def probe(c: CopyState, target: str, dst: Peer, deadline: float, good: Callable[
             reply = yield from call(c.net, c.name, target, lambda: dst.alive,
                                     lambda: dst.serve_status(ps_pb2.StatusRequest(probe=True),
                                                              deadline - DEADLINE_MARGIN_S),
-                                    PROBE_BYTES, lambda _r: REPLY_BYTES, deadline)
+                                    PROBE_BYTES, lambda _r: REPLY_BYTES, deadline, closed_at=lambda: dst.closed_at)
         except PSError:
             answers.append(False)
             return

@@ -197,9 +197,11 @@ class ProcessControl:
         return (yield from self._drive(handle(), deadline, call=True, watch=watch))
 
     def kill(self) -> None:
-        """SIGKILL: every process stops where it is, calls in flight get UNAVAILABLE, and the copy
-        answers nothing from now on."""
+        """SIGKILL: every process stops where it is and the copy answers nothing from now on; calls
+        in flight and new ones get UNAVAILABLE once the kernel has torn the process down and closed
+        its sockets (`teardown_s` from now: rpc.refused). A SIGTERM path closes them itself."""
         if self.c.alive:
+            self.c.closed_at = self.c.env.now + self.c.teardown_s
             self.exit()
 
     def exit(self) -> None:
@@ -233,6 +235,7 @@ class ProcessControl:
             return
         c.session += 1
         c.incarnation += 1
+        c.closed_at = min(c.closed_at, c.env.now)     # the old process is gone: the harness waited for it
         c.fresh()
         c.alive = True
         c.on_start()

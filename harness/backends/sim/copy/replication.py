@@ -137,7 +137,7 @@ class SimReplication:
             inflight = c.spawn(_outcome(call(c.net, c.name, peer, lambda: dst.alive,
                                              lambda: dst.replicate(req, sent + cfg.rpc_timeout_s - DEADLINE_MARGIN_S),
                                              req.nbytes(), lambda _r: REPLY_BYTES, sent + cfg.rpc_timeout_s,
-                                             c.cpu, c.send_s)))
+                                             c.cpu, c.send_s, closed_at=lambda: dst.closed_at)))
             try:
                 reply = yield from self._await(inflight, peer, epoch, last_ok, shrink, call_s)
             except StaleEpoch as e:

@@ -7,8 +7,8 @@ into sides the copy owns. Each side is handed the copy typed as this protocol, n
 so no side imports copy.py and the package's imports run one way: copy.py down to its sides,
 the sides down to this module and values.py.
 
-`Peer` is the little a copy is to another one of its shard: alive or not, and the two calls a
-sender and a prober make into it.
+`Peer` is the little a copy is to another one of its shard: alive or not (and when a killed
+one's sockets close), and the two calls a sender and a prober make into it.
 """
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ class Peer(Protocol):
     """Another copy of the shard, to a primary's sender or a prober."""
 
     alive: bool
+    closed_at: float          # when a killed copy's sockets close (virtual time; rpc.refused)
 
     def replicate(self, req: ReplicateReq, deadline: float) -> Gen: ...
 

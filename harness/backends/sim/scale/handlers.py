@@ -13,8 +13,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pschaos.psnodes.config import ClusterConfig
+from pschaos.psnodes.core import retry
 from pschaos.psnodes.core.promotion import Position
 
+from pschaos.harness.backends.sim.calibration import wake_after
 from pschaos.harness.backends.sim.scale.params import retry_at
 
 if TYPE_CHECKING:
@@ -38,7 +40,11 @@ def refresh(run: "RunState", sh: "Shard") -> None:
         run.resume_acks(s)
         return
     t0 = sh.fail_t0
-    back = retry_at(run.now - t0, run.t.fixed_s * 2 + run.cal.etcd_read_s) + run.t.rediscover_s
+    # a lost host's calls in flight fail once its process is torn down (kill_teardown_s), and the
+    # retry schedule starts there; each retry's record read finds etcd idle since the last one
+    teardown = 0.0 if sh.fail_spurious else (run.cal.kill_teardown_s or 0.0)
+    attempt = run.t.fixed_s * 2 + run.cal.etcd_read_s + wake_after(run.cal.etcd_wake_s, retry.FAST_CAP_S)
+    back = teardown + retry_at(max(0.0, run.now - t0 - teardown), attempt) + run.t.rediscover_s
     (run.tally.spurious_ms if sh.fail_spurious else run.tally.failover_ms).append(back * 1000)
     run.tally.incidents.append([round(t0, 3), round(back * 1000, 1),
                                 f"{'spurious ' if sh.fail_spurious else ''}failover shard {s}"])

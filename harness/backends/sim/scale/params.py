@@ -23,7 +23,7 @@ from pschaos.psnodes.placement import AUDIT_BUCKETS, AUDIT_SLOTS
 from pschaos.psnodes.config import ClusterConfig as Config
 
 from pschaos.harness.errors import HarnessError
-from pschaos.harness.backends.sim.calibration import Calibration
+from pschaos.harness.backends.sim.calibration import Calibration, wake_after
 from pschaos.harness.backends.sim.scale.failures import Failures, PRESETS
 from pschaos.harness.backends.sim.scale.pipeline import sync_wait_s
 
@@ -157,8 +157,9 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
     service = calls * req + send + apply + (2 + spec.copies - 1) * per_byte * shard_bytes
     # the record read, the candidacy put, the candidates' read and the compare-and-swap; the
     # candidate window closes as soon as every ISR copy that may stand posted
-    # (pschaos.psnodes.core.promotion.all_posted), which replicas of one stream do at once (see primary_lost)
-    elect = 2 * cal.etcd_write_s + 2 * cal.etcd_read_s + 4 * fixed
+    # (pschaos.psnodes.core.promotion.all_posted), which replicas of one stream do at once (see
+    # primary_lost); the first of them finds etcd idle since the clients' last retry read
+    elect = 2 * cal.etcd_write_s + 2 * cal.etcd_read_s + 4 * fixed + wake_after(cal.etcd_wake_s, retry.FAST_CAP_S)
     step_mean = step * math.exp(cal.jitter(spec.model, spec.replication, spec.training) ** 2 / 2)
     gap = min(spec.heartbeat_s, step_mean / (spec.workers * spec.touched / spec.shards))
     return Timings(step_s=step, jitter=cal.jitter(spec.model, spec.replication, spec.training),

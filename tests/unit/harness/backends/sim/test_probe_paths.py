@@ -49,7 +49,7 @@ def test_once_a_path_answers_the_other_paths_are_cancelled(monkeypatch) -> None:
     ends: list[str] = []
     made: list[int] = []
 
-    def call(net, src, dst, alive, handler, req_bytes, reply_bytes, deadline, *a) -> Gen:
+    def call(net, src, dst, alive, handler, req_bytes, reply_bytes, deadline, *a, **kw) -> Gen:
         made.append(1)                     # the first path answers at once, the others late
         first = len(made) == 1
         try:

@@ -154,3 +154,38 @@ def test_each_sim_run_is_slowed_by_its_real_runs_probe_over_the_calibrations(tmp
         assert any(why in n for n in doc["notes"]), doc["notes"]
         assert why in capsys.readouterr().err
         assert ("calibration_probe_ms" in doc) == (f == "partial.json")   # baselines only where they were read
+
+
+def _scenario(**errs: tuple[float, float]) -> dict:
+    """A scenario's compare block: metric -> (measured, predicted), each targeted at 10%."""
+    return {"compare": {k: {"measured": m, "predicted": p, "target": 0.1,
+                            "holds": abs(p - m) / m <= 0.1} for k, (m, p) in errs.items()}}
+
+
+def test_a_scenario_with_a_run_that_did_not_pass_is_not_judged_and_the_others_are():
+    """validate of 2026-12-07: five twin runs of async-kill-primary were unknown, and no target of
+    any scenario was judged; now only that scenario's are left out, and the count says so."""
+    from pschaos.harness.proof.twin.validate import judge
+
+    result = {"scenarios": {"kill-primary": _scenario(failover_p50_ms=(175.0, 163.0), acked_per_s=(445.0, 484.0)),
+                            "async-kill-primary": _scenario(failover_p50_ms=(174.0, 163.0)),
+                            "scale-in-shards": _scenario(acked_per_s=(504.0, 486.0))}}
+    judge(result, ["async-kill-primary seed 1 on sim: unknown"])
+    assert result["targets"] == {"held": 3, "judged": 3, "total": 4}
+    assert result["all_targets_hold"] is None                   # one target was not judged: no verdict
+    assert result["scenarios"]["async-kill-primary"]["not_judged"] == ["async-kill-primary seed 1 on sim: unknown"]
+    assert result["scenarios"]["async-kill-primary"]["compare"]["failover_p50_ms"]["holds"] is None
+    assert result["unknown_reasons"] == ["async-kill-primary seed 1 on sim: unknown"]
+    assert "failover_p50_ms" not in result["one_sided"]         # judged on one scenario only
+    assert result["one_sided"] == {}                            # acked_per_s: high on one, low on the other
+
+
+def test_a_metric_that_errs_the_same_way_on_every_scenario_is_named_even_within_its_target():
+    from pschaos.harness.proof.twin.validate import judge
+
+    result = {"scenarios": {"kill-primary": _scenario(failover_p50_ms=(175.0, 163.0), acked_per_s=(100.0, 95.0)),
+                            "ssp-kill-primary": _scenario(failover_p50_ms=(178.6, 165.5), acked_per_s=(100.0, 130.0))}}
+    judge(result, [])
+    assert result["targets"] == {"held": 3, "judged": 4, "total": 4}
+    assert result["all_targets_hold"] is False
+    assert result["one_sided"] == {"failover_p50_ms": ("low", ["kill-primary", "ssp-kill-primary"])}
