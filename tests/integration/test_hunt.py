@@ -35,7 +35,10 @@ def test_a_hunt_finds_and_shrinks_a_planted_bug_into_a_scenario_that_replays_it(
     p = _hunt(root, tmp_path / "hunt", "--budget", "8", "--shrink-budget", "4", seed=2)
     assert p.returncode == 1, p.stderr[-3000:]
     doc = json.loads(p.stdout)
-    assert doc["found"] and "no-lost-acks" in doc["found"]["failed"]
+    # an early ack shows as an acked update lost in a failover or as a read of state the ISR did
+    # not hold (reads-committed): which one a trial's schedule exposes first depends on the twin's
+    # timings (the calibration of 2026-12-07 09:36 found it by reads-committed at seed 2000)
+    assert doc["found"] and set(doc["found"]["failed"]) & {"no-lost-acks", "reads-committed"}
     assert 1 <= len(doc["shrunk"]["faults"]) <= len(doc["found"]["faults"]) and doc["shrunk"]["runs"] <= 4
     path = tmp_path / "hunt" / f"hunt-kill-primary-{doc['found']['seed']}.yaml"
     assert doc["scenario_file"] == str(path) and load_scenario(path).faults
