@@ -1,7 +1,10 @@
 """The timing parameters of the twin, measured on real clusters by `pschaos sim calibrate`.
 
 A calibration file is JSON: `network` (harness/backends/sim/network.py NetCalibration: one-way fixed cost
-and per-byte cost of a message, TCP retransmission), `worker_step_s` per model (the compute of one
+and per-byte cost of a message, TCP retransmission; `probe_refused_s` with its
+`probe_refused_samples`, a replica's probe over its paths to a killed copy whose connections
+closed, less the request's wire: gRPC's failure path, charged as the prober's CPU outside its
+GIL, ~1 ms on an idle host, 2.4-7.9 ms in traced failovers on a busy one), `worker_step_s` per model (the compute of one
 training step, charged in virtual time; the gradients themselves are computed for real),
 `worker_overhead_s` per model (what a real step costs beyond everything the twin models - the
 compute, the wire, and the CPU of every call on the shared cores (harness/backends/sim/cpu.py) - charged
@@ -133,6 +136,16 @@ def bad_figure(data: dict) -> str | None:
         return f"etcd_wake_s={wake!r} must be a list of [idle gap s, extra s] pairs of finite numbers >= 0"
     if any(b[0] <= a[0] for a, b in zip(wake, wake[1:])):
         return f"etcd_wake_s={wake!r}: the gaps must rise"
+    net = data.get("network", {})
+    if not isinstance(net, dict):
+        return f"network must map a timing name to seconds, not {type(net).__name__}"
+    for k, v in net.items():
+        if v is None:
+            continue                      # not measured (keepalive_s): the network's default
+        vs = v if k == "probe_refused_samples" and isinstance(v, list) else [v]
+        why = next(filter(None, (_figure_problem(f"network.{k}", x) for x in vs)), None)
+        if why or (k == "probe_refused_samples" and not isinstance(v, list)):
+            return why or f"network.probe_refused_samples={v!r} must be a list of seconds"
     for k in _MAPS:
         m = data.get(k, {})
         if not isinstance(m, dict):

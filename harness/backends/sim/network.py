@@ -81,13 +81,25 @@ class NetCalibration:
     rto_max_s: float = 60.0
     retries_max: int = 15            # Linux tcp_retries2: then the connection errors (UNAVAILABLE)
     refused_s: float = 0.0005        # time to a refused connect
+    probe_refused_s: float = 0.0     # a replica's probe of a dead primary: its CPU beyond the wire (probe.py)
+    probe_refused_samples: tuple[float, ...] = ()   # its measured spread: a probe draws one of them
     keepalive_s: float | None = None
 
     @classmethod
     def of(cls, cal: "NetCalibration | Mapping[str, Any] | None") -> "NetCalibration":
         if cal is None or isinstance(cal, NetCalibration):
             return cal or cls()
-        return cls(**{f.name: cal[f.name] for f in fields(cls) if f.name in cal})
+        kw = {f.name: cal[f.name] for f in fields(cls) if f.name in cal}
+        if "probe_refused_samples" in kw:
+            kw["probe_refused_samples"] = tuple(float(x) for x in kw["probe_refused_samples"])
+        return cls(**kw)
+
+    def probe_refused(self, rng: random.Random) -> float:
+        """What one probe of a dead primary costs beyond the wire: one of the measured samples
+        (the two replicas' probes in a traced failover took 2.4 and 2.9 ms, 3.1 and 6.4, 4.2 and
+        7.9: the spread moves one candidate's stand past the other's, and the election's poll
+        waits for it), or the median where none were kept (0 in an older calibration file)."""
+        return rng.choice(self.probe_refused_samples) if self.probe_refused_samples else self.probe_refused_s
 
 
 @dataclass(frozen=True)

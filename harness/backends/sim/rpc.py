@@ -61,29 +61,42 @@ class SimHistory:
         return ev
 
 
-def refused(net: SimNetwork, closed_at: Callable[[], float] | None, deadline: float, why: str) -> Gen:
+def refused(net: SimNetwork, closed_at: Callable[[], float] | None, deadline: float, why: str,
+            cost: float = 0.0, cpu: SimCPU | None = None, owner: str | None = None) -> Gen:
     """A call to a dead callee fails once its process's sockets are closed (`closed_at`, virtual
-    time). A SIGKILLed process keeps them open, silent, until the kernel has unmapped its memory
-    (calibration `kill_teardown_s`: 31 ms for a copy with PyTorch loaded on this 2-core VM,
-    measured by `pschaos sim calibrate` as a connection's close after a SIGKILL), so a call in
-    flight at the kill, or sent meanwhile, hangs until then (or its deadline); a caller's retry
-    schedule starts from there, not from the kill."""
+    time), then after the caller's own failure path: `cost` CPU seconds on `cpu` as `owner`
+    (without a CPU model, a wait). A SIGKILLed process keeps its sockets open, silent, until the
+    kernel has unmapped its memory (calibration `kill_teardown_s`: 31 ms for a copy with PyTorch
+    loaded on this 2-core VM, measured by `pschaos sim calibrate` as a connection's close after a
+    SIGKILL), so a call in flight at the kill, or sent meanwhile, hangs until then (or its
+    deadline); a caller's retry schedule starts from there, not from the kill. The failure path
+    is a replica's probe's (copy/probe.py, calibration `probe_refused_s`): a client's call has
+    charged its own CPU before it left."""
     now = net.env.now
-    end = closed_at() if closed_at is not None else now
-    if end > now:
-        if end > deadline:
-            yield net.env.timeout(max(0.0, deadline - now))
+    end = max(closed_at() if closed_at is not None else now, now)
+    if end > deadline:
+        yield net.env.timeout(max(0.0, deadline - now))
+        raise SimRpcError(DEADLINE_EXCEEDED, f"{why}; no answer by the deadline")
+    yield net.env.timeout(end - now)
+    if cost > 0:
+        if cpu is not None:
+            yield from use(cpu, cost, owner)
+        else:
+            yield net.env.timeout(min(cost, max(0.0, deadline - net.env.now)))
+        if net.env.now >= deadline:
             raise SimRpcError(DEADLINE_EXCEEDED, f"{why}; no answer by the deadline")
-        yield net.env.timeout(end - now)
     raise SimRpcError(UNAVAILABLE, why)
 
 
 def call(net: SimNetwork, src: str, dst: str, alive: Callable[[], bool], handler: Callable[[], Gen],
          req_bytes: int, reply_bytes: Callable[[Any], int], deadline: float, cpu: SimCPU | None = None,
-         client_s: float = 0.0, client_io_s: float = 0.0, closed_at: Callable[[], float] | None = None) -> Gen:
+         client_s: float = 0.0, client_io_s: float = 0.0, closed_at: Callable[[], float] | None = None,
+         refused_s: float = 0.0) -> Gen:
     """`reply = yield from call(...)`: the caller's CPU (`client_s` on `cpu` under its GIL and,
     side by side with it, `client_io_s` outside it), deliver, run `handler()` if the callee
-    lives, deliver back. A dead callee fails the call once its sockets close (`refused`)."""
+    lives, deliver back. A dead callee fails the call once its sockets close and the caller's
+    failure path (`refused_s` of CPU outside its GIL) ran (`refused`)."""
+    fail = {"cost": refused_s, "cpu": cpu, "owner": io_line(src) if cpu is not None else None}
     if cpu is not None and client_io_s > 0:
         io = cpu.submit(client_io_s, io_line(src))
         try:
@@ -98,7 +111,7 @@ def call(net: SimNetwork, src: str, dst: str, alive: Callable[[], bool], handler
     if not d.ok:
         raise SimRpcError(d.error or UNAVAILABLE, f"{src}->{dst} request: {d.cause}")
     if not alive():
-        yield from refused(net, closed_at, deadline, f"{dst} is down: connection refused")
+        yield from refused(net, closed_at, deadline, f"{dst} is down: connection refused", **fail)
     try:
         reply = yield from handler()
     except PSError:
@@ -109,7 +122,7 @@ def call(net: SimNetwork, src: str, dst: str, alive: Callable[[], bool], handler
     else:
         died = not alive()
     if died:
-        yield from refused(net, closed_at, deadline, f"{dst} went down during the call")
+        yield from refused(net, closed_at, deadline, f"{dst} went down during the call", **fail)
     d = yield net.deliver(dst, src, reply_bytes(reply), deadline, reply=True)
     if not d.ok:
         raise SimRpcError(d.error or UNAVAILABLE, f"{dst}->{src} reply: {d.cause}")

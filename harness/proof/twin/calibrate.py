@@ -8,7 +8,9 @@ Measured here, on this machine, each as the median of repeated trials:
 - a worker's step per model: psnodes' own task (batch, forward, backward) on the CPU;
 - a checkpoint's write: pschaos.psnodes.store.checkpoint.write_checkpoint of a 4 MiB state, MB/s;
 - etcd: psnodes' own client's get and put on the real server, less the modelled wire;
-- a copy's start: kill and restart, until its server answers a Status.
+- a copy's start: kill and restart, until its server answers a Status; and of each kill, how
+  long its connections stay open (`kill_teardown_s`), then how long a replica's probe takes to
+  fail on them, less the request's wire (`network.probe_refused_s` and its samples).
 Heartbeat, suspicion and lease timings are the cluster config's own constants (the twin reads the
 same config), so they are not measured; `pschaos sim validate` compares what they add up to.
 - the CPU of a call: a burst of pushes and pulls, the node's and the caller's process CPU seconds
@@ -30,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import tempfile
 import time
 import uuid
@@ -72,7 +75,10 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
             say("etcd (reads and writes through the real server):")
             etcd_read, etcd_write, etcd_cpu, etcd_client, etcd_wake = etcd_ops(be, net, say)
             say("node start (kill and restart, until it answers):")
-            start_s, teardown_s = node_start(be, say)
+            start_s, teardown_s, probes = node_start(be, say)
+            # the probe's failure beyond the request's wire, which the twin charges on its own
+            beyond = [round(max(0.0, p - net["fixed_s"]), 6) for p in probes]
+            net.update(probe_refused_s=statistics.median(beyond), probe_refused_samples=beyond)
         finally:
             be.teardown()
         say("replication CPU (a 1-shard x 3-copy sync cluster: a replica's per Replicate and per MB, the "

@@ -27,19 +27,26 @@ PROBE_BYTES = 16          # an empty StatusRequest with its metadata
 def probe(c: CopyState, target: str, dst: Peer, deadline: float, good: Callable[[Any], bool]) -> Gen:
     """`answered = yield from probe(...)`: True once a path's answer is `good` by `deadline`."""
     answers: list[bool] = []          # one per path that finished (a spawned process returns no value)
+    # a dead target's failure path (gRPC's futures and callback threads: CPU outside the copy's
+    # GIL, one line shared on the host's cores), one figure a round split over its paths; drawn only
+    # then, so a live target's probes take nothing from the run's random stream
+    paths = max(1, c.cfg.probe_paths)
+    refused_s = 0.0 if dst.alive else c.net.cal.probe_refused(c.net.rng)
+    share = refused_s / paths if c.cpu is not None else refused_s    # a line of CPU, or side-by-side waits
 
     def path() -> Gen:
         try:
             reply = yield from call(c.net, c.name, target, lambda: dst.alive,
                                     lambda: dst.serve_status(ps_pb2.StatusRequest(probe=True),
                                                              deadline - DEADLINE_MARGIN_S),
-                                    PROBE_BYTES, lambda _r: REPLY_BYTES, deadline, closed_at=lambda: dst.closed_at)
+                                    PROBE_BYTES, lambda _r: REPLY_BYTES, deadline, c.cpu, closed_at=lambda: dst.closed_at,
+                                    refused_s=share)
         except PSError:
             answers.append(False)
             return
         answers.append(good(reply))
 
-    pending = [c.spawn(path()) for _ in range(max(1, c.cfg.probe_paths))]
+    pending = [c.spawn(path()) for _ in range(paths)]
     while pending and not any(answers):
         yield c.env.any_of(pending)
         pending = [p for p in pending if not p.triggered]

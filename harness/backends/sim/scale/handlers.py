@@ -13,10 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pschaos.psnodes.config import ClusterConfig
-from pschaos.psnodes.core import retry
 from pschaos.psnodes.core.promotion import Position
 
-from pschaos.harness.backends.sim.calibration import wake_after
 from pschaos.harness.backends.sim.scale.params import retry_at
 
 if TYPE_CHECKING:
@@ -41,10 +39,9 @@ def refresh(run: "RunState", sh: "Shard") -> None:
         return
     t0 = sh.fail_t0
     # a lost host's calls in flight fail once its process is torn down (kill_teardown_s), and the
-    # retry schedule starts there; each retry's record read finds etcd idle since the last one
-    teardown = 0.0 if sh.fail_spurious else (run.cal.kill_teardown_s or 0.0)
-    attempt = run.t.fixed_s * 2 + run.cal.etcd_read_s + wake_after(run.cal.etcd_wake_s, retry.FAST_CAP_S)
-    back = teardown + retry_at(max(0.0, run.now - t0 - teardown), attempt) + run.t.rediscover_s
+    # retry schedule starts there, each retry costing retry_s (params.timings)
+    teardown = 0.0 if sh.fail_spurious else run.t.teardown_s
+    back = teardown + retry_at(max(0.0, run.now - t0 - teardown), run.t.retry_s) + run.t.rediscover_s
     (run.tally.spurious_ms if sh.fail_spurious else run.tally.failover_ms).append(back * 1000)
     run.tally.incidents.append([round(t0, 3), round(back * 1000, 1),
                                 f"{'spurious ' if sh.fail_spurious else ''}failover shard {s}"])
@@ -136,7 +133,7 @@ def primary_lost(run: "RunState", sh: "Shard", failed: str, spurious: bool) -> N
     """The replicas suspect once the primary's calls were silent for their detector's silence
     (`detect_s`: pschaos.psnodes.core.detector over the calibrated stream) since the last call they got
     (up to a gap before the loss); their electors sleep until that moment. The phi detector's
-    replica then probes the primary, refused at once by a killed one (`probe_s`), and stands; the
+    replica then probes the primary, refused by a killed one (`probe_s`), and stands; the
     candidate window closes once every ISR copy that may stand posted, or runs out
     (`candidate_window_s`) when a member of the ISR is down and cannot post. A spurious suspicion
     has happened already."""

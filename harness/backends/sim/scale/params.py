@@ -92,13 +92,16 @@ class Timings:
     elect_s: float             # the etcd round trips of an election (the window closes once all posted)
     gap_s: float               # the mean gap between a primary's calls to a replica (replicates, heartbeats)
     detect_s: float            # the silence after which a replica suspects (pschaos.psnodes.core.detector)
-    probe_s: float             # a suspecting replica's probe of a killed primary (refused at once)
+    probe_s: float             # a suspecting replica's probe of a killed primary (calibration probe_refused_s)
     rediscover_s: float        # a client's routing read and push once its retry finds the new primary
     restart_s: float           # a repaired host's copy until it serves
     per_byte_s: float
     fixed_s: float
     apply_s: float             # applying one push's share of the model
     think_s: float = 0.0       # the part of step_s outside the calls: compute, overhead, the worker's call CPU
+    teardown_s: float = 0.0    # a killed host's calls in flight fail this long after it (kill_teardown_s)
+    retry_s: float = 0.0       # a client's retry beyond its pause: the record read, then its call to
+                               # the dead primary failing
     rep_fixed_s: float = 0.0   # a Replicate's time whatever it carries: the wire both ways, both ends' CPU
     rep_entry_s: float = 0.0   # and per entry it carries: the bytes, the replica's apply
     sync_waits: bool = False   # sync replication and async training: workers wait on each other's replication
@@ -160,12 +163,18 @@ def timings(spec: ScaleSpec, cal: Calibration) -> Timings:
     # (pschaos.psnodes.core.promotion.all_posted), which replicas of one stream do at once (see
     # primary_lost); the first of them finds etcd idle since the clients' last retry read
     elect = 2 * cal.etcd_write_s + 2 * cal.etcd_read_s + 4 * fixed + wake_after(cal.etcd_wake_s, retry.FAST_CAP_S)
+    # each retry re-reads the shard record, finding etcd idle since the last retry's read, then
+    # calls the old primary (the worker's CPU for a call, its request's wire), which fails it
+    retry_s = 2 * fixed + cal.etcd_read_s + wake_after(cal.etcd_wake_s, retry.FAST_CAP_S) + per_call + fixed
+    # the phi replica's probe of the killed primary: the request's wire, then gRPC's failure path
+    probe_s = fixed + float(net["probe_refused_s"]) if "probe_refused_s" in net else 2 * fixed
     step_mean = step * math.exp(cal.jitter(spec.model, spec.replication, spec.training) ** 2 / 2)
     gap = min(spec.heartbeat_s, step_mean / (spec.workers * spec.touched / spec.shards))
     return Timings(step_s=step, jitter=cal.jitter(spec.model, spec.replication, spec.training),
                    shard_bytes=shard_bytes, msg_s=msg, service_s=service, touch=spec.touched / spec.shards,
                    touched=spec.touched, elect_s=elect, gap_s=gap, detect_s=suspicion_s(spec, gap),
-                   probe_s=2 * fixed if spec.detector == "phi" else 0.0, rediscover_s=cal.etcd_read_s + msg + small,
+                   probe_s=probe_s if spec.detector == "phi" else 0.0, teardown_s=cal.kill_teardown_s or 0.0,
+                   retry_s=retry_s, rediscover_s=cal.etcd_read_s + msg + small,
                    restart_s=cal.node_start_s, per_byte_s=per_byte, fixed_s=fixed, apply_s=apply,
                    think_s=think, rep_fixed_s=2 * fixed + rep_sends + rep_request,
                    rep_entry_s=(per_byte + rep_per_mb / 1e6) * shard_bytes,
