@@ -14,24 +14,40 @@ from __future__ import annotations
 from pschaos.harness.checkers.base import Verdict, by_f, unknown
 
 
+COUNTS = ("differ_count", "applied_missing_count")
+
+
 def handoff_continuity(history: list[dict], ctx: dict) -> Verdict:
     """Every import of a switched migration holds the keys' state as its source exported it, and
-    the dedup state that came with them."""
-    switched = {e["value"].get("migration") for e in by_f(history, "migration-switch")}
+    the dedup state that came with them. The coordinator's switch lists the imports it made
+    ([from, to, part]); each needs its own record, with both counts: one judged import of a
+    migration says nothing of its other sources and parts (review of issue 32, finding 9)."""
+    switches = [e["value"] for e in by_f(history, "migration-switch")]
+    switched = {v.get("migration") for v in switches}
     imports = [dict(e["value"], node=e.get("node"), t=round(e["t"], 3)) for e in by_f(history, "migrate-imported")]
     judged = [v for v in imports if v.get("digests")]
+    partial = [{k: v.get(k) for k in ("migration", "part", "from", "shard", "node", "t")}
+               for v in judged if any(v.get(k) is None for k in COUNTS)]
     bad = [{k: v.get(k) for k in ("migration", "part", "from", "shard", "node", "t", "keys", "differ", "differ_count",
                                   "applied_missing", "applied_missing_count")}
            for v in judged if v.get("differ_count") or v.get("applied_missing_count")]
-    seen = {v.get("migration") for v in judged}
+    held = {(v.get("migration"), v.get("from"), v.get("shard"), v.get("part")) for v in judged
+            if all(v.get(k) is not None for k in COUNTS)}
     details = {"migrations_switched": len(switched), "imports": len(imports), "imports_judged": len(judged),
                "keys_judged": sum(v.get("keys", 0) for v in judged), "broken": bad[:10]}
     if bad:
         return Verdict(False, details)
-    missing = sorted(m for m in switched if m not in seen)
-    if missing:
-        return unknown(f"migrations {missing} switched without an import record carrying the keys' digests",
-                       **details)
+    if partial:
+        return unknown(f"import record(s) without {' or '.join(COUNTS)}: {partial[:5]}", **details)
+    # each import a switch names, matched by (migration, from, to, part); a switch of an older
+    # history names none: any judged import of its migration stands for it, as before
+    expected = [(v.get("migration"), a, b, part) for v in switches for a, b, part in v.get("imports") or ()]
+    unlisted = {v.get("migration") for v in switches if "imports" not in v}
+    missing = sorted({m for m in unlisted if m not in {k[0] for k in held}}, key=str)
+    unmatched = [list(k) for k in expected if k not in held]
+    if missing or unmatched:
+        return unknown(f"migrations switched without a record carrying the keys' digests of every import: "
+                       f"{missing + unmatched[:10]}", imports_expected=len(expected), **details)
     if not judged:
         return unknown("no migration imported keys: no hand-off to judge", **details)
-    return Verdict(True, details)
+    return Verdict(True, {**details, "imports_expected": len(expected)})

@@ -11,7 +11,7 @@ their clocks and the ones holding it. No watch on record is unknown, never a pas
 """
 from __future__ import annotations
 
-from pschaos.harness.checkers.base import Verdict, by_f
+from pschaos.harness.checkers.base import Verdict, by_f, unknown
 
 STEP_FS = ("train-step", "workload-step")
 IN_FLIGHT_SHOWN = 4        # per process, newest first: enough to see whom it waits on
@@ -96,6 +96,12 @@ def workload_progress(history: list[dict], ctx: dict) -> Verdict:
         waiting = who_waits(history, s["t"])
         held = barriers(history, s["t"], waiting)
         return Verdict(False, {**s["value"], "waiting": waiting, **({"barriers": held} if held else {})})
+    timeouts = by_f(history, "workload-timeout")
+    if timeouts:       # still stepping at the limit (a stall would have been caught): not shown to go on
+        t = timeouts[0]
+        return unknown(f"the workload was still running at its time limit ({t['value'].get('limit_s')} s): "
+                       "slow, not shown stalled, and not shown to finish", **t["value"],
+                       waiting=who_waits(history, t["t"]))
     watch = by_f(history, "progress-watch")
     if not watch:
         return Verdict("unknown", {"reason": "the run recorded no progress watch: nothing shows whether the "

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import signal
 import threading
 import time
@@ -19,7 +18,7 @@ from typing import Callable
 
 from pschaos.harness.run.report import RunReport
 from pschaos.harness.machinery import hostload, hostspeed
-from pschaos.harness.machinery.registry import RUN_MARKER, made_by_a_run
+from pschaos.harness.machinery.registry import fresh_out
 from pschaos.harness.backends.base import Backend
 from pschaos.harness.history.clock import WallClock, clock_of
 from pschaos.harness.errors import HarnessError
@@ -85,7 +84,8 @@ class Runner(RunReport):
         self.make_backend = factory
         self.shared = shared      # runs this session already made for others (run/shared_runs.py)
         self.made_for = made_for  # the run this one was made for (its fault-free run): not a run of a suite
-        self._fresh_out()      # before the backend exists: a backend may create its run folder at once
+        # before the backend exists: a backend may create its run folder at once
+        fresh_out(self.out, self.run_id, ("run", "history.jsonl", "report.json", NOTE))
         self.backend = self.make_backend(scenario, out_dir / "run", self.run_id, seed)
         self.clock = clock_of(self.backend)
         self.schedule = list(scenario.faults) + (nemesis_schedule(scenario.nemesis, seed) if scenario.nemesis else [])
@@ -93,24 +93,9 @@ class Runner(RunReport):
         self.open: list[OpenFault] = []
         self.faults_done: list[dict] = []
         self.watch: StepWatcher | None = None
+        self.stall: StallWatch | None = None
         self.t0_drive = self.clock.monotonic()
         self.stalled = False
-
-    def _fresh_out(self) -> None:
-        """A reused --out starts clean, deleting only a run folder a run made (RUN_MARKER)."""
-        self.out.mkdir(parents=True, exist_ok=True)
-        for stale in ("run", "history.jsonl", "report.json", NOTE):   # a reused --out starts clean
-            p = self.out / stale
-            if p.is_dir():
-                # only a folder a run made (its marker; before markers, its events/ folder): never someone's /run
-                if not made_by_a_run(p):
-                    raise HarnessError(f"--out {self.out}: {p} exists and no pschaos run made it (no {RUN_MARKER} "
-                                       "in it); choose another --out, or remove that folder yourself")
-                shutil.rmtree(p)
-            elif p.exists():
-                p.unlink()
-        (self.out / "run").mkdir(parents=True, exist_ok=True)
-        (self.out / "run" / RUN_MARKER).write_text(self.run_id + "\n")
 
     def say(self, msg: str) -> None:
         self.progress.note(msg)
@@ -224,7 +209,7 @@ class Runner(RunReport):
         ctx = FaultContext(self.backend, self.rng, lambda f, v: self.history.record(f, v), w.steps, w.step_delay_s)
         self.sampling = True
         sampler = self.clock.spawn(self._sample, "sampler")      # a thread, or the simulator's turn-taker
-        stall = StallWatch(self.backend.event_files, w.stall_s, 0.0, alive=running_on(self.backend))
+        stall = self.stall = StallWatch(self.backend.event_files, w.stall_s, 0.0, alive=running_on(self.backend))
         try:
             self._loop(ctx, pending, watch, t0, limit, stall)
         finally:
@@ -269,14 +254,7 @@ class Runner(RunReport):
                     pending.remove(item)
                     self._inject(ctx, i, f, now, step)
             self.progress.update("training", step, len(self.faults_done) + len(self.open))
-            quiet = stall.tick(now, holding(self.open, self.clock.now(), stall.bound))
-            if quiet is not None:   # judged by `progress`, with who waited for what
-                self.history.record("workload-stall", {"bound_s": stall.bound, "quiet_s": round(quiet, 3),
-                                                       "step": step, "stuck": stall.stuck})
-                who = f" from {', '.join(stall.stuck)}" if stall.stuck else ""
-                self.say(f"no step{who} for {quiet:.0f}s (workload.stall_s {stall.bound:g}): the workload stalled; "
-                         "stopping the run")
-                self.stalled = True
+            if self._stalled(stall, now, step, holding(self.open, self.clock.now(), stall.bound)):
                 return
             if now > limit:      # judged, not raised: the evidence check makes the run unknown
                 self.history.record("workload-timeout", {"limit_s": round(limit, 1), "step": step,
@@ -368,13 +346,36 @@ class Runner(RunReport):
                 (o.heal_at_step is not None and step < o.heal_at_step)
             self._heal(o, why, cut_short=early)
 
+    def _stalled(self, stall: StallWatch, now: float, step: int, held: bool) -> bool:
+        """One look of the stall watch; a stall is recorded (judged by `progress`, with who waited
+        for what) and stops the run."""
+        quiet = stall.tick(now, held)
+        if quiet is None:
+            return False
+        self.history.record("workload-stall", {"bound_s": stall.bound, "quiet_s": round(quiet, 3),
+                                               "step": step, "stuck": stall.stuck})
+        who = f" from {', '.join(stall.stuck)}" if stall.stuck else ""
+        self.say(f"no step{who} for {quiet:.0f}s (workload.stall_s {stall.bound:g}): the workload stalled; "
+                 "stopping the run")
+        self.stalled = True
+        return True
+
     def _finish_workers(self) -> None:
-        """Workers a heal restarted at the end still owe their workload: wait for them (bounded)."""
+        """Workers a heal restarted at the end still owe their workload: wait for them (bounded),
+        the stall watch still looking (one restarted at the last heal that then hangs is a stall,
+        not a wait to the limit: review of issue 32, finding 1)."""
         w = self.sc.workload
         limit = (w.duration_s or 0) + 120 + w.steps * 0.5
+        stall = self.stall
+
+        def over() -> bool:
+            if not self.backend.workers_running():
+                return True
+            step = self.watch.poll() if self.watch is not None else -1
+            return stall is not None and self._stalled(stall, self.clock.monotonic() - self.t0_drive, step, False)
         if self.backend.workers_running() and not self.stalled:     # a stalled one would wait it out
             self.progress.update("training")
-            if not self.clock.wait_until(lambda: not self.backend.workers_running(), limit, 0.1):
+            if not self.clock.wait_until(over, limit, 0.1):
                 self.say(f"workers still running {limit:.0f}s after the heal; the evidence check will say so")
 
     # ----------------------------------------------------------- observation
@@ -385,10 +386,6 @@ class Runner(RunReport):
     def _observe(self) -> None:
         """Record what the checkers judge the run by: final states, final reads, checkpoint scans."""
         self.system.observe(self.backend, self.clock, self.history.record, self.say)
-
-
-
-
 
 
 def default_out(scenario: Scenario, seed: int) -> Path:

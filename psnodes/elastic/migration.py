@@ -79,6 +79,7 @@ class Outcome:
     keys: int = 0
     unavailable_ms: float = 0.0    # fence -> switch
     retired: list[int] = field(default_factory=list)
+    imports: list[list] = field(default_factory=list)   # [from, to, part] of each import made (the checker's list)
 
 
 class Migrator:
@@ -203,8 +204,9 @@ class Migrator:
             raise
         out.switched, out.routing_epoch = True, new.epoch
         out.unavailable_ms = round((self.rt.monotonic() - t_fence) * 1000, 2)
+        # the imports it made: handoff-continuity expects a digest-carrying record of each
         self.emit("migration-switch", {"migration": mid, "routing_epoch": new.epoch, "shards": list(new.shards),
-                                       "fenced_ms": out.unavailable_ms})
+                                       "fenced_ms": out.unavailable_ms, "imports": out.imports})
         self._route(out, new)
         out.retired = plan.retired(src, dst)
         self.emit("migration-done", {"migration": mid, "routing_epoch": new.epoch, "bytes": out.bytes,
@@ -232,6 +234,7 @@ class Migrator:
             self._carried.add((a, b))
         if exp.keys or (a, b) in self._carried:     # the hand-off also carries the source's applied set
             self._call(b, Op(op=Op.IMPORT, migration=mid, state=exp.state, part=part, from_shard=a), part)
+            out.imports.append([a, b, part])
             out.bytes += len(exp.state)
             out.keys += exp.keys if part == "copy" or exp.full else 0
             if part == "copy" or exp.full:

@@ -97,13 +97,17 @@ class Primacy:
             self.verified.add((rec.epoch, self.name))
             self.in_sync = True
             self.isr, self.epoch_start = list(rec.isr), rec.start_seq
-            self.peer_seq = {self.name: self.store.seq}
+            # what it holds as it takes the epoch, read under the lock: a push of the new epoch may
+            # apply the moment the lock is released, and a seq read after that would make an ack
+            # of an entry it never held look held (acks-durable, reads-committed read this event)
+            seq = self.store.seq
+            self.peer_seq = {self.name: seq}
             self.peer_heard = {}
             self.cond.notify_all()
         self.metrics.set_role("primary")
         self.metrics.epoch.set(rec.epoch)
         self.metrics.failovers.inc()
-        self.events.emit("promote", promote_event(self.shard, rec, self.name, self.store.seq, bootstrap))
+        self.events.emit("promote", promote_event(self.shard, rec, self.name, seq, bootstrap))
         self.on_promote()
 
     def follow(self, epoch: int, primary: str, epoch_start: int) -> None:

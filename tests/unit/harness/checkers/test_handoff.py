@@ -48,3 +48,19 @@ def test_the_digest_covers_value_slots_and_step_count():
                 {})
     rec = moving.import_record(s, blob)
     assert rec["differ"] == ["w"] and rec["applied_missing"] == ["worker-0#1@0"]
+
+
+def test_every_import_the_switch_names_needs_its_own_record_with_both_counts():
+    """One judged import of a migration passed it whatever became of its other sources and parts,
+    and a record without its counts read as no difference (review of issue 32, finding 9)."""
+    listed = ev(3.0, "migration-switch", {"migration": "m", "routing_epoch": 1, "shards": [0, 1, 2],
+                                          "imports": [[0, 1, "copy"], [0, 2, "copy"], [0, 1, "delta"]]}, node="harness")
+    all_three = [imported(), imported(shard=2), imported(part="delta")]
+    assert CHECKERS["handoff-continuity"]([*all_three, listed], {}).valid is True
+    v = CHECKERS["handoff-continuity"]([imported(), imported(part="delta"), listed], {})
+    assert v.valid == "unknown" and "['m', 0, 2, 'copy']" in v.details["reason"], v.details
+    for field in ("differ_count", "applied_missing_count"):
+        rec = imported()
+        del rec["value"][field]
+        v = CHECKERS["handoff-continuity"]([rec, imported(shard=2), imported(part="delta"), listed], {})
+        assert v.valid == "unknown" and field in str(v.details), v.details

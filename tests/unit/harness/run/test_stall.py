@@ -120,3 +120,26 @@ def test_a_fault_never_healed_holds_the_watch_only_for_the_bound_and_a_restarted
     with open(f, "a") as g:
         g.write('{"t": 0, "node": "worker-0", "type": "info", "f": "train-step", "value": {"step": 1}}\n')
     assert w.tick(0.5, False) is None and "worker-0" not in w.done
+
+
+def test_a_workload_that_hangs_under_a_fault_healed_at_a_step_is_a_stall_not_a_wait_to_the_limit(tmp_path):
+    """A fault healed at step N heals only if the workload gets there: it held the watch until
+    then, so a workload that hung under it ran to the run's time limit (pytest's timeout in CI)
+    and `progress` passed on the steps it had seen (review of issue 32, finding 1)."""
+    sc = scenario([{"at": {"step": 10}, "kind": "pause", "target": "worker-0", "until": {"step": 50}}], stall_s=5.0)
+    rep, be, hist = run(tmp_path, sc)
+    stalls = [e for e in hist if e["f"] == "workload-stall"]
+    assert len(stalls) == 1 and stalls[0]["value"]["stuck"] == ["worker-0"], stalls
+    assert stalls[0]["t"] - hist[0]["t"] < 20           # the bound after the fault began, not the 170 s limit
+    assert not [e for e in hist if e["f"] == "workload-timeout"]
+    assert valid(rep)["progress"] is False and rep["verdict"] == "fail"
+
+
+def test_a_workload_still_running_at_its_time_limit_is_not_shown_to_progress():
+    h = [{"t": 1.0, "node": "worker-0", "type": "ok", "f": "train-step", "value": {"step": 7}},
+         {"t": 170.0, "node": "harness", "type": "info", "f": "workload-timeout",
+          "value": {"limit_s": 170.0, "step": 7, "running": ["worker-0"]}},
+         {"t": 170.1, "node": "harness", "type": "info", "f": "progress-watch",
+          "value": {"bound_s": 90.0, "polls": 300, "steps_seen": 7, "longest_quiet_s": 80.0}}]
+    v = workload_progress(h, {})
+    assert v.valid == "unknown" and "time limit" in v.details["reason"] and "worker-0" in v.details["waiting"]

@@ -80,3 +80,32 @@ def test_primary_past_its_lease_refuses_and_steps_down(tmp_path):
     with pytest.raises(NotPrimary, match="lease"):
         node.pull(ps_pb2.PullRequest(shard=0, epoch=1, min_clock=-1), time.monotonic() + 1)
     assert node.lease_lost("test") and node.role == "replica" and node.epoch == 1
+
+
+def test_the_promote_event_names_the_seq_held_at_the_promotion_not_one_applied_after(tmp_path):
+    """A push of the new epoch may apply the moment become_primary releases the lock; the promote
+    event read the store's seq after that, so an ack of an entry the new primary never held (an
+    early ack at the old epoch) looked held to acks-durable and reads-committed (review of issue
+    32, finding 4). The gap is made certain here: the first call after the lock (the role
+    metric) applies one push."""
+    from pschaos.psnodes.config import ShardRecord
+
+    node = make_node(tmp_path)
+    apply_history(node, [1, 1, 1])
+    seen: list[dict] = []
+    node.events.emit = lambda kind, value: seen.append(value) if kind == "promote" else None
+    set_role = node.metrics.set_role
+
+    def push_lands(role: str) -> None:
+        set_role(role)
+        if role == "primary":
+            apply_history_one(node, 4, epoch=2)
+    node.metrics.set_role = push_lands
+    node.become_primary(ShardRecord(epoch=2, primary=node.name, isr=[node.name], start_seq=3))
+    assert node.store.seq == 4
+    assert [e["seq"] for e in seen] == [3], seen
+
+
+def apply_history_one(node: ShardNode, req_id: int, epoch: int) -> None:
+    u = ps_pb2.Update(worker="worker-0", req_id=req_id, dense=[tensor_to_pb("w", np.full(4, 1.0))])
+    node.store.apply(node.store.validate(u), u.SerializeToString(), epoch)
