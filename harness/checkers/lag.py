@@ -52,7 +52,9 @@ def observed_lags(history: list[dict]) -> list[dict]:
             began = line[0][0] if line else float("-inf")
             if any(began < s < hi for s in starts.get(r["node"], ())):
                 continue          # restarted in this epoch: it comes back at its checkpoint and catches up
-            between = bisect_right(acked[shard], hi) - bisect_left(acked[shard], lo)
+            # pushes acked between the two samples raise the primary's seq only when the replica was
+            # read first; read after the primary, the replica's own progress shrinks the lag seen
+            between = bisect_right(acked[shard], hi) - bisect_left(acked[shard], lo) if tr < tp else 0
             out.append({"tick": tick, "shard": shard, "epoch": p["epoch"], "primary": p["node"], "replica": r["node"],
                         "lag": p["seq"] - r["seq"], "in_flight": between, "t": round(tp, 3),
                         "in_isr": r["node"] in _isr_at(line, max(tp, tr))})

@@ -30,6 +30,9 @@ LOAD_SLACK_S = 5.0       # a restarted copy's load is recorded as it starts: aro
 RACE_S = 0.5             # a shared write this close before a restore may have renamed after the restorer read
 
 
+# what psnodes.store.checkpoint.loaded records of every load, each compared with its promise
+LOAD_FIELDS = ("crc32", "manifest_crc32", "read_bytes", "bytes", "seal", "fields_crc32")
+
 def _published(history: list[dict], f: str, key: str) -> dict:
     """`key` (node or shard) -> [(t, order, file)] of the `f` events, in time order."""
     out: dict = defaultdict(list)
@@ -104,13 +107,14 @@ def checkpoint_loads(history: list[dict], ctx: dict) -> Verdict:
             seen = _damage_said(history, node, rot, down_t, until)
             (refused if seen else skipped).append({**row, **(seen or {})})
     for t, node, kind, v in loads:
-        if "crc32" not in v:
-            unrecorded.append({"node": node, "t": round(t, 3), "kind": kind})
+        # every field a load is held to: one missing compared None with None and passed
+        absent = [k for k in LOAD_FIELDS if v.get(k) is None]
+        if absent:
+            unrecorded.append({"node": node, "t": round(t, 3), "kind": kind, "absent": absent})
             continue
         row = {"node": node, "t": round(t, 3), "kind": kind, "file": v.get("file"), "seq": v.get("seq")}
         named = _named_position(v.get("file"))
-        if v.get("manifest_crc32") is not None and v["crc32"] != v["manifest_crc32"] or \
-                v.get("read_bytes") != v.get("bytes") or v.get("seal") != v.get("fields_crc32", v.get("seal")) or \
+        if v["crc32"] != v["manifest_crc32"] or v["read_bytes"] != v["bytes"] or v["seal"] != v["fields_crc32"] or \
                 (named is not None and named != tuple(v.get(k) for k in ("term", "seq", "epoch"))):
             torn.append({**row, "crc32": v["crc32"], "manifest_crc32": v.get("manifest_crc32"),
                          "read_bytes": v.get("read_bytes"), "bytes": v.get("bytes"), "seal": v.get("seal"),
@@ -135,7 +139,9 @@ def checkpoint_loads(history: list[dict], ctx: dict) -> Verdict:
         return unknown(f"{len(unseen)} bit-rot(s) never reached the reader: the copy loaded the rotted file whole",
                        **details)
     if unrecorded:
-        return unknown(f"{len(unrecorded)} load(s) recorded no checksum of the bytes read", **details)
+        return unknown(f"{len(unrecorded)} load(s) recorded no checksum of the bytes read, or of what the "
+                       f"manifest promised ({', '.join(sorted({k for u in unrecorded for k in u['absent']}))})",
+                       **details)
     if not loads and not had_any:
         return unknown("every restarted copy went down before its first checkpoint and no restore took the "
                        "shared one: no load was owed, so none was tested", **details)

@@ -228,7 +228,12 @@ def bucket_excess(history: list[dict]) -> tuple[list[dict], dict]:
                     "excess_unjudged": "pushes carried migrating buckets but no final owner reported a count"}
     over = [{"bucket": b, "worker": w, "count": int(final[b][w]), "invoked": len(ids)}
             for (b, w), ids in sorted(invoked.items()) if b in final and int(final[b].get(w, 0)) > len(ids)]
-    return over, {"buckets_checked_for_excess": len(final)}
+    figures: dict = {"buckets_checked_for_excess": len(final)}
+    unreported = sorted({b for b, _ in invoked} - set(final))
+    if unreported:     # skipped, they passed: as bucket_shortfalls says of the same buckets
+        figures["excess_unjudged"] = (f"buckets {unreported[:10]} were carried by pushes but their final owner "
+                                      "reported no count")
+    return over, figures
 
 
 def final_routing(history: list[dict]) -> tuple[int, ...] | None:

@@ -67,6 +67,15 @@ def elect(me: str, mine: Position, posted: Mapping[str, Position], isr: Sequence
     return Election(winner, [me] + sorted(n for n in same if n != me))
 
 
+def candidate_event(shard: int, against: int, me: str, mine: Position, isr: Sequence[str], old_primary: str) -> dict:
+    """The `candidate` event of a copy that just posted its position against epoch `against`
+    (emitted after the put returned, before its first read of the postings): the copies' own word
+    for what each posted, which a checker holds the winner's view to (a posting that returned
+    before the winner's own did is one its read cannot have missed)."""
+    return {"shard": shard, "epoch": against, "node": me, "seq_epoch": mine.seq_epoch, "seq": mine.seq,
+            "isr": list(isr), "primary": old_primary}
+
+
 def elected_event(shard: int, epoch: int, me: str, mine: Position, posted: Mapping[str, Position],
                   isr: Sequence[str], old_primary: str) -> dict:
     """The `elected` event of a candidate that won its window: its own position and every

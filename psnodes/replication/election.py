@@ -316,6 +316,8 @@ class Elector(threading.Thread):
         me = {"seq": node.store.seq, "seq_epoch": node.store.seq_epoch}
         prefix = cfg.candidate_prefix(node.shard, rec.epoch)
         node.etcd.put(prefix + node.name, json.dumps(me), lease=node.lease)
+        node.events.emit("candidate", promotion.candidate_event(node.shard, rec.epoch, node.name, Position.of(me),
+                                                                rec.isr, rec.primary))
         end = time.monotonic() + cfg.candidate_window_s
         while True:
             posted = {c.key[len(prefix):]: Position.of(json.loads(c.value)) for c in node.etcd.get_prefix(prefix)}

@@ -253,6 +253,7 @@ class SimElector:
         me = {"seq": c.store.seq, "seq_epoch": c.store.seq_epoch}
         prefix = cfg.candidate_prefix(c.shard, rec.epoch)
         yield from c.ecall(lambda: c.etcd.put(prefix + c.name, json.dumps(me), lease=c.lease))
+        c.emit("candidate", promotion.candidate_event(c.shard, rec.epoch, c.name, Position.of(me), rec.isr, rec.primary))
         end = c.now() + cfg.candidate_window_s
         while True:
             kvs = yield from c.ecall(lambda: c.etcd.get_prefix(prefix))

@@ -15,7 +15,18 @@ def local(t, node, seq, file):
 
 def load(t, node, seq, file, crc=7, manifest_crc=7, read=10):
     return ev(t, "load", {"shard": 0, "seq": seq, "source": "local", "file": file, "epoch": 1, "term": 1,
-                          "bytes": 10, "manifest_crc32": manifest_crc, "crc32": crc, "read_bytes": read}, node=node)
+                          "bytes": 10, "manifest_crc32": manifest_crc, "crc32": crc, "read_bytes": read,
+                          "seal": 5, "fields_crc32": 5}, node=node)
+
+
+def test_a_load_missing_a_field_it_is_held_to_is_unknown_not_passed():
+    """None compared equal to None: a load whose manifest promised no CRC-32, or that recorded no
+    seal, passed every comparison (review of issue 32, nit on loads.py)."""
+    for field in ("manifest_crc32", "bytes", "read_bytes", "seal", "fields_crc32"):
+        partial = load(4, N, 9, "b")
+        del partial["value"][field]
+        v = CHECKERS["checkpoint-loads"]([local(2, N, 9, "b"), KILL, partial, start(4.1, N)], {})
+        assert v.valid == "unknown" and field in v.details["reason"], (field, v.details)
 
 
 def start(t, node):

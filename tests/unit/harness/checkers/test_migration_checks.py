@@ -201,3 +201,21 @@ def test_a_push_applied_at_the_source_and_again_at_the_new_owner_fails_exactly_o
     v = exactly_once(twice, {})
     assert v.valid is False and v.details["bucket_over_invoked"] == over
     assert bucket_excess(_moved_run({2: 1}) + [retry])[0] == []         # the retry answered as a duplicate
+
+
+def test_a_bucket_whose_final_owner_reported_no_count_leaves_exactly_once_unjudged_not_passed():
+    """Only buckets with a final count were judged for excess; one without was skipped, so a
+    doubled push in it passed (review of issue 32, finding 8)."""
+    from pschaos.harness.checkers.acks import exactly_once
+    from pschaos.harness.checkers.migration import bucket_excess
+
+    b, b2 = _bucket_between(0, 2), _bucket_between(0, 3)
+
+    def sent(*buckets):
+        return ev(0.4, "push", {"worker": "worker-0", "incarnation": 1, "req_id": 1, "shard": 0, "origin": 0,
+                                "part": [0], "keys": ["__audit__/0", *buckets]}, "invoke", "worker-0", "w0:1")
+    silent = _moved_run({2: 1}) + [sent(b, b2)]          # b2's owner (shard 3) reported no count for it
+    over, figures = bucket_excess(silent)
+    assert over == [] and b2 in figures.get("excess_unjudged", "") and b not in figures["excess_unjudged"]
+    assert exactly_once(silent, {}).valid == "unknown"
+    assert "excess_unjudged" not in bucket_excess(_moved_run({2: 1}) + [sent(b)])[1]

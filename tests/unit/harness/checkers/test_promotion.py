@@ -47,3 +47,40 @@ def test_async_excuses_only_acks_above_the_best_candidates_seq():
     assert _explained(held_by_the_better, p, 64) is not None            # the old allowance: max_lag above the winner
     assert _explained(held_by_the_better, p, 64, best) is None          # the election lost it, not replication
     assert _explained({"shard": 0, "epoch": 1, "seq": 185}, p, 64, best) is not None
+
+
+def candidate(t, node, at, isr=("shard-0/1", "shard-0/2"), primary="shard-0/0"):
+    return ev(t, "candidate", {"shard": 0, "epoch": 1, "node": node, "seq_epoch": at[0], "seq": at[1],
+                               "isr": list(isr), "primary": primary}, node=node)
+
+
+def test_the_winners_view_is_held_to_what_each_copy_says_it_posted():
+    """The winner's own view was the only evidence: a winner whose read missed a better posting,
+    or saw it at an older position, passed as the best of what it saw (review of issue 32,
+    finding 2). A posting that returned before the winner's own cannot be missing from its reads."""
+    blind = {"shard-0/1": [1, 173]}                       # it saw only itself
+    h = [candidate(4.90, "shard-0/2", [1, 183]), candidate(4.95, "shard-0/1", [1, 173]),
+         elected("shard-0/1", [1, 173], blind), promote("shard-0/1", 173)]
+    v = CHECKERS["best-promoted"](h, {})
+    assert v.valid is False and v.details["missed_postings"][0]["candidate"] == "shard-0/2", v.details
+    stale = {"shard-0/1": [1, 173], "shard-0/2": [1, 160]}
+    h[2] = elected("shard-0/1", [1, 173], stale)
+    assert CHECKERS["best-promoted"](h, {}).valid is False   # seen older than it posted
+    # posted after the winner's own put returned: its read may rightly have missed it
+    late = [candidate(4.95, "shard-0/1", [1, 173]), candidate(4.97, "shard-0/2", [1, 183]),
+            elected("shard-0/1", [1, 173], blind), promote("shard-0/1", 173)]
+    assert CHECKERS["best-promoted"](late, {}).valid is True
+    # a copy outside the record's ISR, or a posting long gone with its lease, is not owed
+    outside = [candidate(4.90, "shard-0/2", [1, 183]), candidate(4.95, "shard-0/1", [1, 173], isr=("shard-0/1",)),
+               elected("shard-0/1", [1, 173], blind), promote("shard-0/1", 173)]
+    assert CHECKERS["best-promoted"](outside, {}).valid is True
+    gone = [candidate(2.0, "shard-0/2", [1, 183]), *h[1:2], elected("shard-0/1", [1, 173], blind),
+            promote("shard-0/1", 173)]
+    assert CHECKERS["best-promoted"](gone, {}).valid is True
+    # the winner left no posting while others did: unknown
+    mute = [candidate(4.90, "shard-0/2", [1, 183]), elected("shard-0/1", [1, 173], CANDS), promote("shard-0/1", 173)]
+    assert CHECKERS["best-promoted"](mute, {}).valid == "unknown"
+    full = [candidate(4.90, "shard-0/2", [1, 183]), candidate(4.95, "shard-0/1", [1, 183]),
+            elected("shard-0/1", [1, 183], {"shard-0/1": [1, 183], "shard-0/2": [1, 183]}), promote("shard-0/1", 183)]
+    v = CHECKERS["best-promoted"](full, {})
+    assert v.valid is True and v.details["views_cross_checked"] is True

@@ -50,6 +50,7 @@ def test_the_committed_calibration_has_every_timing_the_twin_uses():
     assert set(data) == set(KEYS), set(KEYS) - set(data)
     cal = Calibration.default()
     assert cal.node_start_s > 0 and cal.etcd_read_s > 0 and cal.etcd_write_s > 0
+    assert cal.network.get("probe_refused_s", 0) > 0 and cal.network.get("probe_refused_samples")
     for model in ("mlp", "widedeep"):
         assert cal.jitter(model) > 0 and f"{model}/async" in cal.worker_overhead_s
 
