@@ -21,6 +21,9 @@ all: its views are taken as recorded, and the details say so).
 """
 from __future__ import annotations
 
+from pschaos.psnodes.core import promotion
+from pschaos.psnodes.core.promotion import Position
+
 from pschaos.harness.checkers.base import Verdict, by_f, unknown
 
 
@@ -85,7 +88,8 @@ def best_promoted(history: list[dict], ctx: dict) -> Verdict:
 
 
 def _view_gaps(rec: dict, posts: list[tuple[float, dict]]) -> list[dict] | None:
-    """The postings the winner's view lacks or shows older than posted: each candidate's latest
+    """The postings that would have won which the winner's view lacks or shows older than posted:
+    each candidate's latest
     posting that returned before the winner's own (the last one it made before it won), from a
     copy its filter keeps (the record's ISR, never the old primary), and recent enough that its
     key still lived (`FRESH_S`: a copy killed after posting keeps its key until its lease runs
@@ -101,10 +105,13 @@ def _view_gaps(rec: dict, posts: list[tuple[float, dict]]) -> list[dict] | None:
         if t_me - FRESH_S < t < t_me and v.get("node") != rec["node"] and v.get("node") in isr and v.get("node") != old:
             latest[v["node"]] = v
     seen = rec.get("candidates") or {}
+    won = promotion.rank(rec["node"], Position(int(rec.get("seq_epoch", 0)), int(rec.get("seq", 0))))
     out = []
     for n, v in sorted(latest.items()):
         posted = [v.get("seq_epoch"), v.get("seq")]
-        if n not in seen or list(seen[n]) < posted:
+        # only a posting that would have won matters: a lower one missed (its key gone with a
+        # lease that ran out, an etcd restart) changed nothing
+        if (n not in seen or list(seen[n]) < posted) and promotion.rank(n, Position(*map(int, posted))) > won:
             out.append({"shard": rec.get("shard"), "epoch": rec.get("epoch"), "winner": rec.get("node"),
                         "candidate": n, "posted": posted, "seen": seen.get(n)})
     return out

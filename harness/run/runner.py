@@ -349,7 +349,7 @@ class Runner(RunReport):
     def _stalled(self, stall: StallWatch, now: float, step: int, held: bool) -> bool:
         """One look of the stall watch; a stall is recorded (judged by `progress`, with who waited
         for what) and stops the run."""
-        quiet = stall.tick(now, held)
+        quiet = stall.tick(now, held, frozenset(o.target for o in self.open))
         if quiet is None:
             return False
         self.history.record("workload-stall", {"bound_s": stall.bound, "quiet_s": round(quiet, 3),

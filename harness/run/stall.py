@@ -59,6 +59,7 @@ class StallWatch:
         self.files, self.bound, self.period, self.alive = files, bound_s, period_s, alive
         self.last: dict[str, float] = {}     # psnodes worker -> when its last train-step was read
         self.done: set[str] = set()
+        self.down: set[str] = set()          # watched workers not running at the last look
         self.stuck: list[str] = []           # the workers quiet past the bound, at the stall
         self.pos: dict[Path, int] = {}
         self.steps = 0
@@ -67,9 +68,11 @@ class StallWatch:
         self.next_poll = now
         self.longest = 0.0
 
-    def tick(self, now: float, held: bool) -> float | None:
+    def tick(self, now: float, held: bool, hit: frozenset[str] = frozenset()) -> float | None:
         """The seconds the workload, or one running psnodes worker (`stuck` names them), has been
-        quiet when that is past the bound, else None. `held`: a fault is open now."""
+        quiet when that is past the bound, else None. `held`: a fault is open now; `hit`: the
+        processes open faults target (a worker paused or cut by one is the fault's, not stuck,
+        however long the fault lasts). A worker that comes back (restarted) is watched from then."""
         if now < self.next_poll:
             return None
         self.next_poll = now + self.period
@@ -77,6 +80,13 @@ class StallWatch:
         stepped = self._new_steps(now)
         if held:
             self.last = dict.fromkeys(self.last, now)
+        for w in self.last:
+            up = self.alive(w)
+            if up and w in self.down:
+                self.last[w] = now
+            (self.down.discard if up else self.down.add)(w)
+        for w in hit & self.last.keys():
+            self.last[w] = now
         if stepped or held:
             self.quiet_since = now
         quiet = now - self.quiet_since

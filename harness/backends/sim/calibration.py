@@ -140,8 +140,8 @@ def bad_figure(data: dict) -> str | None:
     if not isinstance(net, dict):
         return f"network must map a timing name to seconds, not {type(net).__name__}"
     for k, v in net.items():
-        if v is None:
-            continue                      # not measured (keepalive_s): the network's default
+        if v is None and k == "keepalive_s":
+            continue                      # not measured: the network's default (the one figure that may be None)
         vs = v if k == "probe_refused_samples" and isinstance(v, list) else [v]
         why = next(filter(None, (_figure_problem(f"network.{k}", x) for x in vs)), None)
         if why or (k == "probe_refused_samples" and not isinstance(v, list)):

@@ -95,7 +95,7 @@ class NetCalibration:
         return cls(**kw)
 
     def probe_refused(self, rng: random.Random) -> float:
-        """What one probe of a dead primary costs beyond the wire: one of the measured samples
+        """What one probe of a dead primary costs beyond the wire (`rng`: SimNetwork.probe_rng): one of the measured samples
         (the two replicas' probes in a traced failover took 2.4 and 2.9 ms, 3.1 and 6.4, 4.2 and
         7.9: the spread moves one candidate's stand past the other's, and the election's poll
         waits for it), or the median where none were kept (0 in an older calibration file)."""
@@ -142,6 +142,10 @@ class SimNetwork:
     def __init__(self, env: simpy.Environment, rng: random.Random,
                  calibration: NetCalibration | Mapping[str, Any] | None = None) -> None:
         self.env, self.rng, self.cal = env, rng, NetCalibration.of(calibration)
+        # the probes' costs (NetCalibration.probe_refused) come from a stream of their own, seeded
+        # from the run's without drawing from it: a tuple of ints hashes alike in every process
+        # (its state's words only: None hashes by address before Python 3.12)
+        self.probe_rng = random.Random(hash(rng.getstate()[1]))
         self.faults: dict[int, _Fault] = {}
         self._ids = itertools.count(1)
         self._busy: dict[tuple[int, Link, str], float] = {}     # bandwidth queue: free again at

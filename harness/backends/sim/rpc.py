@@ -62,13 +62,13 @@ class SimHistory:
 
 
 def refused(net: SimNetwork, closed_at: Callable[[], float] | None, deadline: float, why: str,
-            cost: float = 0.0, cpu: SimCPU | None = None, owner: str | None = None) -> Gen:
+            cost: float | Callable[[], float] = 0.0, cpu: SimCPU | None = None, owner: str | None = None) -> Gen:
     """A call to a dead callee fails once its process's sockets are closed (`closed_at`, virtual
     time), then after the caller's own failure path: `cost` CPU seconds on `cpu` as `owner`
-    (without a CPU model, a wait). A SIGKILLed process keeps its sockets open, silent, until the
-    kernel has unmapped its memory (calibration `kill_teardown_s`: 31 ms for a copy with PyTorch
-    loaded on this 2-core VM, measured by `pschaos sim calibrate` as a connection's close after a
-    SIGKILL), so a call in flight at the kill, or sent meanwhile, hangs until then (or its
+    (without a CPU model, a wait; a callable is asked once the sockets are closed). A SIGKILLed
+    process keeps its sockets open, silent, until the kernel has unmapped its memory (calibration
+    `kill_teardown_s`: 7-31 ms for a copy with PyTorch loaded on this 2-core VM, by its phase,
+    measured by `pschaos sim calibrate` as a connection's close after a SIGKILL), so a call in flight at the kill, or sent meanwhile, hangs until then (or its
     deadline); a caller's retry schedule starts from there, not from the kill. The failure path
     is a replica's probe's (copy/probe.py, calibration `probe_refused_s`): a client's call has
     charged its own CPU before it left."""
@@ -77,7 +77,9 @@ def refused(net: SimNetwork, closed_at: Callable[[], float] | None, deadline: fl
     if end > deadline:
         yield net.env.timeout(max(0.0, deadline - now))
         raise SimRpcError(DEADLINE_EXCEEDED, f"{why}; no answer by the deadline")
-    yield net.env.timeout(end - now)
+    if end > now:            # a dead callee whose sockets are closed already fails in this instant, as before
+        yield net.env.timeout(end - now)
+    cost = cost() if callable(cost) else cost
     if cost > 0:
         if cpu is not None:
             yield from use(cpu, cost, owner)
@@ -91,7 +93,7 @@ def refused(net: SimNetwork, closed_at: Callable[[], float] | None, deadline: fl
 def call(net: SimNetwork, src: str, dst: str, alive: Callable[[], bool], handler: Callable[[], Gen],
          req_bytes: int, reply_bytes: Callable[[Any], int], deadline: float, cpu: SimCPU | None = None,
          client_s: float = 0.0, client_io_s: float = 0.0, closed_at: Callable[[], float] | None = None,
-         refused_s: float = 0.0) -> Gen:
+         refused_s: float | Callable[[], float] = 0.0) -> Gen:
     """`reply = yield from call(...)`: the caller's CPU (`client_s` on `cpu` under its GIL and,
     side by side with it, `client_io_s` outside it), deliver, run `handler()` if the callee
     lives, deliver back. A dead callee fails the call once its sockets close and the caller's

@@ -147,6 +147,7 @@ def node_start(be, say: Callable[[str], None], n: int = 7) -> tuple[float, float
 
 
 PROBE_AFTER_S = 0.12      # a replica probes ~150 ms after the kill: its detector's floor
+PROBE_WAIT_S = 0.5        # the probe's deadline: a refusal ends it in milliseconds
 
 
 def _dead_copy(be, node: str) -> tuple[float, float]:
@@ -168,8 +169,13 @@ def _dead_copy(be, node: str) -> tuple[float, float]:
         teardown = _socket_close(be, node)
         time.sleep(PROBE_AFTER_S)
         t0 = time.perf_counter()
-        probe.clears(node, 1 << 30, 0.5)
-        return teardown, time.perf_counter() - t0
+        answered = probe.clears(node, 1 << 30, PROBE_WAIT_S)
+        took = time.perf_counter() - t0
+        if answered or took > PROBE_WAIT_S / 2:     # not the failure path: never a sample
+            raise RuntimeError(f"calibrate: the probe of killed {node} {'was answered' if answered else 'waited'} "
+                               f"({took * 1e3:.0f} ms): its connections did not close; is another process on "
+                               f"{addr}?")
+        return teardown, took
     finally:
         probe.close()
 

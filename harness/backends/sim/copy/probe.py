@@ -28,11 +28,16 @@ def probe(c: CopyState, target: str, dst: Peer, deadline: float, good: Callable[
     """`answered = yield from probe(...)`: True once a path's answer is `good` by `deadline`."""
     answers: list[bool] = []          # one per path that finished (a spawned process returns no value)
     # a dead target's failure path (gRPC's futures and callback threads: CPU outside the copy's
-    # GIL, one line shared on the host's cores), one figure a round split over its paths; drawn only
-    # then, so a live target's probes take nothing from the run's random stream
+    # GIL, one line shared on the host's cores), one figure a round split over its paths, drawn at
+    # the round's first refusal from the network's own stream for probes (the loss and latency
+    # draws of a seed stay as they were, whatever the calibration's samples)
     paths = max(1, c.cfg.probe_paths)
-    refused_s = 0.0 if dst.alive else c.net.cal.probe_refused(c.net.rng)
-    share = refused_s / paths if c.cpu is not None else refused_s    # a line of CPU, or side-by-side waits
+    drawn: list[float] = []
+
+    def share() -> float:
+        if not drawn:
+            drawn.append(c.net.cal.probe_refused(c.net.probe_rng))
+        return drawn[0] / paths if c.cpu is not None else drawn[0]    # a line of CPU, or side-by-side waits
 
     def path() -> Gen:
         try:

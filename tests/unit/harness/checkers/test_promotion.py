@@ -66,6 +66,10 @@ def test_the_winners_view_is_held_to_what_each_copy_says_it_posted():
     stale = {"shard-0/1": [1, 173], "shard-0/2": [1, 160]}
     h[2] = elected("shard-0/1", [1, 173], stale)
     assert CHECKERS["best-promoted"](h, {}).valid is False   # seen older than it posted
+    # a missed posting that would not have won changed nothing (its key may have gone with its lease)
+    lower = [candidate(4.90, "shard-0/2", [1, 150]), candidate(4.95, "shard-0/1", [1, 173]),
+             elected("shard-0/1", [1, 173], blind), promote("shard-0/1", 173)]
+    assert CHECKERS["best-promoted"](lower, {}).valid is True
     # posted after the winner's own put returned: its read may rightly have missed it
     late = [candidate(4.95, "shard-0/1", [1, 173]), candidate(4.97, "shard-0/2", [1, 183]),
             elected("shard-0/1", [1, 173], blind), promote("shard-0/1", 173)]

@@ -143,3 +143,36 @@ def test_a_workload_still_running_at_its_time_limit_is_not_shown_to_progress():
           "value": {"bound_s": 90.0, "polls": 300, "steps_seen": 7, "longest_quiet_s": 80.0}}]
     v = workload_progress(h, {})
     assert v.valid == "unknown" and "time limit" in v.details["reason"] and "worker-0" in v.details["waiting"]
+
+
+def test_a_worker_an_open_fault_holds_is_the_faults_not_stuck_and_a_restarted_one_is_watched_from_its_return(tmp_path):
+    """Held only for the bound, a step-healed pause of worker-1 made worker-1 look stuck once
+    worker-0 took longer than that to reach the heal step (review of this session's change)."""
+    sc = only(Scenario.model_validate({
+        "name": "fake-stall", "cluster": {"shards": 1, "copies": 3, "workers": 2},
+        "workload": {"steps": 300, "stall_s": 5.0},
+        "faults": [{"at": {"step": 10}, "kind": "pause", "target": "worker-1", "until": {"step": 200}}],
+        "expect": {"checks": ["single-primary"]}}))
+    rep, be, hist = run(tmp_path, sc)                     # worker-0 reaches step 200 some 19 s later
+    assert not [e for e in hist if e["f"] == "workload-stall"], [e for e in hist if e["f"] == "workload-stall"]
+    assert valid(rep)["progress"] is True
+    up = {"worker-0": True, "worker-1": True}
+    f = tmp_path / "w.jsonl"
+
+    def step(worker: str) -> None:
+        with open(f, "a") as g:
+            g.write('{"t": 0, "node": "%s", "type": "info", "f": "train-step", "value": {"step": 1}}\n' % worker)
+    step("worker-0")
+    w = StallWatch(lambda: [f], 2.0, 0.0, period_s=0.5, alive=lambda n: up[n])
+    assert w.tick(0.0, False) is None
+    up["worker-0"] = False                                # killed, no fault open any more: not watched
+    for t in (1.0, 2.5, 4.0):
+        step("worker-1")                                  # the other worker steps on
+        assert w.tick(t, False) is None
+    up["worker-0"] = True                                 # restarted at 5.0: its clock starts there
+    for t in (5.0, 6.5):
+        step("worker-1")
+        assert w.tick(t, False) is None
+    assert w.last["worker-0"] == 5.0
+    step("worker-1")
+    assert w.tick(7.5, False) == 2.5 and w.stuck == ["worker-0"]

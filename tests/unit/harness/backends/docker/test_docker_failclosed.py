@@ -411,7 +411,7 @@ def test_a_system_folder_is_no_out(out):
 
 
 def test_an_existing_run_folder_without_the_marker_is_kept(tmp_path):
-    from pschaos.harness.run.runner import RUN_MARKER
+    from pschaos.harness.machinery.registry import RUN_MARKER
 
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "docker.sock").write_text("someone's")

@@ -91,7 +91,32 @@ def test_a_probe_draws_its_cost_from_the_measured_samples_one_figure_a_round():
     _probe_took(env, _prober(env, net), alive, out)
     env.run()
     assert out == [(True, 0.002)]                 # answered over the wire both ways
-    assert net.rng.getstate() == state            # a live target's probe takes nothing from the seed's stream
+    assert net.rng.getstate() == state            # a probe takes nothing from the seed's stream
+
+
+def test_a_probe_draws_once_a_round_from_its_own_stream_and_the_seed_reproduces_it():
+    """One draw a round (not one a path: the max of three draws would show the same figures), on
+    a stream of the probes' own, seeded from the run's without drawing from it."""
+    import subprocess
+    import sys
+
+    env = simpy.Environment()
+    net = SimNetwork(env, random.Random(3), {**NET, "probe_refused_samples": [0.003, 0.007]})
+    rng_state, probes = net.rng.getstate(), net.probe_rng.getstate()
+    out: list = []
+    for _ in range(5):
+        _probe_took(env, _prober(env, net), _dead(), out)
+    env.run()
+    assert net.rng.getstate() == rng_state        # loss and latency draws untouched
+    replay = random.Random()
+    replay.setstate(probes)
+    assert sorted(t for _, t in out) == sorted(round(0.001 + replay.choice([0.003, 0.007]), 6) for _ in range(5))
+    assert net.probe_rng.getstate() == replay.getstate()     # five rounds, five draws: not one a path
+    code = ("import random; from pschaos.harness.backends.sim.network import SimNetwork; "
+            "print(SimNetwork(None, random.Random(3), {}).probe_rng.random())")
+    runs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+            for _ in range(2)}
+    assert len(runs) == 1                         # the same seed, the same stream in another process
 
 
 def test_refused_charges_its_cost_after_the_sockets_close_and_never_past_the_deadline():
@@ -124,7 +149,9 @@ def test_the_calibrations_network_carries_the_probe_and_older_files_keep_the_def
     p = tmp_path / "cal.json"
     for bad, field in (({"fixed_s": "fast"}, "network.fixed_s"), ({"fixed_s": float("nan")}, "network.fixed_s"),
                        ({"probe_refused_samples": [0.003, -1]}, "network.probe_refused_samples"),
-                       ({"probe_refused_samples": 0.003}, "network.probe_refused_samples"), ([1], "network")):
+                       ({"probe_refused_samples": 0.003}, "network.probe_refused_samples"), ([1], "network"),
+                       ({"probe_refused_s": None}, "network.probe_refused_s"),
+                       ({"probe_refused_samples": None}, "network.probe_refused_samples")):
         p.write_text(json.dumps({"network": bad}))
         with pytest.raises(HarnessError, match=field.replace(".", r"\.")):
             Calibration.load(p)
