@@ -114,20 +114,25 @@ def _isr_history(history: list[dict]) -> dict[tuple[int, int], list[tuple[float,
     return out
 
 
-def _restored(v: dict, t_ack: float, restores: list[tuple[float, dict]], isr: dict, kills: list[tuple[float, set]]
-              ) -> dict | None:
+def _restored(v: dict, t_sent: float, t_ack: float, restores: list[tuple[float, dict]], isr: dict,
+              kills: list[tuple[float, set]]) -> dict | None:
     """Sync mode: the restore whose declared loss the lost ack falls in, when the loss is the
     design's: a restore comes only when no ISR copy survived, and it declares that the state after
     `restored_seq` is gone (losses-accounted holds that against the best checkpoint). Allowed only
-    with the evidence that every copy in the ISR when the ack was given was killed (lost its
-    memory) between the ack and the restore; otherwise a copy that held the ack lived on, and the
-    restore lost it wrongly."""
+    with the evidence that every copy that may have been in the ISR while the push was applied
+    (the ISR of record when it was sent, and every one until its ack came back) was killed (lost
+    its memory) between the push's send and the restore; otherwise a copy that held the ack lived
+    on, and the restore lost it wrongly. From the send, not the ack's arrival: a primary killed
+    with the ack on the wire was killed after it applied the push (all-copies-lost: the ack of
+    seq 301 arrived after its primary's kill and was not excused)."""
     for t_r, r in restores:
         if r.get("shard") != v["shard"] or r.get("epoch", 0) <= v["epoch"] or t_r < t_ack or \
                 r.get("restored_seq") is None or v["seq"] <= r["restored_seq"]:
             continue
-        held = [m for t, members in isr.get((v["shard"], v["epoch"]), []) if t <= t_ack for m in [members]][-1:]
-        if held and all(any(t_ack <= t <= t_r and m in victims for t, victims in kills) for m in held[0]):
+        line = isr.get((v["shard"], v["epoch"]), [])
+        at_send = [members for t, members in line if t <= t_sent][-1:]
+        held = set().union(*at_send, *(members for t, members in line if t_sent < t <= t_ack))
+        if at_send and all(any(t_sent <= t <= t_r and m in victims for t, victims in kills) for m in held):
             return r
     return None
 
@@ -157,7 +162,9 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
     isr = _isr_history(history) if restores else {}
     kills = [(e["t"], set(victims(e["value"]))) for e in by_f(history, "fault-start")
              if e["value"].get("kind") in KILLS and not e["value"].get("partial")] if restores else []
-    t_acked = {id(v): e["t"] for v, e in zip(oks, by_f(history, "push", "ok"))}    # acked() keeps their order
+    sent = {e.get("op_id"): e["t"] for e in by_f(history, "push", "invoke")} if restores else {}
+    t_acked = {id(v): (sent.get(e.get("op_id"), e["t"]), e["t"])        # acked() keeps their order
+               for v, e in zip(oks, by_f(history, "push", "ok"))}
     best = best_candidates(history) if mode == "async" else {}
     keys = unique_keys([credited(v) for v in oks if audited(v)])
     unaudited = sum(1 for v in oks if not audited(v))
@@ -174,7 +181,7 @@ def no_lost_acks(history: list[dict], ctx: dict) -> Verdict:
         seen.add(k)
         lost.append(v)
         p = _explained(v, promotes, max_lag, best) if mode == "async" else \
-            _restored(v, t_acked.get(id(v), 0.0), restores, isr, kills)
+            _restored(v, *t_acked.get(id(v), (0.0, 0.0)), restores, isr, kills)
         if p is not None:
             explained[(v["shard"], v["worker"])] += 1
         else:

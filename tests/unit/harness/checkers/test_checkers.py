@@ -550,3 +550,26 @@ def test_a_failover_is_the_fault_that_caused_it_not_an_earlier_one():
                         failover_after_epoch=3)
     h3 = [timed, ok(30.6, "worker-0", 3, 0, 3, 5), ok(31.5, "worker-0", 4, 0, 4, 6)]
     assert [(f["ms"], f["new_epoch"]) for f in failover_times(h3)] == [(1000.0, 4)]
+
+
+def test_a_loss_is_the_designs_when_the_copies_died_after_the_push_was_sent_though_before_its_ack_arrived():
+    """all-copies-lost at seed 1 (processes) lost 6 acks, and the restore declared 5: the sixth ack
+    (seq 301) arrived after its primary's kill, so that kill was not 'after the ack' and the loss
+    was not excused, though the primary had applied it before it died. The window now starts at
+    the push's send; a copy killed before the send still fails it (it may have come back and held
+    the ack)."""
+    from tests.unit.histories import acked
+
+    isr = ev(0.5, "promote", {"shard": 0, "epoch": 1, "node": "shard-0/0", "seq": 0,
+                              "isr": ["shard-0/0", "shard-0/1"]}, node="shard-0/0")
+    first = fault_start(3.0, "kill", "shard-0/0")
+    second = fault_start(3.02, "kill", "shard-0/1")
+    restore = ev(5.0, "restore", {"shard": 0, "epoch": 2, "restored_seq": 1, "restored_seq_epoch": 1}, node="shard-0/2")
+    end = final("shard-0/2", 0, "primary", 2, 1, {"worker-0#1": [[1, 1]]})
+    on_the_wire = acked(2.99, 3.01, "worker-0", 2, 0, 1, 2)       # sent before both kills, back after the first
+    h = [isr, ok(1, "worker-0", 1, 0, 1, 1), *on_the_wire, first, second, restore, end]
+    v = CHECKERS["no-lost-acks"](sorted(h, key=lambda e: e["t"]), CTX)
+    assert v.valid is True and v.details["declared_by_restore"] == 1, v.details
+    late = acked(3.005, 3.01, "worker-0", 2, 0, 1, 2)              # sent after shard-0/0 was already dead
+    h = [isr, ok(1, "worker-0", 1, 0, 1, 1), *late, first, second, restore, end]
+    assert CHECKERS["no-lost-acks"](sorted(h, key=lambda e: e["t"]), CTX).valid is False
