@@ -9,16 +9,17 @@ the ISR held, whether or not anything was lost:
 
 - the next epoch's promotion: the copy promoted from E's ISR began at a seq >= S (an epoch that
   began with a restore from checkpoint is losses-accounted's to judge);
-- the replicas' own status, sampled by the harness while the run goes, read by the final
-  observation once it came to rest, and read from a retired group after its fence: a member of
-  E's ISR at the ack, still a member when read (by the `isr` and `promote` events) and not
+- the replicas' own status, sampled by the harness while the run goes: a member of E's ISR at
+  the ack, still a member when sampled (by the `isr` and `promote` events) and neither down nor
   restarted in between, never reports a seq below S at epoch E after the ack. Samples within
   SAMPLE_SLACK_S of the ack are not used: the status call may have been answered before the ack.
 
 Every answer must be judged by one of them (or have promised nothing: its ISR was the primary
-alone), or the check is unknown and names the answers nothing judged. Answers whose in-sync
-replicas all went down before a reading could count (every copy killed: losses-accounted judges
-what the restore declares) are counted apart, and are never a run's only evidence.
+alone), or the check is unknown and names the answers nothing judged. Two kinds of answer no
+sample could reach are counted apart, never a run's only evidence: the run's tail (after the
+sampler's last round), and answers whose in-sync replicas all went down before the sampler's
+next round (every replica of the shard killed: losses-accounted judges what a restore
+declares). The final observation is no evidence: it reads once replication settled.
 
 A pull in sync mode waits for its state to be replicated before it answers, so the same two
 records judge reads (reads-committed): a pull of an entry no in-sync replica held is a dirty
@@ -35,8 +36,10 @@ from collections import defaultdict
 from pschaos.harness.checkers.base import KILLS, Verdict, by_f, unknown, victims
 
 SAMPLE_SLACK_S = 0.25        # the sampler's status timeout (0.2 s) and then some
-GONE_S = 1.0                 # an answer whose in-sync replicas all went down this soon after it is
-                             # one no reading could judge; later, the sampler owed a reading first
+TAIL_S = 1.0                 # answers this soon after the sampler's last round: the run's tail
+DROP_S = 1.0                 # a copy down this long at a send should have left the ISR (suspect_s
+                             # 0.3 s, then the record's compare-and-swap); fault-start is stamped
+                             # as the fault is injected, a timed kill's landing later
 
 
 def _isr_timeline(history: list[dict]) -> dict[tuple[int, int], list[tuple[float, frozenset]]]:
@@ -56,31 +59,23 @@ def _isr_at(line: list[tuple[float, frozenset]], t: float) -> frozenset:
     return line[i - 1][1] if i else frozenset()
 
 
-def _readings(history: list[dict]) -> tuple[dict, float | None]:
-    """(shard, epoch) -> [(t, node, seq, how)]: the replicas' status as the sampler read it
-    ("sample"), as the final observation read it ("final") and as a scale-in read a retired
-    group after fencing it ("retired"); and when the run came to rest (the first `quiesce`)."""
-    out: dict[tuple[int, int], list[tuple[float, str, int, str]]] = defaultdict(list)
-    for f, how in (("sample", "sample"), ("final-state", "final"), ("retired-state", "retired")):
-        for e in by_f(history, f):
-            v = e["value"]
-            if v.get("role") == "replica" and v.get("alive", True) \
-                    and None not in (v.get("shard"), v.get("epoch"), v.get("seq"), v.get("node")):
-                out[(v["shard"], v["epoch"])].append((e["t"], v["node"], v["seq"], how))
-    rest = next((e["t"] for e in by_f(history, "quiesce")), None)
-    return out, rest
+def _readings(history: list[dict]) -> tuple[dict, dict]:
+    """(shard, epoch) -> [(t, node, seq)]: the replicas' status as the sampler read it; and node ->
+    the times the sampler read it, in any role (its rounds).
 
-
-def _after(how: str, t: float, ts: float, rest: float | None, fenced: float | None) -> bool:
-    """Whether a reading taken (recorded) at ts shows the state after an answer recorded at t. A
-    sample's call may have been answered up to SAMPLE_SLACK_S before it was recorded; the final
-    observation's calls all began after the run came to rest; a retired group's were made after
-    its fence, and every answer of the group was sent before that fence."""
-    if how == "final":
-        return rest is not None and t < rest <= ts
-    if how == "retired" and fenced is not None and fenced <= ts:
-        return True
-    return ts > t + SAMPLE_SLACK_S
+    The final observation's reads are no evidence here: it reads once replication settled, when
+    every live copy holds the primary's seq, so it cannot see an ack sent before its ISR held the
+    entry (hostile review of this check, finding 1)."""
+    out: dict[tuple[int, int], list[tuple[float, str, int]]] = defaultdict(list)
+    rounds: dict[str, list[float]] = defaultdict(list)
+    for e in by_f(history, "sample"):
+        v = e["value"]
+        if None in (v.get("shard"), v.get("epoch"), v.get("seq"), v.get("node")):
+            continue
+        rounds[v["node"]].append(e["t"])
+        if v.get("role") == "replica":
+            out[(v["shard"], v["epoch"])].append((e["t"], v["node"], v["seq"]))
+    return out, {k: sorted(ts) for k, ts in rounds.items()}
 
 
 def _ends(history: list[dict]) -> dict[str, list[float]]:
@@ -98,13 +93,13 @@ def _ends(history: list[dict]) -> dict[str, list[float]]:
 def _held_by_isr(history: list[dict], answers: list[tuple[float, dict]], what: str) -> dict:
     """For each answer (an ack or a read at shard, epoch E, seq S, by node): whether the next
     epoch's promotion began at a seq >= S, and whether a replica still in E's ISR reported a
-    lower seq after it. Each answer is counted once by what judged it; one that nothing judged is
-    named (review of issue 32, finding 5: a run passed as soon as any one answer was judged).
+    lower seq after it (a sample not within SAMPLE_SLACK_S after the answer: the status call may
+    have been answered before it; nor from a copy that went down or restarted in between).
 
-    The replicas' readings are the sampler's (not within SAMPLE_SLACK_S after the answer: the
-    status call may have been answered before it) and the final observation's, which reads every
-    copy after the run came to rest (`quiesce`, recorded once the workers finished): it judges
-    every answer before that, however late, so the last answers of a run are judged too."""
+    Each answer is counted once by what judged it, or by why nothing could (review of issue 32,
+    finding 5: a run passed as soon as any one answer was judged): the run's sampling ended
+    before a round could read it (its tail, bounded by TAIL_S), or every copy it promised went
+    down before the sampler's next round. Any other answer is unjudged, and named."""
     restored = {(e["value"]["shard"], e["value"].get("epoch")) for e in by_f(history, "restore")}
     promotes = defaultdict(list)          # bootstraps too: a re-added shard's life is not the old one's
     for e in by_f(history, "promote"):
@@ -118,12 +113,10 @@ def _held_by_isr(history: list[dict], answers: list[tuple[float, dict]], what: s
         every_start[e.get("node")].append(e["t"])
     starts = {n: [s for i, s in enumerate(sorted(ts)) if i or any(x < s for x in ends.get(n, ()))]
               for n, ts in every_start.items()}
-    readings, rest = _readings(history)
+    readings, rounds = _readings(history)
     sent = {e.get("op_id"): e["t"] for f in ("push", "pull", "pull-rows") for e in by_f(history, f, "invoke")}
-    fences = defaultdict(list)
-    for e in by_f(history, "migrate-fenced"):
-        fences[e["value"].get("shard")].append(e["t"])
-    r = {"ahead": [], "unheld": [], "by_next": 0, "by_replicas": 0, "alone": 0, "gone": [], "unjudged": []}
+    r = {"ahead": [], "unheld": [], "by_next": 0, "by_replicas": 0, "alone": 0, "gone": [], "tail": [],
+         "unjudged": []}
     for t, v in answers:
         shard, epoch, seq = v["shard"], v["epoch"], v["seq"]
         who = {"worker": v.get("worker"), what: v.get("req_id", v.get("op")), "shard": shard, "epoch": epoch,
@@ -138,36 +131,52 @@ def _held_by_isr(history: list[dict], answers: list[tuple[float, dict]], what: s
                                    "promoted": nxt.get("node")})
         line = isr.get((shard, epoch), [])
         members = _isr_at(line, t) - {v.get("node")}
-        if line and not members:
+        if line and line[0][0] <= t and not members:
             judged = True           # the ISR was the primary alone: the ack promised no other copy
             r["alone"] += 1
         sampled = False
-        for ts, node, got, how in readings.get((shard, epoch), ()):
-            fenced = max((f for f in fences.get(shard, ()) if f <= ts), default=None)
-            if node not in members or not _after(how, t, ts, rest, fenced) or node not in _isr_at(line, ts):
+        for ts, node, got in readings.get((shard, epoch), ()):
+            if node not in members or ts <= t + SAMPLE_SLACK_S or node not in _isr_at(line, ts):
                 continue
-            if any(t < s <= ts for s in starts.get(node, ())):
-                continue                            # restarted since: it catches up again from its checkpoint
+            if any(t < s <= ts for s in (*starts.get(node, ()), *ends.get(node, ()))):
+                continue            # down or restarted since: it catches up again from its checkpoint
             sampled = True
             if got < seq:
-                r["unheld"].append({**who, "replica": node, "replica_seq": got, "sampled_t": round(ts, 4),
-                                    **({"read_by": how} if how != "sample" else {})})
+                r["unheld"].append({**who, "replica": node, "replica_seq": got, "sampled_t": round(ts, 4)})
                 break
         r["by_replicas"] += sampled
         if judged or sampled:
             continue
-        if members and all(_down_by(m, sent.get(v.get("op"), t), t + GONE_S, ends, every_start) for m in members):
-            r["gone"].append(who)       # every copy it promised went down before a reading could count
-        else:
-            r["unjudged"].append(who)
+        why = _why_unread(members, t, sent.get(v.get("op"), t), rounds, ends, every_start)
+        r[why].append(who)
     return r
 
 
+def _why_unread(members: frozenset, t: float, sent: float, rounds: dict, ends: dict, starts: dict) -> str:
+    """Why no sample judged an answer at t: "gone" when each copy it promised went down before the
+    sampler read it again, "tail" when the sampler's reads of some ended first (the answer within
+    TAIL_S of their last) and the rest went down, else "unjudged"."""
+    if not members:
+        return "unjudged"
+    down, unread = 0, 0
+    for m in members:
+        ts = rounds.get(m, [])
+        nxt = next((x for x in ts if x > t + SAMPLE_SLACK_S), None)
+        if nxt is None and ts and t <= ts[-1] + TAIL_S:
+            unread += 1
+        elif nxt is not None and _down_by(m, sent, nxt, ends, starts):
+            down += 1
+        else:
+            return "unjudged"
+    return "tail" if unread else "gone"
+
+
 def _down_by(node: str, sent: float, by: float, ends: dict, starts: dict) -> bool:
-    """Whether `node` went down after it last came up before `sent` (the answer's send), and no
-    later than `by`: down at the send and not back, or killed soon after it."""
+    """Whether `node` went down after it last came up, no earlier than DROP_S before `sent` (the
+    answer's send: a copy down longer and still in the ISR should have been dropped from it) and
+    no later than `by`."""
     up = max((s for s in starts.get(node, ()) if s <= sent), default=float("-inf"))
-    return any(up < x <= by for x in ends.get(node, ()))
+    return any(max(up, sent - DROP_S) < x <= by for x in ends.get(node, ()))
 
 
 def _placed(history: list[dict], f: str) -> tuple[list[tuple[float, dict]], dict | None]:
@@ -196,6 +205,7 @@ def _verdict(r: dict, n: int, noun: str, past: list | None = None, marked: int =
     details = {noun: n, "judged_by_next_promotion": r["by_next"], "judged_by_replicas": r["by_replicas"],
                "isr_was_the_primary_alone": r["alone"], "unjudged_count": len(unjudged), "unjudged": unjudged[:10],
                "isr_went_down_first": len(r["gone"]), "isr_went_down_first_examples": r["gone"][:5],
+               "after_the_last_sample": len(r["tail"]),
                "ahead_of_next_promotion": ahead[:10], "ahead_count": len(ahead),
                "not_on_isr": unheld[:10], "not_on_isr_count": len(unheld)}
     if noun == "reads":
@@ -207,7 +217,8 @@ def _verdict(r: dict, n: int, noun: str, past: list | None = None, marked: int =
         return unknown(f"{len(unjudged)} of {n} {noun} were judged by no record (no promotion from their ISR "
                        "followed, and no replica still in it was read after them)", **details)
     if not (r["by_next"] or r["by_replicas"] or r["alone"]):
-        return unknown(f"every in-sync replica went down before any of the {n} {noun} could be judged", **details)
+        return unknown(f"none of the {n} {noun} was judged: each came after the sampler's last round or had "
+                       "its in-sync replicas go down before the next", **details)
     return Verdict(True, details)
 
 
@@ -230,7 +241,9 @@ def _judge(history: list[dict], ctx: dict, f: str, why_async: str, why_none: str
 
 def acks_durable(history: list[dict], ctx: dict) -> Verdict:
     """In sync mode no ack promised what its ISR did not hold: the next epoch's promotion began at a
-    seq at or above it, and no replica still in the ISR reported a lower seq after it."""
+    seq at or above it, and no replica still in the ISR reported a lower seq when sampled after
+    it. Every ack must be judged so (but those after the sampler's last round, or whose in-sync
+    replicas all went down before its next), or the check is unknown and names them."""
     return _judge(history, ctx, "push", "async replication acks before its replicas apply: there is no ISR "
                   "promise to judge", "no push was acknowledged: no promise to judge")
 
@@ -238,6 +251,7 @@ def acks_durable(history: list[dict], ctx: dict) -> Verdict:
 def reads_committed(history: list[dict], ctx: dict) -> Verdict:
     """In sync mode a pull reads only what every in-sync replica applied (a dirty read is one a
     failover can undo): the next epoch's promotion began at a seq at or above the pull's, and no
-    replica still in the ISR reported a lower seq after it. Row reads (`pull-rows`) are reads too."""
+    replica still in the ISR reported a lower seq after it; every read judged so, or unknown. Row
+    reads (`pull-rows`) are reads too."""
     return _judge(history, ctx, "pull", "async replication reads before its replicas apply by design: "
                   "monotone-reads reports the reads a failover undid", "no pull was answered: no read to judge")

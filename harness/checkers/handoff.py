@@ -1,5 +1,6 @@
 """handoff-continuity: a key a migration moves arrives whole: value, every optimizer slot, step
-count, and the dedup state of the pushes applied to it.
+count, and the dedup state of the pushes applied to it; so do a table's moved embedding rows
+(one digest per table and import over every moved row's id, value, slots and step count).
 
 The migrating audit buckets count pushes, so a hand-off that reset a key's Adam step count or
 dropped a slot changed nothing any check looked at (the loss target absorbed the rescaled
@@ -26,19 +27,22 @@ def handoff_continuity(history: list[dict], ctx: dict) -> Verdict:
     switched = {v.get("migration") for v in switches}
     imports = [dict(e["value"], node=e.get("node"), t=round(e["t"], 3)) for e in by_f(history, "migrate-imported")]
     judged = [v for v in imports if v.get("digests")]
-    partial = [{k: v.get(k) for k in ("migration", "part", "from", "shard", "node", "t")}
-               for v in judged if any(v.get(k) is None for k in COUNTS)]
+    # rows moved with no digest of them (a source from before row digests) are not judged
+    partial = [{k: v.get(k) for k in ("migration", "part", "from", "shard", "node", "t", "rows")}
+               for v in judged if any(v.get(k) is None for k in COUNTS) or (v.get("rows") and not v.get("row_digests"))]
     bad = [{k: v.get(k) for k in ("migration", "part", "from", "shard", "node", "t", "keys", "differ", "differ_count",
                                   "applied_missing", "applied_missing_count")}
            for v in judged if v.get("differ_count") or v.get("applied_missing_count")]
     held = {(v.get("migration"), v.get("from"), v.get("shard"), v.get("part")) for v in judged
             if all(v.get(k) is not None for k in COUNTS)}
     details = {"migrations_switched": len(switched), "imports": len(imports), "imports_judged": len(judged),
-               "keys_judged": sum(v.get("keys", 0) for v in judged), "broken": bad[:10]}
+               "keys_judged": sum(v.get("keys", 0) for v in judged),
+               "rows_judged": sum(v.get("rows", 0) for v in judged if v.get("row_digests")), "broken": bad[:10]}
     if bad:
         return Verdict(False, details)
     if partial:
-        return unknown(f"import record(s) without {' or '.join(COUNTS)}: {partial[:5]}", **details)
+        return unknown(f"import record(s) without {' or '.join(COUNTS)}, or with rows and no digest of them: "
+                       f"{partial[:5]}", **details)
     # each import a switch names, matched by (migration, from, to, part); a switch of an older
     # history names none: any judged import of its migration stands for it, as before
     expected = [(v.get("migration"), a, b, part) for v in switches for a, b, part in v.get("imports") or ()]

@@ -49,7 +49,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         try:
             sc = load_scenario(library.resolve(f))
             sel = sc.selection()
-            res = {"file": f, "ok": True, "scenario": sc.name, **sel.to_json()}
+            res = {"file": f, "ok": True, "scenario": sc.name, **sel.to_json(), **_drawn_at(sc, 1)}
         except HarnessError as e:            # ScenarioError: file:line: field: message, fix
             bad += 1
             res = {"file": f, "ok": False, "error": str(e)}
@@ -61,7 +61,21 @@ def cmd_lint(args: argparse.Namespace) -> int:
                 print(f"     checks: {', '.join(res['checks'])}")
                 for name, why in {**res["excluded"], **res["not_applicable"]}.items():
                     print(f"     {'excluded' if name in res['excluded'] else 'not run'}: {name}: {why}")
+                if res.get("drawn_adds") is not None:
+                    print(f"     a nemesis: its draws at each seed add what they surely bring; at seed 1: "
+                          f"{', '.join(res['drawn_adds']) or 'nothing'}")
     return 2 if bad else 0
+
+
+def _drawn_at(sc, seed: int) -> dict:
+    """For a nemesis scenario, the checks its draws at `seed` add to the selection as written (a
+    run judges by its seed's draws: harness/run/selection.py)."""
+    if sc.nemesis is None:
+        return {}
+    from pschaos.harness.run.nemesis import schedule
+
+    written = set(sc.selection().checks)
+    return {"drawn_adds": [c for c in sc.selection(schedule(sc.nemesis, seed)).checks if c not in written]}
 
 
 def first_paragraph(doc: str) -> str:

@@ -88,7 +88,8 @@ class Runner(RunReport):
         fresh_out(self.out, self.run_id, ("run", "history.jsonl", "report.json", NOTE))
         self.backend = self.make_backend(scenario, out_dir / "run", self.run_id, seed)
         self.clock = clock_of(self.backend)
-        self.schedule = list(scenario.faults) + (nemesis_schedule(scenario.nemesis, seed) if scenario.nemesis else [])
+        self.drawn = nemesis_schedule(scenario.nemesis, seed) if scenario.nemesis else []
+        self.schedule = list(scenario.faults) + self.drawn
         self.history: History | None = None
         self.open: list[OpenFault] = []
         self.faults_done: list[dict] = []
@@ -138,7 +139,7 @@ class Runner(RunReport):
                                               "backend": self.backend_name,
                                               "cluster": self.sc.cluster.model_dump(), "proxied": self.backend.proxied,
                                               "schedule": [f.model_dump() for f in self.schedule],
-                                              "expect": {**self.sc.selection().to_json(),
+                                              "expect": {**self.sc.selection(self.drawn).to_json(),
                                                          "metrics": list(self.sc.expect.metrics)},
                                               "context": self.context(),
                                               **getattr(self.backend, "run_facts", dict)(),

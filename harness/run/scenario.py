@@ -228,9 +228,10 @@ class Scenario(Strict):
     expect: Expect = Field(default_factory=Expect)
     path: str | None = Field(None, exclude=True)
 
-    def selection(self) -> Selection:
-        """The checks this scenario's runs judge, and what became of the others (selection.py)."""
-        return select(self)
+    def selection(self, drawn: list | None = None) -> Selection:
+        """The checks this scenario's runs judge, and what became of the others (selection.py);
+        a run passes its nemesis' draws at its seed (`drawn`)."""
+        return select(self, drawn)
 
     def expect_only(self, keep: list[str], why: str) -> "Expect":
         """This scenario's expect for a run made for another purpose (a fault-free baseline, a

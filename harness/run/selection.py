@@ -26,20 +26,23 @@ class Selection:
         return {"checks": list(self.checks), "excluded": dict(self.excluded), "not_applicable": dict(self.not_applicable)}
 
 
-def applicability(sc) -> dict[str, str | None]:
-    """Each check of the scenario's system: None when it applies by default, else why not."""
+def applicability(sc, drawn: list | None = None) -> dict[str, str | None]:
+    """Each check of the scenario's system: None when it applies by default, else why not.
+    `drawn`: a run's nemesis faults (drawn from its seed before it starts), or None for the
+    scenario as written, whatever its seed."""
     if sc.system == "psnodes":
         return psnodes_rules(sc.cluster.model_dump(), [f.model_dump() for f in sc.faults],
                              sc.nemesis.model_dump() if sc.nemesis else None, sc.expect.stop_acking_grace_s,
-                             default_target)
+                             default_target, [f.model_dump() for f in drawn or []])
     a = system_class(sc.system)
     return {c: None if c in a.default_checks else
             f"not among {sc.system}'s default checks: add it to expect.checks to judge it" for c in a.checks}
 
 
-def select(sc) -> Selection:
-    """The defaults, then the scenario's additions, less its exclusions (checked by the loader)."""
-    rules = applicability(sc)
+def select(sc, drawn: list | None = None) -> Selection:
+    """The defaults, then the scenario's additions, less its exclusions (checked by the loader).
+    A run passes its nemesis' draws (`drawn`): what they surely bring is judged at that seed."""
+    rules = applicability(sc, drawn)
     defaults = [c for c, why in rules.items() if why is None]
     checks = [c for c in [*defaults, *[c for c in sc.expect.checks if c not in defaults]]
               if c not in sc.expect.exclude]

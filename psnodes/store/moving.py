@@ -25,6 +25,7 @@ from pschaos.psnodes.store.blob import pack, unpack
 from pschaos.psnodes.store.state import ShardState
 from pschaos.psnodes.core import migration as mig
 from pschaos.psnodes.errors import InvalidArgument
+from pschaos.psnodes.store.holdings import rows_state_hash
 from pschaos.psnodes.placement import AUDIT_SLOTS, audit_name, is_audit, owner, pinned_shard, row_owners
 from pschaos.psnodes.proto import ps_pb2
 
@@ -121,10 +122,13 @@ def export_keys(store: ShardState, to: int, src, dst, since: int) -> tuple[bytes
         for k, v in store.dense_slots[n].items():
             arrays[f"ds/{k}/{n}"] = v
     rows = 0
+    row_digests: dict[str, str] = {}
     for name, t in store.tables.items():
         ids = t.ids[: t.n]
         sel = np.nonzero(mig.rows_moving_to(name, ids, me, to, src, dst) & (t.mod[: t.n] > since))[0]
         rows += int(sel.size)
+        if sel.size:
+            row_digests[name] = rows_state_hash(t, sel)
         arrays[f"t/{name}/ids"] = t.ids[sel]
         arrays[f"t/{name}/rows"] = t.rows[sel]
         arrays[f"t/{name}/steps"] = t.steps[sel]
@@ -137,7 +141,7 @@ def export_keys(store: ShardState, to: int, src, dst, since: int) -> tuple[bytes
     meta = {"from": me, "to": to, "since": since, "dense": names,
             "dense_steps": {n: store.dense_steps[n] for n in names}, "applied": applied, "clocks": store.clocks,
             # the moving keys' whole state as this source holds it: the destination checks what it took
-            "digests": key_digests(store, names)}
+            "digests": key_digests(store, names), "row_digests": row_digests}
     key_bytes = sum(a.nbytes for k, a in arrays.items() if not k.endswith("/ids"))
     return pack(meta, arrays), key_bytes, len(names) + rows
 
@@ -159,15 +163,24 @@ def key_digests(store: ShardState, names) -> dict[str, int]:
 
 def import_record(store: ShardState, blob: bytes) -> dict:
     """After an IMPORT: the keys it carried, those whose state here differs from the source's
-    digest, and the applied ranges it carried that this copy's dedup state does not hold."""
-    meta, _ = unpack(blob)
+    digest (dense keys by name; a table's moved rows as one, `rows of <table>`: review of issue
+    32, finding 3, rows reset or lost in a hand-off passed every check), and the applied ranges it
+    carried that this copy's dedup state does not hold."""
+    meta, arrays = unpack(blob)
     sent = meta.get("digests")
     got = key_digests(store, sent or ())
     differ = sorted(n for n in (sent or {}) if got.get(n) != sent[n])
+    rows = sum(int(a.size) for k, a in arrays.items() if k.startswith("t/") and k.endswith("/ids"))
+    for name, digest in sorted((meta.get("row_digests") or {}).items()):
+        t, ids = store.tables.get(name), arrays.get(f"t/{name}/ids")
+        pos = np.fromiter((t.index.get(int(i), -1) for i in ids), dtype=np.int64, count=ids.size) \
+            if t is not None and ids is not None else np.array([-1])
+        if (pos < 0).any() or rows_state_hash(t, pos) != digest:
+            differ.append(f"rows of {name}")     # a row missing here, or its value, slots or step changed
     missing = sorted(k for k, rs in (meta.get("applied") or {}).items()
                      if _union(store.foreign.get(k, []), rs) != _union(store.foreign.get(k, []), []))
-    return {"part": meta.get("part"), "from": meta.get("from"), "keys": len(meta.get("dense") or ()),
-            "digests": sent is not None, "differ": differ[:20], "differ_count": len(differ),
+    return {"part": meta.get("part"), "from": meta.get("from"), "keys": len(meta.get("dense") or ()), "rows": rows,
+            "digests": sent is not None, "row_digests": "row_digests" in meta, "differ": differ[:20], "differ_count": len(differ),
             "applied_missing": missing[:20], "applied_missing_count": len(missing)}
 
 

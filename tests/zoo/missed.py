@@ -54,7 +54,8 @@ HANDOFF_WITHOUT_DEDUP = Mutant(
         "    for k, rs in meta[\"applied\"].items():\n        store.foreign[k] = ",
         "    for k, rs in {}.items():" + PLANTED + "\n        store.foreign[k] = ")]},
     checker="exactly-once",
-    scenarios=("migration-partition-worker", "migration-kill-source-handoff", "scale-out-shards"),
+    scenarios=("migration-partition-worker", "migration-kill-source-handoff", "scale-out-shards",
+               "migration-loss-worker-links"),
     sim="core",
 )
 
@@ -118,7 +119,8 @@ PROMOTION_BY_SLOT = Mutant(
         "    return (pos.seq_epoch, pos.seq, -parse_node_name(name)[1])",
         "    return (-parse_node_name(name)[1], pos.seq_epoch, pos.seq)" + PLANTED)]},
     checker="best-promoted",
-    scenarios=("async-kill-lagging-replica", "async-kill-primary", "kill-primary"),
+    scenarios=("async-kill-lagging-replica", "async-kill-primary", "kill-primary", "async-pause-lagging-replica",
+               "async-cut-lagging-replica"),
     sim="core",
 )
 
@@ -150,6 +152,23 @@ HANDOFF_RESETS_STEPS = Mutant(
     scenarios=("scale-out-shards", "scale-in-shards", "migration-kill-source-handoff", "scale-out-one-worker-transparent"),
     sim="core",
 )
+
+HANDOFF_RESETS_ROW_STEPS = Mutant(
+    name="handoff-resets-row-steps",
+    description="a migration carries a table's moved embedding rows and their optimizer slots but resets "
+                "their step counts at the destination",
+    models="the sparse half of a hand-off done less carefully than the dense half: every moved row's next "
+           "updates are rescaled on the new owner, and nothing that compared dense keys looked at rows",
+    patch={"psnodes/store/moving.py": [(
+        "        t.merge({\"ids\": ids, \"rows\": arrays[f\"t/{name}/rows\"], \"steps\": arrays[f\"t/{name}/steps\"],",
+        "        t.merge({\"ids\": ids, \"rows\": arrays[f\"t/{name}/rows\"], \"steps\": 0 * arrays[f\"t/{name}/steps\"],"
+        + PLANTED)]},
+    checker="handoff-continuity",
+    scenarios=("migration-replica-restart-across-switch",),
+    sim="core",
+    notes="review of issue 32, finding 3: the hand-off digested dense keys only",
+)
+
 
 KEYS_KEPT_AFTER_MOVE = Mutant(
     name="keys-kept-after-move",

@@ -64,3 +64,41 @@ def test_every_import_the_switch_names_needs_its_own_record_with_both_counts():
         del rec["value"][field]
         v = CHECKERS["handoff-continuity"]([rec, imported(shard=2), imported(part="delta"), listed], {})
         assert v.valid == "unknown" and field in str(v.details), v.details
+
+
+def test_moved_embedding_rows_are_digested_and_checked_at_the_destination():
+    """Review of issue 32, finding 3: key_digests covered dense keys only, so rows reset or lost in
+    a hand-off passed every check (tests/zoo: handoff-resets-row-steps). The source now digests a
+    table's moved rows (ids, values, slots, step counts) and the destination checks them."""
+    from pschaos.psnodes.placement import row_owners
+    from pschaos.psnodes.proto import ps_pb2
+    from pschaos.psnodes.store.optimizers import OptimizerConfig
+    from pschaos.psnodes.store.state import ShardSpec
+    from pschaos.psnodes.store.store import ShardStore
+    from pschaos.psnodes.wire.codec import rows_to_pb
+
+    def mk(shard: int) -> ShardStore:
+        return ShardStore(ShardSpec(shard=shard, num_shards=2, tables={"emb": 4},
+                                    optimizer=OptimizerConfig("adam", lr=0.05), seed=3))
+
+    src = mk(0)
+    ids = np.arange(400)
+    ids = ids[row_owners("emb", ids, (0, 1)) == 0]
+    for r in (1, 2):
+        u = ps_pb2.Update(worker="worker-0", req_id=r)
+        u.sparse.append(rows_to_pb("emb", ids, np.full((ids.size, 4), 0.1), 4))
+        src.apply(src.validate(u), u.SerializeToString(), 1)
+    blob, _, _ = moving.export_keys(src, 2, [0, 1], [0, 1, 2], 0)
+    meta, arrays = moving.unpack(blob)
+    blob = pack({**meta, "migration": "m", "part": "copy"}, arrays)
+    dst = mk(2)
+    dst.apply(dst.validate(u := ps_pb2.Update(kind=ps_pb2.Update.MIGRATE, meta=blob)), u.SerializeToString(), 1)
+    rec = moving.import_record(dst, blob)
+    assert rec["rows"] > 0 and rec["row_digests"] and rec["differ"] == [], rec
+    t = dst.tables["emb"]
+    t.steps[: t.n] = 0                                  # what the planted bug leaves
+    assert moving.import_record(dst, blob)["differ"] == ["rows of emb"]
+    rows = imported(rows=rec["rows"], row_digests=False)
+    v = CHECKERS["handoff-continuity"]([rows, SWITCH], {})
+    assert v.valid == "unknown" and "no digest" in v.details["reason"]
+    assert CHECKERS["handoff-continuity"]([imported(rows=rec["rows"], row_digests=True), SWITCH], {}).valid is True

@@ -116,3 +116,33 @@ def test_the_reason_is_named_in_the_loader_error(tmp_path):
     p.write_text("name: x\nexpect:\n  exclude:\n    converged: ok\n")
     with pytest.raises(ScenarioError, match=r"x.yaml:4: expect.exclude: converged: give the reason"):
         load_scenario(p)
+
+
+def test_a_random_schedule_is_judged_by_what_its_seed_drew():
+    """Review of issue 32, finding 7: a nemesis scenario never judged best-promoted,
+    checkpoint-loads or catch-up-by-delta, since a nemesis may draw none at a seed. A run's seed
+    fixes its draws before it starts; what they surely bring is judged at that seed, and the
+    scenario as written (no seed) still says what depends on the draw."""
+    from pschaos.harness.run.nemesis import schedule
+
+    s = sc(nemesis={"kinds": ["kill", "pause"], "interval_s": 1.0, "duration_s": 0.5, "start_s": 1.0, "stop_s": 9.0,
+                    "targets": {"kill": "replica(shard=any)", "pause": "primary(shard=any)"}})
+    written = s.selection()
+    for check in ("best-promoted", "checkpoint-loads", "catch-up-by-delta"):
+        assert check not in written.checks and "a nemesis may draw none" in written.not_applicable[check]
+    drawn = schedule(s.nemesis, 1)
+    kinds = {f.kind for f in drawn}
+    assert kinds == {"kill", "pause"}, "this seed draws both kinds (the test's premise)"
+    assert {"best-promoted", "checkpoint-loads", "catch-up-by-delta"} <= set(s.selection(drawn).checks)
+    # a seed whose draws take no primary away leaves best-promoted out, with the reason
+    only_kills = [f for f in drawn if f.kind == "kill"]
+    sel = s.selection(only_kills)
+    assert "catch-up-by-delta" in sel.checks and "best-promoted" in sel.not_applicable
+
+
+def test_a_kill_timed_to_a_promotion_brings_no_certain_catch_up():
+    """It takes the primary and its successor, whatever replica(...) it names (hostile review of
+    the seeded selection: nemesis-soak at seed 1 draws only such kills)."""
+    timed = {"faults": [{"at": {"step": 5}, "kind": "kill", "target": "replica(shard=0)",
+                         "params": {"during": "promotion"}}]}
+    assert "catch-up-by-delta" in sc(**timed).selection().not_applicable
