@@ -84,6 +84,10 @@ DOCKER_ALSO := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-prima
 #                                  replicas, longer, judged by stops-acking and best-promoted); only
 #                                  it: the default probe hold (2 s) bounding the outage
 #   loss-5-worker-links         -> loss-20-worker-links (the same links through nftables, more loss)
+#   migration-loss-worker-links -> migration-partition-worker (worker links cut through the same
+#                                  scale-out's switch: pending pushes re-routed with their idempotency
+#                                  keys) and loss-20-worker-links (the same loss through nftables);
+#                                  only it: the loss through the fenced hand-off
 #   redis-partition-master, redis-partition-master-keep -> redis-partition-master-wait (the master
 #                                  partitioned, one replica link kept, WAIT: the same no-lost-updates
 #                                  finding); only they: the full isolation's finding, and the WAIT
@@ -92,7 +96,7 @@ LONG_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,split-brain-restore \
   latency-100-primary-replica latency-primary-replica kill-during-checkpoint async-kill-primary \
   migration-kill-source-primary tf-kill-worker tf-kill-chief tf-latency-ps ddp-kill-rank ddp-pause-rank accelerate-restart-static-store \
   ddp-restart-shared-store one-way-cut-primary loss-5-worker-links redis-partition-master \
-  redis-partition-master-keep))
+  redis-partition-master-keep migration-loss-worker-links))
 # psnodes' membership tests run once, on etcd 3.5 (ETCD_TESTS): on Debian's etcd 3.4 the bsp-*
 # scenarios take the same kill, TTL and join paths in the main pass
 ETCD35_ONLY := tests/integration/test_members.py

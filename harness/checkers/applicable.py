@@ -48,7 +48,7 @@ class Plan:
 
     def __init__(self, cluster: dict, faults: list[dict], nemesis: dict | None, grace_s: float,
                  default_target: Callable[[str], str] = lambda kind: "replica(shard=any)",
-                 drawn: list[dict] | None = None) -> None:
+                 drawn: list[dict] | str | None = None) -> None:
         self.cluster, self.grace = cluster, grace_s
 
         def plan(fs: list[dict]) -> list[tuple]:
@@ -56,8 +56,9 @@ class Plan:
         self.faults = plan(faults)
         # certain to fire: the scenario's own faults, and a nemesis' draws where the run's seed is
         # known (a run's selection: the schedule is fixed by the seed before the run starts);
-        # without a seed its kinds may never be drawn
-        self.scheduled = self.faults + plan(drawn or [])
+        # without a seed its kinds may never be drawn; "any": whatever some seed may draw (what a
+        # scenario may exclude or expect to find)
+        self.scheduled = self.faults + plan(drawn if isinstance(drawn, list) else [])
         self.random = bool(nemesis)
         if nemesis:
             for kind in nemesis.get("kinds", []):
@@ -66,6 +67,8 @@ class Plan:
                 for t in [ts] if isinstance(ts, str) else ts:
                     for p in [ps] if isinstance(ps, dict) else ps:
                         self.faults.append((kind, t.replace(" ", ""), p, nemesis.get("duration_s")))
+        if drawn == "any":
+            self.scheduled = list(self.faults)
 
     def any(self, kinds: tuple[str, ...], target: Callable[[str], bool] = lambda t: True) -> bool:
         return any(k in kinds and target(t) for k, t, _, _ in self.faults)
@@ -199,7 +202,7 @@ PSNODES_CHECKS = tuple(RULES)
 
 def psnodes(cluster: dict, faults: list[dict], nemesis: dict | None, grace_s: float = 1.0,
             default_target: Callable[[str], str] = lambda kind: "replica(shard=any)",
-            drawn: list[dict] | None = None) -> dict[str, str | None]:
+            drawn: list[dict] | str | None = None) -> dict[str, str | None]:
     """Each of psnodes' checks: None when this scenario's run gives it evidence, else why not.
     `default_target`: the target a nemesis draws for a kind it names no target for (run/nemesis.py);
     `drawn`: the nemesis' faults at the run's seed, judged as surely as scheduled ones (review of

@@ -119,6 +119,12 @@ def shard_of(node: str) -> int | None:
     return int(node.split("-")[1].split("/")[0])
 
 
+def landed(e: dict) -> float:
+    """When a fault-start's fault took effect: its record is stamped as the inject began, and a
+    kill timed to a moment (`during`, `after_s`) says how long it waited (`in_place_after_s`)."""
+    return e["t"] + float(e["value"].get("in_place_after_s") or 0)
+
+
 def victims(v: dict) -> list[str]:
     """The processes a fault's start (or stop) names as hit: its target, or every copy a kill
     timed to a protocol moment took down (mid-promotion: the deposed primary and its successor;

@@ -33,7 +33,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 
-from pschaos.harness.checkers.base import KILLS, Verdict, by_f, unknown, victims
+from pschaos.harness.checkers.base import KILLS, Verdict, by_f, landed, unknown, victims
 
 SAMPLE_SLACK_S = 0.25        # the sampler's status timeout (0.2 s) and then some
 TAIL_S = 1.0                 # answers this soon after the sampler's last round: the run's tail
@@ -84,7 +84,7 @@ def _ends(history: list[dict]) -> dict[str, list[float]]:
     for e in by_f(history, "fault-start"):
         if e["value"].get("kind") in (*KILLS, "stop", "restart") and not e["value"].get("partial"):
             for n in victims(e["value"]):
-                out[n].append(e["t"])
+                out[n].append(landed(e))
     for e in by_f(history, "stop"):
         out[e.get("node")].append(e["t"])
     return out
@@ -114,7 +114,6 @@ def _held_by_isr(history: list[dict], answers: list[tuple[float, dict]], what: s
     starts = {n: [s for i, s in enumerate(sorted(ts)) if i or any(x < s for x in ends.get(n, ()))]
               for n, ts in every_start.items()}
     readings, rounds = _readings(history)
-    sent = {e.get("op_id"): e["t"] for f in ("push", "pull", "pull-rows") for e in by_f(history, f, "invoke")}
     r = {"ahead": [], "unheld": [], "by_next": 0, "by_replicas": 0, "alone": 0, "gone": [], "tail": [],
          "unjudged": []}
     for t, v in answers:
@@ -147,12 +146,12 @@ def _held_by_isr(history: list[dict], answers: list[tuple[float, dict]], what: s
         r["by_replicas"] += sampled
         if judged or sampled:
             continue
-        why = _why_unread(members, t, sent.get(v.get("op"), t), rounds, ends, every_start)
+        why = _why_unread(members, t, rounds, ends, every_start)
         r[why].append(who)
     return r
 
 
-def _why_unread(members: frozenset, t: float, sent: float, rounds: dict, ends: dict, starts: dict) -> str:
+def _why_unread(members: frozenset, t: float, rounds: dict, ends: dict, starts: dict) -> str:
     """Why no sample judged an answer at t: "gone" when each copy it promised went down before the
     sampler read it again, "tail" when the sampler's reads of some ended first (the answer within
     TAIL_S of their last) and the rest went down, else "unjudged"."""
@@ -164,19 +163,19 @@ def _why_unread(members: frozenset, t: float, sent: float, rounds: dict, ends: d
         nxt = next((x for x in ts if x > t + SAMPLE_SLACK_S), None)
         if nxt is None and ts and t <= ts[-1] + TAIL_S:
             unread += 1
-        elif nxt is not None and _down_by(m, sent, nxt, ends, starts):
+        elif nxt is not None and _down_by(m, t, nxt, ends, starts):
             down += 1
         else:
             return "unjudged"
     return "tail" if unread else "gone"
 
 
-def _down_by(node: str, sent: float, by: float, ends: dict, starts: dict) -> bool:
-    """Whether `node` went down after it last came up, no earlier than DROP_S before `sent` (the
-    answer's send: a copy down longer and still in the ISR should have been dropped from it) and
-    no later than `by`."""
-    up = max((s for s in starts.get(node, ()) if s <= sent), default=float("-inf"))
-    return any(max(up, sent - DROP_S) < x <= by for x in ends.get(node, ()))
+def _down_by(node: str, t: float, by: float, ends: dict, starts: dict) -> bool:
+    """Whether `node` went down after it last came up, no earlier than DROP_S before the answer at
+    `t` (a copy down longer and still in the ISR should have been dropped from it: an ack then is
+    no excuse, however early its push was first sent) and no later than `by`."""
+    up = max((s for s in starts.get(node, ()) if s <= t), default=float("-inf"))
+    return any(max(up, t - DROP_S) < x <= by for x in ends.get(node, ()))
 
 
 def _placed(history: list[dict], f: str) -> tuple[list[tuple[float, dict]], dict | None]:

@@ -2,7 +2,7 @@
 caught up by delta, not by snapshot."""
 from __future__ import annotations
 
-from pschaos.harness.checkers.base import KILLS, Verdict, by_f, final_states, unknown, victims
+from pschaos.harness.checkers.base import KILLS, Verdict, by_f, final_states, landed, unknown, victims
 
 
 def replicas_match(history: list[dict], ctx: dict) -> Verdict:
@@ -35,31 +35,41 @@ def replicas_match(history: list[dict], ctx: dict) -> Verdict:
 # what a delta carries beside the changed tensors (entry headers, the applied sets and dedup
 # table): on a small model with every key changed (ssp-kill-primary's 26 KB) they are 10% alone
 FRAMING_BYTES = 4096
+RESTART_S = 5.0      # a restarted copy's catch-up begins this soon after its start is recorded
 
 
 def _restart_catchups(history: list[dict]) -> tuple[list[dict], set[str], list[dict]]:
-    """The catch-up of each restart: the first sync to a copy after each fault that took it down. A later sync to the same copy answers a later event (a failover that
-    left it ahead of its new primary, whose unacknowledged tail only a snapshot undoes), not its
-    restart (review of issue 32, finding 7: a nemesis judged that way failed on a bridge
-    partition's divergence 11 s after the copy's restart). Also what went down, and the restarts
-    of a copy that was its shard's primary when it went down (a snapshot may undo its tail)."""
+    """The catch-up of each restart: the first sync to a copy that began after the fault took it
+    down (when the fault landed: a timed kill waits for its moment) and no later than RESTART_S
+    after its next start. A later sync answers a later event (a failover that left the copy ahead
+    of its new primary, whose unacknowledged tail only a snapshot undoes), not its restart (review
+    of issue 32, finding 7: nemesis-soak at seed 2 failed on a bridge partition's divergence 11 s
+    after the copy's restart); one that began before the down is an earlier catch-up's. Also what
+    went down, and the catch-ups of a copy that was its shard's primary when it went down and came
+    back ahead of the promotion that deposed it (a tail only a snapshot undoes)."""
     downs: dict[str, list[float]] = {}
     for e in by_f(history, "fault-start"):
         if e["value"]["kind"] in ("stop", *KILLS, "restart"):
             for name in victims(e["value"]):
-                downs.setdefault(name, []).append(e["t"])
-    primary_at: list[tuple[float, int, str]] = sorted(
-        (e["t"], e["value"].get("shard"), e["value"].get("node")) for e in by_f(history, "promote"))
-    syncs = sorted(((e["t"], e["value"]) for e in by_f(history, "sync")), key=lambda x: x[0])
+                downs.setdefault(name, []).append(landed(e))
+    promotes = sorted(((e["t"], e["value"]) for e in by_f(history, "promote")), key=lambda x: x[0])
+    starts = sorted((e["t"], e.get("node")) for e in by_f(history, "start"))
+    syncs = sorted(((e["t"] - float(e["value"].get("duration_s") or 0), e["value"]) for e in by_f(history, "sync")),
+                   key=lambda x: x[0])
     out, deposed = [], []
     for node, ds in downs.items():
-        for d in ds:      # its start is recorded once its start call returned: after the catch-up
-            sync = next((v for t, v in syncs if v["dst"] == node and t > d), None)
+        for d in ds:
+            back = next((t for t, n in starts if n == node and t > d), None)
+            sync = next((v for began, v in syncs if v["dst"] == node and began >= d
+                         and (back is None or began <= back + RESTART_S)), None)
             if sync is None or any(x is sync for x in out):
                 continue
             out.append(sync)
-            was = [n for t, sh, n in primary_at if t <= d and sh == sync.get("shard")]
-            if was and was[-1] == node:
+            shard = sync.get("shard")
+            before = [v for t, v in promotes if t <= d and v.get("shard") == shard]
+            after = next((v for t, v in promotes if t > d and v.get("shard") == shard), None)
+            if before and before[-1].get("node") == node and after is not None \
+                    and int(sync.get("from_seq", -1)) > int(after.get("seq", 1 << 62)):
                 deposed.append(sync)
     return out, set(downs), deposed
 
@@ -68,8 +78,9 @@ def catch_up_by_delta(history: list[dict], ctx: dict) -> Verdict:
     """Every catch-up of a restarted replica moved deltas: bytes <= ratio x changed bytes (plus
     FRAMING_BYTES), none needed a full snapshot, and where the scenario sets expect.catchup_vs_snapshot, each
     moved at most that share of a snapshot (a copy down briefly must not move most of the state).
-    A restart's catch-up is the first after it; a copy that was its shard's primary when it went
-    down may need a snapshot (its unreplicated tail is undone), and is then named, not failed."""
+    A restart's catch-up is the first that began after it; a copy that was its shard's primary
+    when it went down and came back ahead of its successor's first seq needs a snapshot (its
+    unreplicated tail is undone), and is then named, not failed."""
     mine, restarted, deposed = _restart_catchups(history)
     if not mine:
         return unknown("no catch-up of a restarted replica was recorded", restarted=sorted(restarted),

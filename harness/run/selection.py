@@ -26,20 +26,21 @@ class Selection:
         return {"checks": list(self.checks), "excluded": dict(self.excluded), "not_applicable": dict(self.not_applicable)}
 
 
-def applicability(sc, drawn: list | None = None) -> dict[str, str | None]:
+def applicability(sc, drawn: list | str | None = None) -> dict[str, str | None]:
     """Each check of the scenario's system: None when it applies by default, else why not.
-    `drawn`: a run's nemesis faults (drawn from its seed before it starts), or None for the
-    scenario as written, whatever its seed."""
+    `drawn`: a run's nemesis faults (drawn from its seed before it starts), None for the scenario
+    as written whatever its seed, or "any" for what some seed's draws may bring (what a scenario
+    may exclude, or expect to find)."""
     if sc.system == "psnodes":
         return psnodes_rules(sc.cluster.model_dump(), [f.model_dump() for f in sc.faults],
                              sc.nemesis.model_dump() if sc.nemesis else None, sc.expect.stop_acking_grace_s,
-                             default_target, [f.model_dump() for f in drawn or []])
+                             default_target, drawn if drawn == "any" else [f.model_dump() for f in drawn or []])
     a = system_class(sc.system)
     return {c: None if c in a.default_checks else
             f"not among {sc.system}'s default checks: add it to expect.checks to judge it" for c in a.checks}
 
 
-def select(sc, drawn: list | None = None) -> Selection:
+def select(sc, drawn: list | str | None = None) -> Selection:
     """The defaults, then the scenario's additions, less its exclusions (checked by the loader).
     A run passes its nemesis' draws (`drawn`): what they surely bring is judged at that seed."""
     rules = applicability(sc, drawn)
@@ -52,8 +53,8 @@ def select(sc, drawn: list | None = None) -> Selection:
 
 def exclusion_problem(sc) -> str | None:
     """Why the scenario's exclusions cannot stand, or None: a reason must be given, and a check
-    excluded must be one that would have run."""
-    rules = applicability(sc)
+    excluded must be one that would have run (at some seed, where a nemesis draws the faults)."""
+    rules = applicability(sc, "any")
     for check, why in sc.expect.exclude.items():
         if check in sc.expect.checks:
             return f"expect.exclude.{check}: also in expect.checks; a check is added or excluded, not both"
@@ -69,7 +70,7 @@ def only(sc, keep: list[str], why: str) -> dict[str, Any]:
     """An `expect` for a run made for another purpose (a fault-free baseline, a hunt's trial):
     just `keep`, every other default of `sc` (as it will run: its own faults) excluded with
     `why`, no expected findings, no bounds."""
-    defaults = [c for c, w in applicability(sc).items() if w is None]
+    defaults = [c for c, w in applicability(sc, "any").items() if w is None]   # a nemesis' draws too
     return {"checks": [c for c in keep if c not in defaults],
             "exclude": {c: why for c in defaults if c not in keep},
             "finds": [], "may_find": [], "metrics": []}

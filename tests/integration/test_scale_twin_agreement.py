@@ -37,9 +37,9 @@ from pschaos.harness.backends.sim.scale.engine import ScaleRun
 from pschaos.harness.proof.twin.validate import observe
 from tests.unit.helpers import only_text
 
-SHARDS, SECONDS = 4, 12.0
-SCHEDULES = {"two-primaries": [(3.0, "primary(shard=0)"), (7.0, "primary(shard=1)")],
-             "replica-then-primary": [(3.0, "replica(shard=0)"), (7.0, "primary(shard=1)")]}
+SHARDS, SECONDS = 4, 8.0
+SCHEDULES = {"two-primaries": [(2.0, "primary(shard=0)"), (4.5, "primary(shard=1)")],
+             "replica-then-primary": [(2.0, "replica(shard=0)"), (4.5, "primary(shard=1)")]}
 
 
 # [two-primaries] runs in `make test-long`: [replica-then-primary] proves the same agreement in

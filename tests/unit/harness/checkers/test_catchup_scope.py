@@ -10,18 +10,19 @@ from pschaos.harness.checkers import CHECKERS
 from tests.unit.histories import ev, fault_start
 
 
-def sync(t, dst, kind, shard=0, nbytes=100):
+def sync(t, dst, kind, shard=0, nbytes=100, from_seq=5, took=0.0):
     return ev(t, "sync", {"src": "shard-0/0", "dst": dst, "shard": shard, "bytes": nbytes, "changed_bytes": nbytes,
-                          "snapshot_bytes": 1000, "kind": kind})
+                          "snapshot_bytes": 1000, "kind": kind, "from_seq": from_seq, "duration_s": took})
 
 
-def promote(t, node, epoch, shard=0):
-    return ev(t, "promote", {"shard": shard, "epoch": epoch, "node": node, "seq": 0}, node=node)
+def promote(t, node, epoch, shard=0, seq=0):
+    return ev(t, "promote", {"shard": shard, "epoch": epoch, "node": node, "seq": seq}, node=node)
 
 
 def test_a_later_failovers_snapshot_is_not_the_restarts_catch_up():
     kill = fault_start(1.0, "kill", "shard-0/1")
-    h = [promote(0.1, "shard-0/0", 1), kill, sync(2.0, "shard-0/1", "delta"),
+    h = [promote(0.1, "shard-0/0", 1), promote(0.1, "shard-1/0", 1, shard=1),    # bootstraps tie in time
+         kill, sync(2.0, "shard-0/1", "delta"),
          promote(9.0, "shard-0/2", 2), sync(9.1, "shard-0/1", "snapshot")]
     v = CHECKERS["catch-up-by-delta"](h, {})
     assert v.valid is True and [c["kind"] for c in v.details["catchups"]] == ["delta"]
@@ -34,12 +35,27 @@ def test_a_restarted_replicas_snapshot_still_fails_and_a_deposed_primarys_is_nam
     h = [promote(0.1, "shard-0/0", 1), fault_start(1.0, "kill", "shard-0/1"), sync(2.0, "shard-0/1", "snapshot")]
     assert CHECKERS["catch-up-by-delta"](h, {}).valid is False
     # the primary and its successor killed together (a kill timed to a promotion): the old
-    # primary's unreplicated tail is undone by a snapshot, by design; the replica's is judged
+    # primary came back ahead of its successor's first seq (12 > 10): only a snapshot undoes that
+    # tail, by design; the replica's catch-up is judged
     both = fault_start(1.0, "kill", "shard-0/1", victims=["shard-0/0", "shard-0/1"])
-    h = [promote(0.1, "shard-0/0", 1), both, promote(1.5, "shard-0/2", 2),
-         sync(2.0, "shard-0/0", "snapshot"), sync(2.1, "shard-0/1", "delta")]
+    h = [promote(0.1, "shard-0/0", 1), both, promote(1.5, "shard-0/2", 2, seq=10),
+         sync(2.0, "shard-0/0", "snapshot", from_seq=12), sync(2.1, "shard-0/1", "delta")]
     v = CHECKERS["catch-up-by-delta"](h, {})
     assert v.valid is True and [c["dst"] for c in v.details["deposed_primary_snapshots"]] == ["shard-0/0"]
-    only_deposed = [promote(0.1, "shard-0/0", 1), fault_start(1.0, "kill", "shard-0/0"), promote(1.5, "shard-0/2", 2),
-                    sync(2.0, "shard-0/0", "snapshot")]
+    # no tail to undo (it came back at its successor's seq): its snapshot is judged, and fails
+    h[3] = sync(2.0, "shard-0/0", "snapshot", from_seq=10)
+    assert CHECKERS["catch-up-by-delta"](h, {}).valid is False
+    only_deposed = [promote(0.1, "shard-0/0", 1), fault_start(1.0, "kill", "shard-0/0"),
+                    promote(1.5, "shard-0/2", 2, seq=10), sync(2.0, "shard-0/0", "snapshot", from_seq=12)]
     assert CHECKERS["catch-up-by-delta"](only_deposed, {}).valid == "unknown"
+
+
+def test_a_catch_up_that_began_before_the_kill_landed_is_not_the_restarts():
+    """A kill timed to a moment is stamped as it starts waiting (`in_place_after_s` later it lands),
+    and a catch-up counts from its first send: one that began before the kill landed belongs to
+    the copy's earlier life (the second review of this check)."""
+    timed = fault_start(1.0, "kill", "shard-0/1", in_place_after_s=3.0)
+    h = [promote(0.1, "shard-0/0", 1), timed, sync(3.5, "shard-0/1", "snapshot", took=0.4),
+         sync(5.0, "shard-0/1", "delta", took=0.2)]
+    v = CHECKERS["catch-up-by-delta"](h, {})
+    assert v.valid is True and [c["kind"] for c in v.details["catchups"]] == ["delta"]

@@ -179,3 +179,18 @@ def test_an_isr_killed_before_the_next_sample_is_named_and_never_the_only_eviden
           for n in ("shard-0/1", "shard-0/2")]
     assert CHECKERS["acks-durable"](BASE + [early, sample(1.5, "shard-0/1", 1, 8), sample(1.5, "shard-0/2", 1, 8),
                                             before, *up, late, *back], SYNC).valid == "unknown"
+
+
+def test_a_replica_dead_long_before_the_ack_is_no_excuse_however_early_the_push_was_sent():
+    """The second review of this check: the window reached back from the push's first send, and a
+    push retried for seconds covered a replica killed long before its ack; a sync primary cannot
+    ack while a replica dead that long is still in its ISR. Now it counts back from the ack."""
+    from tests.unit.histories import acked
+
+    h = [promote(0.1, 1, "shard-0/0", 0, ["shard-0/0", "shard-0/1"]),
+         *acked(10.0, 13.0, "worker-0", 7, 0, 1, 9),
+         ev(10.2, "fault-start", {"kind": "kill", "target": "shard-0/1"}),
+         ev(14.0, "start", {"shard": 0, "seq": 3, "role": "replica", "epoch": 1}, node="shard-0/1"),
+         sample(15.0, "shard-0/1", 1, 9)]
+    v = CHECKERS["acks-durable"](h, SYNC)
+    assert v.valid == "unknown" and v.details["isr_went_down_first"] == 0, v.details

@@ -146,3 +146,18 @@ def test_a_kill_timed_to_a_promotion_brings_no_certain_catch_up():
     timed = {"faults": [{"at": {"step": 5}, "kind": "kill", "target": "replica(shard=0)",
                          "params": {"during": "promotion"}}]}
     assert "catch-up-by-delta" in sc(**timed).selection().not_applicable
+
+
+def test_a_nemesis_scenario_may_exclude_or_expect_what_only_some_seeds_draw():
+    """The second review: exclusions and findings were judged against the seed-less selection, so
+    a check only a draw brings could be neither excluded with a reason nor expected to fail."""
+    nem = {"kinds": ["kill", "pause"], "interval_s": 1.0, "duration_s": 0.5, "start_s": 1.0, "stop_s": 9.0,
+           "targets": {"kill": "replica(shard=any)", "pause": "primary(shard=any)"}}
+    s = sc(nemesis=nem, expect={"exclude": {"best-promoted": "a reason long enough to print"},
+                                "may_find": ["catch-up-by-delta"]})
+    from pschaos.harness.run.nemesis import schedule
+
+    assert "best-promoted" not in s.selection(schedule(s.nemesis, 1)).checks
+    assert s.selection().excluded == {"best-promoted": "a reason long enough to print"}
+    with pytest.raises(ValueError, match="does not run here anyway"):
+        sc(nemesis={**nem, "kinds": ["kill"]}, expect={"exclude": {"best-promoted": "a reason long enough"}})
