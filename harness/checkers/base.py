@@ -125,6 +125,15 @@ def landed(e: dict) -> float:
     return e["t"] + float(e["value"].get("in_place_after_s") or 0)
 
 
+def went_down(e: dict) -> list[tuple[str, float]]:
+    """(node, when) for each process a fault-start took down: what a timed kill waited for (its
+    `down` list, or its target) when it landed; its other victims (the copy a kill during a
+    catch-up restarts first to be caught up) as it began."""
+    v = e["value"]
+    hit = v.get("down") or [v.get("target")]
+    return [(n, landed(e) if n in hit else e["t"]) for n in victims(v)]
+
+
 def victims(v: dict) -> list[str]:
     """The processes a fault's start (or stop) names as hit: its target, or every copy a kill
     timed to a protocol moment took down (mid-promotion: the deposed primary and its successor;

@@ -33,7 +33,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import defaultdict
 
-from pschaos.harness.checkers.base import KILLS, Verdict, by_f, landed, unknown, victims
+from pschaos.harness.checkers.base import KILLS, Verdict, by_f, unknown, went_down
 
 SAMPLE_SLACK_S = 0.25        # the sampler's status timeout (0.2 s) and then some
 TAIL_S = 1.0                 # answers this soon after the sampler's last round: the run's tail
@@ -83,8 +83,8 @@ def _ends(history: list[dict]) -> dict[str, list[float]]:
     out: dict[str, list[float]] = defaultdict(list)
     for e in by_f(history, "fault-start"):
         if e["value"].get("kind") in (*KILLS, "stop", "restart") and not e["value"].get("partial"):
-            for n in victims(e["value"]):
-                out[n].append(landed(e))
+            for n, t in went_down(e):
+                out[n].append(t)
     for e in by_f(history, "stop"):
         out[e.get("node")].append(e["t"])
     return out

@@ -2,7 +2,7 @@
 caught up by delta, not by snapshot."""
 from __future__ import annotations
 
-from pschaos.harness.checkers.base import KILLS, Verdict, by_f, final_states, landed, unknown, victims
+from pschaos.harness.checkers.base import KILLS, Verdict, by_f, final_states, unknown, went_down
 
 
 def replicas_match(history: list[dict], ctx: dict) -> Verdict:
@@ -47,19 +47,20 @@ def _restart_catchups(history: list[dict]) -> tuple[list[dict], set[str], list[d
     after the copy's restart); one that began before the down is an earlier catch-up's. Also what
     went down, and the catch-ups of a copy that was its shard's primary when it went down and came
     back ahead of the promotion that deposed it (a tail only a snapshot undoes)."""
-    downs: dict[str, list[float]] = {}
+    downs: dict[str, list[tuple[float, float]]] = {}     # node -> [(stamped, went down)]
     for e in by_f(history, "fault-start"):
-        if e["value"]["kind"] in ("stop", *KILLS, "restart"):
-            for name in victims(e["value"]):
-                downs.setdefault(name, []).append(landed(e))
+        v = e["value"]
+        if v["kind"] in ("stop", *KILLS, "restart"):
+            for name, d in went_down(e):
+                downs.setdefault(name, []).append((e["t"], d))
     promotes = sorted(((e["t"], e["value"]) for e in by_f(history, "promote")), key=lambda x: x[0])
     starts = sorted((e["t"], e.get("node")) for e in by_f(history, "start"))
     syncs = sorted(((e["t"] - float(e["value"].get("duration_s") or 0), e["value"]) for e in by_f(history, "sync")),
                    key=lambda x: x[0])
     out, deposed = [], []
     for node, ds in downs.items():
-        for d in ds:
-            back = next((t for t, n in starts if n == node and t > d), None)
+        for stamped, d in ds:
+            back = next((t for t, n in starts if n == node and t > stamped), None)
             sync = next((v for began, v in syncs if v["dst"] == node and began >= d
                          and (back is None or began <= back + RESTART_S)), None)
             if sync is None or any(x is sync for x in out):

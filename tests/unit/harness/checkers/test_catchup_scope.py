@@ -59,3 +59,20 @@ def test_a_catch_up_that_began_before_the_kill_landed_is_not_the_restarts():
          sync(5.0, "shard-0/1", "delta", took=0.2)]
     v = CHECKERS["catch-up-by-delta"](h, {})
     assert v.valid is True and [c["kind"] for c in v.details["catchups"]] == ["delta"]
+
+
+def test_a_kill_during_a_catch_up_restarts_its_copy_first_and_lands_on_the_primary_later():
+    """nemesis-soak at seed 2 on processes: the kill restarts the copy (shard-0/0) at once, waits
+    0.7 s for its catch-up, then kills the primary (shard-0/1, its `down`). The copy's catch-up
+    died with that primary and was never recorded; a bridge partition's snapshot to it 11 s later
+    was taken for its restart's catch-up and failed the run (on 932ab4e's check)."""
+    kill = fault_start(12.9, "kill", "shard-0/1", victims=["shard-0/0", "shard-0/1"], down=["shard-0/1"],
+                       in_place_after_s=0.7)
+    h = [promote(0.1, "shard-0/0", 1), promote(10.7, "shard-0/1", 2, seq=206), kill,
+         ev(13.4, "start", {"shard": 0, "seq": 324, "role": "replica", "epoch": 2}, node="shard-0/0"),
+         promote(13.7, "shard-0/2", 3, seq=345),
+         ev(15.2, "start", {"shard": 0, "seq": 337, "role": "replica", "epoch": 3}, node="shard-0/1"),
+         sync(15.3, "shard-0/1", "delta", from_seq=337), promote(24.7, "shard-0/1", 4, seq=720),
+         sync(24.75, "shard-0/0", "snapshot", from_seq=721)]
+    v = CHECKERS["catch-up-by-delta"](h, {})
+    assert v.valid is True and [c["dst"] for c in v.details["catchups"]] == ["shard-0/1"], v.details
