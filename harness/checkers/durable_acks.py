@@ -135,11 +135,13 @@ def _held_by_isr(history: list[dict], answers: list[tuple[float, dict]], what: s
             r["alone"] += 1
         sampled = False
         for ts, node, got in readings.get((shard, epoch), ()):
-            if node not in members or ts <= t + SAMPLE_SLACK_S or node not in _isr_at(line, ts):
+            if node not in members or ts <= t + SAMPLE_SLACK_S:
                 continue
             if any(t < s <= ts for s in (*starts.get(node, ()), *ends.get(node, ()))):
                 continue            # down or restarted since: it catches up again from its checkpoint
-            sampled = True
+            if node not in _isr_at(line, ts) and got < seq:
+                continue            # dropped from the ISR since: it may stay behind by design
+            sampled = True          # (one dropped since that holds the entry held it: split-brain-restore)
             if got < seq:
                 r["unheld"].append({**who, "replica": node, "replica_seq": got, "sampled_t": round(ts, 4)})
                 break

@@ -194,3 +194,15 @@ def test_a_replica_dead_long_before_the_ack_is_no_excuse_however_early_the_push_
          sample(15.0, "shard-0/1", 1, 9)]
     v = CHECKERS["acks-durable"](h, SYNC)
     assert v.valid == "unknown" and v.details["isr_went_down_first"] == 0, v.details
+
+
+def test_a_replica_dropped_from_the_isr_since_still_shows_what_it_held():
+    """split-brain-restore at seed 1 (final library run): acks in the 0.25 s before a cut, the
+    replica's next sample came after the primary dropped it from the ISR, at a seq above them;
+    the check was unknown on a correct run. A dropped replica that holds the entry held it; one
+    that holds less may have been dropped for it, and is no evidence either way."""
+    acked = ok(8.4, "worker-0", 7, 0, 1, 604)
+    dropped = ev(9.1, "isr", {"shard": 0, "epoch": 1, "isr": ["shard-0/0"], "removed": "shard-0/1"})
+    h = [promote(0.1, 1, "shard-0/0", 0, ["shard-0/0", "shard-0/1"]), acked, dropped]
+    assert CHECKERS["acks-durable"](h + [sample(9.11, "shard-0/1", 1, 616)], SYNC).valid is True
+    assert CHECKERS["acks-durable"](h + [sample(9.11, "shard-0/1", 1, 600)], SYNC).valid == "unknown"
