@@ -156,14 +156,18 @@ def _held_by_isr(history: list[dict], answers: list[tuple[float, dict]], what: s
 def _why_unread(members: frozenset, t: float, rounds: dict, ends: dict, starts: dict) -> str:
     """Why no sample judged an answer at t: "gone" when each copy it promised went down before the
     sampler read it again, "tail" when the sampler's reads of some ended first (the answer within
-    TAIL_S of their last) and the rest went down, else "unjudged"."""
+    TAIL_S of their last, or of the sampler's last round when it made none after the answer: a
+    copy that came back into the ISR after that round was never read since its restart) and the
+    rest went down, else "unjudged"."""
     if not members:
         return "unjudged"
+    last_round = max((ts[-1] for ts in rounds.values() if ts), default=None)
+    ended = last_round is not None and last_round <= t + SAMPLE_SLACK_S and t <= last_round + TAIL_S
     down, unread = 0, 0
     for m in members:
         ts = rounds.get(m, [])
         nxt = next((x for x in ts if x > t + SAMPLE_SLACK_S), None)
-        if nxt is None and ts and t <= ts[-1] + TAIL_S:
+        if nxt is None and (ts and t <= ts[-1] + TAIL_S or ended):
             unread += 1
         elif nxt is not None and _down_by(m, t, nxt, ends, starts):
             down += 1

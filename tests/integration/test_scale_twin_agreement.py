@@ -1,7 +1,7 @@
 """The scale level agrees with the per-RPC twin where both run (issue 11: within 5% on throughput
 and on failover counts).
 
-The same small cluster (4 workers, 4 shards x 3 copies, sync replication, mlp) trains for 12
+The same small cluster (4 workers, 4 shards x 3 copies, sync replication, mlp) trains for 5.5
 virtual seconds under a timed schedule: once through psnodes' own code message by message
 (`--backend sim`), once at the scale level with the same faults as an explicit schedule. Both
 read the committed calibration. Two schedules: two primaries killed (failovers), and a replica
@@ -37,9 +37,9 @@ from pschaos.harness.backends.sim.scale.engine import ScaleRun
 from pschaos.harness.proof.twin.validate import observe
 from tests.unit.helpers import only_text
 
-SHARDS, SECONDS = 4, 8.0
-SCHEDULES = {"two-primaries": [(2.0, "primary(shard=0)"), (4.5, "primary(shard=1)")],
-             "replica-then-primary": [(2.0, "replica(shard=0)"), (4.5, "primary(shard=1)")]}
+SHARDS, SECONDS = 4, 5.5
+SCHEDULES = {"two-primaries": [(1.5, "primary(shard=0)"), (3.5, "primary(shard=1)")],
+             "replica-then-primary": [(1.5, "replica(shard=0)"), (3.5, "primary(shard=1)")]}
 
 
 # [two-primaries] runs in `make test-long`: [replica-then-primary] proves the same agreement in

@@ -206,3 +206,25 @@ def test_a_replica_dropped_from_the_isr_since_still_shows_what_it_held():
     h = [promote(0.1, 1, "shard-0/0", 0, ["shard-0/0", "shard-0/1"]), acked, dropped]
     assert CHECKERS["acks-durable"](h + [sample(9.11, "shard-0/1", 1, 616)], SYNC).valid is True
     assert CHECKERS["acks-durable"](h + [sample(9.11, "shard-0/1", 1, 600)], SYNC).valid == "unknown"
+
+
+def test_a_copy_back_in_the_isr_after_the_samplers_last_round_leaves_its_acks_in_the_tail():
+    """migration-kill-source-primary, shortened (test_backend_determinism) on the 2026-12-07 19:29
+    calibration: the killed copy started again and rejoined the ISR after the sampler's last
+    round, and the acks in the run's last 0.2 s promised it too. It was never read after them, as
+    no copy was: the run's tail, not unjudged (the old rule asked for that copy's own last read
+    within TAIL_S, and it had none since before its kill). A round of the sampler after the acks
+    that did not read it (it read only the primary) leaves them unjudged still."""
+    isr = ev(1.76, "isr", {"shard": 0, "epoch": 1, "isr": ["shard-0/0", "shard-0/1", "shard-0/2"]},
+             node="shard-0/0")
+    dropped = ev(0.9, "isr", {"shard": 0, "epoch": 1, "isr": ["shard-0/0", "shard-0/1"]}, node="shard-0/0")
+    judged = ok(1.2, "worker-0", 7, 0, 1, 9)
+    h = BASE + [sample(0.5, "shard-0/2", 1, 3), ev(0.8, "fault-start", {"kind": "kill", "target": "shard-0/2"}),
+                dropped, judged, sample(1.65, "shard-0/1", 1, 9), sample(1.65, "shard-0/0", 1, 9, role="primary"),
+                ev(1.7, "start", {"shard": 0, "seq": 3, "role": "replica", "epoch": 1}, node="shard-0/2"),
+                isr, ok(1.8, "worker-0", 8, 0, 1, 12)]
+    v = CHECKERS["acks-durable"](h, SYNC)
+    assert v.valid is True and v.details["after_the_last_sample"] == 1 and v.details["judged_by_replicas"] == 1, v.details
+    again = h + [sample(2.1, "shard-0/0", 1, 12, role="primary")]     # a round that read neither replica
+    v = CHECKERS["acks-durable"](again, SYNC)
+    assert v.valid == "unknown" and v.details["unjudged"][0]["req_id"] == 8, v.details
