@@ -76,16 +76,14 @@ DOCKER_ALSO := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-prima
 #   ddp-pause-rank              -> tf-pause-ps (a job's task paused, judged by no-silent-hang) and
 #                                  ddp-kill-mid-checkpoint (torchrun's group restart); what only it
 #                                  proves, a collective timeout starting that restart, waits 45 s
-#   accelerate-restart-static-store -> ddp-kill-mid-checkpoint (the same rank kill and group restart
-#                                      by torchrun's agent, which `accelerate launch` runs; the finding
-#                                      is a race, may_find, docs/findings/accelerate-static-restart.md)
-#   accelerate-kill-rank        -> ddp-kill-mid-checkpoint (a rank SIGKILLed, torchrun's elastic agent,
-#                                  the one `accelerate launch` runs, restarts the group, every rank
-#                                  resumes from the last checkpoint and ends equal to an uninterrupted
-#                                  run); only it: Accelerate's launcher and save_state/load_state
+#   accelerate-restart-static-store -> accelerate-kill-rank (the same kill; the finding is a race,
+#                                      may_find, docs/findings/accelerate-static-restart.md)
 #   ddp-loss-rank               -> tf-loss-ps (loss through nftables on a training job's own links,
 #                                  ridden out on TCP's retransmits, ended equal to an uninterrupted
-#                                  run); only it: gloo's collectives under loss
+#                                  run) and the unit test tests/unit/harness/backends/jobs/test_job_links.py
+#                                  (a rank cut on its own ends of its sockets, on fake sockets); only
+#                                  it: gloo's collectives under loss, and torchrun's ports found on
+#                                  real gloo sockets
 #   ddp-restart-shared-store    -> ddp-kill-mid-checkpoint (the same rank kill and group restart; the
 #                                  finding is a race, may_find, docs/findings/torchrun-restart-shared-store.md)
 #   one-way-cut-primary         -> cut-primary-retries (the same one-way cut of a primary from its
@@ -93,8 +91,9 @@ DOCKER_ALSO := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-prima
 #                                  it: the default probe hold (2 s) bounding the outage
 #   loss-5-worker-links         -> loss-20-worker-links (the same links through nftables, more loss)
 #   loss-5-primary-replica      -> loss-20-primary-replica (the same links through nftables, more loss)
-#   bandwidth-worker-shard      -> bandwidth-primary-replica (Toxiproxy's bandwidth cap, the same fault
-#                                  on shard 0's primary's links); only it: the workers' links capped
+#   bandwidth-worker-shard      -> bandwidth-primary-replica (Toxiproxy's bandwidth cap, on the
+#                                  replication links) and ssp-straggler (Toxiproxy on a worker's links to
+#                                  the shards); only it: the workers' links capped
 #   scale-out-workers           -> bsp-scale-out-workers and bsp-scale-in-workers (workers joining and
 #                                  leaving while training); only it: async training's join and leave
 #   ssp-scale-out-workers       -> bsp-scale-out-workers (joiners admitted at the shards' front in a new
@@ -105,11 +104,9 @@ DOCKER_ALSO := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-prima
 #                                  drops it, the others step on without it); only it: a worker that
 #                                  fences itself when its keepalives fail
 #   etcd-store-partition-leader -> etcd-store-pause-leader (the etcd leader lost to its followers: a new
-#                                  election, no acknowledged write lost, linearizable reads); only it:
-#                                  the one-way cut of the leader's peer port
-#   redis-pause-master          -> redis-partition-master-wait (the master lost to Sentinel, a replica
-#                                  promoted, the updates the old master acknowledged after it found
-#                                  in one run); only it: the paused master, thawed
+#                                  election, no acknowledged write lost, linearizable reads) and
+#                                  redis-partition-master-wait (an adapter's partition through nftables);
+#                                  only it: the one-way cut of etcd's peer port and its terms' evidence
 #   migration-loss-worker-links -> migration-partition-worker (worker links cut through the same
 #                                  scale-out's switch: pending pushes re-routed with their idempotency
 #                                  keys) and loss-20-worker-links (the same loss through nftables);
@@ -122,9 +119,9 @@ LONG_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,split-brain-restore \
   latency-100-primary-replica latency-primary-replica kill-during-checkpoint async-kill-primary \
   migration-kill-source-primary tf-kill-worker tf-kill-chief tf-latency-ps ddp-kill-rank ddp-pause-rank accelerate-restart-static-store \
   ddp-restart-shared-store one-way-cut-primary loss-5-worker-links redis-partition-master \
-  redis-partition-master-keep migration-loss-worker-links accelerate-kill-rank ddp-loss-rank \
-  loss-5-primary-replica bandwidth-worker-shard scale-out-workers ssp-scale-out-workers \
-  ssp-scale-in-workers bsp-partition-worker-etcd etcd-store-partition-leader redis-pause-master))
+  redis-partition-master-keep migration-loss-worker-links ddp-loss-rank loss-5-primary-replica \
+  bandwidth-worker-shard scale-out-workers ssp-scale-out-workers ssp-scale-in-workers \
+  bsp-partition-worker-etcd etcd-store-partition-leader))
 # psnodes' membership tests run once, on etcd 3.5 (ETCD_TESTS): on Debian's etcd 3.4 the bsp-*
 # scenarios take the same kill, TTL and join paths in the main pass
 ETCD35_ONLY := tests/integration/test_members.py

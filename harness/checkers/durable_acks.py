@@ -157,7 +157,8 @@ def _why_unread(members: frozenset, t: float, rounds: dict, ends: dict, starts: 
     """Why no sample judged an answer at t: "gone" when each copy it promised went down before the
     sampler read it again, "tail" when the sampler's reads of some ended first (the answer within
     TAIL_S of their last, or of the sampler's last round when it made none after the answer: a
-    copy that came back into the ISR after that round was never read since its restart) and the
+    copy that came back into the ISR after that round was never read since its restart, though
+    not one already down DROP_S at the answer, which its primary should have dropped) and the
     rest went down, else "unjudged"."""
     if not members:
         return "unjudged"
@@ -167,13 +168,19 @@ def _why_unread(members: frozenset, t: float, rounds: dict, ends: dict, starts: 
     for m in members:
         ts = rounds.get(m, [])
         nxt = next((x for x in ts if x > t + SAMPLE_SLACK_S), None)
-        if nxt is None and (ts and t <= ts[-1] + TAIL_S or ended):
+        if nxt is None and (ts and t <= ts[-1] + TAIL_S or ended and not _dead_at(m, t, ends, starts)):
             unread += 1
         elif nxt is not None and _down_by(m, t, nxt, ends, starts):
             down += 1
         else:
             return "unjudged"
     return "tail" if unread else "gone"
+
+
+def _dead_at(node: str, t: float, ends: dict, starts: dict) -> bool:
+    """Whether `node` was down at `t` for DROP_S or more, not started since (a stale ISR member)."""
+    up = max((s for s in starts.get(node, ()) if s <= t), default=float("-inf"))
+    return any(up < x <= t - DROP_S for x in ends.get(node, ()))
 
 
 def _down_by(node: str, t: float, by: float, ends: dict, starts: dict) -> bool:

@@ -228,3 +228,8 @@ def test_a_copy_back_in_the_isr_after_the_samplers_last_round_leaves_its_acks_in
     again = h + [sample(2.1, "shard-0/0", 1, 12, role="primary")]     # a round that read neither replica
     v = CHECKERS["acks-durable"](again, SYNC)
     assert v.valid == "unknown" and v.details["unjudged"][0]["req_id"] == 8, v.details
+    # a copy dead since long before the ack, never started again and still in the ISR (stale) is
+    # no excuse in the tail either (the review of this change, finding 1)
+    stale = [e for e in h if e.get("f") != "start"]
+    v = CHECKERS["acks-durable"](stale, SYNC)
+    assert v.valid == "unknown" and v.details["unjudged"][0]["req_id"] == 8, v.details
