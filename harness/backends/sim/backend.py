@@ -98,6 +98,7 @@ class SimBackend(ElasticShards):
                             cpu_s=self.cal.etcd_request_s, client_cpu_s=self.cal.etcd_client_s)
         self.etcd.wake_points = [(float(g), float(e)) for g, e in self.cal.etcd_wake_s]
         self.net = SimNetwork(self.env, self.rng, self.cal.network)
+        self._teardowns: random.Random | None = None      # a stream of its own for the kills' teardowns
         self.disk = SimDisk(self.env, self.sim_clock, self.cal.to_json())     # checkpoint_mb_s: the write rate
         self.cfg = ClusterConfig(cluster_id=self.run_id, etcd="sim://etcd", shards=s.shards, copies=s.copies,
                                  max_shards=max(s.shards, s.max_shards),
@@ -138,6 +139,7 @@ class SimBackend(ElasticShards):
         c.idle_cpu_s = self.cal.idle_cpu()
         self.copies[name] = c
         self.procs[name] = CopyProcs(c, self.copies)
+        self.procs[name].start_cpu_s = self.cal.node_start_cpu_s or 0.0
         self.procs[name].start()
 
     def start_worker(self, name: str, steps: int, duration: float | None = None, step_delay: float = 0.0) -> None:
@@ -241,6 +243,10 @@ class SimBackend(ElasticShards):
         else:
             c = self._copy(name, "kill")
             was_alive = c.alive
+            if self.cal.kill_teardown_samples:       # each real kill's own teardown, drawn (calibration.py)
+                if self._teardowns is None:
+                    self._teardowns = self.net.stream("kill-teardown")
+                c.teardown_s = float(self._teardowns.choice(self.cal.kill_teardown_samples))
             c.kill()
             if was_alive and c.teardown_s > 0:     # as the process backend's kill waits for the reap
                 self.vt.wait_event(self.env.timeout(c.teardown_s))

@@ -25,7 +25,13 @@ long after each start, so a restarted replica misses as many pushes as a real on
 `kill_teardown_s` (a copy's SIGKILL until its sockets close: the kernel unmaps a process's memory
 before it closes its files, tens of ms for a Python process with PyTorch loaded, so a call in
 flight to a killed copy fails that long after the kill and the harness's kill returns then; the
-median of the same kills' times until the process was reaped; absent in older files: at once),
+median of the same kills' times until the process was reaped; absent in older files: at once;
+`kill_teardown_samples`, each of those kills' own, from which the twin draws one per kill: a
+failover's clients begin their retries at the teardown, and where their retries fall against the
+promotion moves its time by up to a retry's pause), `node_start_cpu_s` (the started process's
+own CPU seconds within node_start_s: the twin charges that part on the host's shared cores, so a
+start on a busy host stretches as a real one does, and waits the rest; None in older files: all
+of it a wait),
 `etcd_wake_s` (how much later etcd answers a call when it sat idle: [gap, extra] points, each the
 median read after that long a pause less the median read back to back, applied to every call
 (reads, writes, compare-and-swaps, keepalives) by the gap since etcd last answered or was asked;
@@ -102,7 +108,7 @@ OVERHEAD_S = {"mlp": 0.006, "widedeep": 0.010}
 EVAL_S = {"mlp": 0.0004, "widedeep": 0.006}
 KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "worker_eval_s", "apply_s_per_mb",
         "checkpoint_mb_s",
-        "node_start_s", "kill_teardown_s", "etcd_wake_s", "etcd_read_s", "etcd_write_s", "etcd_start_s", "server_request_s", "client_request_s",
+        "node_start_s", "kill_teardown_s", "kill_teardown_samples", "node_start_cpu_s", "etcd_wake_s", "etcd_read_s", "etcd_write_s", "etcd_start_s", "server_request_s", "client_request_s",
         "etcd_request_s", "etcd_client_s", "replicate_request_s", "replicate_s_per_mb", "replicate_send_s", "cores",
         "push_cpu_extra_s", "replicate_cpu_extra_s", "client_cpu_extra_s", "copy_idle_cpu_s", "host_probe_ms", "measured")
 
@@ -110,7 +116,7 @@ KEYS = ("network", "worker_step_s", "worker_overhead_s", "worker_step_jitter", "
 #: keys that hold model -> seconds maps (every value a figure), and those that hold one figure
 _MAPS = ("worker_step_s", "worker_overhead_s", "worker_step_jitter", "worker_eval_s", "push_cpu_extra_s",
          "replicate_cpu_extra_s", "client_cpu_extra_s", "host_probe_ms")
-_FIGURES = ("apply_s_per_mb", "checkpoint_mb_s", "node_start_s", "kill_teardown_s", "etcd_read_s", "etcd_write_s", "etcd_start_s",
+_FIGURES = ("apply_s_per_mb", "checkpoint_mb_s", "node_start_s", "node_start_cpu_s", "kill_teardown_s", "etcd_read_s", "etcd_write_s", "etcd_start_s",
             "server_request_s", "client_request_s", "etcd_request_s", "etcd_client_s", "replicate_request_s",
             "replicate_s_per_mb", "replicate_send_s", "cores", "copy_idle_cpu_s")
 
@@ -130,6 +136,9 @@ def bad_figure(data: dict) -> str | None:
             why = _figure_problem(k, data[k], positive=k in ("cores", "checkpoint_mb_s"))
             if why:
                 return why
+    teardowns = data.get("kill_teardown_samples", [])
+    if not isinstance(teardowns, list) or any(_figure_problem("", v) for v in teardowns):
+        return f"kill_teardown_samples={teardowns!r} must be a list of seconds, finite numbers >= 0"
     wake = data.get("etcd_wake_s", [])
     if not isinstance(wake, list) or not all(
             isinstance(p, list) and len(p) == 2 and all(_figure_problem("", v) is None for v in p) for p in wake):
@@ -182,6 +191,8 @@ class Calibration:
     checkpoint_mb_s: float = 200.0
     node_start_s: float = 0.0
     kill_teardown_s: float = 0.0              # a SIGKILL until the copy's sockets close (0: at once)
+    kill_teardown_samples: list = field(default_factory=list)   # each measured kill's (none: the median always)
+    node_start_cpu_s: float | None = None     # of node_start_s, the started process's own CPU (None: a wait)
     etcd_wake_s: list = field(default_factory=list)   # [[idle gap s, extra answer s], ...], gaps rising
     etcd_read_s: float = 0.0
     etcd_write_s: float = 0.0
@@ -332,7 +343,8 @@ class Calibration:
                 "worker_eval_s": self.worker_eval_s,
                 "apply_s_per_mb": self.apply_s_per_mb,
                 "checkpoint_mb_s": self.checkpoint_mb_s, "node_start_s": self.node_start_s,
-                "kill_teardown_s": self.kill_teardown_s, "etcd_wake_s": self.etcd_wake_s,
+                "kill_teardown_s": self.kill_teardown_s, "kill_teardown_samples": self.kill_teardown_samples,
+                "node_start_cpu_s": self.node_start_cpu_s, "etcd_wake_s": self.etcd_wake_s,
                 "etcd_read_s": self.etcd_read_s,
                 "etcd_write_s": self.etcd_write_s, "etcd_start_s": self.etcd_start_s,
                 "server_request_s": self.server_request_s, "client_request_s": self.client_request_s,

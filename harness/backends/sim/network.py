@@ -145,11 +145,17 @@ class SimNetwork:
         # the probes' costs (NetCalibration.probe_refused) come from a stream of their own, seeded
         # from the run's without drawing from it: a tuple of ints hashes alike in every process
         # (its state's words only: None hashes by address before Python 3.12)
-        self.probe_rng = random.Random(hash(rng.getstate()[1]))
+        self._base = hash(rng.getstate()[1])
+        self.probe_rng = random.Random(self._base)
         self.faults: dict[int, _Fault] = {}
         self._ids = itertools.count(1)
         self._busy: dict[tuple[int, Link, str], float] = {}     # bandwidth queue: free again at
         self._sent: dict[tuple[int, Link, str], int] = {}       # limit_data: bytes on the connection
+
+    def stream(self, name: str) -> random.Random:
+        """A random stream of its own for `name` (a channel's reconnect pauses), from the run's seed
+        without drawing from the run's stream: adding one shifts no other draw."""
+        return random.Random(f"{self._base}:{name}")
 
     def add_fault(self, kind: str, links: Iterable[str | Link], params: Mapping[str, Any] | None = None) -> int:
         """Start a fault on links; returns the handle for `remove_fault`. Refuses what it cannot model."""

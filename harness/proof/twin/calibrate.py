@@ -8,9 +8,11 @@ Measured here, on this machine, each as the median of repeated trials:
 - a worker's step per model: psnodes' own task (batch, forward, backward) on the CPU;
 - a checkpoint's write: pschaos.psnodes.store.checkpoint.write_checkpoint of a 4 MiB state, MB/s;
 - etcd: psnodes' own client's get and put on the real server, less the modelled wire;
-- a copy's start: kill and restart, until its server answers a Status; and of each kill, how
-  long its connections stay open (`kill_teardown_s`), then how long a replica's probe takes to
-  fail on them, less the request's wire (`network.probe_refused_s` and its samples).
+- a copy's start: kill and restart, until its server answers a Status, and the started
+  process's own CPU by then (`node_start_cpu_s`); and of each kill, how
+  long its connections stay open (`kill_teardown_s`, and each kill's in `kill_teardown_samples`),
+  then how long a replica's probe takes to fail on them, less the request's wire
+  (`network.probe_refused_s` and its samples).
 Heartbeat, suspicion and lease timings are the cluster config's own constants (the twin reads the
 same config), so they are not measured; `pschaos sim validate` compares what they add up to.
 - the CPU of a call: a burst of pushes and pulls, the node's and the caller's process CPU seconds
@@ -75,7 +77,7 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
             say("etcd (reads and writes through the real server):")
             etcd_read, etcd_write, etcd_cpu, etcd_client, etcd_wake = etcd_ops(be, net, say)
             say("node start (kill and restart, until it answers):")
-            start_s, teardown_s, probes = node_start(be, say)
+            start_s, start_cpu_s, teardown_s, probes, teardowns = node_start(be, say)
             # the probe's failure beyond the request's wire, which the twin charges on its own
             beyond = [round(max(0.0, p - net["fixed_s"]), 6) for p in probes]
             net.update(probe_refused_s=statistics.median(beyond), probe_refused_samples=beyond)
@@ -100,7 +102,8 @@ def calibrate(out: Path, say: Callable[[str], None] = print) -> Calibration:
     say(f"worker step overhead (real 2x3 clusters with 2 workers, sync and async replication per model and SSP, "
         f"{RUNS} runs each, then their twins; about four minutes):")
     cal = Calibration(network=net, worker_step_s=steps, apply_s_per_mb=apply_s,
-                      checkpoint_mb_s=ckpt, node_start_s=start_s, kill_teardown_s=teardown_s, etcd_wake_s=etcd_wake, etcd_read_s=etcd_read, etcd_write_s=etcd_write,
+                      checkpoint_mb_s=ckpt, node_start_s=start_s, kill_teardown_s=teardown_s,
+                      kill_teardown_samples=teardowns, node_start_cpu_s=start_cpu_s, etcd_wake_s=etcd_wake, etcd_read_s=etcd_read, etcd_write_s=etcd_write,
                       server_request_s=server_s, client_request_s=client_s, etcd_request_s=etcd_cpu,
                       etcd_client_s=etcd_client, replicate_request_s=rep_request, replicate_s_per_mb=rep_mb,
                       replicate_send_s=rep_send, cores=os.cpu_count(),

@@ -122,13 +122,19 @@ def etcd_wake(etcd, key: str, n: int) -> list[list[float]]:
     return points
 
 
-def node_start(be, say: Callable[[str], None], n: int = 7) -> tuple[float, float, list[float]]:
+def node_start(be, say: Callable[[str], None], n: int = 7) -> tuple[float, float, float, list[float], list[float]]:
     """A copy's start: from the backend's restart (a fork from the zygote) until its gRPC server
     answers a Status, the median of `n` kill-and-restart trials of the cluster's one copy; the
-    median of how long after each kill its connections closed (`kill_teardown_s`); and each
-    kill's probe time (`_dead_copy`)."""
+    median of the started process's own CPU seconds by then (`node_start_cpu_s`: the twin charges
+    that much of the start on the host's shared cores, where a loaded host stretches it, as a real
+    restart under training took 144-175 ms against 116 measured here on an idle host); the
+    median of how long after each kill its connections closed (`kill_teardown_s`); each kill's
+    probe time (`_dead_copy`); and each kill's teardown (`kill_teardown_samples`: the twin draws
+    one per kill, so a failover's clients start their retries as spread out as real ones do)."""
+    import psutil
+
     node = be.nodes()[0]
-    out, kills, probes = [], [], []
+    out, kills, probes, cpus = [], [], [], []
     for _ in range(n):
         k, p = _dead_copy(be, node)
         kills.append(k)
@@ -139,11 +145,14 @@ def node_start(be, say: Callable[[str], None], n: int = 7) -> tuple[float, float
         while be.status(node, timeout=0.2) is None and time.perf_counter() - t0 < 30:
             time.sleep(0.002)
         out.append(time.perf_counter() - t0)
-    s, k = statistics.median(out), statistics.median(kills)
-    say(f"  node start: {s * 1e3:.0f} ms (median of {n}: {', '.join(f'{x * 1e3:.0f}' for x in out)}); a SIGKILL until "
+        t = psutil.Process(be.pids()[node]).cpu_times()
+        cpus.append(t.user + t.system)
+    s, k, c = statistics.median(out), statistics.median(kills), statistics.median(cpus)
+    say(f"  node start: {s * 1e3:.0f} ms (median of {n}: {', '.join(f'{x * 1e3:.0f}' for x in out)}), of it its own "
+        f"CPU {c * 1e3:.0f} ms ({', '.join(f'{x * 1e3:.0f}' for x in cpus)}); a SIGKILL until "
         f"its connections close: {k * 1e3:.1f} ms ({', '.join(f'{x * 1e3:.1f}' for x in kills)}); then a probe "
         f"of it fails in {statistics.median(probes) * 1e3:.2f} ms ({', '.join(f'{x * 1e3:.2f}' for x in probes)})")
-    return round(s, 4), round(k, 4), probes
+    return round(s, 4), round(min(c, s), 4), round(k, 4), probes, [round(x, 6) for x in kills]
 
 
 PROBE_AFTER_S = 0.12      # a replica probes ~150 ms after the kill: its detector's floor
@@ -247,3 +256,4 @@ def checkpoint_rate(say: Callable[[str], None], n: int = 5) -> float:
     rate = round(4 * 1.048576 / t, 1)
     say(f"  checkpoint 4 MiB: {t * 1e3:.1f} ms ({rate} MB/s)")
     return rate
+

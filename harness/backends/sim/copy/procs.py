@@ -42,6 +42,7 @@ class CopyProcs:
         self.election = SimElector(copy, peers)
         self.main_proc: simpy.Process | None = None
         self.exited: simpy.Event | None = None
+        self.start_cpu_s = 0.0        # of the start's time, the process's own CPU (calibration node_start_cpu_s)
         copy.on_promote = self.replication.start_senders
         copy.on_start = self.start
         copy.on_stop = self.stop
@@ -62,9 +63,12 @@ class CopyProcs:
         if c.idle_cpu_s > 0 and c.cpu is not None:
             c.spawn(self.background())
         if c.start_delay_s > 0:              # serve.py up to server.start(): the process, ShardNode, load_local
-            yield c.env.timeout(c.start_delay_s)
+            cpu_s = min(self.start_cpu_s, c.start_delay_s) if c.cpu is not None else 0.0
+            if cpu_s > 0:                    # its own CPU, on the host's shared cores: a busy host stretches it
+                yield from use(c.cpu, cpu_s, c.name)
+            yield c.env.timeout(c.start_delay_s - cpu_s)
             c.load_local()
-            c.accepting = True
+            c.accepting, c.serving_since = True, c.env.now
         while True:
             try:
                 yield from election.register()

@@ -25,6 +25,7 @@ from pschaos.psnodes.core import fencing, isr as isrs, logmatch
 from pschaos.psnodes.core.logmatch import SyncKind
 from pschaos.psnodes.errors import NotPrimary, PSError, StaleEpoch
 
+from pschaos.harness.backends.sim.reconnect import ReconnectBackoff
 from pschaos.harness.backends.sim.rpc import DEADLINE_MARGIN_S, Gen, SimRpcError, call
 from pschaos.harness.backends.sim.copy.probe import probe
 from pschaos.harness.backends.sim.copy.state import CopyState, Peer
@@ -123,6 +124,11 @@ class SimReplication:
         last_sent = -math.inf
         shrink = [0.0]           # PeerSender.next_shrink: a refused or failed removal is retried no sooner
         call_s = 0.0             # the last answered call's time: probe_wait's floor
+        # the sender's own channel (PeerSender dials one per peer and epoch): after a refusal
+        # its calls fail at once until its reconnect backoff's next attempt finds the peer serving
+        chan = ReconnectBackoff(c.net.stream(f"reconnect:{c.name}:{c.incarnation}:{peer}:{epoch}"))
+        dst = self.peers[peer]
+        serving = lambda: dst.serving_since if dst.alive and dst.accepting else None  # noqa: E731
         while c.is_primary(epoch):
             while c.is_primary(epoch):
                 wait = logmatch.idle_wait(known, c.store.seq, last_sent, c.now(), cfg.heartbeat_s)
@@ -133,7 +139,11 @@ class SimReplication:
                 break
             req, changed, kind = self._build(epoch, known, known_epoch)
             sent = last_sent = c.now()
-            dst = self.peers[peer]
+            if not chan.connected(sent, serving):      # gRPC fails the call at once (UNAVAILABLE)
+                known = None
+                yield from self._drop_if_silent(peer, epoch, last_ok, shrink, "UNAVAILABLE")
+                yield from c.clock.sleep(cfg.heartbeat_s)
+                continue
             inflight = c.spawn(_outcome(call(c.net, c.name, peer, lambda: dst.alive,
                                              lambda: dst.replicate(req, sent + cfg.rpc_timeout_s - DEADLINE_MARGIN_S),
                                              req.nbytes(), lambda _r: REPLY_BYTES, sent + cfg.rpc_timeout_s,
@@ -145,6 +155,8 @@ class SimReplication:
                 break
             except PSError as e:     # any other refusal, as PeerSender takes every grpc.RpcError
                 known = None
+                if serving() is None:            # refused: the peer is down or not serving yet
+                    chan.refused(c.now())
                 yield from self._drop_if_silent(peer, epoch, last_ok, shrink, e.status if isinstance(e, SimRpcError)
                                                 else e.code.name)
                 yield from c.clock.sleep(cfg.heartbeat_s)

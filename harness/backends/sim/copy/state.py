@@ -37,6 +37,8 @@ class Peer(Protocol):
 
     alive: bool
     closed_at: float          # when a killed copy's sockets close (virtual time; rpc.refused)
+    accepting: bool           # its gRPC server takes new calls ...
+    serving_since: float      # ... since then (a channel's reconnect: harness/backends/sim/reconnect.py)
 
     def replicate(self, req: ReplicateReq, deadline: float) -> Gen: ...
 
@@ -76,7 +78,6 @@ class CopyState(Peer, Protocol):
     start_delay_s: float
     started: bool
     stopping: bool
-    accepting: bool
     answering: bool
     done: simpy.Event
     on_promote: Callable[[], None]

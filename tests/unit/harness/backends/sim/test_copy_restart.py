@@ -91,7 +91,9 @@ def test_a_restart_loads_its_checkpoint_and_catches_up_by_a_delta(seeded) -> Non
     assert v["from_seq"] == seq and v["kind"] == "delta" and v["kinds"] == ["delta"]
     assert v["to_seq"] > seq + cl.cfg.log_entries and 0 < v["changed_bytes"] <= v["snapshot_bytes"]
     added = [e for e in ev(cl, "isr", "shard-0/0") if e["value"]["added"] == "shard-0/2"]
-    assert added and RESTART_T < added[0]["t"] < RESTART_T + 0.1
+    # the primary's channel to it has been in gRPC's reconnect backoff for 2 s (pauses of 160-240
+    # ms by then, harness/backends/sim/reconnect.py): it is reached at the channel's next attempt
+    assert added and RESTART_T < added[0]["t"] < RESTART_T + 0.3
 
 
 def test_a_wiped_copy_loads_nothing_and_gets_the_whole_state(seeded) -> None:
