@@ -223,7 +223,7 @@ test: install $(ETCD35) $(if $(DOCKER_TIER),docker-engine)
 	  case "$$rc" in 0|none) ;; *) echo "make test: pschaos image failed ($$rc, above); the docker tests will say the same";; esac
 	# the tests marked `long` run in `make test-long`, and so do the scenarios in MAIN_SKIP on processes
 	PSCHAOS_LIBRARY_RUNS=$(abspath $(LIBRARY_SIM)) \
-	  $(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider --durations=30 -m "not long" \
+	  $(BIN)/python -m pytest $(XDIST) -q -p no:cacheprovider --durations=0 --durations-min=8 -m "not long" \
 	  $(addprefix --deselect ,$(MAIN_SKIP)) tests scenarios
 	# the etcd-facing tests again on etcd 3.5, built from the Go module proxy (Debian ships 3.4)
 	PSCHAOS_ETCD=$(abspath $(ETCD35)) $(BIN)/pschaos doctor | grep -q "etcd Version: 3.5"
