@@ -67,8 +67,16 @@ DOCKER_ALSO := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-prima
 #                                  certain) and tf-kill-ps (lost-work-bounded and restarts-bounded on
 #                                  the same job); only it: the closures rescheduled on a second worker
 #   tf-kill-chief               -> tf-kill-ps (the coordinator restarts and resumes from its last
-#                                  checkpoint on the same servers) and ddp-kill-agent (a job's driver
-#                                  killed and started again by the harness); only it: the chief's kill
+#                                  checkpoint on the same servers, started again by the harness);
+#                                  only it: the chief's kill
+#   ddp-kill-agent              -> tf-kill-ps (a job's driver started again by the harness, resumed from
+#                                  its checkpoint, equal to an uninterrupted run) and ddp-kill-mid-checkpoint
+#                                  (a torchrun group restarted); only it: the agent's own SIGKILL, its
+#                                  orphaned ranks reaped by the harness
+#   redis-kill-master           -> tests/integration/test_adapters.py (the documented Redis adapter: its
+#                                  master killed and started again empty, the finding that it wipes its
+#                                  replicas) and redis-partition-master-wait (Sentinel's failover, every
+#                                  update decided); only it: no-lost-updates after a kill, either way
 #   tf-latency-ps               -> tf-loss-ps (the same worker-to-ps links, through nftables) and
 #                                  latency-100-both-ways (Toxiproxy's latency); only it: Toxiproxy in
 #                                  front of a parameter server
@@ -121,7 +129,7 @@ LONG_SCENARIOS := $(addprefix scenarios/,$(addsuffix .yaml,split-brain-restore \
   ddp-restart-shared-store one-way-cut-primary loss-5-worker-links redis-partition-master \
   redis-partition-master-keep migration-loss-worker-links ddp-loss-rank loss-5-primary-replica \
   bandwidth-worker-shard scale-out-workers ssp-scale-out-workers ssp-scale-in-workers \
-  bsp-partition-worker-etcd etcd-store-partition-leader))
+  bsp-partition-worker-etcd etcd-store-partition-leader ddp-kill-agent redis-kill-master))
 # psnodes' membership tests run once, on etcd 3.5 (ETCD_TESTS): on Debian's etcd 3.4 the bsp-*
 # scenarios take the same kill, TTL and join paths in the main pass
 ETCD35_ONLY := tests/integration/test_members.py

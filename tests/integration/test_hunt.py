@@ -26,20 +26,20 @@ def _hunt(root, out, *extra, seed: int = 1):
                           capture_output=True, text=True, timeout=1200)
 
 
-@pytest.mark.timeout(600)     # up to 8 trials, 4 shrink runs and 3 replays on the simulator, on a loaded machine
+@pytest.mark.timeout(600)     # up to 8 trials, 2 shrink runs and 3 replays on the simulator, on a loaded machine
 def test_a_hunt_finds_and_shrinks_a_planted_bug_into_a_scenario_that_replays_it(tmp_path):
     root = mutant_copy(tmp_path / "code", EARLY_ACK)
     # the hunt stops at its first failing trial; which trial exposes the planted bug depends on
     # the failure detector's timing. Seed 2's first trial does today (seed 1 needed five: 118 s of
     # this test against 68 s in CI), and the budget leaves room for more should the timing move
-    p = _hunt(root, tmp_path / "hunt", "--budget", "8", "--shrink-budget", "4", seed=2)
+    p = _hunt(root, tmp_path / "hunt", "--budget", "8", "--shrink-budget", "2", seed=2)
     assert p.returncode == 1, p.stderr[-3000:]
     doc = json.loads(p.stdout)
     # an early ack shows as an acked update lost in a failover or as a read of state the ISR did
     # not hold (reads-committed): which one a trial's schedule exposes first depends on the twin's
     # timings (the calibration of 2026-12-07 09:36 found it by reads-committed at seed 2000)
     assert doc["found"] and set(doc["found"]["failed"]) & {"no-lost-acks", "reads-committed"}
-    assert 1 <= len(doc["shrunk"]["faults"]) <= len(doc["found"]["faults"]) and doc["shrunk"]["runs"] <= 4
+    assert 1 <= len(doc["shrunk"]["faults"]) <= len(doc["found"]["faults"]) and doc["shrunk"]["runs"] <= 2
     path = tmp_path / "hunt" / f"hunt-kill-primary-{doc['found']['seed']}.yaml"
     assert doc["scenario_file"] == str(path) and load_scenario(path).faults
     assert doc["replayed"]["same_failure"] is True                       # the hunt replayed the file it wrote

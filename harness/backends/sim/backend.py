@@ -243,7 +243,7 @@ class SimBackend(ElasticShards):
         else:
             c = self._copy(name, "kill")
             was_alive = c.alive
-            if self.cal.kill_teardown_samples:       # each real kill's own teardown, drawn (calibration.py)
+            if was_alive and self.cal.kill_teardown_samples:   # each real kill's own teardown, drawn (calibration.py)
                 if self._teardowns is None:
                     self._teardowns = self.net.stream("kill-teardown")
                 c.teardown_s = float(self._teardowns.choice(self.cal.kill_teardown_samples))

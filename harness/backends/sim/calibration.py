@@ -136,9 +136,13 @@ def bad_figure(data: dict) -> str | None:
             why = _figure_problem(k, data[k], positive=k in ("cores", "checkpoint_mb_s"))
             if why:
                 return why
-    teardowns = data.get("kill_teardown_samples", [])
-    if not isinstance(teardowns, list) or any(_figure_problem("", v) for v in teardowns):
+    teardowns = data.get("kill_teardown_samples")         # None: not measured (the median stands)
+    if teardowns is not None and (not isinstance(teardowns, list) or any(_figure_problem("", v) for v in teardowns)):
         return f"kill_teardown_samples={teardowns!r} must be a list of seconds, finite numbers >= 0"
+    cpu, start = data.get("node_start_cpu_s"), data.get("node_start_s")
+    if cpu is not None and start is not None and cpu > start:
+        return (f"node_start_cpu_s={cpu!r} is more than node_start_s={start!r}: the start's own CPU is part of "
+                "its time; measure both again with `pschaos sim calibrate`")
     wake = data.get("etcd_wake_s", [])
     if not isinstance(wake, list) or not all(
             isinstance(p, list) and len(p) == 2 and all(_figure_problem("", v) is None for v in p) for p in wake):

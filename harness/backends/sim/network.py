@@ -157,6 +157,15 @@ class SimNetwork:
         without drawing from the run's stream: adding one shifts no other draw."""
         return random.Random(f"{self._base}:{name}")
 
+    def refuses(self, src: str, dst: str) -> bool:
+        """Whether a connection src->dst is refused now (a link-down: the proxy disabled)."""
+        return any(f.kind == "link-down" for f in self.active((src, dst), "upstream"))
+
+    def blocks(self, src: str, dst: str) -> bool:
+        """Whether a connection attempt src->dst fails now: refused, or every packet dropped (a
+        partition): a channel's reconnect attempt then fails (reconnect.py)."""
+        return any(f.kind in ("link-down", "partition") for f in self.active((src, dst), "upstream"))
+
     def add_fault(self, kind: str, links: Iterable[str | Link], params: Mapping[str, Any] | None = None) -> int:
         """Start a fault on links; returns the handle for `remove_fault`. Refuses what it cannot model."""
         if kind not in SUPPORTED:

@@ -120,7 +120,7 @@ class SimCopy:
         self.restored_from = ""
         self.started = False        # serve.py installed its SIGTERM handler ("start" was emitted)
         self.stopping = False       # SIGTERM received: the periodic checkpoint loop ends
-        self.accepting, self.serving_since = True, self.env.now    # the gRPC server takes calls (since: reconnect.py)
+        self.accepting = True       # the gRPC server takes new calls
         self.answering = True       # calls in flight may still be answered (server.stop's grace)
         self.done = self.env.event()
         self.ckpt_lock = simpy.Resource(self.env, capacity=1)

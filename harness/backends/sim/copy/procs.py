@@ -68,7 +68,7 @@ class CopyProcs:
                 yield from use(c.cpu, cpu_s, c.name)
             yield c.env.timeout(c.start_delay_s - cpu_s)
             c.load_local()
-            c.accepting, c.serving_since = True, c.env.now
+            c.accepting = True
         while True:
             try:
                 yield from election.register()

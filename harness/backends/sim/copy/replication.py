@@ -115,7 +115,20 @@ class SimReplication:
                 c.spawn(self.sender(peer, c.epoch))
 
     def sender(self, peer: str, epoch: int) -> Gen:
-        """PeerSender.run: ship what the peer lacks, one call in flight; heartbeats when idle."""
+        """PeerSender.run: ship what the peer lacks, one call in flight; heartbeats when idle. Its
+        calls go over a channel of its own (PeerSender dials one per peer and epoch) with gRPC's
+        reconnect backoff (reconnect.py): once a connection attempt was refused, calls fail at
+        once until an attempt finds the peer serving, unpaused, and its link open."""
+        c, dst = self.c, self.peers[peer]
+        chan = ReconnectBackoff(c.env, c.net.stream(f"reconnect:{c.name}:{c.incarnation}:{peer}:{epoch}"),
+                                lambda: dst.alive and dst.accepting and not dst.paused
+                                and not c.net.blocks(c.name, peer))
+        try:
+            yield from self._send(peer, epoch, dst, chan)
+        finally:
+            chan.close()
+
+    def _send(self, peer: str, epoch: int, dst: Peer, chan: ReconnectBackoff) -> Gen:
         c, cfg = self.c, self.c.cfg
         known: int | None = None
         known_epoch = 0
@@ -124,11 +137,6 @@ class SimReplication:
         last_sent = -math.inf
         shrink = [0.0]           # PeerSender.next_shrink: a refused or failed removal is retried no sooner
         call_s = 0.0             # the last answered call's time: probe_wait's floor
-        # the sender's own channel (PeerSender dials one per peer and epoch): after a refusal
-        # its calls fail at once until its reconnect backoff's next attempt finds the peer serving
-        chan = ReconnectBackoff(c.net.stream(f"reconnect:{c.name}:{c.incarnation}:{peer}:{epoch}"))
-        dst = self.peers[peer]
-        serving = lambda: dst.serving_since if dst.alive and dst.accepting else None  # noqa: E731
         while c.is_primary(epoch):
             while c.is_primary(epoch):
                 wait = logmatch.idle_wait(known, c.store.seq, last_sent, c.now(), cfg.heartbeat_s)
@@ -139,7 +147,7 @@ class SimReplication:
                 break
             req, changed, kind = self._build(epoch, known, known_epoch)
             sent = last_sent = c.now()
-            if not chan.connected(sent, serving):      # gRPC fails the call at once (UNAVAILABLE)
+            if not chan.usable():              # in its reconnect backoff: gRPC fails the call at once
                 known = None
                 yield from self._drop_if_silent(peer, epoch, last_ok, shrink, "UNAVAILABLE")
                 yield from c.clock.sleep(cfg.heartbeat_s)
@@ -155,12 +163,14 @@ class SimReplication:
                 break
             except PSError as e:     # any other refusal, as PeerSender takes every grpc.RpcError
                 known = None
-                if serving() is None:            # refused: the peer is down or not serving yet
-                    chan.refused(c.now())
+                # refused (the peer down or not serving yet, or its link refusing connections):
+                # a connected channel goes idle, an idle one starts its reconnect attempts
+                chan.failed(refused=not (dst.alive and dst.accepting) or c.net.refuses(c.name, peer))
                 yield from self._drop_if_silent(peer, epoch, last_ok, shrink, e.status if isinstance(e, SimRpcError)
                                                 else e.code.name)
                 yield from c.clock.sleep(cfg.heartbeat_s)
                 continue
+            chan.ok()
             last_ok = c.now()
             call_s = last_ok - sent
             catchup = self._account(catchup, peer, known, req.nbytes(), changed, kind)

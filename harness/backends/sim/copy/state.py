@@ -37,8 +37,8 @@ class Peer(Protocol):
 
     alive: bool
     closed_at: float          # when a killed copy's sockets close (virtual time; rpc.refused)
-    accepting: bool           # its gRPC server takes new calls ...
-    serving_since: float      # ... since then (a channel's reconnect: harness/backends/sim/reconnect.py)
+    accepting: bool           # its gRPC server takes new calls
+    paused: bool              # SIGSTOPped: a channel's reconnect attempt to it fails (reconnect.py)
 
     def replicate(self, req: ReplicateReq, deadline: float) -> Gen: ...
 
@@ -73,7 +73,6 @@ class CopyState(Peer, Protocol):
     # the process: its incarnations, the processes it runs, serve.py's flags and hooks
     incarnation: int
     session: int
-    paused: bool
     procs: list[simpy.Process]
     start_delay_s: float
     started: bool

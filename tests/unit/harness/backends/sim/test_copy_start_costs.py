@@ -57,29 +57,34 @@ def _serving_after(tmp_path: Path, cpu_s: float | None, busy: float) -> float:
         node = next(n for n in be.copies if n != be.routing()[0].primary)
         be.kill(node)
         be.clock.sleep(0.2)
-        t0 = be.env.now
+        t0 = be.clock.now()                      # the events' clock
         be.restart(node)
         be.clock.sleep(1.0)
-        return be.copies[node].serving_since - t0
+        starts = [e["t"] for e in map(json.loads, be.files.path(node).read_text().splitlines())
+                  if e.get("f") == "start"]
+        return starts[-1] - t0        # serve.py's "start": its server up, registered, bootstrapped
     finally:
         be.teardown()
 
 
 def test_a_starts_own_cpu_stretches_on_a_busy_host_and_the_rest_stays_a_wait(tmp_path: Path) -> None:
-    assert _serving_after(tmp_path, None, 3.0) == pytest.approx(0.1)      # an older file: a plain wait
+    plain = _serving_after(tmp_path, None, 3.0)            # an older file: the whole start a plain wait
     idle = _serving_after(tmp_path, 0.08, 0.0)
     busy = _serving_after(tmp_path, 0.08, 3.0)
-    assert idle == pytest.approx(0.1, abs=0.01), idle       # alone on the cores: as measured
-    assert busy > idle + 0.05, (idle, busy)                 # 3 cores' worth of others on 2: it waits its turns
+    assert 0.1 <= idle < 0.12, idle                        # alone on the cores: as measured (and etcd's calls)
+    assert 0.1 <= plain < busy - 0.05, (plain, busy)       # 3 cores' worth of others on 2: its CPU waits its turns
 
 
 def test_a_calibration_with_bad_teardown_samples_or_load_rate_is_refused_naming_it(tmp_path: Path) -> None:
     p = tmp_path / "cal.json"
     for key, bad in (("kill_teardown_samples", [0.01, -1]), ("kill_teardown_samples", "fast"),
-                     ("node_start_cpu_s", -0.1), ("node_start_cpu_s", float("nan"))):
-        p.write_text(json.dumps({key: bad}))
+                     ("kill_teardown_samples", [True]), ("node_start_cpu_s", -0.1),
+                     ("node_start_cpu_s", float("nan")), ("node_start_cpu_s", 0.2)):
+        p.write_text(json.dumps({key: bad, "node_start_s": 0.1}))
         with pytest.raises(HarnessError, match=key):
             Calibration.load(p)
+    p.write_text(json.dumps({"kill_teardown_samples": None}))
+    assert Calibration.load(p).kill_teardown_samples in (None, [])         # not measured
     p.write_text(json.dumps({"kill_teardown_samples": SAMPLES, "node_start_cpu_s": 0.08}))
     cal = Calibration.load(p)
     assert cal.kill_teardown_samples == SAMPLES and cal.node_start_cpu_s == 0.08

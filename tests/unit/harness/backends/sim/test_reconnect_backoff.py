@@ -1,68 +1,89 @@
-"""gRPC's reconnect backoff in the twin (harness/backends/sim/reconnect.py): after a refusal a
-channel reaches its peer only at an attempt made once the peer serves, its pauses growing 1.6x
-from psnodes' initial to its maximum within +-20%; and a primary's sender in the twin reaches a
-replica it could not reach for a while at such an attempt, not at its next heartbeat."""
+"""gRPC's reconnect backoff in the twin (harness/backends/sim/reconnect.py): a lost connection
+leaves a channel idle, a refused attempt starts timed attempts (100 ms first: gRPC core's floor
+under psnodes' 20 ms, then 1.6x up to 200 ms, within +-20%) during which calls fail at once, and
+the first attempt that finds the peer reachable connects; and a primary's sender in the twin
+reaches a replica back from a long stop only at such an attempt, not at its next heartbeat."""
 from __future__ import annotations
 
 import random
 
+import simpy
+
+from pschaos.harness.backends.sim.network import SimNetwork
 from pschaos.harness.backends.sim.pushclient import SimShardCluster
-from pschaos.harness.backends.sim.reconnect import JITTER, MULTIPLIER, ReconnectBackoff
+from pschaos.harness.backends.sim.reconnect import JITTER, MULTIPLIER, ReconnectBackoff, pauses
 from pschaos.harness.backends.sim.rpc import Gen
 from pschaos.psnodes.config import ClusterConfig
 from pschaos.psnodes.wire.channels import channel_options
 
 
-def _attempts(b: ReconnectBackoff, until: float) -> list[float]:
-    """The attempts the channel makes while its peer never serves."""
-    out = []
-    while b.next_at is not None and b.next_at <= until:
-        out.append(b.next_at)
-        assert not b.connected(b.next_at, lambda: None)
-    return out
-
-
-def test_a_channel_never_refused_is_connected() -> None:
-    b = ReconnectBackoff(random.Random(1))
-    assert b.connected(0.0, lambda: None) and b.connected(5.0, lambda: 1.0)
-
-
-def test_the_pauses_grow_from_psnodes_initial_to_its_maximum_within_the_jitter() -> None:
+def test_grpc_core_raises_psnodes_bounds_to_its_100_ms_floor() -> None:
     opts = dict(channel_options(0))
-    first, top = opts["grpc.initial_reconnect_backoff_ms"] / 1e3, opts["grpc.max_reconnect_backoff_ms"] / 1e3
-    b = ReconnectBackoff(random.Random(3))
-    b.refused(1.0)
-    times = [1.0] + _attempts(b, 4.0)
-    pauses = [y - x for x, y in zip(times, times[1:])]
+    assert opts["grpc.initial_reconnect_backoff_ms"] < 100          # psnodes asks for less ...
+    first, top = pauses()
+    assert first == max(0.1, opts["grpc.initial_reconnect_backoff_ms"] / 1e3) == 0.1     # ... and gets 100 ms
+    assert top == max(0.1, opts["grpc.max_reconnect_backoff_ms"] / 1e3)
+
+
+def _channel(seed: int = 3) -> tuple[simpy.Environment, ReconnectBackoff, dict]:
+    env = simpy.Environment()
+    state = {"up": False, "tried": []}
+
+    def reachable() -> bool:
+        state["tried"].append(env.now)
+        return state["up"]
+    return env, ReconnectBackoff(env, random.Random(seed), reachable), state
+
+
+def test_a_lost_connection_goes_idle_and_only_a_refused_attempt_starts_the_backoff() -> None:
+    env, ch, _ = _channel()
+    assert ch.usable()
+    ch.failed(refused=False)                  # a deadline on a live connection: nothing changes
+    assert ch.usable()
+    ch.ok()
+    ch.failed(refused=True)                   # the peer died under a connected channel: idle, no backoff
+    assert ch.usable() and not ch.ready
+    ch.failed(refused=True)                   # the next call's connection attempt was refused
+    assert not ch.usable()
+
+
+def test_the_attempts_pause_100_160_200_ms_within_the_jitter_until_the_peer_is_back() -> None:
+    env, ch, state = _channel()
+    ch.failed(refused=True)
+    env.run(until=3.0)
+    times = [0.0] + state["tried"]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    first, top = pauses()
     want = first
-    for p in pauses:
-        assert want * (1 - JITTER) - 1e-9 <= p <= want * (1 + JITTER) + 1e-9, (pauses, want)
+    for g in gaps:
+        assert want * (1 - JITTER) - 1e-9 <= g <= want * (1 + JITTER) + 1e-9, (gaps, want)
         want = min(want * MULTIPLIER, top)
-    assert max(pauses) > top * 0.9 and len(pauses) > 10          # it reached the cap and stayed there
+    assert not ch.usable() and len(gaps) > 10
+    back = env.now
+    state["up"] = True
+    env.run(until=back + top * (1 + JITTER) + 1e-6)
+    assert ch.usable() and ch.ready                    # the first attempt after it came back
+    assert back < state["tried"][-1] <= back + top * (1 + JITTER) + 1e-6
 
 
-def test_a_peer_back_is_reached_at_the_first_attempt_after_it_serves_and_not_before() -> None:
-    b = ReconnectBackoff(random.Random(5))
-    b.refused(0.0)
-    probe = ReconnectBackoff(random.Random(5))                  # the same draws: where the attempts fall
-    probe.refused(0.0)
-    times = _attempts(probe, 3.0)
-    back = 2.0
-    after = next(t for t in times if t >= back)
-    assert not b.connected(back, lambda: back)                  # it serves, the channel waits
-    assert not b.connected(after - 1e-6, lambda: back)
-    assert b.connected(after, lambda: back)
-    assert b.connected(after + 0.5, lambda: back)               # connected: no backoff any more
-    b.refused(after + 0.6)                                      # down again: the pause starts over
-    assert b.next_at is not None and b.next_at - (after + 0.6) <= times[0] * (1 + JITTER) / (1 - JITTER)
+def test_a_closed_channel_stops_its_attempts() -> None:
+    env, ch, state = _channel()
+    ch.failed(refused=True)
+    env.run(until=0.5)
+    n = len(state["tried"])
+    ch.close()
+    env.run(until=3.0)
+    assert len(state["tried"]) == n and ch.usable()
 
 
-def test_a_refusal_while_waiting_does_not_restart_the_schedule() -> None:
-    b = ReconnectBackoff(random.Random(2))
-    b.refused(0.0)
-    due = b.next_at
-    b.refused(0.005)
-    assert b.next_at == due
+def test_the_network_says_which_links_refuse_or_drop_a_connection_attempt() -> None:
+    net = SimNetwork(simpy.Environment(), random.Random(1))
+    assert not net.refuses("a", "b") and not net.blocks("a", "b")
+    down = net.add_fault("link-down", [("a", "b")])
+    assert net.refuses("a", "b") and net.blocks("a", "b") and not net.blocks("a", "c")
+    net.remove_fault(down)
+    net.add_fault("partition", [("a", "b")])
+    assert net.blocks("a", "b") and not net.refuses("a", "b")
 
 
 def _restart_gap(seed: int, down_s: float) -> float:
@@ -91,8 +112,9 @@ def _restart_gap(seed: int, down_s: float) -> float:
 
 def test_a_primary_reaches_a_replica_back_from_a_long_stop_only_at_its_channels_next_attempt() -> None:
     """Down 1.5 s, the sender's channel attempts every 160-240 ms: the catch-up comes up to that
-    much after the restart, not within a heartbeat (50 ms) as a channel without backoff would
-    bring it. Over seeds the gaps spread across the pause, as the real ones did (103-207 ms)."""
+    much (and a catch-up's few ms) after the restart, not within a heartbeat (50 ms) as a
+    channel without backoff brought it. Over seeds the gaps spread across the pause, as the
+    real ones did (103-207 ms)."""
     gaps = [_restart_gap(seed, 1.5) for seed in range(1, 9)]
     assert max(gaps) > 0.1 and min(gaps) < max(gaps) - 0.05, gaps
     assert all(g < 0.3 for g in gaps), gaps
