@@ -72,11 +72,14 @@ DOCKER_ALSO := $(addprefix scenarios/,$(addsuffix .yaml,kill-primary pause-prima
 #   ddp-kill-agent              -> tf-kill-ps (a job's driver started again by the harness, resumed from
 #                                  its checkpoint, equal to an uninterrupted run) and ddp-kill-mid-checkpoint
 #                                  (a torchrun group restarted); only it: the agent's own SIGKILL, its
-#                                  orphaned ranks reaped by the harness
+#                                  orphaned ranks reaped, and the whole job relaunched by the harness as a
+#                                  new incarnation (tf-kill-ps restarts one process of its job)
 #   redis-kill-master           -> tests/integration/test_adapters.py (the documented Redis adapter: its
 #                                  master killed and started again empty, the finding that it wipes its
-#                                  replicas) and redis-partition-master-wait (Sentinel's failover, every
-#                                  update decided); only it: no-lost-updates after a kill, either way
+#                                  replicas; plain replication, no Sentinel) and redis-partition-master-wait
+#                                  (Sentinel's failover, every update decided); only it: the Sentinel
+#                                  adapter's master killed, started again from its config file and made
+#                                  a replica by the Sentinels, no-lost-updates decided after it
 #   tf-latency-ps               -> tf-loss-ps (the same worker-to-ps links, through nftables) and
 #                                  latency-100-both-ways (Toxiproxy's latency); only it: Toxiproxy in
 #                                  front of a parameter server

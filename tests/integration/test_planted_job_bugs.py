@@ -4,8 +4,8 @@ scripts/accelerate_train.py a resume that drops the optimizer's momentum): a res
 the optimizer state (resume-exact), a checkpoint every 10×N steps (lost-work-bounded), a step
 that applies its update twice (exactly-once, from the audit), a step that never times out
 (no-silent-hang: DDP's collective; TF's coordinator without its watchdog). The real jobs pass the
-same scenarios (scenarios/ddp-*.yaml, tf-*.yaml: most in `make test`, the rest in `make test-long`,
-Makefile LONG_SCENARIOS) and the checks' unit tests
+same scenarios (scenarios/ddp-*.yaml, tf-*.yaml: ddp-kill-mid-checkpoint and four TensorFlow
+ones in `make test`, the rest in `make test-long`, Makefile LONG_SCENARIOS) and the checks' unit tests
 (tests/unit/harness/checkers/test_jobs.py) fail each check on a hand-written history; these runs
 are the end-to-end proof, a minute or two each, so `make test-long`."""
 from __future__ import annotations

@@ -153,9 +153,14 @@ def node_start(be, say: Callable[[str], None], n: int = 7) -> tuple[float, float
 
 
 def _process_cpu(pid: int) -> float:
-    """A process's CPU seconds so far, in nanoseconds' resolution: the run time of each of its
-    live threads (/proc/PID/task/*/schedstat; psutil's cpu_times counts 10 ms clock ticks, and a
-    start's 20-30 ms read as 20 or 30). Falls back to psutil where schedstat is absent."""
+    """A process's CPU seconds so far: the run time of each of its live threads in nanoseconds
+    (/proc/PID/task/*/schedstat; psutil's cpu_times counts 10 ms clock ticks, and a start's 20-30
+    ms read as 20 or 30), or psutil's total where that is larger (it keeps the CPU of threads
+    that already exited)."""
+    import psutil
+
+    t = psutil.Process(pid).cpu_times()
+    ticks = t.user + t.system
     total, found = 0, False
     for f in Path(f"/proc/{pid}/task").glob("*/schedstat"):
         try:
@@ -163,12 +168,7 @@ def _process_cpu(pid: int) -> float:
             found = True
         except (OSError, ValueError, IndexError):
             continue
-    if found:
-        return total / 1e9
-    import psutil
-
-    t = psutil.Process(pid).cpu_times()
-    return t.user + t.system
+    return max(total / 1e9, ticks) if found else ticks
 
 
 PROBE_AFTER_S = 0.12      # a replica probes ~150 ms after the kill: its detector's floor

@@ -48,7 +48,7 @@ def test_each_kill_draws_its_teardown_from_the_measured_kills_reproducibly(tmp_p
 
 def _serving_after(tmp_path: Path, cpu_s: float | None, busy: float) -> float:
     """A replica killed and started again, `busy` cores of other tenants on the host: from its
-    restart until its server takes calls."""
+    restart until serve.py's "start" (its server up, registered in etcd, bootstrapped)."""
     cal = replace(Calibration.default(), node_start_s=0.1, node_start_cpu_s=cpu_s)
     be = SimBackend(ClusterSpec(shards=1, copies=3, workers=0), tmp_path / f"run-{cpu_s}-{busy}", "t-start", seed=4,
                     calibration=cal, background_load=busy)
@@ -72,7 +72,8 @@ def test_a_starts_own_cpu_stretches_on_a_busy_host_and_the_rest_stays_a_wait(tmp
     idle = _serving_after(tmp_path, 0.08, 0.0)
     busy = _serving_after(tmp_path, 0.08, 3.0)
     assert 0.1 <= idle < 0.12, idle                        # alone on the cores: as measured (and etcd's calls)
-    assert 0.1 <= plain < busy - 0.05, (plain, busy)       # 3 cores' worth of others on 2: its CPU waits its turns
+    assert 0.1 <= plain < 0.13, plain                      # the wait does not stretch (etcd's calls a little)
+    assert busy > plain + 0.05, (plain, busy)              # 3 cores' worth of others on 2: its CPU waits its turns
 
 
 def test_a_calibration_with_bad_teardown_samples_or_load_rate_is_refused_naming_it(tmp_path: Path) -> None:
